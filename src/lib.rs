@@ -1,0 +1,8 @@
+//! slurmops: a Slurm cluster on Kubernetes, described by one cluster.yaml in git.
+//!
+//! The pipeline reads top to bottom, one module per stage:
+//! `source` (read cluster.yaml from a directory or a git revision) → `spec` (parse and validate)
+//! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
+//! renderings) → `cli` (the commands that wire the stages to files, git and the terminal).
+
+pub mod spec;

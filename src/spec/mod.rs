@@ -1,0 +1,86 @@
+//! `spec`: read cluster.yaml, check it against the format, and hand back a validated
+//! [`ClusterFile`] — or every problem at once, each with its position and a fix.
+
+pub mod check;
+pub mod diag;
+pub mod types;
+pub mod validate;
+pub mod values;
+pub mod yaml;
+
+pub use diag::{Diagnostic, Path};
+pub use types::*;
+
+/// The JSON Schema of cluster.yaml, generated from the types.
+pub fn json_schema() -> serde_json::Value {
+    let settings = schemars::generate::SchemaSettings::draft07();
+    let schema = settings.into_generator().into_root_schema_for::<ClusterFile>();
+    serde_json::to_value(schema).expect("a generated schema is valid JSON")
+}
+
+
+/// Reads cluster.yaml text. `file` is the name used in diagnostics.
+/// On failure returns every problem found, sorted by position.
+pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
+    let tree = yaml::parse(text).map_err(|e| {
+        vec![Diagnostic {
+            file: file.to_string(),
+            line: e.pos.line.max(1),
+            col: e.pos.col.max(1),
+            path: "(yaml)".into(),
+            message: e.message,
+            hint: Some("fix the YAML syntax".into()),
+        }]
+    })?;
+    let schema = json_schema();
+    let (value, findings) = check::check(&tree, &schema);
+    let at = |findings: Vec<diag::Finding>| {
+        let mut out: Vec<Diagnostic> = findings
+            .into_iter()
+            .map(|f| {
+                let pos = match &f.at_key {
+                    Some(k) => {
+                        let owner = f.path.parent();
+                        locate_node(&tree, &owner).and_then(|n| n.key_pos(k)).unwrap_or_else(|| tree.locate(&owner))
+                    }
+                    None => tree.locate(&f.path),
+                };
+                Diagnostic {
+                    file: file.to_string(),
+                    line: pos.line.max(1),
+                    col: pos.col.max(1),
+                    path: f.path.to_string(),
+                    message: f.message,
+                    hint: f.hint,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (a.line, a.col, &a.message).cmp(&(b.line, b.col, &b.message)));
+        out.dedup();
+        out
+    };
+    // Structural findings drop the offending values; when what is left still reads as a cluster,
+    // the semantic checks run too, so that one run reports as much as it can.
+    let cluster: Result<ClusterFile, _> = serde_json::from_value(value);
+    match cluster {
+        Ok(cluster) => {
+            let mut all = findings;
+            all.extend(validate::validate(&cluster));
+            if all.is_empty() { Ok(cluster) } else { Err(at(all)) }
+        }
+        Err(_) if !findings.is_empty() => Err(at(findings)),
+        Err(e) => Err(at(vec![diag::Finding::new(Path::root(), e.to_string())])),
+    }
+}
+
+fn locate_node<'a>(tree: &'a yaml::Node, path: &Path) -> Option<&'a yaml::Node> {
+    let mut node = tree;
+    for seg in path.segments() {
+        node = match (seg, &node.value) {
+            (diag::PathSeg::Key(k), yaml::Value::Map(_)) => node.get(k)?,
+            (diag::PathSeg::Index(i), yaml::Value::Seq(items)) => items.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}

@@ -1,0 +1,642 @@
+//! The cluster.yaml format: one `SlurmCluster` document describes a whole Slurm cluster.
+//!
+//! These types are the single source of truth: the JSON Schema (`schema/cluster.schema.json`),
+//! the structural checks with positions and the renderer are all derived from them. Field docs
+//! become schema descriptions, so an editor with yaml-language-server shows them as hover help.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, EnvVar, PersistentVolumeClaim, PodSecurityContext, ResourceRequirements,
+    Toleration, TopologySpreadConstraint, Volume, VolumeMount,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::values::{Duration, IntOrPercent, SlurmValue};
+
+pub const API_VERSION: &str = "slurmops.dev/v1alpha1";
+pub const KIND: &str = "SlurmCluster";
+
+/// A Slurm cluster on Kubernetes, managed by slurmops from git.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "SlurmCluster")]
+pub struct ClusterFile {
+    /// Always `slurmops.dev/v1alpha1`.
+    pub api_version: String,
+    /// Always `SlurmCluster`.
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: ClusterSpec,
+}
+
+/// Where the cluster lives in Kubernetes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metadata {
+    /// Name of the cluster; every object slurmops creates is named after it (DNS-1123 label).
+    pub name: String,
+    /// Namespace holding all objects of this cluster.
+    pub namespace: String,
+    /// Labels added to every rendered object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations added to every rendered object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The desired Slurm cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Slurm `ClusterName` (at most 40 characters). Defaults to `metadata.name`. Changing it
+    /// after the first deployment makes slurmctld refuse its saved state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    /// The Slurm release every component runs unless its image is overridden, e.g. `"24.11"`.
+    pub slurm_version: String,
+    /// Container images.
+    #[serde(default)]
+    pub images: Images,
+    /// Secrets in the namespace used to pull images.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<String>,
+    /// PriorityClass of every pod of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// Keys, by reference to Kubernetes Secrets. Secret material is never written in cluster.yaml.
+    pub auth: Auth,
+    #[serde(default)]
+    pub controller: Controller,
+    #[serde(default)]
+    pub accounting: Accounting,
+    #[serde(default)]
+    pub restapi: RestApi,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub login_sets: Vec<LoginSet>,
+    /// Groups of identical slurmd workers; each becomes one StatefulSet and one Slurm NodeSet.
+    pub node_sets: Vec<NodeSet>,
+    pub partitions: Vec<Partition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+    /// How changes are applied.
+    #[serde(default)]
+    pub policy: Policy,
+}
+
+/// A reference to one key of a Kubernetes Secret in the cluster's namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-slurmops-secret-ref" = true))]
+pub struct SecretRef {
+    /// Name of the Secret.
+    pub name: String,
+    /// Key inside the Secret.
+    pub key: String,
+}
+
+/// Authentication keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Auth {
+    /// The shared `slurm.key` of auth/slurm (at least 1 KiB of random bytes).
+    pub slurm_key: SecretRef,
+    /// The HS256 key of auth/jwt, used by slurmrestd and by slurmops itself.
+    pub jwt_key: SecretRef,
+}
+
+/// Container images. A component's image defaults to
+/// `REGISTRY/COMPONENT:SLURMVERSION-FLAVOR` (the layout of the Slinky images).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Images {
+    #[serde(default = "default_registry")]
+    pub registry: String,
+    #[serde(default = "default_flavor")]
+    pub flavor: String,
+    #[serde(default = "default_pull_policy")]
+    pub pull_policy: PullPolicy,
+    /// Full image reference overriding the default for one component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmctld: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmrestd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmdbd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+}
+
+impl Default for Images {
+    fn default() -> Self {
+        Images {
+            registry: default_registry(),
+            flavor: default_flavor(),
+            pull_policy: default_pull_policy(),
+            slurmctld: None,
+            slurmd: None,
+            slurmrestd: None,
+            slurmdbd: None,
+            login: None,
+        }
+    }
+}
+
+fn default_registry() -> String {
+    "ghcr.io/slinkyproject".into()
+}
+fn default_flavor() -> String {
+    "ubuntu24.04".into()
+}
+fn default_pull_policy() -> PullPolicy {
+    PullPolicy::IfNotPresent
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+impl PullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// Settings every pod-bearing component shares.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSettings {
+    /// ServiceAccount of the component's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// CPU and memory of the main container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Extra fields merged into the pod template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<PodOverrides>,
+}
+
+/// Typed additions to a rendered pod template. Lists are appended, maps merged, scalars replaced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodOverrides {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Environment variables added to the main container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Sidecar containers added next to the main container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_containers: Vec<Container>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_network: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+}
+
+/// slurmctld.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Controller {
+    #[serde(default, flatten)]
+    pub pod: PodSettings,
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// High availability: backup controllers besides the primary. Needs `persistence.existingClaim`
+    /// on a ReadWriteMany volume, shared by all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HighAvailability>,
+    /// Extra slurm.conf settings. List-valued parameters (SlurmctldParameters, AuthInfo,
+    /// AuthAltParameters, ...) are merged with the generated values; others replace them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slurm_conf: BTreeMap<String, SlurmValue>,
+    /// Prolog/Epilog scripts, distributed to every node by configless Slurm.
+    #[serde(default)]
+    pub scripts: Scripts,
+    /// Slurm's OpenMetrics endpoint on slurmctld (Slurm 25.05 and later).
+    #[serde(default)]
+    pub metrics: Toggle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Persistence {
+    /// Keep slurmctld's StateSaveLocation on a PersistentVolume. Without it, all jobs are lost when
+    /// the controller pod restarts.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Size of the volume claimed per controller.
+    #[serde(default = "default_state_size")]
+    pub size: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Use this existing PersistentVolumeClaim instead of claiming one per controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing_claim: Option<String>,
+}
+
+impl Default for Persistence {
+    fn default() -> Self {
+        Persistence { enabled: true, size: default_state_size(), storage_class: None, existing_claim: None }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_state_size() -> String {
+    "4Gi".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HighAvailability {
+    /// Number of backup slurmctld (1 or more).
+    pub backups: u32,
+}
+
+/// On/off switch.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toggle {
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// Scripts by kind. Each runs where Slurm runs that kind of script.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scripts {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prolog: Vec<Script>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epilog: Vec<Script>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prolog_slurmctld: Vec<Script>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epilog_slurmctld: Vec<Script>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Script {
+    /// File name under /etc/slurm, e.g. `prolog-gpu-check.sh`.
+    pub name: String,
+    /// The script, starting with `#!`.
+    pub content: String,
+}
+
+/// slurmdbd with an external MySQL/MariaDB.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accounting {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, flatten)]
+    pub pod: PodSettings,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<Database>,
+    /// Extra slurmdbd.conf settings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slurmdbd_conf: BTreeMap<String, SlurmValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Database {
+    pub host: String,
+    #[serde(default = "default_db_port")]
+    pub port: u16,
+    /// Database name (StorageLoc).
+    #[serde(default = "default_db_name")]
+    pub name: String,
+    pub user: String,
+    /// The database password, by reference; it never appears in rendered objects.
+    pub password: SecretRef,
+}
+
+fn default_db_port() -> u16 {
+    3306
+}
+fn default_db_name() -> String {
+    "slurm_acct_db".into()
+}
+
+/// slurmrestd.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestApi {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default, flatten)]
+    pub pod: PodSettings,
+}
+
+impl Default for RestApi {
+    fn default() -> Self {
+        RestApi { enabled: true, replicas: 1, pod: PodSettings::default() }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Login pods (sackd + sshd) users reach over SSH.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginSet {
+    pub name: String,
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub service: LoginService,
+    /// authorized_keys for root, by reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_keys: Option<SecretRef>,
+    /// sssd.conf (user directory), by reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sssd_conf: Option<SecretRef>,
+    #[serde(default, flatten)]
+    pub pod: PodSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoginService {
+    #[serde(rename = "type", default = "default_service_type")]
+    pub type_: ServiceType,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default = "default_ssh_port")]
+    pub port: u16,
+}
+
+impl Default for LoginService {
+    fn default() -> Self {
+        LoginService { type_: default_service_type(), annotations: BTreeMap::new(), port: 22 }
+    }
+}
+
+fn default_service_type() -> ServiceType {
+    ServiceType::ClusterIP
+}
+fn default_ssh_port() -> u16 {
+    22
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ServiceType {
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+}
+
+impl ServiceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// A group of identical slurmd workers: one StatefulSet, one Slurm NodeSet. Pod names are the
+/// Slurm node names (`NAME-0`, `NAME-1`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSet {
+    /// NodeSet name, also the StatefulSet name and the prefix of the Slurm node names.
+    pub name: String,
+    pub replicas: u32,
+    /// Full image reference of slurmd; defaults to `images.slurmd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// CPU of each worker (Kubernetes quantity, e.g. `"96"`); also Slurm's `CPUs` when whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// Memory of each worker (e.g. `1800Gi`); Slurm's `RealMemory` is derived from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Gpus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imex: Option<Imex>,
+    /// Slurm node features besides the NodeSet's own name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+    /// Slurm scheduling weight (lower is used first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Run slurmd privileged (needed for cgroup job containment). Default true.
+    #[serde(default = "yes")]
+    pub privileged: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// Mounts into slurmd, e.g. shared filesystems declared in `volumes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
+    /// Per-worker volumes (immutable once applied: a change recreates the StatefulSet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
+    #[serde(default, flatten)]
+    pub pod: PodSettings,
+    #[serde(default)]
+    pub update: UpdatePolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<Autoscale>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Gpus {
+    /// GPUs per worker.
+    pub count: u32,
+    /// GPU type as Slurm GRES type, e.g. `h100`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Kubernetes extended resource requested per worker.
+    #[serde(default = "default_gpu_resource")]
+    pub resource_name: String,
+    /// How slurmd finds the devices: `nvml` (NVIDIA's library in the image) or `files`
+    /// (`/dev/nvidia0..N-1`).
+    #[serde(default = "default_autodetect")]
+    pub autodetect: GpuDetect,
+}
+
+fn default_gpu_resource() -> String {
+    "nvidia.com/gpu".into()
+}
+fn default_autodetect() -> GpuDetect {
+    GpuDetect::Nvml
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuDetect {
+    Nvml,
+    Files,
+}
+
+/// NVIDIA IMEX channels for multi-node NVLink (GB200 and later), through a DRA ComputeDomain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Imex {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Name of the ComputeDomain whose channel the workers claim.
+    pub compute_domain: String,
+    /// ResourceClaimTemplate created for the ComputeDomain; defaults to `COMPUTEDOMAIN-channel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_template: Option<String>,
+}
+
+/// How slurmops replaces the workers of this NodeSet: drain in Slurm first, then replace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdatePolicy {
+    /// Workers out of service at once during a rollout (count or percentage, more than 0).
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: IntOrPercent,
+    /// How long to wait for running jobs on a draining node.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: Duration,
+    /// What to do when the drain timeout passes: keep waiting, or replace the pod anyway
+    /// (killing the jobs still running on it).
+    #[serde(default = "default_on_timeout")]
+    pub on_timeout: OnTimeout,
+}
+
+impl Default for UpdatePolicy {
+    fn default() -> Self {
+        UpdatePolicy {
+            max_unavailable: default_max_unavailable(),
+            drain_timeout: default_drain_timeout(),
+            on_timeout: default_on_timeout(),
+        }
+    }
+}
+
+fn default_max_unavailable() -> IntOrPercent {
+    IntOrPercent::Int(1)
+}
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+fn default_on_timeout() -> OnTimeout {
+    OnTimeout::Wait
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeout {
+    Wait,
+    Force,
+}
+
+/// Autoscale from Slurm's own queue: pending jobs in the partitions of this NodeSet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Autoscale {
+    pub min: u32,
+    pub max: u32,
+    /// Pending jobs that justify one more worker.
+    #[serde(default = "one")]
+    pub pending_jobs_per_replica: u32,
+    /// How long a worker must stay idle before it is drained and removed.
+    #[serde(default = "default_idle_delay")]
+    pub scale_down_delay: Duration,
+}
+
+fn default_idle_delay() -> Duration {
+    Duration::from_secs(600)
+}
+
+/// A Slurm partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Partition {
+    pub name: String,
+    /// NodeSets in the partition, or `[ALL]`.
+    pub node_sets: Vec<String>,
+    #[serde(default)]
+    pub default: bool,
+    /// Slurm time (`UNLIMITED`, `MINUTES`, `D-HH:MM:SS`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time: Option<String>,
+    /// Further PartitionName options, e.g. `OverSubscribe: EXCLUSIVE`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, SlurmValue>,
+}
+
+/// Network topology for topology-aware scheduling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Topology {
+    pub block: BlockTopology,
+}
+
+/// Block topology (NVLink domains): nodes of one block share a fast interconnect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockTopology {
+    /// Kubernetes node label naming the block of the node a worker runs on,
+    /// e.g. `nvidia.com/gpu.clique`.
+    pub node_label: String,
+    /// NodeSets placed in blocks.
+    pub node_sets: Vec<String>,
+    /// Nodes per block (e.g. 18 trays of a GB200 NVL72 rack).
+    pub block_size: u32,
+    /// TopologyParam=BlockAsNodeRank: order node ranks by block.
+    #[serde(default = "yes")]
+    pub block_as_node_rank: bool,
+}
+
+/// How slurmops applies changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Policy {
+    /// Allow apply to recreate a StatefulSet (orphaning its pods) when an immutable field changes.
+    #[serde(default)]
+    pub allow_recreate: bool,
+    /// Stop applying changes (status keeps being reported).
+    #[serde(default)]
+    pub suspend: bool,
+}

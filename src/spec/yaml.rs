@@ -1,0 +1,304 @@
+//! A YAML tree that remembers where every node came from, so that every error can say
+//! `file:line:col`. Built from saphyr-parser's event stream (a maintained, panic-free YAML 1.2
+//! parser) with hard limits, so that no input can hang or exhaust memory: size, nesting depth,
+//! and total nodes after alias expansion (which defeats "billion laughs" alias bombs).
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+
+use super::diag::{Path, PathSeg};
+
+/// Largest cluster.yaml accepted, in bytes.
+pub const MAX_BYTES: usize = 4 << 20;
+/// Deepest nesting accepted.
+pub const MAX_DEPTH: usize = 64;
+/// Most nodes accepted, counting every alias expansion.
+pub const MAX_NODES: usize = 500_000;
+
+/// Line (1-based) and column (1-based) of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl Pos {
+    fn of(span: &Span) -> Pos {
+        Pos { line: span.start.line(), col: span.start.col() + 1 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A scalar with its text; `plain` is false when it was quoted or a block scalar, which makes
+    /// it a string whatever it looks like.
+    Scalar { text: String, plain: bool },
+    Seq(Vec<Node>),
+    /// Keys in document order.
+    Map(Vec<(Key, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    pub text: String,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    pub pos: Pos,
+}
+
+impl Node {
+    /// True for an empty plain scalar, `~` or `null`.
+    pub fn is_null(&self) -> bool {
+        matches!(&self.value, Value::Scalar { text, plain: true } if matches!(text.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|(k, _)| k.text == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Position of the node at `path`, or of its deepest existing ancestor.
+    pub fn locate(&self, path: &Path) -> Pos {
+        let mut node = self;
+        for seg in path.segments() {
+            let next = match (seg, &node.value) {
+                (PathSeg::Key(k), Value::Map(_)) => node.get(k),
+                (PathSeg::Index(i), Value::Seq(items)) => items.get(*i),
+                _ => None,
+            };
+            match next {
+                Some(n) => node = n,
+                None => break,
+            }
+        }
+        node.pos
+    }
+
+    /// Position of the key `key` in the mapping at `path` (for "unknown field" errors).
+    pub fn key_pos(&self, key: &str) -> Option<Pos> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|(k, _)| k.text == key).map(|(k, _)| k.pos),
+            _ => None,
+        }
+    }
+}
+
+/// Why a document could not be read as YAML.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YamlError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl YamlError {
+    fn at(pos: Pos, message: impl Into<String>) -> Self {
+        YamlError { pos, message: message.into() }
+    }
+}
+
+/// Parses exactly one YAML document.
+pub fn parse(text: &str) -> Result<Node, YamlError> {
+    if text.len() > MAX_BYTES {
+        return Err(YamlError::at(
+            Pos { line: 1, col: 1 },
+            format!("file is {} bytes; cluster.yaml may be at most {MAX_BYTES} bytes", text.len()),
+        ));
+    }
+    let mut b = Builder { parser: Parser::new_from_str(text), anchors: HashMap::new(), nodes: 0 };
+    b.document()
+}
+
+struct Builder<'a> {
+    parser: Parser<'a, saphyr_parser::StrInput<'a>>,
+    anchors: HashMap<usize, Node>,
+    nodes: usize,
+}
+
+impl<'a> Builder<'a> {
+    fn next(&mut self) -> Result<(Event<'a>, Span), YamlError> {
+        match self.parser.next_event() {
+            Some(Ok(ev)) => Ok(ev),
+            Some(Err(e)) => {
+                let m = e.marker();
+                Err(YamlError::at(Pos { line: m.line(), col: m.col() + 1 }, e.info().to_string()))
+            }
+            None => Err(YamlError::at(Pos::default(), "unexpected end of input")),
+        }
+    }
+
+    fn document(&mut self) -> Result<Node, YamlError> {
+        let mut root = None;
+        loop {
+            let (ev, span) = self.next()?;
+            match ev {
+                Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
+                Event::StreamEnd => break,
+                Event::DocumentStart(_) if root.is_some() => {
+                    return Err(YamlError::at(
+                        Pos::of(&span),
+                        "a second YAML document: cluster.yaml must hold exactly one SlurmCluster",
+                    ));
+                }
+                Event::DocumentStart(_) => root = Some(self.node(0)?),
+                _ => return Err(YamlError::at(Pos::of(&span), "unexpected YAML event")),
+            }
+        }
+        root.ok_or_else(|| YamlError::at(Pos { line: 1, col: 1 }, "the file is empty"))
+    }
+
+    fn count(&mut self, n: usize, pos: Pos) -> Result<(), YamlError> {
+        self.nodes += n;
+        if self.nodes > MAX_NODES {
+            return Err(YamlError::at(pos, format!("more than {MAX_NODES} YAML nodes (alias expansion included)")));
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, depth: usize) -> Result<Node, YamlError> {
+        let (ev, span) = self.next()?;
+        let pos = Pos::of(&span);
+        if depth > MAX_DEPTH {
+            return Err(YamlError::at(pos, format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        self.count(1, pos)?;
+        let (node, anchor) = match ev {
+            Event::Scalar(text, style, anchor, _tag) => {
+                let plain = matches!(style, ScalarStyle::Plain);
+                (Node { value: Value::Scalar { text: text.into_owned(), plain }, pos }, anchor)
+            }
+            Event::Alias(id) => {
+                let target = self.anchors.get(&id).cloned().ok_or_else(|| YamlError::at(pos, "alias to an unknown anchor"))?;
+                let size = size_of_tree(&target);
+                self.count(size, pos)?;
+                return Ok(Node { pos, ..target });
+            }
+            Event::SequenceStart(anchor, _) => (self.sequence(pos, depth)?, anchor),
+            Event::MappingStart(anchor, _) => (self.mapping(pos, depth)?, anchor),
+            _ => return Err(YamlError::at(pos, "unexpected YAML event")),
+        };
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        Ok(node)
+    }
+
+    fn sequence(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
+        let mut items = Vec::new();
+        loop {
+            if matches!(self.parser.peek(), Some(Ok((Event::SequenceEnd, _)))) {
+                self.next()?;
+                return Ok(Node { value: Value::Seq(items), pos });
+            }
+            items.push(self.node(depth + 1)?);
+        }
+    }
+
+    fn mapping(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
+        let mut entries: Vec<(Key, Node)> = Vec::new();
+        let mut merged: Vec<(Key, Node)> = Vec::new();
+        loop {
+            if matches!(self.parser.peek(), Some(Ok((Event::MappingEnd, _)))) {
+                self.next()?;
+                break;
+            }
+            let key_node = self.node(depth + 1)?;
+            let key = match key_node.value {
+                Value::Scalar { text, .. } => Key { text, pos: key_node.pos },
+                _ => return Err(YamlError::at(key_node.pos, "mapping keys must be plain words, not lists or maps")),
+            };
+            let value = self.node(depth + 1)?;
+            if key.text == "<<" {
+                merged.extend(merge_source(value)?);
+                continue;
+            }
+            if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == key.text) {
+                return Err(YamlError::at(
+                    key.pos,
+                    format!("duplicate key {:?} (first at line {})", key.text, first.pos.line),
+                ));
+            }
+            entries.push((key, value));
+        }
+        for (k, v) in merged {
+            if !entries.iter().any(|(e, _)| e.text == k.text) {
+                entries.push((k, v));
+            }
+        }
+        Ok(Node { value: Value::Map(entries), pos })
+    }
+}
+
+/// The entries a `<<: *anchor` (or `<<: [*a, *b]`) merge key brings in.
+fn merge_source(value: Node) -> Result<Vec<(Key, Node)>, YamlError> {
+    match value.value {
+        Value::Map(entries) => Ok(entries),
+        Value::Seq(items) => {
+            let mut out = Vec::new();
+            for item in items {
+                out.extend(merge_source(item)?);
+            }
+            Ok(out)
+        }
+        Value::Scalar { .. } => Err(YamlError::at(value.pos, "the merge key `<<` takes a mapping or a list of mappings")),
+    }
+}
+
+fn size_of_tree(node: &Node) -> usize {
+    1 + match &node.value {
+        Value::Scalar { .. } => 0,
+        Value::Seq(items) => items.iter().map(size_of_tree).sum(),
+        Value::Map(entries) => entries.iter().map(|(_, v)| 1 + size_of_tree(v)).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based() {
+        let n = parse("a:\n  b: 1\n  c: [x, 'y']\n").unwrap();
+        let b = n.get("a").unwrap().get("b").unwrap();
+        assert_eq!(b.pos, Pos { line: 2, col: 6 });
+        assert_eq!(n.get("a").unwrap().key_pos("c"), Some(Pos { line: 3, col: 3 }));
+    }
+
+    #[test]
+    fn alias_bomb_is_refused_quickly() {
+        let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            doc.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+        }
+        let err = parse(&doc).unwrap_err();
+        assert!(err.message.contains("alias expansion"), "{err:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let doc = "[".repeat(10_000) + &"]".repeat(10_000);
+        let err = parse(&doc).unwrap_err();
+        assert!(err.message.contains("nesting"), "{err:?}");
+    }
+
+    #[test]
+    fn duplicate_keys_and_second_documents_are_errors() {
+        assert!(parse("a: 1\na: 2\n").unwrap_err().message.contains("duplicate key"));
+        assert!(parse("a: 1\n---\nb: 2\n").unwrap_err().message.contains("second YAML document"));
+    }
+
+    #[test]
+    fn merge_keys_fill_missing_entries() {
+        let n = parse("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n").unwrap();
+        let m = n.get("m").unwrap();
+        assert!(matches!(&m.get("x").unwrap().value, Value::Scalar { text, .. } if text == "1"));
+        assert!(matches!(&m.get("y").unwrap().value, Value::Scalar { text, .. } if text == "3"));
+    }
+}
