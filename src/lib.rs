@@ -5,4 +5,5 @@
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `cli` (the commands that wire the stages to files, git and the terminal).
 
+pub mod render;
 pub mod spec;

@@ -1,0 +1,158 @@
+//! Names and labels of everything slurmops renders, in one place, so that render, plan and the
+//! later apply/rollout stages agree on what an object is called and how it is selected.
+
+use std::collections::BTreeMap;
+
+use crate::spec::types::{ClusterFile, ClusterSpec};
+
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const LABEL_NODESET: &str = "slurmops.dev/nodeset";
+pub const LABEL_LOGIN_SET: &str = "slurmops.dev/login-set";
+/// Set by the daemon on worker pods running jobs; the worker PDB protects those.
+pub const LABEL_BUSY: &str = "slurmops.dev/busy";
+/// Prefix of the per-file checksum annotations on pod templates.
+pub const CHECKSUM_PREFIX: &str = "checksum.slurmops.dev/";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    Controller,
+    Accounting,
+    RestApi,
+    Login,
+    Worker,
+}
+
+impl Component {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Controller => "controller",
+            Component::Accounting => "accounting",
+            Component::RestApi => "restapi",
+            Component::Login => "login",
+            Component::Worker => "worker",
+        }
+    }
+    /// The Slurm program the component runs (the `app.kubernetes.io/name`).
+    pub fn program(self) -> &'static str {
+        match self {
+            Component::Controller => "slurmctld",
+            Component::Accounting => "slurmdbd",
+            Component::RestApi => "slurmrestd",
+            Component::Login => "login",
+            Component::Worker => "slurmd",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Names {
+    pub name: String,
+    pub namespace: String,
+    pub cluster_name: String,
+    /// `metadata.labels` / `metadata.annotations` of cluster.yaml, added to every object.
+    pub extra_labels: BTreeMap<String, String>,
+    pub extra_annotations: BTreeMap<String, String>,
+}
+
+impl Names {
+    pub fn new(c: &ClusterFile) -> Self {
+        Names {
+            name: c.metadata.name.clone(),
+            namespace: c.metadata.namespace.clone(),
+            cluster_name: c.spec.cluster_name.clone().unwrap_or_else(|| c.metadata.name.clone()),
+            extra_labels: c.metadata.labels.clone(),
+            extra_annotations: c.metadata.annotations.clone(),
+        }
+    }
+
+    pub fn of(&self, suffix: &str) -> String {
+        format!("{}-{suffix}", self.name)
+    }
+    pub fn config_map(&self) -> String {
+        self.of("config")
+    }
+    pub fn slurmdbd_config_map(&self) -> String {
+        self.of("slurmdbd")
+    }
+    pub fn controller(&self) -> String {
+        self.of("controller")
+    }
+    pub fn controller_headless(&self) -> String {
+        self.of("controller-headless")
+    }
+    pub fn accounting(&self) -> String {
+        self.of("accounting")
+    }
+    pub fn restapi(&self) -> String {
+        self.of("restapi")
+    }
+    pub fn workers_service(&self) -> String {
+        self.of("workers")
+    }
+    pub fn login(&self, set: &str) -> String {
+        self.of(&format!("login-{set}"))
+    }
+
+    fn svc_domain(&self, service: &str) -> String {
+        format!("{service}.{}.svc.cluster.local", self.namespace)
+    }
+
+    /// `SlurmctldHost` values: primary first, then the backups, as `POD(FQDN)`.
+    pub fn controller_hosts(&self, spec: &ClusterSpec) -> Vec<String> {
+        (0..controller_replicas(spec))
+            .map(|i| {
+                let pod = format!("{}-{i}", self.controller());
+                format!("{pod}({pod}.{})", self.svc_domain(&self.controller_headless()))
+            })
+            .collect()
+    }
+
+    /// Where slurmd/sackd fetch their configuration (`--conf-server`), all controllers in order.
+    pub fn conf_servers(&self, spec: &ClusterSpec) -> String {
+        (0..controller_replicas(spec))
+            .map(|i| format!("{}-{i}.{}:{}", self.controller(), self.svc_domain(&self.controller_headless()), super::slurm::SLURMCTLD_PORT))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn accounting_pod(&self) -> String {
+        format!("{}-0", self.accounting())
+    }
+    pub fn accounting_host(&self) -> String {
+        self.svc_domain(&self.accounting())
+    }
+
+    /// Labels selecting one component's pods (and a NodeSet's, for workers).
+    pub fn selector(&self, component: Component, node_set: Option<&str>) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::from([
+            (LABEL_INSTANCE.to_string(), self.name.clone()),
+            (LABEL_COMPONENT.to_string(), component.as_str().to_string()),
+        ]);
+        if let Some(ns) = node_set {
+            l.insert(LABEL_NODESET.to_string(), ns.to_string());
+        }
+        l
+    }
+
+    /// All labels of a component's objects and pods.
+    pub fn labels(&self, component: Option<Component>, node_set: Option<&str>) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::from([
+            (LABEL_INSTANCE.to_string(), self.name.clone()),
+            (LABEL_MANAGED_BY.to_string(), "slurmops".to_string()),
+        ]);
+        if let Some(c) = component {
+            l.extend(self.selector(c, node_set));
+            l.insert(LABEL_NAME.to_string(), c.program().to_string());
+        } else {
+            l.insert(LABEL_NAME.to_string(), "slurm".to_string());
+        }
+        l
+    }
+}
+
+pub fn controller_replicas(spec: &ClusterSpec) -> u32 {
+    1 + spec.controller.ha.as_ref().map_or(0, |h| h.backups)
+}

@@ -1,0 +1,131 @@
+//! slurmd workers: one StatefulSet per NodeSet. `OnDelete` so that only slurmops replaces pods
+//! (after draining them in Slurm), `Parallel` so that scaling does not wait on ordinals, and pod
+//! names that are the Slurm node names.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodResourceClaim,
+    PodSpec, ResourceClaim, ResourceRequirements, SecurityContext, Service, Volume,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::components::{meta, pdb, selector, service};
+use super::names::{Component, LABEL_BUSY, Names};
+use super::pod::{self, PodParts};
+use super::slurm::{ETC_SLURM, SLURMD_PORT, slurmd_conf};
+use crate::spec::types::{ClusterFile, NodeSet};
+
+const IMEX_CLAIM: &str = "imex-channel";
+
+/// The headless Service giving every worker its stable DNS name.
+pub fn workers_service(names: &Names) -> Service {
+    service(names, &names.workers_service(), Component::Worker, &[("slurmd", SLURMD_PORT)], true)
+}
+
+fn resources(ns: &NodeSet) -> Option<ResourceRequirements> {
+    let mut r = ns.pod.resources.clone().unwrap_or_default();
+    let mut amounts = BTreeMap::new();
+    if let Some(cpu) = &ns.cpu {
+        amounts.insert("cpu".to_string(), Quantity(cpu.clone()));
+    }
+    if let Some(mem) = &ns.memory {
+        amounts.insert("memory".to_string(), Quantity(mem.clone()));
+    }
+    if let Some(g) = &ns.gpus {
+        amounts.insert(g.resource_name.clone(), Quantity(g.count.to_string()));
+    }
+    for (k, v) in amounts {
+        r.requests.get_or_insert_with(BTreeMap::new).entry(k.clone()).or_insert_with(|| v.clone());
+        r.limits.get_or_insert_with(BTreeMap::new).entry(k).or_insert(v);
+    }
+    if ns.imex.as_ref().is_some_and(|x| x.enabled) {
+        r.claims = Some(vec![ResourceClaim { name: IMEX_CLAIM.into(), request: None }]);
+    }
+    (r != ResourceRequirements::default()).then_some(r)
+}
+
+/// One slurmd per Kubernetes node: workers of the cluster repel each other.
+fn one_per_node(names: &Names) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector { match_labels: Some(names.selector(Component::Worker, None)), ..LabelSelector::default() }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..PodAffinityTerm::default()
+            }]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (StatefulSet, PodDisruptionBudget) {
+    let s = &c.spec;
+    let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
+    mounts.extend(ns.volume_mounts.iter().cloned());
+    let mut volumes: Vec<Volume> = vec![pod::projected("etc-slurm", vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)])];
+    volumes.extend(ns.volumes.iter().cloned());
+    let main = Container {
+        name: "slurmd".into(),
+        image: Some(ns.image.clone().unwrap_or_else(|| pod::image(s, s.images.slurmd.as_ref(), "slurmd"))),
+        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
+        command: Some(vec!["slurmd".into()]),
+        args: Some(vec!["-D".into(), "-Z".into(), "--conf-server".into(), names.conf_servers(s), "--conf".into(), slurmd_conf(ns)]),
+        env: Some(vec![EnvVar {
+            name: "POD_NAME".into(),
+            value_from: Some(EnvVarSource { field_ref: Some(ObjectFieldSelector { field_path: "metadata.name".into(), api_version: None }), ..EnvVarSource::default() }),
+            ..EnvVar::default()
+        }]),
+        ports: Some(vec![pod::port("slurmd", SLURMD_PORT)]),
+        readiness_probe: Some(pod::tcp_probe(SLURMD_PORT, 5)),
+        liveness_probe: Some(pod::tcp_probe(SLURMD_PORT, 60)),
+        resources: resources(ns),
+        security_context: ns.privileged.then(|| SecurityContext { privileged: Some(true), ..SecurityContext::default() }),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    };
+    let imex = ns.imex.as_ref().filter(|x| x.enabled).map(|x| {
+        vec![PodResourceClaim {
+            name: IMEX_CLAIM.into(),
+            resource_claim_template_name: Some(x.resource_claim_template.clone().unwrap_or_else(|| format!("{}-channel", x.compute_domain))),
+            resource_claim_name: None,
+        }]
+    });
+    let template = PodParts {
+        names,
+        spec: s,
+        component: Component::Worker,
+        node_set: Some(&ns.name),
+        settings: &ns.pod,
+        main,
+        init: Vec::new(),
+        volumes,
+        annotations: BTreeMap::new(),
+        pod: PodSpec { affinity: Some(one_per_node(names)), resource_claims: imex, automount_service_account_token: Some(false), ..PodSpec::default() },
+    }
+    .template();
+    let sts = StatefulSet {
+        metadata: meta(names, &ns.name, Some(Component::Worker), Some(&ns.name)),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(ns.replicas as i32),
+            service_name: Some(names.workers_service()),
+            pod_management_policy: Some("Parallel".into()),
+            update_strategy: Some(StatefulSetUpdateStrategy { type_: Some("OnDelete".into()), rolling_update: None }),
+            selector: selector(names, Component::Worker, Some(&ns.name)),
+            template,
+            volume_claim_templates: (!ns.volume_claim_templates.is_empty()).then(|| ns.volume_claim_templates.clone()),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    };
+    // Voluntary evictions (kubectl drain, cluster autoscaler) must not take a worker running jobs:
+    // the daemon marks busy workers, and this budget allows none of them to be evicted.
+    let mut busy = names.selector(Component::Worker, Some(&ns.name));
+    busy.insert(LABEL_BUSY.into(), "true".into());
+    let budget = pdb(names, &ns.name, Component::Worker, Some(&ns.name), busy, 0);
+    (sts, budget)
+}
