@@ -49,7 +49,7 @@ struct Line {
 
 fn env() -> Environment<'static> {
     let mut env = Environment::new();
-    env.set_trim_blocks(false);
+    env.set_keep_trailing_newline(true);
     for (name, src) in [
         ("slurm.conf", include_str!("templates/slurm.conf.j2")),
         ("cgroup.conf", include_str!("templates/cgroup.conf.j2")),

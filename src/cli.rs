@@ -1,0 +1,209 @@
+//! The command line. Each command wires stages together; none holds logic of its own.
+//! Exit codes follow terraform's -detailed-exitcode: 0 no change, 2 changes, 1 error.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::plan::{self, Side, format};
+use crate::render::{self, Rendered};
+use crate::source::{self, GitCli, Loaded};
+use crate::spec::{self, ClusterFile};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_CHANGES: i32 = 2;
+
+#[derive(Parser)]
+#[command(name = "slurmops", version, about = "GitOps for Slurm on Kubernetes: one cluster.yaml, one binary, no CRDs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check cluster.yaml; print every problem as FILE:LINE:COL: error: PATH: message (hint).
+    Validate {
+        /// cluster.yaml, or a directory holding one.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+    },
+    /// Print the Kubernetes objects cluster.yaml renders to (multi-document YAML).
+    Render {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Write one file per object (and the Slurm config files under slurm/) instead.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Show what applying cluster.yaml would change. Exit 0: no change, 2: changes, 1: error.
+    Plan {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Compare against cluster.yaml at this git revision (read from git objects).
+        #[arg(long, conflicts_with = "from")]
+        base: Option<String>,
+        /// With --base: read the new side from this revision too, not from the work tree.
+        #[arg(long, requires = "base")]
+        head: Option<String>,
+        /// Compare against this cluster.yaml file.
+        #[arg(long)]
+        from: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print the JSON Schema of cluster.yaml.
+    Schema,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Markdown,
+    Json,
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+        }
+    };
+    match cli.command {
+        Cmd::Validate { path } => validate(&path),
+        Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
+        Cmd::Plan { path, base, head, from, format } => plan_cmd(&path, base.as_deref(), head.as_deref(), from.as_deref(), format),
+        Cmd::Schema => {
+            println!("{}", schema_text().trim_end());
+            EXIT_OK
+        }
+    }
+}
+
+/// The committed schema file's content.
+pub fn schema_text() -> String {
+    serde_json::to_string_pretty(&spec::json_schema()).expect("schema serializes") + "\n"
+}
+
+/// A failure already explained to the user on stderr.
+struct Reported;
+
+fn load(loaded: &Loaded) -> Result<ClusterFile, Reported> {
+    spec::load(&loaded.name, &loaded.text).map_err(|diags| {
+        for d in &diags {
+            eprintln!("{d}");
+        }
+        eprintln!("{}: {} error(s); nothing was changed", loaded.name, diags.len());
+        Reported
+    })
+}
+
+fn read(path: &Path) -> Result<Loaded, Reported> {
+    source::read_file(&source::cluster_file(path)).map_err(|e| {
+        eprintln!("error: {e}");
+        Reported
+    })
+}
+
+fn validate(path: &Path) -> i32 {
+    match read(path).and_then(|l| load(&l).map(|c| (l, c))) {
+        Ok((l, c)) => {
+            println!("{}: valid ({} NodeSets, {} partitions)", l.name, c.spec.node_sets.len(), c.spec.partitions.len());
+            EXIT_OK
+        }
+        Err(Reported) => EXIT_ERROR,
+    }
+}
+
+/// Multi-document YAML of every rendered object, in apply order.
+pub fn objects_yaml(r: &Rendered) -> String {
+    r.objects.iter().map(|o| format!("---\n{}", serde_saphyr::to_string(&o.body).expect("objects serialize"))).collect()
+}
+
+fn render_cmd(path: &Path, out: Option<&Path>) -> i32 {
+    let Ok(cluster) = read(path).and_then(|l| load(&l)) else { return EXIT_ERROR };
+    let r = render::render(&cluster);
+    let Some(dir) = out else {
+        print!("{}", objects_yaml(&r));
+        return EXIT_OK;
+    };
+    match write_dir(dir, &r) {
+        Ok(n) => {
+            eprintln!("wrote {n} files to {}", dir.display());
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: writing {}: {e}", dir.display());
+            EXIT_ERROR
+        }
+    }
+}
+
+fn write_dir(dir: &Path, r: &Rendered) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir.join("slurm"))?;
+    let mut n = 0;
+    for (i, o) in r.objects.iter().enumerate() {
+        let file = dir.join(format!("{:02}-{}-{}.yaml", i, o.kind.to_ascii_lowercase(), o.name));
+        std::fs::write(file, serde_saphyr::to_string(&o.body).expect("objects serialize"))?;
+        n += 1;
+    }
+    for (name, content) in r.slurm.iter().chain(r.scripts.iter()) {
+        std::fs::write(dir.join("slurm").join(name), content)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn plan_cmd(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<&Path>, fmt: Format) -> i32 {
+    match plan_inner(path, base, head, from) {
+        Ok((p, target)) => {
+            let out = match fmt {
+                Format::Text => format::text(&p, &target),
+                Format::Markdown => format::markdown(&p, &target),
+                Format::Json => format::json(&p),
+            };
+            print!("{out}");
+            if p.has_changes() { EXIT_CHANGES } else { EXIT_OK }
+        }
+        Err(Reported) => EXIT_ERROR,
+    }
+}
+
+fn git_read(rev: &str, file: &Path) -> Result<Option<Loaded>, Reported> {
+    source::read_revision(&GitCli, rev, file).map_err(|e| {
+        eprintln!("error: {e}");
+        Reported
+    })
+}
+
+fn plan_inner(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<&Path>) -> Result<(plan::Plan, String), Reported> {
+    let file = source::cluster_file(path);
+    let new = match head {
+        Some(rev) => git_read(rev, &file)?.ok_or_else(|| {
+            eprintln!("error: revision {rev} has no {}", file.display());
+            Reported
+        })?,
+        None => read(path)?,
+    };
+    let old = match (base, from) {
+        (Some(rev), _) => git_read(rev, &file)?,
+        (None, Some(f)) => Some(read(f)?),
+        (None, None) => None,
+    };
+    let new_c = load(&new)?;
+    let old_c = old.as_ref().map(load).transpose()?;
+    let new_r = render::render(&new_c);
+    let old_r = old_c.as_ref().map(render::render);
+    let target = match (&old, base) {
+        (Some(_), Some(rev)) => format!("cluster {} (from {rev})", new_c.metadata.name),
+        (Some(o), None) => format!("cluster {} (from {})", new_c.metadata.name, o.name),
+        (None, Some(rev)) => format!("cluster {} (new: {rev} has no cluster.yaml)", new_c.metadata.name),
+        (None, None) => format!("cluster {} (against an empty cluster)", new_c.metadata.name),
+    };
+    let base_side = old_c.as_ref().zip(old_r.as_ref()).map(|(cluster, rendered)| Side { cluster, rendered });
+    Ok((plan::plan(base_side, Side { cluster: &new_c, rendered: &new_r }), target))
+}

@@ -1,0 +1,140 @@
+//! How a plan reads: text for people at a terminal, Markdown for a pull-request comment, JSON
+//! for machines. All three say the same things in the same order.
+
+use std::fmt::Write;
+
+use serde_json::json;
+
+use super::{Action, Plan};
+
+fn sign(a: Action) -> &'static str {
+    match a {
+        Action::Create => "+",
+        Action::Update => "~",
+        Action::Replace => "-/+",
+        Action::Delete => "-",
+    }
+}
+
+fn headline(p: &Plan, target: &str) -> String {
+    if !p.has_changes() {
+        return format!("No changes: {target} already matches cluster.yaml.");
+    }
+    format!(
+        "Plan for {target}: {} to create, {} to update, {} to replace, {} to delete.",
+        p.count(Action::Create),
+        p.count(Action::Update),
+        p.count(Action::Replace),
+        p.count(Action::Delete)
+    )
+}
+
+/// Lines describing the Slurm side, shared by text and Markdown.
+fn slurm_lines(p: &Plan) -> Vec<String> {
+    let s = &p.slurm;
+    let mut out = Vec::new();
+    if s.controller_restarts {
+        out.push("slurmctld restarts to load the new configuration (reconfig_on_restart); running jobs keep running".to_string());
+    }
+    for r in &s.node_sets_rolled {
+        out.push(format!(
+            "NodeSet {}: {} workers drained and replaced, at most {} at a time, because of: {}",
+            r.node_set,
+            r.workers,
+            r.max_unavailable,
+            r.because.join(", ")
+        ));
+    }
+    for sc in &s.scaled {
+        let how = if sc.to < sc.from { "the highest ordinals are drained, then removed" } else { "new workers join, nothing drains" };
+        out.push(format!("NodeSet {}: {} -> {} workers ({how})", sc.node_set, sc.from, sc.to));
+    }
+    for n in &s.node_sets_added {
+        out.push(format!("NodeSet {n} added"));
+    }
+    for n in &s.node_sets_removed {
+        out.push(format!("NodeSet {n} removed: all its workers are drained, then deleted"));
+    }
+    for n in &s.partitions_added {
+        out.push(format!("partition {n} added"));
+    }
+    for n in &s.partitions_removed {
+        out.push(format!("partition {n} removed"));
+    }
+    out.extend(s.autoscale_changes.iter().cloned());
+    out
+}
+
+pub fn text(p: &Plan, target: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", headline(p, target));
+    for c in &p.changes {
+        let _ = writeln!(o, "\n{} {} {} {}/{}", sign(c.action), c.action.as_str(), c.kind, c.namespace, c.name);
+        if c.action != Action::Delete {
+            for line in c.diff.lines().skip(2) {
+                let _ = writeln!(o, "    {line}");
+            }
+        }
+    }
+    let slurm = slurm_lines(p);
+    if !slurm.is_empty() || !p.slurm.config_diffs.is_empty() {
+        let _ = writeln!(o, "\nSlurm:");
+        for l in &slurm {
+            let _ = writeln!(o, "  * {l}");
+        }
+        for f in &p.slurm.config_diffs {
+            let _ = writeln!(o, "  {}:", f.file);
+            for line in f.diff.lines().skip(2) {
+                let _ = writeln!(o, "    {line}");
+            }
+        }
+    }
+    if !p.warnings.is_empty() {
+        let _ = writeln!(o, "\nWarnings:");
+        for w in &p.warnings {
+            let _ = writeln!(o, "  ! {w}");
+        }
+    }
+    o
+}
+
+pub fn markdown(p: &Plan, target: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "### slurmops plan\n\n{}\n", headline(p, target));
+    if !p.warnings.is_empty() {
+        for w in &p.warnings {
+            let _ = writeln!(o, "> [!WARNING]\n> {w}\n");
+        }
+    }
+    let slurm = slurm_lines(p);
+    if !slurm.is_empty() {
+        let _ = writeln!(o, "#### Slurm\n");
+        for l in &slurm {
+            let _ = writeln!(o, "- {l}");
+        }
+        let _ = writeln!(o);
+    }
+    for f in &p.slurm.config_diffs {
+        let _ = writeln!(o, "<details><summary><code>{}</code> changes</summary>\n\n```diff\n{}```\n</details>\n", f.file, f.diff);
+    }
+    if !p.changes.is_empty() {
+        let _ = writeln!(o, "#### Kubernetes objects\n\n| action | kind | object |\n|---|---|---|");
+        for c in &p.changes {
+            let _ = writeln!(o, "| {} {} | {} | `{}/{}` |", sign(c.action), c.action.as_str(), c.kind, c.namespace, c.name);
+        }
+        let _ = writeln!(o);
+        for c in p.changes.iter().filter(|c| c.action != Action::Delete) {
+            let _ = writeln!(o, "<details><summary>{} {} <code>{}/{}</code></summary>\n\n```diff\n{}```\n</details>\n", c.action.as_str(), c.kind, c.namespace, c.name, c.diff);
+        }
+    }
+    o
+}
+
+pub fn json(p: &Plan) -> String {
+    let v = json!({
+        "changes": p.changes,
+        "slurm": p.slurm,
+        "warnings": p.warnings,
+    });
+    serde_json::to_string_pretty(&v).expect("plans serialize") + "\n"
+}

@@ -1,0 +1,275 @@
+//! `plan`: what changing the cluster from one rendering (or from nothing) to another will do,
+//! as Kubernetes object changes and in Slurm's terms (config diffs, partitions, which NodeSets
+//! roll and therefore drain). Pure: two renderings in, a [`Plan`] out.
+
+pub mod format;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use similar::TextDiff;
+
+use crate::render::{Object, Rendered};
+use crate::spec::types::{ClusterFile, NodeSet};
+
+/// One side of a plan: a cluster.yaml and what it renders to.
+pub struct Side<'a> {
+    pub cluster: &'a ClusterFile,
+    pub rendered: &'a Rendered,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Replace,
+    Delete,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub action: Action,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// Unified diff of the object's YAML (secret values masked).
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileDiff {
+    pub file: String,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scale {
+    pub node_set: String,
+    pub from: u32,
+    pub to: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Roll {
+    pub node_set: String,
+    pub workers: u32,
+    pub max_unavailable: u32,
+    /// Which parts of the pod template changed (e.g. `image`, `args`).
+    pub because: Vec<String>,
+}
+
+/// The plan in Slurm's terms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SlurmSummary {
+    pub config_diffs: Vec<FileDiff>,
+    pub partitions_added: Vec<String>,
+    pub partitions_removed: Vec<String>,
+    pub node_sets_added: Vec<String>,
+    /// Removed NodeSets: all their workers are drained, then their objects pruned.
+    pub node_sets_removed: Vec<String>,
+    /// NodeSets whose pods change: each worker is drained, then replaced.
+    pub node_sets_rolled: Vec<Roll>,
+    pub scaled: Vec<Scale>,
+    pub autoscale_changes: Vec<String>,
+    /// slurmctld pods change (config files or pod template): the controller restarts.
+    pub controller_restarts: bool,
+}
+
+impl SlurmSummary {
+    pub fn is_empty(&self) -> bool {
+        *self == SlurmSummary::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    pub slurm: SlurmSummary,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty() || !self.slurm.is_empty()
+    }
+    pub fn count(&self, a: Action) -> usize {
+        self.changes.iter().filter(|c| c.action == a).count()
+    }
+}
+
+/// StatefulSet fields the API server refuses to change in place.
+pub const IMMUTABLE_STS_FIELDS: &[&str] = &["volumeClaimTemplates", "selector", "serviceName", "podManagementPolicy"];
+
+const MASK: &str = "(sensitive value hidden)";
+
+/// Secret values never reach a plan: each is replaced by a marker that still changes when the
+/// value does (a short digest), so that a changed key shows as changed.
+fn masked(o: &Object) -> Json {
+    let mut body = o.body.clone();
+    if o.kind == "Secret" {
+        for field in ["data", "stringData"] {
+            if let Some(Json::Object(map)) = body.get_mut(field) {
+                for v in map.values_mut() {
+                    let digest = crate::render::pod::checksum(&v.to_string());
+                    *v = Json::String(format!("{MASK} #{}", &digest[..8]));
+                }
+            }
+        }
+    }
+    body
+}
+
+fn yaml(o: Option<&Object>) -> String {
+    o.map(|o| serde_saphyr::to_string(&masked(o)).expect("JSON values serialize to YAML")).unwrap_or_default()
+}
+
+pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
+    TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(old_name, new_name).to_string()
+}
+
+fn spec_field<'a>(o: &'a Object, field: &str) -> Option<&'a Json> {
+    o.body.get("spec").and_then(|s| s.get(field))
+}
+
+pub fn plan(base: Option<Side>, head: Side) -> Plan {
+    let empty = Rendered { objects: Vec::new(), slurm: BTreeMap::new(), scripts: BTreeMap::new() };
+    let old = base.as_ref().map_or(&empty, |b| b.rendered);
+    let new = head.rendered;
+    let mut changes = Vec::new();
+    let mut warnings = Vec::new();
+    let old_by_id: BTreeMap<String, &Object> = old.objects.iter().map(|o| (o.id(), o)).collect();
+    let new_ids: BTreeMap<String, &Object> = new.objects.iter().map(|o| (o.id(), o)).collect();
+    for o in &new.objects {
+        let before = old_by_id.get(&o.id()).copied();
+        if before.map(|b| &b.body) == Some(&o.body) {
+            continue;
+        }
+        let mut action = if before.is_some() { Action::Update } else { Action::Create };
+        if let Some(b) = before
+            && o.kind == "StatefulSet"
+        {
+            let fields: Vec<&str> = IMMUTABLE_STS_FIELDS.iter().copied().filter(|f| spec_field(b, f) != spec_field(o, f)).collect();
+            if !fields.is_empty() {
+                action = Action::Replace;
+                warnings.push(immutable_warning(o, &fields, head.cluster.spec.policy.allow_recreate));
+            }
+        }
+        let diff = unified(&yaml(before), &yaml(Some(o)), &format!("a/{}", o.id()), &format!("b/{}", o.id()));
+        changes.push(Change { action, kind: o.kind.clone(), namespace: o.namespace.clone(), name: o.name.clone(), diff });
+    }
+    // Deletions in reverse apply order, as prune will do them.
+    for o in old.objects.iter().rev().filter(|o| !new_ids.contains_key(&o.id())) {
+        let diff = unified(&yaml(Some(o)), "", &format!("a/{}", o.id()), "/dev/null");
+        changes.push(Change { action: Action::Delete, kind: o.kind.clone(), namespace: o.namespace.clone(), name: o.name.clone(), diff });
+    }
+    let slurm = slurm_summary(base.as_ref(), &head, old, new);
+    if !slurm.node_sets_removed.is_empty() {
+        warnings.push(format!(
+            "NodeSets removed: {}. Every worker is drained in Slurm first (running jobs finish), then its objects are pruned.",
+            slurm.node_sets_removed.join(", ")
+        ));
+    }
+    if !slurm.partitions_removed.is_empty() {
+        warnings.push(format!(
+            "partitions removed: {}. Pending jobs in them can no longer run; move them first (scontrol update job=ID partition=NEW).",
+            slurm.partitions_removed.join(", ")
+        ));
+    }
+    Plan { changes, slurm, warnings }
+}
+
+fn immutable_warning(o: &Object, fields: &[&str], allow: bool) -> String {
+    let what = format!("StatefulSet {}/{}: {} cannot be changed in place", o.namespace, o.name, fields.join(", "));
+    if allow {
+        format!("{what}; apply will delete the StatefulSet with orphan propagation and create it again, so its pods keep running and are adopted (spec.policy.allowRecreate is true)")
+    } else {
+        format!("{what}; apply will refuse this change. Set spec.policy.allowRecreate: true to let apply recreate the StatefulSet (orphan propagation: pods keep running)")
+    }
+}
+
+fn template_diff(old: &Object, new: &Object) -> Vec<String> {
+    let t = |o: &Object| o.body.pointer("/spec/template").cloned().unwrap_or(Json::Null);
+    let (a, b) = (t(old), t(new));
+    if a == b {
+        return Vec::new();
+    }
+    let container = |v: &Json, f: &str| v.pointer(&format!("/spec/containers/0/{f}")).cloned();
+    let mut because: Vec<String> = ["image", "args", "command", "env", "resources", "volumeMounts", "securityContext"]
+        .into_iter()
+        .filter(|f| container(&a, f) != container(&b, f))
+        .map(|f| format!("container {f}"))
+        .collect();
+    for f in ["metadata", "spec/volumes", "spec/affinity", "spec/tolerations", "spec/nodeSelector", "spec/resourceClaims"] {
+        let p = format!("/{f}");
+        if a.pointer(&p) != b.pointer(&p) {
+            because.push(f.trim_start_matches("spec/").replace("metadata", "pod labels/annotations"));
+        }
+    }
+    if because.is_empty() {
+        because.push("pod template".into());
+    }
+    because
+}
+
+fn node_set_of<'a>(c: &'a ClusterFile, name: &str) -> Option<&'a NodeSet> {
+    c.spec.node_sets.iter().find(|n| n.name == name)
+}
+
+fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendered) -> SlurmSummary {
+    let mut s = SlurmSummary::default();
+    let files: std::collections::BTreeSet<&String> = old.slurm.keys().chain(new.slurm.keys()).chain(old.scripts.keys()).chain(new.scripts.keys()).collect();
+    for f in files {
+        let a = old.slurm.get(f).or_else(|| old.scripts.get(f)).map_or("", String::as_str);
+        let b = new.slurm.get(f).or_else(|| new.scripts.get(f)).map_or("", String::as_str);
+        if a != b {
+            s.config_diffs.push(FileDiff { file: f.clone(), diff: unified(a, b, &format!("a/{f}"), &format!("b/{f}")) });
+        }
+    }
+    let names = |c: Option<&ClusterFile>, f: fn(&ClusterFile) -> Vec<String>| c.map(f).unwrap_or_default();
+    let parts = |c: &ClusterFile| c.spec.partitions.iter().map(|p| p.name.clone()).collect();
+    let sets = |c: &ClusterFile| c.spec.node_sets.iter().map(|n| n.name.clone()).collect();
+    let base_c = base.map(|b| b.cluster);
+    let (old_parts, new_parts) = (names(base_c, parts), parts(head.cluster));
+    s.partitions_added = new_parts.iter().filter(|p| !old_parts.contains(p)).cloned().collect();
+    s.partitions_removed = old_parts.iter().filter(|p| !new_parts.contains(p)).cloned().collect();
+    let (old_sets, new_sets) = (names(base_c, sets), sets(head.cluster));
+    s.node_sets_added = new_sets.iter().filter(|n| !old_sets.contains(n)).cloned().collect();
+    s.node_sets_removed = old_sets.iter().filter(|n| !new_sets.contains(n)).cloned().collect();
+    let Some(base_c) = base_c else { return s };
+    for ns in &head.cluster.spec.node_sets {
+        let Some(before) = node_set_of(base_c, &ns.name) else { continue };
+        if let (Some(a), Some(b)) = (old.get("StatefulSet", &ns.name), new.get("StatefulSet", &ns.name)) {
+            let because = template_diff(a, b);
+            if !because.is_empty() {
+                let workers = before.replicas.min(ns.replicas);
+                s.node_sets_rolled.push(Roll { node_set: ns.name.clone(), workers, max_unavailable: ns.update.max_unavailable.resolve(ns.replicas), because });
+            }
+        }
+        if before.replicas != ns.replicas {
+            s.scaled.push(Scale { node_set: ns.name.clone(), from: before.replicas, to: ns.replicas });
+        }
+        if before.autoscale != ns.autoscale {
+            let show = |a: &Option<crate::spec::types::Autoscale>| match a {
+                Some(a) => format!("min {} max {} ({} pending jobs per worker, scale down after {} idle)", a.min, a.max, a.pending_jobs_per_replica, a.scale_down_delay),
+                None => "off".to_string(),
+            };
+            s.autoscale_changes.push(format!("{}: autoscale {} -> {}", ns.name, show(&before.autoscale), show(&ns.autoscale)));
+        }
+    }
+    let ctl = |r: &Rendered| r.objects.iter().find(|o| o.kind == "StatefulSet" && o.body.pointer("/metadata/labels/app.kubernetes.io~1component") == Some(&Json::String("controller".into()))).cloned();
+    s.controller_restarts = matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(&a, &b).is_empty());
+    s
+}
