@@ -126,6 +126,11 @@ impl Validator {
         self.node_sets(s, meta, &p.key("nodeSets"));
         self.partitions(s, &p.key("partitions"));
         if let Some(t) = &s.topology {
+            if version.is_some_and(|v| v < (25, 5)) {
+                // Proven on the real 24.11 slurmctld: a block whose nodes do not exist yet is
+                // fatal ("Block not contains any nodes"), and workers are dynamic nodes.
+                self.err(p.key("topology"), "block topology needs Slurm 25.05 or later: Slurm 24.11 refuses blocks of dynamic nodes that have not registered yet", "raise spec.slurmVersion to \"25.05\" or remove spec.topology");
+            }
             self.topology(&t.block, s, &p.key("topology").key("block"));
         }
     }

@@ -10,7 +10,7 @@ key=$(sha256sum "$0" | cut -c1-12)
 ROOT="$CACHE/slurm-trixie-$key"
 log() { echo "[slurm-chroot] $*" >&2; }
 
-if [ -x "$ROOT/usr/sbin/slurmctld" ] && [ -f "$ROOT/.slurmops-ready" ]; then
+if [ -f "$ROOT/.slurmops-ready" ] && [ -e "$ROOT/usr/sbin/slurmctld-wlm" ]; then
   echo "$ROOT"; exit 0
 fi
 mkdir -p "$CACHE"
