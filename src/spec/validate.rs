@@ -99,11 +99,13 @@ impl Validator {
     }
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
-        let cluster_name = s.cluster_name.as_deref().unwrap_or(&meta.name);
-        if cluster_name.len() > 40 {
-            self.err(p.key("clusterName"), format!("ClusterName is {} characters long; Slurm allows at most 40", cluster_name.len()), "choose a shorter spec.clusterName");
-        } else if cluster_name.is_empty() || !cluster_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
-            self.err(p.key("clusterName"), format!("ClusterName {cluster_name:?} has characters Slurm does not keep"), "use lowercase letters, digits, '-' and '_'");
+        // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
+        if let Some(cluster_name) = s.cluster_name.as_deref() {
+            if cluster_name.len() > 40 {
+                self.err(p.key("clusterName"), format!("ClusterName is {} characters long; Slurm allows at most 40", cluster_name.len()), "choose a shorter spec.clusterName");
+            } else if cluster_name.is_empty() || !cluster_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
+                self.err(p.key("clusterName"), format!("ClusterName {cluster_name:?} has characters Slurm does not keep"), "use lowercase letters, digits, '-' and '_'");
+            }
         }
         let version = slurm_minor(&s.slurm_version);
         if version.is_none() {
