@@ -15,7 +15,11 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_CHANGES: i32 = 2;
 
 #[derive(Parser)]
-#[command(name = "slurmops", version, about = "GitOps for Slurm on Kubernetes: one cluster.yaml, one binary, no CRDs")]
+#[command(
+    name = "slurmops",
+    version,
+    about = "GitOps for Slurm on Kubernetes: one cluster.yaml, one binary, no CRDs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -76,7 +80,19 @@ pub fn main() -> i32 {
     match cli.command {
         Cmd::Validate { path } => validate(&path),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
-        Cmd::Plan { path, base, head, from, format } => plan_cmd(&path, base.as_deref(), head.as_deref(), from.as_deref(), format),
+        Cmd::Plan {
+            path,
+            base,
+            head,
+            from,
+            format,
+        } => plan_cmd(
+            &path,
+            base.as_deref(),
+            head.as_deref(),
+            from.as_deref(),
+            format,
+        ),
         Cmd::Schema => {
             println!("{}", schema_text().trim_end());
             EXIT_OK
@@ -97,7 +113,11 @@ fn load(loaded: &Loaded) -> Result<ClusterFile, Reported> {
         for d in &diags {
             eprintln!("{d}");
         }
-        eprintln!("{}: {} error(s); nothing was changed", loaded.name, diags.len());
+        eprintln!(
+            "{}: {} error(s); nothing was changed",
+            loaded.name,
+            diags.len()
+        );
         Reported
     })
 }
@@ -112,7 +132,12 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
 fn validate(path: &Path) -> i32 {
     match read(path).and_then(|l| load(&l).map(|c| (l, c))) {
         Ok((l, c)) => {
-            println!("{}: valid ({} NodeSets, {} partitions)", l.name, c.spec.node_sets.len(), c.spec.partitions.len());
+            println!(
+                "{}: valid ({} NodeSets, {} partitions)",
+                l.name,
+                c.spec.node_sets.len(),
+                c.spec.partitions.len()
+            );
             EXIT_OK
         }
         Err(Reported) => EXIT_ERROR,
@@ -121,11 +146,21 @@ fn validate(path: &Path) -> i32 {
 
 /// Multi-document YAML of every rendered object, in apply order.
 pub fn objects_yaml(r: &Rendered) -> String {
-    r.objects.iter().map(|o| format!("---\n{}", serde_saphyr::to_string(&o.body).expect("objects serialize"))).collect()
+    r.objects
+        .iter()
+        .map(|o| {
+            format!(
+                "---\n{}",
+                serde_saphyr::to_string(&o.body).expect("objects serialize")
+            )
+        })
+        .collect()
 }
 
 fn render_cmd(path: &Path, out: Option<&Path>) -> i32 {
-    let Ok(cluster) = read(path).and_then(|l| load(&l)) else { return EXIT_ERROR };
+    let Ok(cluster) = read(path).and_then(|l| load(&l)) else {
+        return EXIT_ERROR;
+    };
     let r = render::render(&cluster);
     let Some(dir) = out else {
         print!("{}", objects_yaml(&r));
@@ -147,8 +182,16 @@ fn write_dir(dir: &Path, r: &Rendered) -> std::io::Result<usize> {
     std::fs::create_dir_all(dir.join("slurm"))?;
     let mut n = 0;
     for (i, o) in r.objects.iter().enumerate() {
-        let file = dir.join(format!("{:02}-{}-{}.yaml", i, o.kind.to_ascii_lowercase(), o.name));
-        std::fs::write(file, serde_saphyr::to_string(&o.body).expect("objects serialize"))?;
+        let file = dir.join(format!(
+            "{:02}-{}-{}.yaml",
+            i,
+            o.kind.to_ascii_lowercase(),
+            o.name
+        ));
+        std::fs::write(
+            file,
+            serde_saphyr::to_string(&o.body).expect("objects serialize"),
+        )?;
         n += 1;
     }
     for (name, content) in r.slurm.iter().chain(r.scripts.iter()) {
@@ -158,7 +201,13 @@ fn write_dir(dir: &Path, r: &Rendered) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn plan_cmd(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<&Path>, fmt: Format) -> i32 {
+fn plan_cmd(
+    path: &Path,
+    base: Option<&str>,
+    head: Option<&str>,
+    from: Option<&Path>,
+    fmt: Format,
+) -> i32 {
     match plan_inner(path, base, head, from) {
         Ok((p, target)) => {
             let out = match fmt {
@@ -167,7 +216,11 @@ fn plan_cmd(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<&P
                 Format::Json => format::json(&p),
             };
             print!("{out}");
-            if p.has_changes() { EXIT_CHANGES } else { EXIT_OK }
+            if p.has_changes() {
+                EXIT_CHANGES
+            } else {
+                EXIT_OK
+            }
         }
         Err(Reported) => EXIT_ERROR,
     }
@@ -180,7 +233,12 @@ fn git_read(rev: &str, file: &Path) -> Result<Option<Loaded>, Reported> {
     })
 }
 
-fn plan_inner(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<&Path>) -> Result<(plan::Plan, String), Reported> {
+fn plan_inner(
+    path: &Path,
+    base: Option<&str>,
+    head: Option<&str>,
+    from: Option<&Path>,
+) -> Result<(plan::Plan, String), Reported> {
     let file = source::cluster_file(path);
     let new = match head {
         Some(rev) => git_read(rev, &file)?.ok_or_else(|| {
@@ -201,9 +259,24 @@ fn plan_inner(path: &Path, base: Option<&str>, head: Option<&str>, from: Option<
     let target = match (&old, base) {
         (Some(_), Some(rev)) => format!("cluster {} (from {rev})", new_c.metadata.name),
         (Some(o), None) => format!("cluster {} (from {})", new_c.metadata.name, o.name),
-        (None, Some(rev)) => format!("cluster {} (new: {rev} has no cluster.yaml)", new_c.metadata.name),
+        (None, Some(rev)) => format!(
+            "cluster {} (new: {rev} has no cluster.yaml)",
+            new_c.metadata.name
+        ),
         (None, None) => format!("cluster {} (against an empty cluster)", new_c.metadata.name),
     };
-    let base_side = old_c.as_ref().zip(old_r.as_ref()).map(|(cluster, rendered)| Side { cluster, rendered });
-    Ok((plan::plan(base_side, Side { cluster: &new_c, rendered: &new_r }), target))
+    let base_side = old_c
+        .as_ref()
+        .zip(old_r.as_ref())
+        .map(|(cluster, rendered)| Side { cluster, rendered });
+    Ok((
+        plan::plan(
+            base_side,
+            Side {
+                cluster: &new_c,
+                rendered: &new_r,
+            },
+        ),
+        target,
+    ))
 }

@@ -18,7 +18,11 @@ use slurmops::spec::{ClusterFile, load};
 const BED: &str = "tests/bed/slurm.sh";
 
 fn bed(args: &[&str]) -> String {
-    let out = Command::new("bash").arg(BED).args(args).output().expect("run tests/bed/slurm.sh");
+    let out = Command::new("bash")
+        .arg(BED)
+        .args(args)
+        .output()
+        .expect("run tests/bed/slurm.sh");
     assert!(
         out.status.success(),
         "test bed failed: slurm.sh {args:?}\nstdout: {}\nstderr: {}",
@@ -63,13 +67,25 @@ fn test_host_overlay(c: &ClusterFile, r: &Rendered) -> BTreeMap<String, String> 
     files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
     if let Some(gres) = files.get_mut("gres.conf") {
         // No GPUs here: the same GRES on stand-in device files (see tests/bed/slurm.sh).
-        for ns in c.spec.node_sets.iter().filter_map(|n| n.gpus.as_ref().map(|g| (n, g))) {
+        for ns in c
+            .spec
+            .node_sets
+            .iter()
+            .filter_map(|n| n.gpus.as_ref().map(|g| (n, g)))
+        {
             let (n, g) = ns;
             *gres = gres
                 .lines()
                 .map(|l| {
                     if l.starts_with(&format!("NodeName={}-", n.name)) {
-                        format!("{} File=/run/fake-gpu/nvidia[0-{}]", l.replace(" AutoDetect=nvml", "").split(" File=").next().unwrap_or(l), g.count - 1)
+                        format!(
+                            "{} File=/run/fake-gpu/nvidia[0-{}]",
+                            l.replace(" AutoDetect=nvml", "")
+                                .split(" File=")
+                                .next()
+                                .unwrap_or(l),
+                            g.count - 1
+                        )
                     } else {
                         l.to_string()
                     }
@@ -85,25 +101,45 @@ fn test_host_overlay(c: &ClusterFile, r: &Rendered) -> BTreeMap<String, String> 
 
 /// The `--conf` argument of a NodeSet's slurmd, as rendered, sized for the test host.
 fn slurmd_conf(r: &Rendered, node_set: &str) -> String {
-    let sts = r.get("StatefulSet", node_set).expect("a StatefulSet per NodeSet");
-    let args: Vec<String> = serde_json::from_value(sts.body.pointer("/spec/template/spec/containers/0/args").cloned().unwrap()).unwrap();
+    let sts = r
+        .get("StatefulSet", node_set)
+        .expect("a StatefulSet per NodeSet");
+    let args: Vec<String> = serde_json::from_value(
+        sts.body
+            .pointer("/spec/template/spec/containers/0/args")
+            .cloned()
+            .unwrap(),
+    )
+    .unwrap();
     let conf = &args[args.iter().position(|a| a == "--conf").unwrap() + 1];
-    let mut parts: Vec<String> = conf.split(' ').filter(|p| !p.starts_with("CPUs=") && !p.starts_with("RealMemory=")).map(str::to_string).collect();
+    let mut parts: Vec<String> = conf
+        .split(' ')
+        .filter(|p| !p.starts_with("CPUs=") && !p.starts_with("RealMemory="))
+        .map(str::to_string)
+        .collect();
     parts.push("RealMemory=256".into());
     parts.join(" ")
 }
 
 fn node_fields(name: &str) -> BTreeMap<String, String> {
-    let out = Command::new("bash").arg(BED).args(["exec", "scontrol", "-o", "show", "node", name]).output().unwrap();
+    let out = Command::new("bash")
+        .arg(BED)
+        .args(["exec", "scontrol", "-o", "show", "node", name])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect()
 }
 
 fn check_example(dir: &str) {
     let file = format!("{dir}/cluster.yaml");
-    let c = load(&file, &std::fs::read_to_string(&file).unwrap()).unwrap_or_else(|d| panic!("{d:?}"));
+    let c =
+        load(&file, &std::fs::read_to_string(&file).unwrap()).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let conf_dir = tempfile::tempdir().unwrap();
     for (name, content) in test_host_overlay(&c, &r) {
@@ -112,7 +148,12 @@ fn check_example(dir: &str) {
     bed(&["start-ctld", conf_dir.path().to_str().unwrap()]);
     for (i, ns) in c.spec.node_sets.iter().enumerate() {
         let name = format!("{}-0", ns.name);
-        bed(&["start-slurmd", &name, &(17001 + i).to_string(), &slurmd_conf(&r, &ns.name)]);
+        bed(&[
+            "start-slurmd",
+            &name,
+            &(17001 + i).to_string(),
+            &slurmd_conf(&r, &ns.name),
+        ]);
     }
     for ns in &c.spec.node_sets {
         let name = format!("{}-0", ns.name);
@@ -126,21 +167,47 @@ fn check_example(dir: &str) {
             std::thread::sleep(Duration::from_millis(300));
         };
         let state = fields.get("State").cloned().unwrap_or_default();
-        assert!(state.starts_with("IDLE") && !state.contains("INVAL"), "{dir}: {name} did not register idle: {fields:?}\nslurmd log:\n{}", bed(&["log", &format!("slurmd-{name}")]));
+        assert!(
+            state.starts_with("IDLE") && !state.contains("INVAL"),
+            "{dir}: {name} did not register idle: {fields:?}\nslurmd log:\n{}",
+            bed(&["log", &format!("slurmd-{name}")])
+        );
         let features = fields.get("AvailableFeatures").cloned().unwrap_or_default();
         for f in std::iter::once(&ns.name).chain(ns.features.iter()) {
-            assert!(features.split(',').any(|x| x == f), "{dir}: {name} lacks feature {f}: {features}");
+            assert!(
+                features.split(',').any(|x| x == f),
+                "{dir}: {name} lacks feature {f}: {features}"
+            );
         }
         if let Some(g) = &ns.gpus {
-            assert_eq!(fields.get("Gres").map(String::as_str), Some(format!("gpu:{}:{}", g.type_, g.count).as_str()), "{dir}: {name} GRES");
+            assert_eq!(
+                fields.get("Gres").map(String::as_str),
+                Some(format!("gpu:{}:{}", g.type_, g.count).as_str()),
+                "{dir}: {name} GRES"
+            );
         }
-        let partitions: Vec<&str> = fields.get("Partitions").map(|p| p.split(',').collect()).unwrap_or_default();
-        for p in c.spec.partitions.iter().filter(|p| p.node_sets.iter().any(|n| n == "ALL" || *n == ns.name)) {
-            assert!(partitions.contains(&p.name.as_str()), "{dir}: {name} is not in partition {}: {partitions:?}", p.name);
+        let partitions: Vec<&str> = fields
+            .get("Partitions")
+            .map(|p| p.split(',').collect())
+            .unwrap_or_default();
+        for p in c
+            .spec
+            .partitions
+            .iter()
+            .filter(|p| p.node_sets.iter().any(|n| n == "ALL" || *n == ns.name))
+        {
+            assert!(
+                partitions.contains(&p.name.as_str()),
+                "{dir}: {name} is not in partition {}: {partitions:?}",
+                p.name
+            );
         }
     }
     // slurmctld accepted every file: it is still up after the nodes registered.
-    assert!(bed(&["exec", "scontrol", "ping"]).contains("UP"), "{dir}: slurmctld went down");
+    assert!(
+        bed(&["exec", "scontrol", "ping"]).contains("UP"),
+        "{dir}: slurmctld went down"
+    );
     bed(&["stop"]);
 }
 

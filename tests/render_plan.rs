@@ -26,7 +26,12 @@ fn golden(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(expected == actual, "{} differs from the rendering; run UPDATE_GOLDEN=1 cargo test and review:\n{}", path.display(), slurmops::plan::unified(&expected, actual, "golden", "actual"));
+    assert!(
+        expected == actual,
+        "{} differs from the rendering; run UPDATE_GOLDEN=1 cargo test and review:\n{}",
+        path.display(),
+        slurmops::plan::unified(&expected, actual, "golden", "actual")
+    );
 }
 
 #[test]
@@ -34,7 +39,11 @@ fn golden_rendering_of_the_examples() {
     for (dir, name) in [("examples/repo", "repo"), ("examples/minimal", "minimal")] {
         let r = render(&example(dir).0);
         golden(&format!("{name}.objects.yaml"), &objects_yaml(&r));
-        let slurm: String = r.slurm.iter().map(|(f, c)| format!("##### {f}\n{c}")).collect();
+        let slurm: String = r
+            .slurm
+            .iter()
+            .map(|(f, c)| format!("##### {f}\n{c}"))
+            .collect();
         golden(&format!("{name}.slurm.txt"), &slurm);
     }
 }
@@ -51,14 +60,28 @@ fn rendering_is_byte_identical_across_runs() {
 #[test]
 fn committed_schema_is_current() {
     let committed = std::fs::read_to_string("schema/cluster.schema.json").unwrap_or_default();
-    assert!(committed == schema_text(), "schema/cluster.schema.json is stale: run `cargo run -- schema > schema/cluster.schema.json`");
+    assert!(
+        committed == schema_text(),
+        "schema/cluster.schema.json is stale: run `cargo run -- schema > schema/cluster.schema.json`"
+    );
 }
 
 #[test]
 fn examples_carry_the_schema_modeline() {
-    for f in ["examples/repo/cluster.yaml", "examples/minimal/cluster.yaml"] {
-        let first = std::fs::read_to_string(f).unwrap().lines().next().unwrap_or_default().to_string();
-        assert_eq!(first, "# yaml-language-server: $schema=../../schema/cluster.schema.json", "{f}");
+    for f in [
+        "examples/repo/cluster.yaml",
+        "examples/minimal/cluster.yaml",
+    ] {
+        let first = std::fs::read_to_string(f)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            first, "# yaml-language-server: $schema=../../schema/cluster.schema.json",
+            "{f}"
+        );
     }
 }
 
@@ -66,10 +89,23 @@ fn examples_carry_the_schema_modeline() {
 fn no_rendered_object_carries_the_database_password() {
     let (c, _) = example("examples/repo");
     let r = render(&c);
-    let conf = r.get("ConfigMap", "research-slurmdbd").unwrap().body.pointer("/data/slurmdbd.conf").unwrap().as_str().unwrap();
-    assert!(conf.contains("StorageUser=slurm") && !conf.lines().any(|l| l.starts_with("StoragePass")), "slurmdbd.conf must not hold the password");
+    let conf = r
+        .get("ConfigMap", "research-slurmdbd")
+        .unwrap()
+        .body
+        .pointer("/data/slurmdbd.conf")
+        .unwrap()
+        .as_str()
+        .unwrap();
+    assert!(
+        conf.contains("StorageUser=slurm") && !conf.lines().any(|l| l.starts_with("StoragePass")),
+        "slurmdbd.conf must not hold the password"
+    );
     let dbd = r.get("StatefulSet", "research-accounting").unwrap();
-    let env = dbd.body.pointer("/spec/template/spec/initContainers/0/env/0/valueFrom/secretKeyRef/name").unwrap();
+    let env = dbd
+        .body
+        .pointer("/spec/template/spec/initContainers/0/env/0/valueFrom/secretKeyRef/name")
+        .unwrap();
     assert_eq!(env, "slurm-db");
 }
 
@@ -77,26 +113,61 @@ fn no_rendered_object_carries_the_database_password() {
 fn config_checksums_change_only_the_pods_that_mount_the_file() {
     let (_, text) = example("examples/repo");
     let a = render(&load_text(&text));
-    let b = render(&load_text(&text.replace("MinJobAge: 300", "MinJobAge: 600")));
-    let template = |r: &Rendered, kind: &str, name: &str| r.get(kind, name).unwrap().body.pointer("/spec/template").cloned();
-    assert_ne!(template(&a, "StatefulSet", "research-controller"), template(&b, "StatefulSet", "research-controller"));
-    assert_ne!(template(&a, "Deployment", "research-restapi"), template(&b, "Deployment", "research-restapi"));
+    let b = render(&load_text(
+        &text.replace("MinJobAge: 300", "MinJobAge: 600"),
+    ));
+    let template = |r: &Rendered, kind: &str, name: &str| {
+        r.get(kind, name)
+            .unwrap()
+            .body
+            .pointer("/spec/template")
+            .cloned()
+    };
+    assert_ne!(
+        template(&a, "StatefulSet", "research-controller"),
+        template(&b, "StatefulSet", "research-controller")
+    );
+    assert_ne!(
+        template(&a, "Deployment", "research-restapi"),
+        template(&b, "Deployment", "research-restapi")
+    );
     // Workers are configless: a slurm.conf change is a reconfigure, not a pod replacement.
-    assert_eq!(template(&a, "StatefulSet", "h100"), template(&b, "StatefulSet", "h100"));
-    assert_eq!(template(&a, "StatefulSet", "research-accounting"), template(&b, "StatefulSet", "research-accounting"));
+    assert_eq!(
+        template(&a, "StatefulSet", "h100"),
+        template(&b, "StatefulSet", "h100")
+    );
+    assert_eq!(
+        template(&a, "StatefulSet", "research-accounting"),
+        template(&b, "StatefulSet", "research-accounting")
+    );
 }
 
 fn plan_of(old: &str, new: &str) -> slurmops::plan::Plan {
     let (oc, nc) = (load_text(old), load_text(new));
     let (or, nr) = (render(&oc), render(&nc));
-    plan(Some(Side { cluster: &oc, rendered: &or }), Side { cluster: &nc, rendered: &nr })
+    plan(
+        Some(Side {
+            cluster: &oc,
+            rendered: &or,
+        }),
+        Side {
+            cluster: &nc,
+            rendered: &nr,
+        },
+    )
 }
 
 #[test]
 fn plan_from_empty_creates_everything() {
     let (c, _) = example("examples/minimal");
     let r = render(&c);
-    let p = plan(None, Side { cluster: &c, rendered: &r });
+    let p = plan(
+        None,
+        Side {
+            cluster: &c,
+            rendered: &r,
+        },
+    );
     assert_eq!(p.count(Action::Create), r.objects.len());
     assert_eq!(p.slurm.partitions_added, vec!["debug".to_string()]);
 }
@@ -112,28 +183,55 @@ fn plan_without_changes_is_empty() {
 #[test]
 fn image_change_updates_and_rolls_only_that_node_set() {
     let (_, text) = example("examples/repo");
-    let new = text.replace("    - name: cpu\n      replicas: 2\n", "    - name: cpu\n      replicas: 2\n      image: registry.example/slurmd:custom\n");
+    let new = text.replace(
+        "    - name: cpu\n      replicas: 2\n",
+        "    - name: cpu\n      replicas: 2\n      image: registry.example/slurmd:custom\n",
+    );
     let p = plan_of(&text, &new);
     assert_eq!(p.changes.len(), 1, "{:#?}", p.changes);
     let c = &p.changes[0];
-    assert_eq!((c.action, c.kind.as_str(), c.name.as_str()), (Action::Update, "StatefulSet", "cpu"));
-    assert!(c.diff.contains("+        image: registry.example/slurmd:custom"), "{}", c.diff);
+    assert_eq!(
+        (c.action, c.kind.as_str(), c.name.as_str()),
+        (Action::Update, "StatefulSet", "cpu")
+    );
+    assert!(
+        c.diff
+            .contains("+        image: registry.example/slurmd:custom"),
+        "{}",
+        c.diff
+    );
     assert_eq!(p.slurm.node_sets_rolled.len(), 1);
     assert_eq!(p.slurm.node_sets_rolled[0].node_set, "cpu");
-    assert_eq!(p.slurm.node_sets_rolled[0].because, vec!["container image".to_string()]);
+    assert_eq!(
+        p.slurm.node_sets_rolled[0].because,
+        vec!["container image".to_string()]
+    );
     assert!(!p.slurm.controller_restarts);
 }
 
 #[test]
 fn removing_a_node_set_deletes_its_objects_and_warns_about_draining() {
     let (_, text) = example("examples/minimal");
-    let two = text.replace("  partitions:\n", "    - {name: big, replicas: 1}\n  partitions:\n");
+    let two = text.replace(
+        "  partitions:\n",
+        "    - {name: big, replicas: 1}\n  partitions:\n",
+    );
     let p = plan_of(&two, &text);
-    let deleted: Vec<_> = p.changes.iter().filter(|c| c.action == Action::Delete).map(|c| format!("{}/{}", c.kind, c.name)).collect();
+    let deleted: Vec<_> = p
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete)
+        .map(|c| format!("{}/{}", c.kind, c.name))
+        .collect();
     assert_eq!(deleted, vec!["PodDisruptionBudget/big", "StatefulSet/big"]);
     assert_eq!(p.slurm.node_sets_removed, vec!["big".to_string()]);
     assert!(p.warnings.iter().any(|w| w.contains("drained")));
-    assert!(p.slurm.config_diffs.iter().any(|d| d.file == "slurm.conf" && d.diff.contains("-NodeSet=big Feature=big")));
+    assert!(
+        p.slurm
+            .config_diffs
+            .iter()
+            .any(|d| d.file == "slurm.conf" && d.diff.contains("-NodeSet=big Feature=big"))
+    );
 }
 
 #[test]
@@ -142,12 +240,31 @@ fn immutable_field_change_is_a_replace_with_a_warning_that_depends_on_policy() {
     let vct = "      volumeClaimTemplates:\n        - metadata: {name: scratch}\n          spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}\n      volumeMounts: [{name: scratch, mountPath: /scratch}]\n";
     let new = text.replace("      memory: 1Gi\n", &format!("      memory: 1Gi\n{vct}"));
     let p = plan_of(&text, &new);
-    let sts = p.changes.iter().find(|c| c.kind == "StatefulSet" && c.name == "cpu").unwrap();
+    let sts = p
+        .changes
+        .iter()
+        .find(|c| c.kind == "StatefulSet" && c.name == "cpu")
+        .unwrap();
     assert_eq!(sts.action, Action::Replace);
-    assert!(p.warnings.iter().any(|w| w.contains("volumeClaimTemplates") && w.contains("apply will refuse")), "{:#?}", p.warnings);
-    let allowed = new.replace("  partitions:\n", "  policy: {allowRecreate: true}\n  partitions:\n");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("volumeClaimTemplates") && w.contains("apply will refuse")),
+        "{:#?}",
+        p.warnings
+    );
+    let allowed = new.replace(
+        "  partitions:\n",
+        "  policy: {allowRecreate: true}\n  partitions:\n",
+    );
     let p = plan_of(&text, &allowed);
-    assert!(p.warnings.iter().any(|w| w.contains("orphan propagation") && w.contains("pods keep running")), "{:#?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("orphan propagation") && w.contains("pods keep running")),
+        "{:#?}",
+        p.warnings
+    );
 }
 
 #[test]
@@ -155,14 +272,37 @@ fn secret_values_are_masked_in_plans() {
     let (c, _) = example("examples/minimal");
     let mut r = render(&c);
     let secret = k8s_openapi::api::core::v1::Secret {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("s".into()), namespace: Some("slurm".into()), ..Default::default() },
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("s".into()),
+            namespace: Some("slurm".into()),
+            ..Default::default()
+        },
         string_data: Some([("password".to_string(), "hunter2-very-secret".to_string())].into()),
         ..Default::default()
     };
-    r.objects.push(Object { api_version: "v1".into(), kind: "Secret".into(), namespace: "slurm".into(), name: "s".into(), body: serde_json::to_value(&secret).unwrap() });
-    let p = plan(None, Side { cluster: &c, rendered: &r });
-    for out in [format::text(&p, "x"), format::markdown(&p, "x"), format::json(&p)] {
-        assert!(!out.contains("hunter2"), "a secret value leaked into a plan");
+    r.objects.push(Object {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: "slurm".into(),
+        name: "s".into(),
+        body: serde_json::to_value(&secret).unwrap(),
+    });
+    let p = plan(
+        None,
+        Side {
+            cluster: &c,
+            rendered: &r,
+        },
+    );
+    for out in [
+        format::text(&p, "x"),
+        format::markdown(&p, "x"),
+        format::json(&p),
+    ] {
+        assert!(
+            !out.contains("hunter2"),
+            "a secret value leaked into a plan"
+        );
         assert!(out.contains("sensitive value hidden"));
     }
 }
@@ -170,20 +310,44 @@ fn secret_values_are_masked_in_plans() {
 #[test]
 fn autoscale_and_partition_changes_are_summarised() {
     let (_, text) = example("examples/repo");
-    let new = text.replace("max: 16", "max: 32").replace("    - name: all\n      nodeSets: [ALL]\n      maxTime: UNLIMITED\n", "");
+    let new = text.replace("max: 16", "max: 32").replace(
+        "    - name: all\n      nodeSets: [ALL]\n      maxTime: UNLIMITED\n",
+        "",
+    );
     let p = plan_of(&text, &new);
     assert_eq!(p.slurm.partitions_removed, vec!["all".to_string()]);
-    assert!(p.slurm.autoscale_changes.iter().any(|c| c.contains("max 16") && c.contains("max 32")));
+    assert!(
+        p.slurm
+            .autoscale_changes
+            .iter()
+            .any(|c| c.contains("max 16") && c.contains("max 32"))
+    );
     assert!(p.slurm.controller_restarts);
 }
 
 fn slurmops(args: &[&str], dir: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_slurmops")).args(args).current_dir(dir).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let st = Command::new("git").args(args).current_dir(dir).env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t").status().unwrap();
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .status()
+        .unwrap();
     assert!(st.success(), "git {args:?}");
 }
 
@@ -196,12 +360,21 @@ fn cli_exit_codes_and_planning_between_git_revisions() {
     std::fs::write(d.join("cluster.yaml"), &text).unwrap();
     git(d, &["add", "."]);
     git(d, &["commit", "-qm", "one"]);
-    std::fs::write(d.join("cluster.yaml"), text.replace("replicas: 2", "replicas: 3")).unwrap();
+    std::fs::write(
+        d.join("cluster.yaml"),
+        text.replace("replicas: 2", "replicas: 3"),
+    )
+    .unwrap();
     git(d, &["commit", "-qam", "two"]);
     // The work tree is changed afterwards: --base/--head must read git objects, not files.
     std::fs::write(d.join("cluster.yaml"), "garbage: [").unwrap();
 
-    let (code, out, _) = slurmops(&["plan", ".", "--base", "HEAD~1", "--head", "HEAD", "--format", "json"], d);
+    let (code, out, _) = slurmops(
+        &[
+            "plan", ".", "--base", "HEAD~1", "--head", "HEAD", "--format", "json",
+        ],
+        d,
+    );
     assert_eq!(code, 2, "changes exit 2");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["changes"][0]["action"], "update");
@@ -209,7 +382,11 @@ fn cli_exit_codes_and_planning_between_git_revisions() {
     assert_eq!(v["slurm"]["scaled"][0]["to"], 3);
 
     let (code, out, _) = slurmops(&["plan", ".", "--base", "HEAD", "--head", "HEAD"], d);
-    assert_eq!((code, out.starts_with("No changes")), (0, true), "no change exits 0");
+    assert_eq!(
+        (code, out.starts_with("No changes")),
+        (0, true),
+        "no change exits 0"
+    );
 
     let (code, _, err) = slurmops(&["plan", "."], d);
     assert_eq!(code, 1, "invalid work tree exits 1");
@@ -228,9 +405,26 @@ fn cli_exit_codes_and_planning_between_git_revisions() {
 fn cli_render_writes_one_file_per_object_and_the_slurm_files() {
     let out = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (code, _, _) = slurmops(&["render", "examples/minimal", "--output-dir", out.path().to_str().unwrap()], root);
+    let (code, _, _) = slurmops(
+        &[
+            "render",
+            "examples/minimal",
+            "--output-dir",
+            out.path().to_str().unwrap(),
+        ],
+        root,
+    );
     assert_eq!(code, 0);
     assert!(out.path().join("slurm/slurm.conf").exists());
-    let yamls = std::fs::read_dir(out.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count();
+    let yamls = std::fs::read_dir(out.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "yaml")
+        })
+        .count();
     assert_eq!(yamls, render(&example("examples/minimal").0).objects.len());
 }

@@ -11,12 +11,19 @@ fn errors(text: &str) -> Vec<Diagnostic> {
 
 /// The minimal example with `from` replaced by `to` (which must occur exactly once).
 fn with(from: &str, to: &str) -> String {
-    assert_eq!(VALID.matches(from).count(), 1, "{from:?} must occur once in the minimal example");
+    assert_eq!(
+        VALID.matches(from).count(),
+        1,
+        "{from:?} must occur once in the minimal example"
+    );
     VALID.replace(from, to)
 }
 
 fn line_of(text: &str, needle: &str) -> usize {
-    text.lines().position(|l| l.contains(needle)).expect("needle in text") + 1
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in text")
+        + 1
 }
 
 fn one(text: &str) -> Diagnostic {
@@ -27,7 +34,10 @@ fn one(text: &str) -> Diagnostic {
 
 #[test]
 fn the_examples_are_valid() {
-    for f in ["examples/repo/cluster.yaml", "examples/minimal/cluster.yaml"] {
+    for f in [
+        "examples/repo/cluster.yaml",
+        "examples/minimal/cluster.yaml",
+    ] {
         let text = std::fs::read_to_string(f).unwrap();
         if let Err(e) = load(f, &text) {
             panic!("{f}: {e:#?}");
@@ -37,13 +47,22 @@ fn the_examples_are_valid() {
 
 #[test]
 fn unknown_field_points_at_the_key_and_suggests_the_right_name() {
-    let text = with("      replicas: 2\n", "      replicas: 2\n      replcas: 3\n");
+    let text = with(
+        "      replicas: 2\n",
+        "      replicas: 2\n      replcas: 3\n",
+    );
     let d = one(&text);
     assert_eq!((d.line, d.col), (line_of(&text, "replcas"), 7));
     assert_eq!(d.path, "spec.nodeSets[0].replcas");
     assert!(d.message.contains("unknown field `replcas`"));
     assert_eq!(d.hint.as_deref(), Some("did you mean `replicas`?"));
-    assert_eq!(d.to_string(), format!("cluster.yaml:{}:7: error: spec.nodeSets[0].replcas: unknown field `replcas` (did you mean `replicas`?)", d.line));
+    assert_eq!(
+        d.to_string(),
+        format!(
+            "cluster.yaml:{}:7: error: spec.nodeSets[0].replcas: unknown field `replcas` (did you mean `replicas`?)",
+            d.line
+        )
+    );
 }
 
 #[test]
@@ -71,16 +90,25 @@ fn missing_required_field_points_at_its_parent() {
 
 #[test]
 fn inline_secret_is_refused_without_echoing_it() {
-    let text = with("slurmKey: {name: slurm-auth, key: slurm.key}", "slurmKey: c3VwZXItc2VjcmV0LWtleQ==");
+    let text = with(
+        "slurmKey: {name: slurm-auth, key: slurm.key}",
+        "slurmKey: c3VwZXItc2VjcmV0LWtleQ==",
+    );
     let d = one(&text);
     assert_eq!(d.path, "spec.auth.slurmKey");
     assert!(d.message.contains("inline secret"));
-    assert!(!d.to_string().contains("c3VwZXItc2VjcmV0"), "a secret must never be printed: {d}");
+    assert!(
+        !d.to_string().contains("c3VwZXItc2VjcmV0"),
+        "a secret must never be printed: {d}"
+    );
 }
 
 #[test]
 fn password_in_slurm_conf_is_refused() {
-    let text = with("  nodeSets:\n", "  controller:\n    slurmConf: {StoragePass: hunter2}\n  nodeSets:\n");
+    let text = with(
+        "  nodeSets:\n",
+        "  controller:\n    slurmConf: {StoragePass: hunter2}\n  nodeSets:\n",
+    );
     let d = one(&text);
     assert_eq!(d.path, "spec.controller.slurmConf.StoragePass");
     assert!(d.message.contains("password in git"));
@@ -96,14 +124,20 @@ fn invalid_names_are_dns_1123() {
 
 #[test]
 fn cluster_name_longer_than_40_is_refused() {
-    let d = one(&with("slurmVersion", &format!("clusterName: {}\n  slurmVersion", "c".repeat(41))));
+    let d = one(&with(
+        "slurmVersion",
+        &format!("clusterName: {}\n  slurmVersion", "c".repeat(41)),
+    ));
     assert_eq!(d.path, "spec.clusterName");
     assert!(d.message.contains("at most 40"));
 }
 
 #[test]
 fn duplicate_names_are_refused() {
-    let text = with("  partitions:\n", "    - {name: cpu, replicas: 1}\n  partitions:\n");
+    let text = with(
+        "  partitions:\n",
+        "    - {name: cpu, replicas: 1}\n  partitions:\n",
+    );
     let d = one(&text);
     assert!(d.message.contains("defined twice"), "{d}");
     assert_eq!(d.path, "spec.nodeSets[1].name");
@@ -119,22 +153,34 @@ fn unresolved_reference_suggests_a_known_name() {
 
 #[test]
 fn max_unavailable_must_be_positive() {
-    let d = one(&with("      memory: 1Gi\n", "      memory: 1Gi\n      update: {maxUnavailable: 0%}\n"));
+    let d = one(&with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update: {maxUnavailable: 0%}\n",
+    ));
     assert_eq!(d.path, "spec.nodeSets[0].update.maxUnavailable");
 }
 
 #[test]
 fn autoscale_bounds_must_hold_replicas() {
-    let d = one(&with("      memory: 1Gi\n", "      memory: 1Gi\n      autoscale: {min: 3, max: 8}\n"));
+    let d = one(&with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      autoscale: {min: 3, max: 8}\n",
+    ));
     assert_eq!(d.path, "spec.nodeSets[0].replicas");
     assert!(d.message.contains("outside autoscale bounds 3..8"));
-    let d = one(&with("      memory: 1Gi\n", "      memory: 1Gi\n      autoscale: {min: 3, max: 1}\n"));
+    let d = one(&with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      autoscale: {min: 3, max: 1}\n",
+    ));
     assert!(d.message.contains("min 3 is more than max 1"));
 }
 
 #[test]
 fn imex_needs_gpus() {
-    let d = one(&with("      memory: 1Gi\n", "      memory: 1Gi\n      imex: {computeDomain: nvl}\n"));
+    let d = one(&with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      imex: {computeDomain: nvl}\n",
+    ));
     assert_eq!(d.path, "spec.nodeSets[0].imex");
     assert!(d.message.contains("IMEX needs GPUs"));
 }
@@ -147,30 +193,45 @@ fn partitions_must_not_be_empty() {
 
 #[test]
 fn bad_duration_and_enum_values() {
-    let text = with("      memory: 1Gi\n", "      memory: 1Gi\n      update: {drainTimeout: 10 minutes, onTimeout: kill}\n");
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update: {drainTimeout: 10 minutes, onTimeout: kill}\n",
+    );
     let e = errors(&text);
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e.iter().any(|d| d.path.ends_with("drainTimeout") && d.message.contains("invalid duration")));
+    assert!(
+        e.iter()
+            .any(|d| d.path.ends_with("drainTimeout") && d.message.contains("invalid duration"))
+    );
     assert!(e.iter().any(|d| d.path.ends_with("onTimeout") && d.message.contains("not one of: wait, force")));
 }
 
 #[test]
 fn slurm_settings_slurmops_owns_are_refused() {
-    let d = one(&with("  nodeSets:\n", "  controller:\n    slurmConf: {ClusterName: other}\n  nodeSets:\n"));
+    let d = one(&with(
+        "  nodeSets:\n",
+        "  controller:\n    slurmConf: {ClusterName: other}\n  nodeSets:\n",
+    ));
     assert!(d.message.contains("generated by slurmops"));
     assert_eq!(d.hint.as_deref(), Some("set spec.clusterName"));
 }
 
 #[test]
 fn block_topology_on_24_11_is_refused_with_the_reason() {
-    let d = one(&with("  partitions:\n", "  topology:\n    block: {nodeLabel: nvidia.com/gpu.clique, nodeSets: [cpu], blockSize: 2}\n  partitions:\n"));
+    let d = one(&with(
+        "  partitions:\n",
+        "  topology:\n    block: {nodeLabel: nvidia.com/gpu.clique, nodeSets: [cpu], blockSize: 2}\n  partitions:\n",
+    ));
     assert!(d.message.contains("25.05"));
 }
 
 #[test]
 fn every_error_is_reported_at_once_sorted_by_position() {
     let text = with("name: mini", "name: Mini")
-        .replace("      replicas: 2\n", "      replicas: 2\n      colour: red\n")
+        .replace(
+            "      replicas: 2\n",
+            "      replicas: 2\n      colour: red\n",
+        )
         .replace("nodeSets: [ALL]", "nodeSets: [nope]");
     let e = errors(&text);
     assert_eq!(e.len(), 3, "{e:#?}");
@@ -189,7 +250,18 @@ fn hostile_inputs_fail_cleanly() {
     let bomb = {
         let mut s = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..10 {
-            s.push_str(&format!("a{i}: &a{i} [{}]\n", vec![if i == 1 { "*a".to_string() } else { format!("*a{}", i - 1) }; 10].join(", ")));
+            s.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![
+                    if i == 1 {
+                        "*a".to_string()
+                    } else {
+                        format!("*a{}", i - 1)
+                    };
+                    10
+                ]
+                .join(", ")
+            ));
         }
         s
     };

@@ -46,14 +46,23 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         ));
     }
     for sc in &s.scaled {
-        let how = if sc.to < sc.from { "the highest ordinals are drained, then removed" } else { "new workers join, nothing drains" };
-        out.push(format!("NodeSet {}: {} -> {} workers ({how})", sc.node_set, sc.from, sc.to));
+        let how = if sc.to < sc.from {
+            "the highest ordinals are drained, then removed"
+        } else {
+            "new workers join, nothing drains"
+        };
+        out.push(format!(
+            "NodeSet {}: {} -> {} workers ({how})",
+            sc.node_set, sc.from, sc.to
+        ));
     }
     for n in &s.node_sets_added {
         out.push(format!("NodeSet {n} added"));
     }
     for n in &s.node_sets_removed {
-        out.push(format!("NodeSet {n} removed: all its workers are drained, then deleted"));
+        out.push(format!(
+            "NodeSet {n} removed: all its workers are drained, then deleted"
+        ));
     }
     for n in &s.partitions_added {
         out.push(format!("partition {n} added"));
@@ -69,7 +78,15 @@ pub fn text(p: &Plan, target: &str) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{}", headline(p, target));
     for c in &p.changes {
-        let _ = writeln!(o, "\n{} {} {} {}/{}", sign(c.action), c.action.as_str(), c.kind, c.namespace, c.name);
+        let _ = writeln!(
+            o,
+            "\n{} {} {} {}/{}",
+            sign(c.action),
+            c.action.as_str(),
+            c.kind,
+            c.namespace,
+            c.name
+        );
         if c.action != Action::Delete {
             for line in c.diff.lines().skip(2) {
                 let _ = writeln!(o, "    {line}");
@@ -115,16 +132,39 @@ pub fn markdown(p: &Plan, target: &str) -> String {
         let _ = writeln!(o);
     }
     for f in &p.slurm.config_diffs {
-        let _ = writeln!(o, "<details><summary><code>{}</code> changes</summary>\n\n```diff\n{}```\n</details>\n", f.file, f.diff);
+        let _ = writeln!(
+            o,
+            "<details><summary><code>{}</code> changes</summary>\n\n```diff\n{}```\n</details>\n",
+            f.file, f.diff
+        );
     }
     if !p.changes.is_empty() {
-        let _ = writeln!(o, "#### Kubernetes objects\n\n| action | kind | object |\n|---|---|---|");
+        let _ = writeln!(
+            o,
+            "#### Kubernetes objects\n\n| action | kind | object |\n|---|---|---|"
+        );
         for c in &p.changes {
-            let _ = writeln!(o, "| {} {} | {} | `{}/{}` |", sign(c.action), c.action.as_str(), c.kind, c.namespace, c.name);
+            let _ = writeln!(
+                o,
+                "| {} {} | {} | `{}/{}` |",
+                sign(c.action),
+                c.action.as_str(),
+                c.kind,
+                c.namespace,
+                c.name
+            );
         }
         let _ = writeln!(o);
         for c in p.changes.iter().filter(|c| c.action != Action::Delete) {
-            let _ = writeln!(o, "<details><summary>{} {} <code>{}/{}</code></summary>\n\n```diff\n{}```\n</details>\n", c.action.as_str(), c.kind, c.namespace, c.name, c.diff);
+            let _ = writeln!(
+                o,
+                "<details><summary>{} {} <code>{}/{}</code></summary>\n\n```diff\n{}```\n</details>\n",
+                c.action.as_str(),
+                c.kind,
+                c.namespace,
+                c.name,
+                c.diff
+            );
         }
     }
     o

@@ -111,7 +111,12 @@ impl Plan {
 }
 
 /// StatefulSet fields the API server refuses to change in place.
-pub const IMMUTABLE_STS_FIELDS: &[&str] = &["volumeClaimTemplates", "selector", "serviceName", "podManagementPolicy"];
+pub const IMMUTABLE_STS_FIELDS: &[&str] = &[
+    "volumeClaimTemplates",
+    "selector",
+    "serviceName",
+    "podManagementPolicy",
+];
 
 const MASK: &str = "(sensitive value hidden)";
 
@@ -133,11 +138,16 @@ fn masked(o: &Object) -> Json {
 }
 
 fn yaml(o: Option<&Object>) -> String {
-    o.map(|o| serde_saphyr::to_string(&masked(o)).expect("JSON values serialize to YAML")).unwrap_or_default()
+    o.map(|o| serde_saphyr::to_string(&masked(o)).expect("JSON values serialize to YAML"))
+        .unwrap_or_default()
 }
 
 pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
-    TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(old_name, new_name).to_string()
+    TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_name, new_name)
+        .to_string()
 }
 
 fn spec_field<'a>(o: &'a Object, field: &str) -> Option<&'a Json> {
@@ -145,7 +155,11 @@ fn spec_field<'a>(o: &'a Object, field: &str) -> Option<&'a Json> {
 }
 
 pub fn plan(base: Option<Side>, head: Side) -> Plan {
-    let empty = Rendered { objects: Vec::new(), slurm: BTreeMap::new(), scripts: BTreeMap::new() };
+    let empty = Rendered {
+        objects: Vec::new(),
+        slurm: BTreeMap::new(),
+        scripts: BTreeMap::new(),
+    };
     let old = base.as_ref().map_or(&empty, |b| b.rendered);
     let new = head.rendered;
     let mut changes = Vec::new();
@@ -157,23 +171,57 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
         if before.map(|b| &b.body) == Some(&o.body) {
             continue;
         }
-        let mut action = if before.is_some() { Action::Update } else { Action::Create };
+        let mut action = if before.is_some() {
+            Action::Update
+        } else {
+            Action::Create
+        };
         if let Some(b) = before
             && o.kind == "StatefulSet"
         {
-            let fields: Vec<&str> = IMMUTABLE_STS_FIELDS.iter().copied().filter(|f| spec_field(b, f) != spec_field(o, f)).collect();
+            let fields: Vec<&str> = IMMUTABLE_STS_FIELDS
+                .iter()
+                .copied()
+                .filter(|f| spec_field(b, f) != spec_field(o, f))
+                .collect();
             if !fields.is_empty() {
                 action = Action::Replace;
-                warnings.push(immutable_warning(o, &fields, head.cluster.spec.policy.allow_recreate));
+                warnings.push(immutable_warning(
+                    o,
+                    &fields,
+                    head.cluster.spec.policy.allow_recreate,
+                ));
             }
         }
-        let diff = unified(&yaml(before), &yaml(Some(o)), &format!("a/{}", o.id()), &format!("b/{}", o.id()));
-        changes.push(Change { action, kind: o.kind.clone(), namespace: o.namespace.clone(), name: o.name.clone(), diff });
+        let diff = unified(
+            &yaml(before),
+            &yaml(Some(o)),
+            &format!("a/{}", o.id()),
+            &format!("b/{}", o.id()),
+        );
+        changes.push(Change {
+            action,
+            kind: o.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            diff,
+        });
     }
     // Deletions in reverse apply order, as prune will do them.
-    for o in old.objects.iter().rev().filter(|o| !new_ids.contains_key(&o.id())) {
+    for o in old
+        .objects
+        .iter()
+        .rev()
+        .filter(|o| !new_ids.contains_key(&o.id()))
+    {
         let diff = unified(&yaml(Some(o)), "", &format!("a/{}", o.id()), "/dev/null");
-        changes.push(Change { action: Action::Delete, kind: o.kind.clone(), namespace: o.namespace.clone(), name: o.name.clone(), diff });
+        changes.push(Change {
+            action: Action::Delete,
+            kind: o.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            diff,
+        });
     }
     let slurm = slurm_summary(base.as_ref(), &head, old, new);
     if !slurm.node_sets_removed.is_empty() {
@@ -188,34 +236,70 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
             slurm.partitions_removed.join(", ")
         ));
     }
-    Plan { changes, slurm, warnings }
+    Plan {
+        changes,
+        slurm,
+        warnings,
+    }
 }
 
 fn immutable_warning(o: &Object, fields: &[&str], allow: bool) -> String {
-    let what = format!("StatefulSet {}/{}: {} cannot be changed in place", o.namespace, o.name, fields.join(", "));
+    let what = format!(
+        "StatefulSet {}/{}: {} cannot be changed in place",
+        o.namespace,
+        o.name,
+        fields.join(", ")
+    );
     if allow {
-        format!("{what}; apply will delete the StatefulSet with orphan propagation and create it again, so its pods keep running and are adopted (spec.policy.allowRecreate is true)")
+        format!(
+            "{what}; apply will delete the StatefulSet with orphan propagation and create it again, so its pods keep running and are adopted (spec.policy.allowRecreate is true)"
+        )
     } else {
-        format!("{what}; apply will refuse this change. Set spec.policy.allowRecreate: true to let apply recreate the StatefulSet (orphan propagation: pods keep running)")
+        format!(
+            "{what}; apply will refuse this change. Set spec.policy.allowRecreate: true to let apply recreate the StatefulSet (orphan propagation: pods keep running)"
+        )
     }
 }
 
 fn template_diff(old: &Object, new: &Object) -> Vec<String> {
-    let t = |o: &Object| o.body.pointer("/spec/template").cloned().unwrap_or(Json::Null);
+    let t = |o: &Object| {
+        o.body
+            .pointer("/spec/template")
+            .cloned()
+            .unwrap_or(Json::Null)
+    };
     let (a, b) = (t(old), t(new));
     if a == b {
         return Vec::new();
     }
     let container = |v: &Json, f: &str| v.pointer(&format!("/spec/containers/0/{f}")).cloned();
-    let mut because: Vec<String> = ["image", "args", "command", "env", "resources", "volumeMounts", "securityContext"]
-        .into_iter()
-        .filter(|f| container(&a, f) != container(&b, f))
-        .map(|f| format!("container {f}"))
-        .collect();
-    for f in ["metadata", "spec/volumes", "spec/affinity", "spec/tolerations", "spec/nodeSelector", "spec/resourceClaims"] {
+    let mut because: Vec<String> = [
+        "image",
+        "args",
+        "command",
+        "env",
+        "resources",
+        "volumeMounts",
+        "securityContext",
+    ]
+    .into_iter()
+    .filter(|f| container(&a, f) != container(&b, f))
+    .map(|f| format!("container {f}"))
+    .collect();
+    for f in [
+        "metadata",
+        "spec/volumes",
+        "spec/affinity",
+        "spec/tolerations",
+        "spec/nodeSelector",
+        "spec/resourceClaims",
+    ] {
         let p = format!("/{f}");
         if a.pointer(&p) != b.pointer(&p) {
-            because.push(f.trim_start_matches("spec/").replace("metadata", "pod labels/annotations"));
+            because.push(
+                f.trim_start_matches("spec/")
+                    .replace("metadata", "pod labels/annotations"),
+            );
         }
     }
     if because.is_empty() {
@@ -230,46 +314,113 @@ fn node_set_of<'a>(c: &'a ClusterFile, name: &str) -> Option<&'a NodeSet> {
 
 fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendered) -> SlurmSummary {
     let mut s = SlurmSummary::default();
-    let files: std::collections::BTreeSet<&String> = old.slurm.keys().chain(new.slurm.keys()).chain(old.scripts.keys()).chain(new.scripts.keys()).collect();
+    let files: std::collections::BTreeSet<&String> = old
+        .slurm
+        .keys()
+        .chain(new.slurm.keys())
+        .chain(old.scripts.keys())
+        .chain(new.scripts.keys())
+        .collect();
     for f in files {
-        let a = old.slurm.get(f).or_else(|| old.scripts.get(f)).map_or("", String::as_str);
-        let b = new.slurm.get(f).or_else(|| new.scripts.get(f)).map_or("", String::as_str);
+        let a = old
+            .slurm
+            .get(f)
+            .or_else(|| old.scripts.get(f))
+            .map_or("", String::as_str);
+        let b = new
+            .slurm
+            .get(f)
+            .or_else(|| new.scripts.get(f))
+            .map_or("", String::as_str);
         if a != b {
-            s.config_diffs.push(FileDiff { file: f.clone(), diff: unified(a, b, &format!("a/{f}"), &format!("b/{f}")) });
+            s.config_diffs.push(FileDiff {
+                file: f.clone(),
+                diff: unified(a, b, &format!("a/{f}"), &format!("b/{f}")),
+            });
         }
     }
-    let names = |c: Option<&ClusterFile>, f: fn(&ClusterFile) -> Vec<String>| c.map(f).unwrap_or_default();
+    let names =
+        |c: Option<&ClusterFile>, f: fn(&ClusterFile) -> Vec<String>| c.map(f).unwrap_or_default();
     let parts = |c: &ClusterFile| c.spec.partitions.iter().map(|p| p.name.clone()).collect();
     let sets = |c: &ClusterFile| c.spec.node_sets.iter().map(|n| n.name.clone()).collect();
     let base_c = base.map(|b| b.cluster);
     let (old_parts, new_parts) = (names(base_c, parts), parts(head.cluster));
-    s.partitions_added = new_parts.iter().filter(|p| !old_parts.contains(p)).cloned().collect();
-    s.partitions_removed = old_parts.iter().filter(|p| !new_parts.contains(p)).cloned().collect();
+    s.partitions_added = new_parts
+        .iter()
+        .filter(|p| !old_parts.contains(p))
+        .cloned()
+        .collect();
+    s.partitions_removed = old_parts
+        .iter()
+        .filter(|p| !new_parts.contains(p))
+        .cloned()
+        .collect();
     let (old_sets, new_sets) = (names(base_c, sets), sets(head.cluster));
-    s.node_sets_added = new_sets.iter().filter(|n| !old_sets.contains(n)).cloned().collect();
-    s.node_sets_removed = old_sets.iter().filter(|n| !new_sets.contains(n)).cloned().collect();
+    s.node_sets_added = new_sets
+        .iter()
+        .filter(|n| !old_sets.contains(n))
+        .cloned()
+        .collect();
+    s.node_sets_removed = old_sets
+        .iter()
+        .filter(|n| !new_sets.contains(n))
+        .cloned()
+        .collect();
     let Some(base_c) = base_c else { return s };
     for ns in &head.cluster.spec.node_sets {
-        let Some(before) = node_set_of(base_c, &ns.name) else { continue };
-        if let (Some(a), Some(b)) = (old.get("StatefulSet", &ns.name), new.get("StatefulSet", &ns.name)) {
+        let Some(before) = node_set_of(base_c, &ns.name) else {
+            continue;
+        };
+        if let (Some(a), Some(b)) = (
+            old.get("StatefulSet", &ns.name),
+            new.get("StatefulSet", &ns.name),
+        ) {
             let because = template_diff(a, b);
             if !because.is_empty() {
                 let workers = before.replicas.min(ns.replicas);
-                s.node_sets_rolled.push(Roll { node_set: ns.name.clone(), workers, max_unavailable: ns.update.max_unavailable.resolve(ns.replicas), because });
+                s.node_sets_rolled.push(Roll {
+                    node_set: ns.name.clone(),
+                    workers,
+                    max_unavailable: ns.update.max_unavailable.resolve(ns.replicas),
+                    because,
+                });
             }
         }
         if before.replicas != ns.replicas {
-            s.scaled.push(Scale { node_set: ns.name.clone(), from: before.replicas, to: ns.replicas });
+            s.scaled.push(Scale {
+                node_set: ns.name.clone(),
+                from: before.replicas,
+                to: ns.replicas,
+            });
         }
         if before.autoscale != ns.autoscale {
             let show = |a: &Option<crate::spec::types::Autoscale>| match a {
-                Some(a) => format!("min {} max {} ({} pending jobs per worker, scale down after {} idle)", a.min, a.max, a.pending_jobs_per_replica, a.scale_down_delay),
+                Some(a) => format!(
+                    "min {} max {} ({} pending jobs per worker, scale down after {} idle)",
+                    a.min, a.max, a.pending_jobs_per_replica, a.scale_down_delay
+                ),
                 None => "off".to_string(),
             };
-            s.autoscale_changes.push(format!("{}: autoscale {} -> {}", ns.name, show(&before.autoscale), show(&ns.autoscale)));
+            s.autoscale_changes.push(format!(
+                "{}: autoscale {} -> {}",
+                ns.name,
+                show(&before.autoscale),
+                show(&ns.autoscale)
+            ));
         }
     }
-    let ctl = |r: &Rendered| r.objects.iter().find(|o| o.kind == "StatefulSet" && o.body.pointer("/metadata/labels/app.kubernetes.io~1component") == Some(&Json::String("controller".into()))).cloned();
-    s.controller_restarts = matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(&a, &b).is_empty());
+    let ctl = |r: &Rendered| {
+        r.objects
+            .iter()
+            .find(|o| {
+                o.kind == "StatefulSet"
+                    && o.body
+                        .pointer("/metadata/labels/app.kubernetes.io~1component")
+                        == Some(&Json::String("controller".into()))
+            })
+            .cloned()
+    };
+    s.controller_restarts =
+        matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(&a, &b).is_empty());
     s
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -16,21 +17,42 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::names::{Component, LABEL_LOGIN_SET, Names, controller_replicas};
 use super::pod::{self, PodParts};
-use super::slurm::{ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles};
+use super::slurm::{
+    ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
+};
 use crate::spec::types::{ClusterFile, LoginSet};
 
 /// The uid/gid of the `slurm` user in the Slinky images.
 const SLURM_UID: i64 = 401;
 
-pub fn meta(names: &Names, name: &str, component: Option<Component>, node_set: Option<&str>) -> ObjectMeta {
-    ObjectMeta { name: Some(name.into()), namespace: Some(names.namespace.clone()), labels: Some(names.labels(component, node_set)), ..ObjectMeta::default() }
+pub fn meta(
+    names: &Names,
+    name: &str,
+    component: Option<Component>,
+    node_set: Option<&str>,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(names.namespace.clone()),
+        labels: Some(names.labels(component, node_set)),
+        ..ObjectMeta::default()
+    }
 }
 
 pub fn selector(names: &Names, component: Component, node_set: Option<&str>) -> LabelSelector {
-    LabelSelector { match_labels: Some(names.selector(component, node_set)), ..LabelSelector::default() }
+    LabelSelector {
+        match_labels: Some(names.selector(component, node_set)),
+        ..LabelSelector::default()
+    }
 }
 
-pub fn service(names: &Names, name: &str, component: Component, ports: &[(&str, u16)], headless: bool) -> Service {
+pub fn service(
+    names: &Names,
+    name: &str,
+    component: Component,
+    ports: &[(&str, u16)],
+    headless: bool,
+) -> Service {
     Service {
         metadata: meta(names, name, Some(component), None),
         spec: Some(ServiceSpec {
@@ -41,7 +63,13 @@ pub fn service(names: &Names, name: &str, component: Component, ports: &[(&str, 
             ports: Some(
                 ports
                     .iter()
-                    .map(|(n, p)| ServicePort { name: Some((*n).into()), port: (*p).into(), target_port: Some(IntOrString::String((*n).into())), protocol: Some("TCP".into()), ..ServicePort::default() })
+                    .map(|(n, p)| ServicePort {
+                        name: Some((*n).into()),
+                        port: (*p).into(),
+                        target_port: Some(IntOrString::String((*n).into())),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
                     .collect(),
             ),
             ..ServiceSpec::default()
@@ -50,12 +78,22 @@ pub fn service(names: &Names, name: &str, component: Component, ports: &[(&str, 
     }
 }
 
-pub fn pdb(names: &Names, name: &str, component: Component, node_set: Option<&str>, selector_labels: BTreeMap<String, String>, max_unavailable: i32) -> PodDisruptionBudget {
+pub fn pdb(
+    names: &Names,
+    name: &str,
+    component: Component,
+    node_set: Option<&str>,
+    selector_labels: BTreeMap<String, String>,
+    max_unavailable: i32,
+) -> PodDisruptionBudget {
     PodDisruptionBudget {
         metadata: meta(names, name, Some(component), node_set),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(max_unavailable)),
-            selector: Some(LabelSelector { match_labels: Some(selector_labels), ..LabelSelector::default() }),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector_labels),
+                ..LabelSelector::default()
+            }),
             ..PodDisruptionBudgetSpec::default()
         }),
         ..PodDisruptionBudget::default()
@@ -63,17 +101,29 @@ pub fn pdb(names: &Names, name: &str, component: Component, node_set: Option<&st
 }
 
 fn slurm_security() -> PodSecurityContext {
-    PodSecurityContext { run_as_user: Some(SLURM_UID), run_as_group: Some(SLURM_UID), fs_group: Some(SLURM_UID), run_as_non_root: Some(true), ..PodSecurityContext::default() }
+    PodSecurityContext {
+        run_as_user: Some(SLURM_UID),
+        run_as_group: Some(SLURM_UID),
+        fs_group: Some(SLURM_UID),
+        run_as_non_root: Some(true),
+        ..PodSecurityContext::default()
+    }
 }
 
 /// Spread replicas of one component over Kubernetes nodes where possible.
 fn spread(names: &Names, component: Component) -> Affinity {
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                weight: 100,
-                pod_affinity_term: PodAffinityTerm { label_selector: Some(selector(names, component, None)), topology_key: "kubernetes.io/hostname".into(), ..PodAffinityTerm::default() },
-            }]),
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(selector(names, component, None)),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
             ..PodAntiAffinity::default()
         }),
         ..Affinity::default()
@@ -81,10 +131,19 @@ fn spread(names: &Names, component: Component) -> Affinity {
 }
 
 /// slurmctld: a StatefulSet (primary + HA backups) with its state volume, two Services and a PDB.
-pub fn controller(c: &ClusterFile, names: &Names, files: &SlurmFiles, scripts: &BTreeMap<String, String>) -> (Vec<Service>, StatefulSet, PodDisruptionBudget) {
+pub fn controller(
+    c: &ClusterFile,
+    names: &Names,
+    files: &SlurmFiles,
+    scripts: &BTreeMap<String, String>,
+) -> (Vec<Service>, StatefulSet, PodDisruptionBudget) {
     let s = &c.spec;
     let ctl = &s.controller;
-    let mut keys: Vec<(&str, i32)> = files.keys().filter(|k| *k != "slurmdbd.conf").map(|k| (k.as_str(), 0o440)).collect();
+    let mut keys: Vec<(&str, i32)> = files
+        .keys()
+        .filter(|k| *k != "slurmdbd.conf")
+        .map(|k| (k.as_str(), 0o440))
+        .collect();
     keys.extend(scripts.keys().map(|k| (k.as_str(), 0o550)));
     let etc = pod::projected(
         "etc-slurm",
@@ -99,22 +158,38 @@ pub fn controller(c: &ClusterFile, names: &Names, files: &SlurmFiles, scripts: &
     match (&ctl.persistence.existing_claim, ctl.persistence.enabled) {
         (Some(claim), true) => volumes.push(Volume {
             name: "statesave".into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource { claim_name: claim.clone(), read_only: None }),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone(),
+                read_only: None,
+            }),
             ..Volume::default()
         }),
         (None, true) => {
             claims = Some(vec![PersistentVolumeClaim {
-                metadata: ObjectMeta { name: Some("statesave".into()), ..ObjectMeta::default() },
+                metadata: ObjectMeta {
+                    name: Some("statesave".into()),
+                    ..ObjectMeta::default()
+                },
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec!["ReadWriteOnce".into()]),
                     storage_class_name: ctl.persistence.storage_class.clone(),
-                    resources: Some(VolumeResourceRequirements { requests: Some(BTreeMap::from([("storage".into(), Quantity(ctl.persistence.size.clone()))])), ..Default::default() }),
+                    resources: Some(VolumeResourceRequirements {
+                        requests: Some(BTreeMap::from([(
+                            "storage".into(),
+                            Quantity(ctl.persistence.size.clone()),
+                        )])),
+                        ..Default::default()
+                    }),
                     ..PersistentVolumeClaimSpec::default()
                 }),
                 ..PersistentVolumeClaim::default()
             }]);
         }
-        (_, false) => volumes.push(Volume { name: "statesave".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() }),
+        (_, false) => volumes.push(Volume {
+            name: "statesave".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        }),
     }
     let main = Container {
         name: "slurmctld".into(),
@@ -125,7 +200,10 @@ pub fn controller(c: &ClusterFile, names: &Names, files: &SlurmFiles, scripts: &
         ports: Some(vec![pod::port("slurmctld", SLURMCTLD_PORT)]),
         readiness_probe: Some(pod::tcp_probe(SLURMCTLD_PORT, 5)),
         liveness_probe: Some(pod::tcp_probe(SLURMCTLD_PORT, 60)),
-        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true), pod::mount("statesave", STATE_SAVE, false)]),
+        volume_mounts: Some(vec![
+            pod::mount("etc-slurm", ETC_SLURM, true),
+            pod::mount("statesave", STATE_SAVE, false),
+        ]),
         ..Container::default()
     };
     let mut annotations = pod::checksums(files.iter().filter(|(k, _)| *k != "slurmdbd.conf"));
@@ -140,11 +218,21 @@ pub fn controller(c: &ClusterFile, names: &Names, files: &SlurmFiles, scripts: &
         init: Vec::new(),
         volumes,
         annotations,
-        pod: k8s_openapi::api::core::v1::PodSpec { security_context: Some(slurm_security()), affinity: Some(spread(names, Component::Controller)), automount_service_account_token: Some(false), ..Default::default() },
+        pod: k8s_openapi::api::core::v1::PodSpec {
+            security_context: Some(slurm_security()),
+            affinity: Some(spread(names, Component::Controller)),
+            automount_service_account_token: Some(false),
+            ..Default::default()
+        },
     }
     .template();
     let sts = StatefulSet {
-        metadata: meta(names, &names.controller(), Some(Component::Controller), None),
+        metadata: meta(
+            names,
+            &names.controller(),
+            Some(Component::Controller),
+            None,
+        ),
         spec: Some(StatefulSetSpec {
             replicas: Some(controller_replicas(s) as i32),
             service_name: Some(names.controller_headless()),
@@ -156,26 +244,69 @@ pub fn controller(c: &ClusterFile, names: &Names, files: &SlurmFiles, scripts: &
         ..StatefulSet::default()
     };
     let services = vec![
-        service(names, &names.controller(), Component::Controller, &[("slurmctld", SLURMCTLD_PORT)], false),
-        service(names, &names.controller_headless(), Component::Controller, &[("slurmctld", SLURMCTLD_PORT)], true),
+        service(
+            names,
+            &names.controller(),
+            Component::Controller,
+            &[("slurmctld", SLURMCTLD_PORT)],
+            false,
+        ),
+        service(
+            names,
+            &names.controller_headless(),
+            Component::Controller,
+            &[("slurmctld", SLURMCTLD_PORT)],
+            true,
+        ),
     ];
-    let budget = pdb(names, &names.controller(), Component::Controller, None, names.selector(Component::Controller, None), 1);
+    let budget = pdb(
+        names,
+        &names.controller(),
+        Component::Controller,
+        None,
+        names.selector(Component::Controller, None),
+        1,
+    );
     (services, sts, budget)
 }
 
 /// slurmdbd: the config template is in a ConfigMap without the password; an init container adds
 /// `StoragePass` from the Secret into a memory-backed volume only the pod can read.
-pub fn accounting(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<(Service, StatefulSet)> {
+pub fn accounting(
+    c: &ClusterFile,
+    names: &Names,
+    files: &SlurmFiles,
+) -> Option<(Service, StatefulSet)> {
     let s = &c.spec;
-    let db = s.accounting.database.as_ref().filter(|_| s.accounting.enabled)?;
+    let db = s
+        .accounting
+        .database
+        .as_ref()
+        .filter(|_| s.accounting.enabled)?;
     let conf = files.get("slurmdbd.conf")?;
     let image = pod::image(s, s.images.slurmdbd.as_ref(), "slurmdbd");
     let keys = pod::projected(
         "slurm-keys",
-        vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400), pod::secret_file(&s.auth.jwt_key, JWT_KEY_FILE, 0o400)],
+        vec![
+            pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
+            pod::secret_file(&s.auth.jwt_key, JWT_KEY_FILE, 0o400),
+        ],
     );
-    let template_vol = pod::projected("slurmdbd-template", vec![pod::config_files(&names.slurmdbd_config_map(), [("slurmdbd.conf", 0o440)])]);
-    let etc = Volume { name: "etc-slurm".into(), empty_dir: Some(EmptyDirVolumeSource { medium: Some("Memory".into()), size_limit: None }), ..Volume::default() };
+    let template_vol = pod::projected(
+        "slurmdbd-template",
+        vec![pod::config_files(
+            &names.slurmdbd_config_map(),
+            [("slurmdbd.conf", 0o440)],
+        )],
+    );
+    let etc = Volume {
+        name: "etc-slurm".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: None,
+        }),
+        ..Volume::default()
+    };
     let init = Container {
         name: "slurmdbd-conf".into(),
         image: Some(image.clone()),
@@ -214,11 +345,20 @@ pub fn accounting(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<
         init: vec![init],
         volumes: vec![etc, keys, template_vol],
         annotations: pod::checksums([(&"slurmdbd.conf".to_string(), conf)]),
-        pod: k8s_openapi::api::core::v1::PodSpec { security_context: Some(slurm_security()), automount_service_account_token: Some(false), ..Default::default() },
+        pod: k8s_openapi::api::core::v1::PodSpec {
+            security_context: Some(slurm_security()),
+            automount_service_account_token: Some(false),
+            ..Default::default()
+        },
     }
     .template();
     let sts = StatefulSet {
-        metadata: meta(names, &names.accounting(), Some(Component::Accounting), None),
+        metadata: meta(
+            names,
+            &names.accounting(),
+            Some(Component::Accounting),
+            None,
+        ),
         spec: Some(StatefulSetSpec {
             replicas: Some(1),
             service_name: Some(names.accounting()),
@@ -228,26 +368,63 @@ pub fn accounting(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<
         }),
         ..StatefulSet::default()
     };
-    Some((service(names, &names.accounting(), Component::Accounting, &[("slurmdbd", SLURMDBD_PORT)], false), sts))
+    Some((
+        service(
+            names,
+            &names.accounting(),
+            Component::Accounting,
+            &[("slurmdbd", SLURMDBD_PORT)],
+            false,
+        ),
+        sts,
+    ))
 }
 
 /// slurmrestd: a Deployment behind a Service, authenticating every request by JWT.
-pub fn restapi(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<(Service, Deployment, PodDisruptionBudget)> {
+pub fn restapi(
+    c: &ClusterFile,
+    names: &Names,
+    files: &SlurmFiles,
+) -> Option<(Service, Deployment, PodDisruptionBudget)> {
     let s = &c.spec;
     if !s.restapi.enabled {
         return None;
     }
-    let plugins = if s.accounting.enabled { "openapi/slurmctld,openapi/slurmdbd" } else { "openapi/slurmctld" };
-    let etc = pod::projected("etc-slurm", vec![pod::config_files(&names.config_map(), [("slurm.conf", 0o444)]), pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)]);
+    let plugins = if s.accounting.enabled {
+        "openapi/slurmctld,openapi/slurmdbd"
+    } else {
+        "openapi/slurmctld"
+    };
+    let etc = pod::projected(
+        "etc-slurm",
+        vec![
+            pod::config_files(&names.config_map(), [("slurm.conf", 0o444)]),
+            pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
+        ],
+    );
     let main = Container {
         name: "slurmrestd".into(),
         image: Some(pod::image(s, s.images.slurmrestd.as_ref(), "slurmrestd")),
         image_pull_policy: Some(s.images.pull_policy.as_str().into()),
         command: Some(vec!["slurmrestd".into()]),
-        args: Some(vec!["-a".into(), "rest_auth/jwt".into(), "-s".into(), plugins.into(), format!("0.0.0.0:{SLURMRESTD_PORT}")]),
+        args: Some(vec![
+            "-a".into(),
+            "rest_auth/jwt".into(),
+            "-s".into(),
+            plugins.into(),
+            format!("0.0.0.0:{SLURMRESTD_PORT}"),
+        ]),
         env: Some(vec![
-            EnvVar { name: "SLURM_JWT".into(), value: Some("daemon".into()), ..EnvVar::default() },
-            EnvVar { name: "SLURMRESTD_SECURITY".into(), value: Some("disable_unshare_files,disable_unshare_sysv".into()), ..EnvVar::default() },
+            EnvVar {
+                name: "SLURM_JWT".into(),
+                value: Some("daemon".into()),
+                ..EnvVar::default()
+            },
+            EnvVar {
+                name: "SLURMRESTD_SECURITY".into(),
+                value: Some("disable_unshare_files,disable_unshare_sysv".into()),
+                ..EnvVar::default()
+            },
         ]),
         ports: Some(vec![pod::port("slurmrestd", SLURMRESTD_PORT)]),
         readiness_probe: Some(pod::tcp_probe(SLURMRESTD_PORT, 3)),
@@ -267,7 +444,13 @@ pub fn restapi(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<(Se
         volumes: vec![etc],
         annotations: pod::checksums(slurm_conf),
         pod: k8s_openapi::api::core::v1::PodSpec {
-            security_context: Some(PodSecurityContext { run_as_user: Some(65534), run_as_group: Some(65534), fs_group: Some(65534), run_as_non_root: Some(true), ..Default::default() }),
+            security_context: Some(PodSecurityContext {
+                run_as_user: Some(65534),
+                run_as_group: Some(65534),
+                fs_group: Some(65534),
+                run_as_non_root: Some(true),
+                ..Default::default()
+            }),
             affinity: Some(spread(names, Component::RestApi)),
             automount_service_account_token: Some(false),
             ..Default::default()
@@ -276,11 +459,29 @@ pub fn restapi(c: &ClusterFile, names: &Names, files: &SlurmFiles) -> Option<(Se
     .template();
     let dep = Deployment {
         metadata: meta(names, &names.restapi(), Some(Component::RestApi), None),
-        spec: Some(DeploymentSpec { replicas: Some(s.restapi.replicas as i32), selector: selector(names, Component::RestApi, None), template, ..DeploymentSpec::default() }),
+        spec: Some(DeploymentSpec {
+            replicas: Some(s.restapi.replicas as i32),
+            selector: selector(names, Component::RestApi, None),
+            template,
+            ..DeploymentSpec::default()
+        }),
         ..Deployment::default()
     };
-    let svc = service(names, &names.restapi(), Component::RestApi, &[("slurmrestd", SLURMRESTD_PORT)], false);
-    let budget = pdb(names, &names.restapi(), Component::RestApi, None, names.selector(Component::RestApi, None), 1);
+    let svc = service(
+        names,
+        &names.restapi(),
+        Component::RestApi,
+        &[("slurmrestd", SLURMRESTD_PORT)],
+        false,
+    );
+    let budget = pdb(
+        names,
+        &names.restapi(),
+        Component::RestApi,
+        None,
+        names.selector(Component::RestApi, None),
+        1,
+    );
     Some((svc, dep, budget))
 }
 
@@ -289,20 +490,37 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
     let s = &c.spec;
     let name = names.login(&l.name);
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
-    let mut volumes = vec![pod::projected("etc-slurm", vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)])];
+    let mut volumes = vec![pod::projected(
+        "etc-slurm",
+        vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)],
+    )];
     if let Some(keys) = &l.authorized_keys {
-        volumes.push(pod::projected("authorized-keys", vec![pod::secret_file(keys, "authorized_keys", 0o400)]));
+        volumes.push(pod::projected(
+            "authorized-keys",
+            vec![pod::secret_file(keys, "authorized_keys", 0o400)],
+        ));
         mounts.push(pod::mount("authorized-keys", "/root/.ssh", true));
     }
     if let Some(sssd) = &l.sssd_conf {
-        volumes.push(pod::projected("sssd", vec![pod::secret_file(sssd, "sssd.conf", 0o600)]));
+        volumes.push(pod::projected(
+            "sssd",
+            vec![pod::secret_file(sssd, "sssd.conf", 0o600)],
+        ));
         mounts.push(pod::mount("sssd", "/etc/sssd", true));
     }
     let main = Container {
         name: "login".into(),
-        image: Some(l.image.clone().unwrap_or_else(|| pod::image(s, s.images.login.as_ref(), "login"))),
+        image: Some(
+            l.image
+                .clone()
+                .unwrap_or_else(|| pod::image(s, s.images.login.as_ref(), "login")),
+        ),
         image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        env: Some(vec![EnvVar { name: "SACKD_OPTIONS".into(), value: Some(format!("--conf-server={}", names.conf_servers(s))), ..EnvVar::default() }]),
+        env: Some(vec![EnvVar {
+            name: "SACKD_OPTIONS".into(),
+            value: Some(format!("--conf-server={}", names.conf_servers(s))),
+            ..EnvVar::default()
+        }]),
         ports: Some(vec![pod::port("ssh", 22)]),
         readiness_probe: Some(pod::tcp_probe(22, 5)),
         volume_mounts: Some(mounts),
@@ -318,7 +536,10 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         init: Vec::new(),
         volumes,
         annotations: BTreeMap::new(),
-        pod: k8s_openapi::api::core::v1::PodSpec { automount_service_account_token: Some(false), ..Default::default() },
+        pod: k8s_openapi::api::core::v1::PodSpec {
+            automount_service_account_token: Some(false),
+            ..Default::default()
+        },
     }
     .template();
     if let Some(m) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
@@ -330,13 +551,22 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         metadata: meta(names, &name, Some(Component::Login), None),
         spec: Some(DeploymentSpec {
             replicas: Some(l.replicas as i32),
-            selector: LabelSelector { match_labels: Some(sel.clone()), ..LabelSelector::default() },
+            selector: LabelSelector {
+                match_labels: Some(sel.clone()),
+                ..LabelSelector::default()
+            },
             template,
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
     };
-    let mut svc = service(names, &name, Component::Login, &[("ssh", l.service.port)], false);
+    let mut svc = service(
+        names,
+        &name,
+        Component::Login,
+        &[("ssh", l.service.port)],
+        false,
+    );
     if let Some(spec) = svc.spec.as_mut() {
         spec.type_ = Some(l.service.type_.as_str().into());
         spec.selector = Some(sel);

@@ -39,14 +39,20 @@ pub struct Object {
 impl Object {
     fn from_typed<K>(mut obj: K, names: &Names) -> Object
     where
-        K: Resource + Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> + Serialize,
+        K: Resource
+            + Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>
+            + Serialize,
     {
         let meta = obj.metadata_mut();
         if !names.extra_labels.is_empty() {
-            meta.labels.get_or_insert_with(BTreeMap::new).extend(names.extra_labels.clone());
+            meta.labels
+                .get_or_insert_with(BTreeMap::new)
+                .extend(names.extra_labels.clone());
         }
         if !names.extra_annotations.is_empty() {
-            meta.annotations.get_or_insert_with(BTreeMap::new).extend(names.extra_annotations.clone());
+            meta.annotations
+                .get_or_insert_with(BTreeMap::new)
+                .extend(names.extra_annotations.clone());
         }
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone().unwrap_or_default();
@@ -61,7 +67,13 @@ impl Object {
             }
             *map = ordered;
         }
-        Object { api_version: K::API_VERSION.into(), kind: K::KIND.into(), namespace, name, body }
+        Object {
+            api_version: K::API_VERSION.into(),
+            kind: K::KIND.into(),
+            namespace,
+            name,
+            body,
+        }
     }
 
     /// `Kind/namespace/name`, unique within a rendering.
@@ -82,7 +94,9 @@ pub struct Rendered {
 
 impl Rendered {
     pub fn get(&self, kind: &str, name: &str) -> Option<&Object> {
-        self.objects.iter().find(|o| o.kind == kind && o.name == name)
+        self.objects
+            .iter()
+            .find(|o| o.kind == kind && o.name == name)
     }
 }
 
@@ -96,15 +110,35 @@ pub fn render(c: &ClusterFile) -> Rendered {
 
     let mut out = Vec::new();
     let mut push = |o: Object| out.push(o);
-    push(Object::from_typed(config_map(&names, &names.config_map(), config), &names));
+    push(Object::from_typed(
+        config_map(&names, &names.config_map(), config),
+        &names,
+    ));
     if let Some(conf) = dbd_conf {
-        push(Object::from_typed(config_map(&names, &names.slurmdbd_config_map(), BTreeMap::from([("slurmdbd.conf".to_string(), conf)])), &names));
+        push(Object::from_typed(
+            config_map(
+                &names,
+                &names.slurmdbd_config_map(),
+                BTreeMap::from([("slurmdbd.conf".to_string(), conf)]),
+            ),
+            &names,
+        ));
     }
     let accounting = components::accounting(c, &names, &files);
     let (ctl_services, ctl, ctl_pdb) = components::controller(c, &names, &files, &scripts);
     let restapi = components::restapi(c, &names, &files);
-    let logins: Vec<_> = c.spec.login_sets.iter().map(|l| components::login(c, &names, l)).collect();
-    let workers: Vec<_> = c.spec.node_sets.iter().map(|ns| workers::node_set(c, &names, ns)).collect();
+    let logins: Vec<_> = c
+        .spec
+        .login_sets
+        .iter()
+        .map(|l| components::login(c, &names, l))
+        .collect();
+    let workers: Vec<_> = c
+        .spec
+        .node_sets
+        .iter()
+        .map(|ns| workers::node_set(c, &names, ns))
+        .collect();
 
     // Services first, so that DNS names exist before the pods that use them.
     for svc in ctl_services {
@@ -140,9 +174,17 @@ pub fn render(c: &ClusterFile) -> Rendered {
     for pdb in pdbs {
         push(Object::from_typed(pdb, &names));
     }
-    Rendered { objects: out, slurm: files, scripts }
+    Rendered {
+        objects: out,
+        slurm: files,
+        scripts,
+    }
 }
 
 fn config_map(names: &Names, name: &str, data: BTreeMap<String, String>) -> ConfigMap {
-    ConfigMap { metadata: components::meta(names, name, None, None), data: Some(data), ..ConfigMap::default() }
+    ConfigMap {
+        metadata: components::meta(names, name, None, None),
+        data: Some(data),
+        ..ConfigMap::default()
+    }
 }

@@ -62,7 +62,11 @@ impl Names {
         Names {
             name: c.metadata.name.clone(),
             namespace: c.metadata.namespace.clone(),
-            cluster_name: c.spec.cluster_name.clone().unwrap_or_else(|| c.metadata.name.clone()),
+            cluster_name: c
+                .spec
+                .cluster_name
+                .clone()
+                .unwrap_or_else(|| c.metadata.name.clone()),
             extra_labels: c.metadata.labels.clone(),
             extra_annotations: c.metadata.annotations.clone(),
         }
@@ -105,7 +109,10 @@ impl Names {
         (0..controller_replicas(spec))
             .map(|i| {
                 let pod = format!("{}-{i}", self.controller());
-                format!("{pod}({pod}.{})", self.svc_domain(&self.controller_headless()))
+                format!(
+                    "{pod}({pod}.{})",
+                    self.svc_domain(&self.controller_headless())
+                )
             })
             .collect()
     }
@@ -113,7 +120,14 @@ impl Names {
     /// Where slurmd/sackd fetch their configuration (`--conf-server`), all controllers in order.
     pub fn conf_servers(&self, spec: &ClusterSpec) -> String {
         (0..controller_replicas(spec))
-            .map(|i| format!("{}-{i}.{}:{}", self.controller(), self.svc_domain(&self.controller_headless()), super::slurm::SLURMCTLD_PORT))
+            .map(|i| {
+                format!(
+                    "{}-{i}.{}:{}",
+                    self.controller(),
+                    self.svc_domain(&self.controller_headless()),
+                    super::slurm::SLURMCTLD_PORT
+                )
+            })
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -126,7 +140,11 @@ impl Names {
     }
 
     /// Labels selecting one component's pods (and a NodeSet's, for workers).
-    pub fn selector(&self, component: Component, node_set: Option<&str>) -> BTreeMap<String, String> {
+    pub fn selector(
+        &self,
+        component: Component,
+        node_set: Option<&str>,
+    ) -> BTreeMap<String, String> {
         let mut l = BTreeMap::from([
             (LABEL_INSTANCE.to_string(), self.name.clone()),
             (LABEL_COMPONENT.to_string(), component.as_str().to_string()),
@@ -138,7 +156,11 @@ impl Names {
     }
 
     /// All labels of a component's objects and pods.
-    pub fn labels(&self, component: Option<Component>, node_set: Option<&str>) -> BTreeMap<String, String> {
+    pub fn labels(
+        &self,
+        component: Option<Component>,
+        node_set: Option<&str>,
+    ) -> BTreeMap<String, String> {
         let mut l = BTreeMap::from([
             (LABEL_INSTANCE.to_string(), self.name.clone()),
             (LABEL_MANAGED_BY.to_string(), "slurmops".to_string()),

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapProjection, Container, ContainerPort, KeyToPath, LocalObjectReference, PodSpec, PodTemplateSpec, Probe,
-    ProjectedVolumeSource, SecretProjection, TCPSocketAction, Volume, VolumeMount, VolumeProjection,
+    ConfigMapProjection, Container, ContainerPort, KeyToPath, LocalObjectReference, PodSpec,
+    PodTemplateSpec, Probe, ProjectedVolumeSource, SecretProjection, TCPSocketAction, Volume,
+    VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -23,18 +24,31 @@ pub fn checksum(content: &str) -> String {
 
 /// Checksum annotations for the config files a pod mounts: a change to exactly these files
 /// changes the pod template, and so replaces exactly the pods that read them.
-pub fn checksums<'a>(files: impl IntoIterator<Item = (&'a String, &'a String)>) -> BTreeMap<String, String> {
-    files.into_iter().map(|(name, content)| (format!("{CHECKSUM_PREFIX}{name}"), checksum(content))).collect()
+pub fn checksums<'a>(
+    files: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> BTreeMap<String, String> {
+    files
+        .into_iter()
+        .map(|(name, content)| (format!("{CHECKSUM_PREFIX}{name}"), checksum(content)))
+        .collect()
 }
 
 /// The image of a component: the override if set, else `REGISTRY/PROGRAM:VERSION-FLAVOR`.
 pub fn image(spec: &ClusterSpec, override_: Option<&String>, program: &str) -> String {
-    override_.cloned().unwrap_or_else(|| format!("{}/{program}:{}-{}", spec.images.registry, spec.slurm_version, spec.images.flavor))
+    override_.cloned().unwrap_or_else(|| {
+        format!(
+            "{}/{program}:{}-{}",
+            spec.images.registry, spec.slurm_version, spec.images.flavor
+        )
+    })
 }
 
 pub fn tcp_probe(port: u16, initial_delay: i32) -> Probe {
     Probe {
-        tcp_socket: Some(TCPSocketAction { port: IntOrString::Int(port.into()), host: None }),
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(port.into()),
+            host: None,
+        }),
         initial_delay_seconds: Some(initial_delay),
         period_seconds: Some(10),
         ..Probe::default()
@@ -42,11 +56,21 @@ pub fn tcp_probe(port: u16, initial_delay: i32) -> Probe {
 }
 
 pub fn port(name: &str, port: u16) -> ContainerPort {
-    ContainerPort { name: Some(name.into()), container_port: port.into(), protocol: Some("TCP".into()), ..ContainerPort::default() }
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: port.into(),
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    }
 }
 
 pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount { name: name.into(), mount_path: path.into(), read_only: Some(read_only), ..VolumeMount::default() }
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: Some(read_only),
+        ..VolumeMount::default()
+    }
 }
 
 /// One Secret key projected as a file.
@@ -54,7 +78,11 @@ pub fn secret_file(r: &SecretRef, path: &str, mode: i32) -> VolumeProjection {
     VolumeProjection {
         secret: Some(SecretProjection {
             name: r.name.clone(),
-            items: Some(vec![KeyToPath { key: r.key.clone(), path: path.into(), mode: Some(mode) }]),
+            items: Some(vec![KeyToPath {
+                key: r.key.clone(),
+                path: path.into(),
+                mode: Some(mode),
+            }]),
             optional: Some(false),
         }),
         ..VolumeProjection::default()
@@ -62,11 +90,22 @@ pub fn secret_file(r: &SecretRef, path: &str, mode: i32) -> VolumeProjection {
 }
 
 /// ConfigMap keys projected as files of the same name.
-pub fn config_files<'a>(config_map: &str, keys: impl IntoIterator<Item = (&'a str, i32)>) -> VolumeProjection {
+pub fn config_files<'a>(
+    config_map: &str,
+    keys: impl IntoIterator<Item = (&'a str, i32)>,
+) -> VolumeProjection {
     VolumeProjection {
         config_map: Some(ConfigMapProjection {
             name: config_map.into(),
-            items: Some(keys.into_iter().map(|(k, mode)| KeyToPath { key: k.into(), path: k.into(), mode: Some(mode) }).collect()),
+            items: Some(
+                keys.into_iter()
+                    .map(|(k, mode)| KeyToPath {
+                        key: k.into(),
+                        path: k.into(),
+                        mode: Some(mode),
+                    })
+                    .collect(),
+            ),
             optional: Some(false),
         }),
         ..VolumeProjection::default()
@@ -76,7 +115,10 @@ pub fn config_files<'a>(config_map: &str, keys: impl IntoIterator<Item = (&'a st
 pub fn projected(name: &str, sources: Vec<VolumeProjection>) -> Volume {
     Volume {
         name: name.into(),
-        projected: Some(ProjectedVolumeSource { sources: Some(sources), default_mode: Some(0o440) }),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(sources),
+            default_mode: Some(0o440),
+        }),
         ..Volume::default()
     }
 }
@@ -108,8 +150,13 @@ impl PodParts<'_> {
             containers: vec![main],
             init_containers: (!self.init.is_empty()).then_some(self.init),
             volumes: (!self.volumes.is_empty()).then_some(self.volumes),
-            image_pull_secrets: (!self.spec.image_pull_secrets.is_empty())
-                .then(|| self.spec.image_pull_secrets.iter().map(|n| LocalObjectReference { name: n.clone() }).collect()),
+            image_pull_secrets: (!self.spec.image_pull_secrets.is_empty()).then(|| {
+                self.spec
+                    .image_pull_secrets
+                    .iter()
+                    .map(|n| LocalObjectReference { name: n.clone() })
+                    .collect()
+            }),
             priority_class_name: self.spec.priority_class_name.clone(),
             service_account_name: s.service_account_name.clone(),
             node_selector: (!s.node_selector.is_empty()).then(|| s.node_selector.clone()),
@@ -123,11 +170,16 @@ impl PodParts<'_> {
             labels.extend(o.labels.clone());
             annotations.extend(o.annotations.clone());
             if !o.env.is_empty() {
-                pod.containers[0].env.get_or_insert_with(Vec::new).extend(o.env.clone());
+                pod.containers[0]
+                    .env
+                    .get_or_insert_with(Vec::new)
+                    .extend(o.env.clone());
             }
             pod.containers.extend(o.extra_containers.clone());
             if !o.init_containers.is_empty() {
-                pod.init_containers.get_or_insert_with(Vec::new).extend(o.init_containers.clone());
+                pod.init_containers
+                    .get_or_insert_with(Vec::new)
+                    .extend(o.init_containers.clone());
             }
             if o.security_context.is_some() {
                 pod.security_context = o.security_context.clone();
@@ -136,7 +188,9 @@ impl PodParts<'_> {
             pod.dns_policy = o.dns_policy.clone().or(pod.dns_policy);
             pod.runtime_class_name = o.runtime_class_name.clone().or(pod.runtime_class_name);
             pod.scheduler_name = o.scheduler_name.clone().or(pod.scheduler_name);
-            pod.termination_grace_period_seconds = o.termination_grace_period_seconds.or(pod.termination_grace_period_seconds);
+            pod.termination_grace_period_seconds = o
+                .termination_grace_period_seconds
+                .or(pod.termination_grace_period_seconds);
             if !o.topology_spread_constraints.is_empty() {
                 pod.topology_spread_constraints = Some(o.topology_spread_constraints.clone());
             }

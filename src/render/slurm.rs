@@ -57,7 +57,8 @@ fn env() -> Environment<'static> {
         ("topology.conf", include_str!("templates/topology.conf.j2")),
         ("slurmdbd.conf", include_str!("templates/slurmdbd.conf.j2")),
     ] {
-        env.add_template(name, src).expect("templates compiled into the binary are valid");
+        env.add_template(name, src)
+            .expect("templates compiled into the binary are valid");
     }
     env
 }
@@ -65,13 +66,23 @@ fn env() -> Environment<'static> {
 fn render(env: &Environment, name: &str, ctx: minijinja::Value) -> String {
     // Templates are fixed and their inputs are plain data, so rendering cannot fail at runtime;
     // a failure here is a bug in the template that the golden tests catch.
-    env.get_template(name).and_then(|t| t.render(ctx)).expect("slurmops template renders")
+    env.get_template(name)
+        .and_then(|t| t.render(ctx))
+        .expect("slurmops template renders")
 }
 
 /// Every node a NodeSet may ever have, as a Slurm hostlist (`h100-[0-15]`).
 pub fn node_range(ns: &NodeSet) -> String {
-    let max = ns.autoscale.as_ref().map_or(ns.replicas, |a| a.max.max(ns.replicas)).max(1);
-    if max == 1 { format!("{}-0", ns.name) } else { format!("{}-[0-{}]", ns.name, max - 1) }
+    let max = ns
+        .autoscale
+        .as_ref()
+        .map_or(ns.replicas, |a| a.max.max(ns.replicas))
+        .max(1);
+    if max == 1 {
+        format!("{}-0", ns.name)
+    } else {
+        format!("{}-[0-{}]", ns.name, max - 1)
+    }
 }
 
 /// The `--conf` line of a NodeSet's dynamic slurmd: its features, GPUs, size and weight.
@@ -82,11 +93,19 @@ pub fn slurmd_conf(ns: &NodeSet) -> String {
     if let Some(g) = &ns.gpus {
         parts.push(format!("Gres=gpu:{}:{}", g.type_, g.count));
     }
-    if let Some(cpus) = ns.cpu.as_deref().and_then(parse_quantity).filter(|c| c.fract() == 0.0 && *c >= 1.0) {
+    if let Some(cpus) = ns
+        .cpu
+        .as_deref()
+        .and_then(parse_quantity)
+        .filter(|c| c.fract() == 0.0 && *c >= 1.0)
+    {
         parts.push(format!("CPUs={cpus}"));
     }
     if let Some(bytes) = ns.memory.as_deref().and_then(parse_quantity) {
-        parts.push(format!("RealMemory={}", (bytes / (1024.0 * 1024.0)).floor()));
+        parts.push(format!(
+            "RealMemory={}",
+            (bytes / (1024.0 * 1024.0)).floor()
+        ));
     }
     if let Some(w) = ns.weight {
         parts.push(format!("Weight={w}"));
@@ -131,10 +150,27 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     set("CredType", "cred/slurm".into());
     set("AuthInfo", "use_client_ids".into());
     set("AuthAltTypes", "auth/jwt".into());
-    set("AuthAltParameters", format!("jwt_key={ETC_SLURM}/{JWT_KEY_FILE}"));
-    set("SlurmctldParameters", "enable_configless,reconfig_on_restart".into());
-    let max_nodes: u32 = s.node_sets.iter().map(|n| n.autoscale.as_ref().map_or(n.replicas, |a| a.max.max(n.replicas))).sum();
-    set("MaxNodeCount", max_nodes.saturating_mul(2).max(1024).to_string());
+    set(
+        "AuthAltParameters",
+        format!("jwt_key={ETC_SLURM}/{JWT_KEY_FILE}"),
+    );
+    set(
+        "SlurmctldParameters",
+        "enable_configless,reconfig_on_restart".into(),
+    );
+    let max_nodes: u32 = s
+        .node_sets
+        .iter()
+        .map(|n| {
+            n.autoscale
+                .as_ref()
+                .map_or(n.replicas, |a| a.max.max(n.replicas))
+        })
+        .sum();
+    set(
+        "MaxNodeCount",
+        max_nodes.saturating_mul(2).max(1024).to_string(),
+    );
     set("ReturnToService", "2".into());
     set("SchedulerType", "sched/backfill".into());
     set("SelectType", "select/cons_tres".into());
@@ -143,7 +179,10 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     set("TaskPlugin", "task/cgroup,task/affinity".into());
     set("JobAcctGatherType", "jobacct_gather/cgroup".into());
     if s.accounting.enabled {
-        set("AccountingStorageType", "accounting_storage/slurmdbd".into());
+        set(
+            "AccountingStorageType",
+            "accounting_storage/slurmdbd".into(),
+        );
         set("AccountingStorageHost", names.accounting_host());
         set("AccountingStoragePort", SLURMDBD_PORT.to_string());
     } else {
@@ -152,7 +191,10 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     if s.node_sets.iter().any(|n| n.gpus.is_some()) {
         set("GresTypes", "gpu".into());
     }
-    if s.node_sets.iter().any(|n| n.imex.as_ref().is_some_and(|x| x.enabled)) {
+    if s.node_sets
+        .iter()
+        .any(|n| n.imex.as_ref().is_some_and(|x| x.enabled))
+    {
         set("SwitchType", "switch/nvidia_imex".into());
     }
     if let Some(t) = &s.topology {
@@ -175,7 +217,13 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     ];
     for (key, list, dir) in kinds {
         if !list.is_empty() {
-            set(key, list.iter().map(|sc| format!("{dir}{}", sc.name)).collect::<Vec<_>>().join(","));
+            set(
+                key,
+                list.iter()
+                    .map(|sc| format!("{dir}{}", sc.name))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
         }
     }
     for (k, v) in &s.controller.slurm_conf {
@@ -185,7 +233,10 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
 }
 
 fn lines(params: Vec<(String, String)>) -> Vec<Line> {
-    params.into_iter().map(|(key, value)| Line { key, value }).collect()
+    params
+        .into_iter()
+        .map(|(key, value)| Line { key, value })
+        .collect()
 }
 
 /// All Slurm files of the cluster. Files that do not apply (gres.conf without GPUs, ...) are absent.
@@ -202,14 +253,21 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
             context! { name => p.name, nodes, default => p.default, max_time => p.max_time, options }
         })
         .collect();
-    let node_sets: Vec<_> = s.node_sets.iter().map(|n| context! { name => n.name }).collect();
+    let node_sets: Vec<_> = s
+        .node_sets
+        .iter()
+        .map(|n| context! { name => n.name })
+        .collect();
     let slurm_conf = render(
         &env,
         "slurm.conf",
         context! { cluster_name => names.cluster_name, params => lines(slurm_conf_params(c, names)), node_sets, partitions },
     );
     files.insert("slurm.conf".into(), slurm_conf);
-    files.insert("cgroup.conf".into(), render(&env, "cgroup.conf", context! {}));
+    files.insert(
+        "cgroup.conf".into(),
+        render(&env, "cgroup.conf", context! {}),
+    );
     let gpus: Vec<_> = s
         .node_sets
         .iter()
@@ -223,10 +281,16 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
         })
         .collect();
     if !gpus.is_empty() {
-        files.insert("gres.conf".into(), render(&env, "gres.conf", context! { gpus }));
+        files.insert(
+            "gres.conf".into(),
+            render(&env, "gres.conf", context! { gpus }),
+        );
     }
     if let Some(t) = &s.topology {
-        files.insert("topology.conf".into(), render(&env, "topology.conf", topology_context(c, &t.block)));
+        files.insert(
+            "topology.conf".into(),
+            render(&env, "topology.conf", topology_context(c, &t.block)),
+        );
     }
     if s.accounting.enabled
         && let Some(db) = &s.accounting.database
@@ -234,7 +298,10 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
         let mut params: Vec<(String, String)> = vec![
             ("AuthType".into(), "auth/slurm".into()),
             ("AuthAltTypes".into(), "auth/jwt".into()),
-            ("AuthAltParameters".into(), format!("jwt_key={ETC_SLURM}/{JWT_KEY_FILE}")),
+            (
+                "AuthAltParameters".into(),
+                format!("jwt_key={ETC_SLURM}/{JWT_KEY_FILE}"),
+            ),
             ("DbdHost".into(), names.accounting_pod()),
             ("DbdPort".into(), SLURMDBD_PORT.to_string()),
             ("SlurmUser".into(), "slurm".into()),
@@ -250,7 +317,11 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
         }
         files.insert(
             "slurmdbd.conf".into(),
-            render(&env, "slurmdbd.conf", context! { params => lines(params), password_secret => db.password.name }),
+            render(
+                &env,
+                "slurmdbd.conf",
+                context! { params => lines(params), password_secret => db.password.name },
+            ),
         );
     }
     files
@@ -259,12 +330,24 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
 fn topology_context(c: &ClusterFile, b: &crate::spec::types::BlockTopology) -> minijinja::Value {
     let size = b.block_size.max(1);
     let mut blocks = Vec::new();
-    for ns in c.spec.node_sets.iter().filter(|n| b.node_sets.contains(&n.name)) {
-        let max = ns.autoscale.as_ref().map_or(ns.replicas, |a| a.max.max(ns.replicas));
+    for ns in c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| b.node_sets.contains(&n.name))
+    {
+        let max = ns
+            .autoscale
+            .as_ref()
+            .map_or(ns.replicas, |a| a.max.max(ns.replicas));
         let mut start = 0;
         while start < max {
             let end = (start + size).min(max) - 1;
-            let nodes = if start == end { format!("{}-{start}", ns.name) } else { format!("{}-[{start}-{end}]", ns.name) };
+            let nodes = if start == end {
+                format!("{}-{start}", ns.name)
+            } else {
+                format!("{}-[{start}-{end}]", ns.name)
+            };
             blocks.push(context! { name => format!("{}-b{}", ns.name, start / size), nodes });
             start += size;
         }
@@ -275,9 +358,14 @@ fn topology_context(c: &ClusterFile, b: &crate::spec::types::BlockTopology) -> m
 /// Script files shipped next to slurm.conf, by file name.
 pub fn script_files(c: &ClusterFile) -> BTreeMap<String, String> {
     let s = &c.spec.controller.scripts;
-    [&s.prolog, &s.epilog, &s.prolog_slurmctld, &s.epilog_slurmctld]
-        .into_iter()
-        .flatten()
-        .map(|sc| (sc.name.clone(), sc.content.clone()))
-        .collect()
+    [
+        &s.prolog,
+        &s.epilog,
+        &s.prolog_slurmctld,
+        &s.epilog_slurmctld,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|sc| (sc.name.clone(), sc.content.clone()))
+    .collect()
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodResourceClaim,
-    PodSpec, ResourceClaim, ResourceRequirements, SecurityContext, Service, Volume,
+    Affinity, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm,
+    PodAntiAffinity, PodResourceClaim, PodSpec, ResourceClaim, ResourceRequirements,
+    SecurityContext, Service, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -23,7 +24,13 @@ const IMEX_CLAIM: &str = "imex-channel";
 
 /// The headless Service giving every worker its stable DNS name.
 pub fn workers_service(names: &Names) -> Service {
-    service(names, &names.workers_service(), Component::Worker, &[("slurmd", SLURMD_PORT)], true)
+    service(
+        names,
+        &names.workers_service(),
+        Component::Worker,
+        &[("slurmd", SLURMD_PORT)],
+        true,
+    )
 }
 
 fn resources(ns: &NodeSet) -> Option<ResourceRequirements> {
@@ -39,11 +46,20 @@ fn resources(ns: &NodeSet) -> Option<ResourceRequirements> {
         amounts.insert(g.resource_name.clone(), Quantity(g.count.to_string()));
     }
     for (k, v) in amounts {
-        r.requests.get_or_insert_with(BTreeMap::new).entry(k.clone()).or_insert_with(|| v.clone());
-        r.limits.get_or_insert_with(BTreeMap::new).entry(k).or_insert(v);
+        r.requests
+            .get_or_insert_with(BTreeMap::new)
+            .entry(k.clone())
+            .or_insert_with(|| v.clone());
+        r.limits
+            .get_or_insert_with(BTreeMap::new)
+            .entry(k)
+            .or_insert(v);
     }
     if ns.imex.as_ref().is_some_and(|x| x.enabled) {
-        r.claims = Some(vec![ResourceClaim { name: IMEX_CLAIM.into(), request: None }]);
+        r.claims = Some(vec![ResourceClaim {
+            name: IMEX_CLAIM.into(),
+            request: None,
+        }]);
     }
     (r != ResourceRequirements::default()).then_some(r)
 }
@@ -53,7 +69,10 @@ fn one_per_node(names: &Names) -> Affinity {
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                label_selector: Some(LabelSelector { match_labels: Some(names.selector(Component::Worker, None)), ..LabelSelector::default() }),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(names.selector(Component::Worker, None)),
+                    ..LabelSelector::default()
+                }),
                 topology_key: "kubernetes.io/hostname".into(),
                 ..PodAffinityTerm::default()
             }]),
@@ -63,35 +82,66 @@ fn one_per_node(names: &Names) -> Affinity {
     }
 }
 
-pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (StatefulSet, PodDisruptionBudget) {
+pub fn node_set(
+    c: &ClusterFile,
+    names: &Names,
+    ns: &NodeSet,
+) -> (StatefulSet, PodDisruptionBudget) {
     let s = &c.spec;
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
     mounts.extend(ns.volume_mounts.iter().cloned());
-    let mut volumes: Vec<Volume> = vec![pod::projected("etc-slurm", vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)])];
+    let mut volumes: Vec<Volume> = vec![pod::projected(
+        "etc-slurm",
+        vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)],
+    )];
     volumes.extend(ns.volumes.iter().cloned());
     let main = Container {
         name: "slurmd".into(),
-        image: Some(ns.image.clone().unwrap_or_else(|| pod::image(s, s.images.slurmd.as_ref(), "slurmd"))),
+        image: Some(
+            ns.image
+                .clone()
+                .unwrap_or_else(|| pod::image(s, s.images.slurmd.as_ref(), "slurmd")),
+        ),
         image_pull_policy: Some(s.images.pull_policy.as_str().into()),
         command: Some(vec!["slurmd".into()]),
-        args: Some(vec!["-D".into(), "-Z".into(), "--conf-server".into(), names.conf_servers(s), "--conf".into(), slurmd_conf(ns)]),
+        args: Some(vec![
+            "-D".into(),
+            "-Z".into(),
+            "--conf-server".into(),
+            names.conf_servers(s),
+            "--conf".into(),
+            slurmd_conf(ns),
+        ]),
         env: Some(vec![EnvVar {
             name: "POD_NAME".into(),
-            value_from: Some(EnvVarSource { field_ref: Some(ObjectFieldSelector { field_path: "metadata.name".into(), api_version: None }), ..EnvVarSource::default() }),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".into(),
+                    api_version: None,
+                }),
+                ..EnvVarSource::default()
+            }),
             ..EnvVar::default()
         }]),
         ports: Some(vec![pod::port("slurmd", SLURMD_PORT)]),
         readiness_probe: Some(pod::tcp_probe(SLURMD_PORT, 5)),
         liveness_probe: Some(pod::tcp_probe(SLURMD_PORT, 60)),
         resources: resources(ns),
-        security_context: ns.privileged.then(|| SecurityContext { privileged: Some(true), ..SecurityContext::default() }),
+        security_context: ns.privileged.then(|| SecurityContext {
+            privileged: Some(true),
+            ..SecurityContext::default()
+        }),
         volume_mounts: Some(mounts),
         ..Container::default()
     };
     let imex = ns.imex.as_ref().filter(|x| x.enabled).map(|x| {
         vec![PodResourceClaim {
             name: IMEX_CLAIM.into(),
-            resource_claim_template_name: Some(x.resource_claim_template.clone().unwrap_or_else(|| format!("{}-channel", x.compute_domain))),
+            resource_claim_template_name: Some(
+                x.resource_claim_template
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-channel", x.compute_domain)),
+            ),
             resource_claim_name: None,
         }]
     });
@@ -105,7 +155,12 @@ pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (StatefulSet, P
         init: Vec::new(),
         volumes,
         annotations: BTreeMap::new(),
-        pod: PodSpec { affinity: Some(one_per_node(names)), resource_claims: imex, automount_service_account_token: Some(false), ..PodSpec::default() },
+        pod: PodSpec {
+            affinity: Some(one_per_node(names)),
+            resource_claims: imex,
+            automount_service_account_token: Some(false),
+            ..PodSpec::default()
+        },
     }
     .template();
     let sts = StatefulSet {
@@ -114,10 +169,14 @@ pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (StatefulSet, P
             replicas: Some(ns.replicas as i32),
             service_name: Some(names.workers_service()),
             pod_management_policy: Some("Parallel".into()),
-            update_strategy: Some(StatefulSetUpdateStrategy { type_: Some("OnDelete".into()), rolling_update: None }),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                rolling_update: None,
+            }),
             selector: selector(names, Component::Worker, Some(&ns.name)),
             template,
-            volume_claim_templates: (!ns.volume_claim_templates.is_empty()).then(|| ns.volume_claim_templates.clone()),
+            volume_claim_templates: (!ns.volume_claim_templates.is_empty())
+                .then(|| ns.volume_claim_templates.clone()),
             ..StatefulSetSpec::default()
         }),
         ..StatefulSet::default()

@@ -16,7 +16,10 @@ const PERCENT_PATTERN: &str = "^[0-9]+%$";
 
 /// Checks `node` against `root` schema; returns the JSON value and every finding.
 pub fn check(node: &Node, root: &Json) -> (Json, Vec<Finding>) {
-    let mut c = Checker { root, findings: Vec::new() };
+    let mut c = Checker {
+        root,
+        findings: Vec::new(),
+    };
     let value = c.walk(node, root, &Path::root());
     (value, c.findings)
 }
@@ -49,8 +52,13 @@ impl<'s> Checker<'s> {
     fn resolve(&self, mut schema: &'s Json) -> &'s Json {
         for _ in 0..32 {
             if let Some(r) = schema.get("$ref").and_then(Json::as_str) {
-                let name = r.trim_start_matches("#/definitions/").trim_start_matches("#/$defs/");
-                let defs = self.root.get("definitions").or_else(|| self.root.get("$defs"));
+                let name = r
+                    .trim_start_matches("#/definitions/")
+                    .trim_start_matches("#/$defs/");
+                let defs = self
+                    .root
+                    .get("definitions")
+                    .or_else(|| self.root.get("$defs"));
                 match defs.and_then(|d| d.get(name)) {
                     Some(s) => schema = s,
                     None => return &Json::Bool(true),
@@ -72,7 +80,10 @@ impl<'s> Checker<'s> {
     }
 
     fn walk(&mut self, node: &Node, schema: &'s Json, path: &Path) -> Json {
-        let is_quantity = schema.get("$ref").and_then(Json::as_str).is_some_and(|r| r.ends_with("resource.Quantity"));
+        let is_quantity = schema
+            .get("$ref")
+            .and_then(Json::as_str)
+            .is_some_and(|r| r.ends_with("resource.Quantity"));
         let schema = self.resolve(schema);
         if is_quantity {
             return self.scalar_as(node, &["string"], schema, path);
@@ -80,10 +91,14 @@ impl<'s> Checker<'s> {
         if let Some(Json::Array(branches)) = schema.get("anyOf").or_else(|| schema.get("oneOf")) {
             return self.any_of(node, branches, schema, path);
         }
-        if schema.get("x-slurmops-secret-ref").is_some() && !matches!(node.value, Value::Map(_)) && !node.is_null() {
+        if schema.get("x-slurmops-secret-ref").is_some()
+            && !matches!(node.value, Value::Map(_))
+            && !node.is_null()
+        {
             self.report(
-                Finding::new(path.clone(), "inline secret material is not allowed here")
-                    .hint("store it in a Kubernetes Secret and reference it as {name: SECRET, key: KEY}"),
+                Finding::new(path.clone(), "inline secret material is not allowed here").hint(
+                    "store it in a Kubernetes Secret and reference it as {name: SECRET, key: KEY}",
+                ),
             );
             return Json::Null;
         }
@@ -100,7 +115,13 @@ impl<'s> Checker<'s> {
                     return self.mismatch(node, &types, path);
                 }
                 let item_schema = schema.get("items").unwrap_or(&Json::Bool(true));
-                Json::Array(items.iter().enumerate().map(|(i, n)| self.walk(n, item_schema, &path.index(i))).collect())
+                Json::Array(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| self.walk(n, item_schema, &path.index(i)))
+                        .collect(),
+                )
             }
             Value::Scalar { .. } => {
                 if schema.get("x-kubernetes-int-or-string").is_some() {
@@ -116,20 +137,30 @@ impl<'s> Checker<'s> {
         // branch whose shape matches the node (a mapping for a mapping, and so on).
         let mut best: Option<(Json, Vec<Finding>)> = None;
         for branch in branches {
-            let mut sub = Checker { root: self.root, findings: Vec::new() };
+            let mut sub = Checker {
+                root: self.root,
+                findings: Vec::new(),
+            };
             let value = sub.walk(node, branch, path);
             if sub.findings.is_empty() {
                 return value;
             }
-            let shape_fits = !sub.findings.iter().any(|f| f.path == *path && f.message.starts_with("expected "));
+            let shape_fits = !sub
+                .findings
+                .iter()
+                .any(|f| f.path == *path && f.message.starts_with("expected "));
             if best.is_none() || shape_fits {
-                let replace = best.as_ref().is_none_or(|(_, f)| f.iter().any(|f| f.path == *path));
+                let replace = best
+                    .as_ref()
+                    .is_none_or(|(_, f)| f.iter().any(|f| f.path == *path));
                 if replace {
                     best = Some((value, sub.findings));
                 }
             }
         }
-        let secret = branches.iter().any(|b| self.resolve(b).get("x-slurmops-secret-ref").is_some());
+        let secret = branches
+            .iter()
+            .any(|b| self.resolve(b).get("x-slurmops-secret-ref").is_some());
         match best {
             Some((value, findings)) if secret || findings.iter().all(|f| f.path != *path) => {
                 self.findings.extend(findings);
@@ -137,13 +168,22 @@ impl<'s> Checker<'s> {
             }
             _ => {
                 let expected = describe(schema, self);
-                self.report(Finding::new(path.clone(), format!("expected {expected}, found {}", kind_name(node))));
+                self.report(Finding::new(
+                    path.clone(),
+                    format!("expected {expected}, found {}", kind_name(node)),
+                ));
                 Json::Null
             }
         }
     }
 
-    fn object(&mut self, node: &Node, entries: &[(super::yaml::Key, Node)], schema: &'s Json, path: &Path) -> Json {
+    fn object(
+        &mut self,
+        node: &Node,
+        entries: &[(super::yaml::Key, Node)],
+        schema: &'s Json,
+        path: &Path,
+    ) -> Json {
         let props = schema.get("properties").and_then(Json::as_object);
         let extra = schema.get("additionalProperties");
         let mut out = Map::new();
@@ -158,7 +198,10 @@ impl<'s> Checker<'s> {
                     if let Some(p) = props {
                         f = match did_you_mean(&key.text, p.keys().map(String::as_str)) {
                             Some(s) => f.hint(format!("did you mean `{s}`?")),
-                            None => f.hint(format!("allowed here: {}", p.keys().cloned().collect::<Vec<_>>().join(", "))),
+                            None => f.hint(format!(
+                                "allowed here: {}",
+                                p.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )),
                         };
                     }
                     self.report(f);
@@ -177,7 +220,10 @@ impl<'s> Checker<'s> {
         if let Some(Json::Array(required)) = schema.get("required") {
             for r in required.iter().filter_map(Json::as_str) {
                 if !entries.iter().any(|(k, _)| k.text == r) {
-                    self.report(Finding::new(path.clone(), format!("missing required field `{r}`")));
+                    self.report(Finding::new(
+                        path.clone(),
+                        format!("missing required field `{r}`"),
+                    ));
                 }
             }
         }
@@ -210,7 +256,10 @@ impl<'s> Checker<'s> {
             self.number(text, types)
         };
         let Some(value) = value else {
-            let mut f = Finding::new(path.clone(), format!("expected {}, found {:?}", types.join(" or "), text));
+            let mut f = Finding::new(
+                path.clone(),
+                format!("expected {}, found {:?}", types.join(" or "), text),
+            );
             if !plain {
                 f = f.hint("remove the quotes");
             }
@@ -222,13 +271,17 @@ impl<'s> Checker<'s> {
     }
 
     fn number(&self, text: &str, types: &[&str]) -> Option<Json> {
-        if types.contains(&"integer") {
-            if let Ok(i) = text.parse::<i64>() {
-                return Some(Json::Number(i.into()));
-            }
+        if types.contains(&"integer")
+            && let Ok(i) = text.parse::<i64>()
+        {
+            return Some(Json::Number(i.into()));
         }
         if types.contains(&"number") {
-            return text.parse::<f64>().ok().and_then(Number::from_f64).map(Json::Number);
+            return text
+                .parse::<f64>()
+                .ok()
+                .and_then(Number::from_f64)
+                .map(Json::Number);
         }
         None
     }
@@ -237,7 +290,10 @@ impl<'s> Checker<'s> {
         if let (Some(Json::Array(allowed)), Some(s)) = (schema.get("enum"), value.as_str()) {
             let words: Vec<&str> = allowed.iter().filter_map(Json::as_str).collect();
             if !words.contains(&s) {
-                let mut f = Finding::new(path.clone(), format!("{s:?} is not one of: {}", words.join(", ")));
+                let mut f = Finding::new(
+                    path.clone(),
+                    format!("{s:?} is not one of: {}", words.join(", ")),
+                );
                 if let Some(m) = did_you_mean(s, words.iter().copied()) {
                     f = f.hint(format!("did you mean `{m}`?"));
                 }
@@ -247,16 +303,26 @@ impl<'s> Checker<'s> {
         if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Json::as_f64), value.as_f64())
             && n < min
         {
-            self.report(Finding::new(path.clone(), format!("{n} is less than the minimum {min}")));
+            self.report(Finding::new(
+                path.clone(),
+                format!("{n} is less than the minimum {min}"),
+            ));
         }
         if let (Some(max), Some(n)) = (max_of(schema), value.as_f64())
             && n > max
         {
-            self.report(Finding::new(path.clone(), format!("{n} is more than the maximum {max}")));
+            self.report(Finding::new(
+                path.clone(),
+                format!("{n} is more than the maximum {max}"),
+            ));
         }
         let pattern_error = match (schema.get("pattern").and_then(Json::as_str), value.as_str()) {
             (Some(DURATION_PATTERN), Some(s)) => Duration::parse(s).err(),
-            (Some(PERCENT_PATTERN), Some(s)) => serde_json::from_value::<IntOrPercent>(Json::String(s.into())).err().map(|e| e.to_string()),
+            (Some(PERCENT_PATTERN), Some(s)) => {
+                serde_json::from_value::<IntOrPercent>(Json::String(s.into()))
+                    .err()
+                    .map(|e| e.to_string())
+            }
             _ => None,
         };
         if let Some(e) = pattern_error {
@@ -265,7 +331,10 @@ impl<'s> Checker<'s> {
     }
 
     fn mismatch(&mut self, node: &Node, types: &[&str], path: &Path) -> Json {
-        self.report(Finding::new(path.clone(), format!("expected {}, found {}", types.join(" or "), kind_name(node))));
+        self.report(Finding::new(
+            path.clone(),
+            format!("expected {}, found {}", types.join(" or "), kind_name(node)),
+        ));
         Json::Null
     }
 }
@@ -293,16 +362,31 @@ fn accepts_null(schema: &Json, c: &Checker) -> bool {
 
 fn describe(schema: &Json, c: &Checker) -> String {
     let mut parts = Vec::new();
-    for b in schema.get("anyOf").and_then(Json::as_array).into_iter().flatten() {
+    for b in schema
+        .get("anyOf")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
         let r = c.resolve(b);
         let ts = types_of(r);
         if ts.is_empty() && r.get("properties").is_some() {
             parts.push("a mapping".to_string());
         }
-        parts.extend(ts.into_iter().filter(|t| *t != "null").map(|t| if t == "object" { "a mapping".into() } else { t.to_string() }));
+        parts.extend(ts.into_iter().filter(|t| *t != "null").map(|t| {
+            if t == "object" {
+                "a mapping".into()
+            } else {
+                t.to_string()
+            }
+        }));
     }
     parts.dedup();
-    if parts.is_empty() { "a different value".into() } else { parts.join(" or ") }
+    if parts.is_empty() {
+        "a different value".into()
+    } else {
+        parts.join(" or ")
+    }
 }
 
 /// A node read by the YAML 1.2 core schema, for places the schema leaves open.
@@ -321,6 +405,11 @@ fn plain_json(node: &Node) -> Json {
             }
         }
         Value::Seq(items) => Json::Array(items.iter().map(plain_json).collect()),
-        Value::Map(entries) => Json::Object(entries.iter().map(|(k, v)| (k.text.clone(), plain_json(v))).collect()),
+        Value::Map(entries) => Json::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.text.clone(), plain_json(v)))
+                .collect(),
+        ),
     }
 }

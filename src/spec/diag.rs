@@ -87,7 +87,11 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: error: {}: {}", self.file, self.line, self.col, self.path, self.message)?;
+        write!(
+            f,
+            "{}:{}:{}: error: {}: {}",
+            self.file, self.line, self.col, self.path, self.message
+        )?;
         if let Some(h) = &self.hint {
             write!(f, " ({h})")?;
         }
@@ -107,7 +111,12 @@ pub struct Finding {
 
 impl Finding {
     pub fn new(path: Path, message: impl Into<String>) -> Self {
-        Finding { path, at_key: None, message: message.into(), hint: None }
+        Finding {
+            path,
+            at_key: None,
+            message: message.into(),
+            hint: None,
+        }
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -116,7 +125,10 @@ impl Finding {
 }
 
 /// The closest candidate to `word`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -148,13 +160,27 @@ mod tests {
     fn path_round_trip() {
         let p = Path::parse("spec.nodeSets[3].gpus.count");
         assert_eq!(p.to_string(), "spec.nodeSets[3].gpus.count");
-        assert_eq!(p, Path::root().key("spec").key("nodeSets").index(3).key("gpus").key("count"));
+        assert_eq!(
+            p,
+            Path::root()
+                .key("spec")
+                .key("nodeSets")
+                .index(3)
+                .key("gpus")
+                .key("count")
+        );
     }
 
     #[test]
     fn suggestions_catch_typos_and_case() {
-        assert_eq!(did_you_mean("nodesets", ["nodeSets", "partitions"]), Some("nodeSets"));
-        assert_eq!(did_you_mean("replcas", ["replicas", "image"]), Some("replicas"));
+        assert_eq!(
+            did_you_mean("nodesets", ["nodeSets", "partitions"]),
+            Some("nodeSets")
+        );
+        assert_eq!(
+            did_you_mean("replcas", ["replicas", "image"]),
+            Some("replicas")
+        );
         assert_eq!(did_you_mean("zzzzzz", ["replicas", "image"]), None);
     }
 }

@@ -14,10 +14,11 @@ pub use types::*;
 /// The JSON Schema of cluster.yaml, generated from the types.
 pub fn json_schema() -> serde_json::Value {
     let settings = schemars::generate::SchemaSettings::draft07();
-    let schema = settings.into_generator().into_root_schema_for::<ClusterFile>();
+    let schema = settings
+        .into_generator()
+        .into_root_schema_for::<ClusterFile>();
     serde_json::to_value(schema).expect("a generated schema is valid JSON")
 }
-
 
 /// Reads cluster.yaml text. `file` is the name used in diagnostics.
 /// On failure returns every problem found, sorted by position.
@@ -41,7 +42,9 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
                 let pos = match &f.at_key {
                     Some(k) => {
                         let owner = f.path.parent();
-                        locate_node(&tree, &owner).and_then(|n| n.key_pos(k)).unwrap_or_else(|| tree.locate(&owner))
+                        locate_node(&tree, &owner)
+                            .and_then(|n| n.key_pos(k))
+                            .unwrap_or_else(|| tree.locate(&owner))
                     }
                     None => tree.locate(&f.path),
                 };
@@ -66,7 +69,11 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
         Ok(cluster) => {
             let mut all = findings;
             all.extend(validate::validate(&cluster));
-            if all.is_empty() { Ok(cluster) } else { Err(at(all)) }
+            if all.is_empty() {
+                Ok(cluster)
+            } else {
+                Err(at(all))
+            }
         }
         Err(_) if !findings.is_empty() => Err(at(findings)),
         Err(e) => Err(at(vec![diag::Finding::new(Path::root(), e.to_string())])),

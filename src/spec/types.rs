@@ -269,7 +269,12 @@ pub struct Persistence {
 
 impl Default for Persistence {
     fn default() -> Self {
-        Persistence { enabled: true, size: default_state_size(), storage_class: None, existing_claim: None }
+        Persistence {
+            enabled: true,
+            size: default_state_size(),
+            storage_class: None,
+            existing_claim: None,
+        }
     }
 }
 
@@ -368,7 +373,11 @@ pub struct RestApi {
 
 impl Default for RestApi {
     fn default() -> Self {
-        RestApi { enabled: true, replicas: 1, pod: PodSettings::default() }
+        RestApi {
+            enabled: true,
+            replicas: 1,
+            pod: PodSettings::default(),
+        }
     }
 }
 
@@ -410,7 +419,11 @@ pub struct LoginService {
 
 impl Default for LoginService {
     fn default() -> Self {
-        LoginService { type_: default_service_type(), annotations: BTreeMap::new(), port: 22 }
+        LoginService {
+            type_: default_service_type(),
+            annotations: BTreeMap::new(),
+            port: 22,
+        }
     }
 }
 

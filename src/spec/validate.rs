@@ -15,8 +15,14 @@ pub const OWNED_SLURM_CONF: &[(&str, &str)] = &[
     ("SlurmctldHost", "set spec.controller.ha"),
     ("SlurmctldPort", "slurmops serves slurmctld on 6817"),
     ("SlurmdPort", "slurmops serves slurmd on 6818"),
-    ("AuthType", "slurmops configures auth/slurm with spec.auth.slurmKey"),
-    ("CredType", "slurmops configures cred/slurm with spec.auth.slurmKey"),
+    (
+        "AuthType",
+        "slurmops configures auth/slurm with spec.auth.slurmKey",
+    ),
+    (
+        "CredType",
+        "slurmops configures cred/slurm with spec.auth.slurmKey",
+    ),
     ("StateSaveLocation", "set spec.controller.persistence"),
     ("NodeName", "workers are NodeSets: add one to spec.nodeSets"),
     ("NodeSet", "add one to spec.nodeSets"),
@@ -29,11 +35,26 @@ pub const OWNED_SLURM_CONF: &[(&str, &str)] = &[
 ];
 
 /// Keys that carry passwords: never in git.
-const SECRET_SLURM_KEYS: &[&str] = &["StoragePass", "AccountingStoragePass", "JobCompPass", "StoragePassScript"];
+const SECRET_SLURM_KEYS: &[&str] = &[
+    "StoragePass",
+    "AccountingStoragePass",
+    "JobCompPass",
+    "StoragePassScript",
+];
 
 /// Names of objects slurmops renders besides the NodeSets' StatefulSets.
 pub fn reserved_suffixes() -> &'static [&'static str] {
-    &["config", "scripts", "controller", "controller-headless", "accounting", "restapi", "workers", "slurmdbd", "applyset"]
+    &[
+        "config",
+        "scripts",
+        "controller",
+        "controller-headless",
+        "accounting",
+        "restapi",
+        "workers",
+        "slurmdbd",
+        "applyset",
+    ]
 }
 
 pub fn validate(c: &ClusterFile) -> Vec<Finding> {
@@ -51,7 +72,8 @@ struct Validator {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -88,32 +110,68 @@ impl Validator {
 
     fn header(&mut self, c: &ClusterFile) {
         if c.api_version != API_VERSION {
-            self.err(Path::parse("apiVersion"), format!("unsupported apiVersion {:?}", c.api_version), format!("use {API_VERSION}"));
+            self.err(
+                Path::parse("apiVersion"),
+                format!("unsupported apiVersion {:?}", c.api_version),
+                format!("use {API_VERSION}"),
+            );
         }
         if c.kind != KIND {
-            self.err(Path::parse("kind"), format!("unsupported kind {:?}", c.kind), format!("use {KIND}"));
+            self.err(
+                Path::parse("kind"),
+                format!("unsupported kind {:?}", c.kind),
+                format!("use {KIND}"),
+            );
         }
         // Object names are `NAME-controller-headless` and the like: keep room for the suffixes.
         self.dns_label(Path::parse("metadata.name"), "name", &c.metadata.name, 40);
-        self.dns_label(Path::parse("metadata.namespace"), "namespace", &c.metadata.namespace, 63);
+        self.dns_label(
+            Path::parse("metadata.namespace"),
+            "namespace",
+            &c.metadata.namespace,
+            63,
+        );
     }
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
         if let Some(cluster_name) = s.cluster_name.as_deref() {
             if cluster_name.len() > 40 {
-                self.err(p.key("clusterName"), format!("ClusterName is {} characters long; Slurm allows at most 40", cluster_name.len()), "choose a shorter spec.clusterName");
-            } else if cluster_name.is_empty() || !cluster_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
-                self.err(p.key("clusterName"), format!("ClusterName {cluster_name:?} has characters Slurm does not keep"), "use lowercase letters, digits, '-' and '_'");
+                self.err(
+                    p.key("clusterName"),
+                    format!(
+                        "ClusterName is {} characters long; Slurm allows at most 40",
+                        cluster_name.len()
+                    ),
+                    "choose a shorter spec.clusterName",
+                );
+            } else if cluster_name.is_empty()
+                || !cluster_name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            {
+                self.err(
+                    p.key("clusterName"),
+                    format!("ClusterName {cluster_name:?} has characters Slurm does not keep"),
+                    "use lowercase letters, digits, '-' and '_'",
+                );
             }
         }
         let version = slurm_minor(&s.slurm_version);
         if version.is_none() {
-            self.err(p.key("slurmVersion"), format!("{:?} is not a Slurm release", s.slurm_version), "write it as YY.MM, e.g. \"24.11\"");
+            self.err(
+                p.key("slurmVersion"),
+                format!("{:?} is not a Slurm release", s.slurm_version),
+                "write it as YY.MM, e.g. \"24.11\"",
+            );
         }
         for (i, name) in s.image_pull_secrets.iter().enumerate() {
             if !is_dns_subdomain(name) {
-                self.err(p.key("imagePullSecrets").index(i), format!("{name:?} is not a valid Secret name"), "use a DNS-1123 subdomain");
+                self.err(
+                    p.key("imagePullSecrets").index(i),
+                    format!("{name:?} is not a valid Secret name"),
+                    "use a DNS-1123 subdomain",
+                );
             }
         }
         self.secret_ref(&s.auth.slurm_key, &p.key("auth").key("slurmKey"));
@@ -121,7 +179,11 @@ impl Validator {
         self.controller(&s.controller, version, &p.key("controller"));
         self.accounting(&s.accounting, &p.key("accounting"));
         if s.restapi.enabled && s.restapi.replicas == 0 {
-            self.err(p.key("restapi").key("replicas"), "restapi is enabled with 0 replicas", "set replicas to 1 or more, or enabled: false");
+            self.err(
+                p.key("restapi").key("replicas"),
+                "restapi is enabled with 0 replicas",
+                "set replicas to 1 or more, or enabled: false",
+            );
         }
         self.pod(&s.restapi.pod, &p.key("restapi"));
         self.login_sets(s, &p.key("loginSets"));
@@ -139,30 +201,65 @@ impl Validator {
 
     fn secret_ref(&mut self, r: &SecretRef, p: &Path) {
         if !is_dns_subdomain(&r.name) {
-            self.err(p.key("name"), format!("{:?} is not a valid Secret name", r.name), "use a DNS-1123 subdomain");
+            self.err(
+                p.key("name"),
+                format!("{:?} is not a valid Secret name", r.name),
+                "use a DNS-1123 subdomain",
+            );
         }
-        let key_ok = !r.key.is_empty() && r.key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        let key_ok = !r.key.is_empty()
+            && r.key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
         if !key_ok {
-            self.err(p.key("key"), "a Secret key may hold only letters, digits, '-', '_' and '.'", "check the key name in the Secret");
+            self.err(
+                p.key("key"),
+                "a Secret key may hold only letters, digits, '-', '_' and '.'",
+                "check the key name in the Secret",
+            );
         }
     }
 
-    fn slurm_conf_map(&mut self, map: &std::collections::BTreeMap<String, SlurmValue>, p: &Path, owned: bool) {
+    fn slurm_conf_map(
+        &mut self,
+        map: &std::collections::BTreeMap<String, SlurmValue>,
+        p: &Path,
+        owned: bool,
+    ) {
         for (key, value) in map {
             let path = p.key(key);
-            if SECRET_SLURM_KEYS.iter().any(|s| s.eq_ignore_ascii_case(key)) {
-                self.err(path, format!("{key} would put a password in git"), "reference the password as a Secret (spec.accounting.database.password)");
+            if SECRET_SLURM_KEYS
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(key))
+            {
+                self.err(
+                    path,
+                    format!("{key} would put a password in git"),
+                    "reference the password as a Secret (spec.accounting.database.password)",
+                );
                 continue;
             }
-            if owned && let Some((k, how)) = OWNED_SLURM_CONF.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)) {
+            if owned
+                && let Some((k, how)) = OWNED_SLURM_CONF
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            {
                 self.err(path, format!("{k} is generated by slurmops"), *how);
                 continue;
             }
             if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                self.err(path, format!("{key:?} is not a Slurm parameter name"), "use the parameter's name as in `man slurm.conf`, e.g. MaxJobCount");
+                self.err(
+                    path,
+                    format!("{key:?} is not a Slurm parameter name"),
+                    "use the parameter's name as in `man slurm.conf`, e.g. MaxJobCount",
+                );
             }
             if value.render().contains('\n') {
-                self.err(p.key(key), "a value must be on one line", "remove the line break");
+                self.err(
+                    p.key(key),
+                    "a value must be on one line",
+                    "remove the line break",
+                );
             }
         }
     }
@@ -172,33 +269,74 @@ impl Validator {
         self.slurm_conf_map(&c.slurm_conf, &p.key("slurmConf"), true);
         if let Some(ha) = &c.ha {
             if ha.backups == 0 {
-                self.err(p.key("ha").key("backups"), "backups must be 1 or more", "remove `ha` for a single controller");
+                self.err(
+                    p.key("ha").key("backups"),
+                    "backups must be 1 or more",
+                    "remove `ha` for a single controller",
+                );
             }
             if c.persistence.existing_claim.is_none() {
                 self.err(p.key("ha"), "high availability needs a state volume shared by every controller", "set controller.persistence.existingClaim to a ReadWriteMany PersistentVolumeClaim");
             }
         }
         if c.persistence.enabled && parse_quantity(&c.persistence.size).is_none_or(|b| b <= 0.0) {
-            self.err(p.key("persistence").key("size"), format!("{:?} is not a storage size", c.persistence.size), "write it as a quantity such as 10Gi");
+            self.err(
+                p.key("persistence").key("size"),
+                format!("{:?} is not a storage size", c.persistence.size),
+                "write it as a quantity such as 10Gi",
+            );
         }
         if c.metrics.enabled && version.is_some_and(|v| v < (25, 5)) {
-            self.err(p.key("metrics").key("enabled"), "slurmctld metrics (metrics/openmetrics) need Slurm 25.05 or later", "raise spec.slurmVersion or turn metrics off");
+            self.err(
+                p.key("metrics").key("enabled"),
+                "slurmctld metrics (metrics/openmetrics) need Slurm 25.05 or later",
+                "raise spec.slurmVersion or turn metrics off",
+            );
         }
         let mut names = BTreeSet::new();
-        let kinds = [("prolog", &c.scripts.prolog), ("epilog", &c.scripts.epilog), ("prologSlurmctld", &c.scripts.prolog_slurmctld), ("epilogSlurmctld", &c.scripts.epilog_slurmctld)];
+        let kinds = [
+            ("prolog", &c.scripts.prolog),
+            ("epilog", &c.scripts.epilog),
+            ("prologSlurmctld", &c.scripts.prolog_slurmctld),
+            ("epilogSlurmctld", &c.scripts.epilog_slurmctld),
+        ];
         for (kind, scripts) in kinds {
             for (i, s) in scripts.iter().enumerate() {
                 let sp = p.key("scripts").key(kind).index(i);
-                let name_ok = !s.name.is_empty() && s.name.len() <= 200 && s.name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) && !s.name.starts_with('.');
+                let name_ok = !s.name.is_empty()
+                    && s.name.len() <= 200
+                    && s.name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                    && !s.name.starts_with('.');
                 if !name_ok {
-                    self.err(sp.key("name"), format!("{:?} is not a usable file name", s.name), "use letters, digits, '-', '_' and '.'");
-                } else if matches!(s.name.as_str(), "slurm.conf" | "cgroup.conf" | "gres.conf" | "topology.conf" | "slurmdbd.conf") {
-                    self.err(sp.key("name"), format!("{} is a Slurm config file slurmops renders", s.name), "give the script another name");
+                    self.err(
+                        sp.key("name"),
+                        format!("{:?} is not a usable file name", s.name),
+                        "use letters, digits, '-', '_' and '.'",
+                    );
+                } else if matches!(
+                    s.name.as_str(),
+                    "slurm.conf" | "cgroup.conf" | "gres.conf" | "topology.conf" | "slurmdbd.conf"
+                ) {
+                    self.err(
+                        sp.key("name"),
+                        format!("{} is a Slurm config file slurmops renders", s.name),
+                        "give the script another name",
+                    );
                 } else if !names.insert(s.name.clone()) {
-                    self.err(sp.key("name"), format!("script name {:?} is used twice", s.name), "script names must be unique across all kinds");
+                    self.err(
+                        sp.key("name"),
+                        format!("script name {:?} is used twice", s.name),
+                        "script names must be unique across all kinds",
+                    );
                 }
                 if !s.content.starts_with("#!") {
-                    self.err(sp.key("content"), "a script must start with an interpreter line", "begin it with #!/bin/bash");
+                    self.err(
+                        sp.key("content"),
+                        "a script must start with an interpreter line",
+                        "begin it with #!/bin/bash",
+                    );
                 }
             }
         }
@@ -208,13 +346,25 @@ impl Validator {
         self.slurm_conf_map(&a.slurmdbd_conf, &p.key("slurmdbdConf"), false);
         self.pod(&a.pod, p);
         match (&a.database, a.enabled) {
-            (None, true) => self.err(p.clone(), "accounting is enabled but no database is set", "add accounting.database with host, user and password"),
+            (None, true) => self.err(
+                p.clone(),
+                "accounting is enabled but no database is set",
+                "add accounting.database with host, user and password",
+            ),
             (Some(db), _) => {
                 if db.host.trim().is_empty() {
-                    self.err(p.key("database").key("host"), "the database host is empty", "set the MySQL/MariaDB host name");
+                    self.err(
+                        p.key("database").key("host"),
+                        "the database host is empty",
+                        "set the MySQL/MariaDB host name",
+                    );
                 }
                 if db.port == 0 {
-                    self.err(p.key("database").key("port"), "port 0 is not a database port", "MySQL listens on 3306");
+                    self.err(
+                        p.key("database").key("port"),
+                        "port 0 is not a database port",
+                        "MySQL listens on 3306",
+                    );
                 }
                 self.secret_ref(&db.password, &p.key("database").key("password"));
             }
@@ -226,14 +376,24 @@ impl Validator {
         if let Some(sa) = &pod.service_account_name
             && !is_dns_subdomain(sa)
         {
-            self.err(p.key("serviceAccountName"), format!("{sa:?} is not a valid ServiceAccount name"), "use a DNS-1123 subdomain");
+            self.err(
+                p.key("serviceAccountName"),
+                format!("{sa:?} is not a valid ServiceAccount name"),
+                "use a DNS-1123 subdomain",
+            );
         }
         if let Some(t) = &pod.pod_template {
             for (i, e) in t.env.iter().enumerate() {
                 let upper = e.name.to_ascii_uppercase();
-                let looks_secret = ["PASSWORD", "PASSWD", "SECRET", "TOKEN", "PRIVATE_KEY"].iter().any(|w| upper.contains(w));
+                let looks_secret = ["PASSWORD", "PASSWD", "SECRET", "TOKEN", "PRIVATE_KEY"]
+                    .iter()
+                    .any(|w| upper.contains(w));
                 if looks_secret && e.value.as_deref().is_some_and(|v| !v.is_empty()) {
-                    self.err(p.key("podTemplate").key("env").index(i).key("value"), format!("{} holds secret material inline", e.name), "use valueFrom.secretKeyRef");
+                    self.err(
+                        p.key("podTemplate").key("env").index(i).key("value"),
+                        format!("{} holds secret material inline", e.name),
+                        "use valueFrom.secretKeyRef",
+                    );
                 }
             }
         }
@@ -245,9 +405,16 @@ impl Validator {
             let lp = p.index(i);
             self.dns_label(lp.key("name"), "login set name", &l.name, 40);
             if !seen.insert(l.name.as_str()) {
-                self.err(lp.key("name"), format!("login set {:?} is defined twice", l.name), "names must be unique");
+                self.err(
+                    lp.key("name"),
+                    format!("login set {:?} is defined twice", l.name),
+                    "names must be unique",
+                );
             }
-            for (field, r) in [("authorizedKeys", &l.authorized_keys), ("sssdConf", &l.sssd_conf)] {
+            for (field, r) in [
+                ("authorizedKeys", &l.authorized_keys),
+                ("sssdConf", &l.sssd_conf),
+            ] {
                 if let Some(r) = r {
                     self.secret_ref(r, &lp.key(field));
                 }
@@ -258,7 +425,11 @@ impl Validator {
 
     fn node_sets(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         if s.node_sets.is_empty() {
-            self.err(p.clone(), "a cluster needs at least one NodeSet", "add an entry to spec.nodeSets");
+            self.err(
+                p.clone(),
+                "a cluster needs at least one NodeSet",
+                "add an entry to spec.nodeSets",
+            );
         }
         let names: BTreeSet<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
         let mut seen = BTreeSet::new();
@@ -267,12 +438,20 @@ impl Validator {
             // Pod names add `-ORDINAL`, and the StatefulSet's revision label must stay within 63.
             self.dns_label(np.key("name"), "NodeSet name", &n.name, 52);
             if !seen.insert(n.name.as_str()) {
-                self.err(np.key("name"), format!("NodeSet {:?} is defined twice", n.name), "names must be unique");
+                self.err(
+                    np.key("name"),
+                    format!("NodeSet {:?} is defined twice", n.name),
+                    "names must be unique",
+                );
             }
             if let Some(suffix) = n.name.strip_prefix(&format!("{}-", meta.name))
                 && reserved_suffixes().contains(&suffix)
             {
-                self.err(np.key("name"), format!("{:?} is the name of an object slurmops renders", n.name), "choose another NodeSet name");
+                self.err(
+                    np.key("name"),
+                    format!("{:?} is the name of an object slurmops renders", n.name),
+                    "choose another NodeSet name",
+                );
             }
             self.node_set(n, &names, &np);
         }
@@ -281,58 +460,127 @@ impl Validator {
     fn node_set(&mut self, n: &NodeSet, all: &BTreeSet<&str>, p: &Path) {
         self.pod(&n.pod, p);
         if n.update.max_unavailable.is_zero() {
-            self.err(p.key("update").key("maxUnavailable"), "maxUnavailable must be more than 0, or a rollout could never start", "use 1 or a percentage such as 25%");
+            self.err(
+                p.key("update").key("maxUnavailable"),
+                "maxUnavailable must be more than 0, or a rollout could never start",
+                "use 1 or a percentage such as 25%",
+            );
         }
         if let Some(a) = &n.autoscale {
             let ap = p.key("autoscale");
             if a.min > a.max {
-                self.err(ap.key("min"), format!("min {} is more than max {}", a.min, a.max), "lower min or raise max");
+                self.err(
+                    ap.key("min"),
+                    format!("min {} is more than max {}", a.min, a.max),
+                    "lower min or raise max",
+                );
             } else if n.replicas < a.min || n.replicas > a.max {
-                self.err(p.key("replicas"), format!("replicas {} is outside autoscale bounds {}..{}", n.replicas, a.min, a.max), "set replicas between autoscale.min and autoscale.max");
+                self.err(
+                    p.key("replicas"),
+                    format!(
+                        "replicas {} is outside autoscale bounds {}..{}",
+                        n.replicas, a.min, a.max
+                    ),
+                    "set replicas between autoscale.min and autoscale.max",
+                );
             }
             if a.pending_jobs_per_replica == 0 {
-                self.err(ap.key("pendingJobsPerReplica"), "must be 1 or more", "one worker per N pending jobs needs N > 0");
+                self.err(
+                    ap.key("pendingJobsPerReplica"),
+                    "must be 1 or more",
+                    "one worker per N pending jobs needs N > 0",
+                );
             }
         }
         for (field, q) in [("cpu", &n.cpu), ("memory", &n.memory)] {
             if let Some(q) = q
                 && parse_quantity(q).is_none_or(|v| v <= 0.0)
             {
-                self.err(p.key(field), format!("{q:?} is not a Kubernetes quantity"), if field == "cpu" { "e.g. \"96\" or 500m" } else { "e.g. 64Gi" });
+                self.err(
+                    p.key(field),
+                    format!("{q:?} is not a Kubernetes quantity"),
+                    if field == "cpu" {
+                        "e.g. \"96\" or 500m"
+                    } else {
+                        "e.g. 64Gi"
+                    },
+                );
             }
         }
         if let Some(g) = &n.gpus {
             let gp = p.key("gpus");
             if g.count == 0 {
-                self.err(gp.key("count"), "a GPU NodeSet needs at least one GPU per worker", "remove `gpus` for a CPU NodeSet");
+                self.err(
+                    gp.key("count"),
+                    "a GPU NodeSet needs at least one GPU per worker",
+                    "remove `gpus` for a CPU NodeSet",
+                );
             }
-            if g.type_.is_empty() || !g.type_.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-                self.err(gp.key("type"), format!("{:?} is not a usable GRES type", g.type_), "use a short word such as h100");
+            if g.type_.is_empty()
+                || !g
+                    .type_
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                self.err(
+                    gp.key("type"),
+                    format!("{:?} is not a usable GRES type", g.type_),
+                    "use a short word such as h100",
+                );
             }
             if !g.resource_name.contains('/') {
-                self.err(gp.key("resourceName"), format!("{:?} is not an extended resource name", g.resource_name), "extended resources are DOMAIN/NAME, e.g. nvidia.com/gpu");
+                self.err(
+                    gp.key("resourceName"),
+                    format!("{:?} is not an extended resource name", g.resource_name),
+                    "extended resources are DOMAIN/NAME, e.g. nvidia.com/gpu",
+                );
             }
         }
         if let Some(x) = &n.imex
             && x.enabled
         {
             if n.gpus.is_none() {
-                self.err(p.key("imex"), "IMEX needs GPUs on the NodeSet", "add `gpus` or turn imex off");
+                self.err(
+                    p.key("imex"),
+                    "IMEX needs GPUs on the NodeSet",
+                    "add `gpus` or turn imex off",
+                );
             }
-            self.dns_label(p.key("imex").key("computeDomain"), "ComputeDomain", &x.compute_domain, 63);
+            self.dns_label(
+                p.key("imex").key("computeDomain"),
+                "ComputeDomain",
+                &x.compute_domain,
+                63,
+            );
         }
         for (i, f) in n.features.iter().enumerate() {
             let fp = p.key("features").index(i);
             if f.is_empty() || f.contains([',', ' ', '&', '|', '=']) {
-                self.err(fp, format!("feature {f:?} cannot be used in Slurm"), "a feature is one word without , & | = or spaces");
+                self.err(
+                    fp,
+                    format!("feature {f:?} cannot be used in Slurm"),
+                    "a feature is one word without , & | = or spaces",
+                );
             } else if all.contains(f.as_str()) && f != &n.name {
                 self.err(fp, format!("feature {f:?} is the name of another NodeSet, whose membership it would change"), "rename the feature");
             }
         }
-        let volumes: BTreeSet<&str> = n.volumes.iter().map(|v| v.name.as_str()).chain(n.volume_claim_templates.iter().filter_map(|c| c.metadata.name.as_deref())).collect();
+        let volumes: BTreeSet<&str> = n
+            .volumes
+            .iter()
+            .map(|v| v.name.as_str())
+            .chain(
+                n.volume_claim_templates
+                    .iter()
+                    .filter_map(|c| c.metadata.name.as_deref()),
+            )
+            .collect();
         for (i, m) in n.volume_mounts.iter().enumerate() {
             if !volumes.contains(m.name.as_str()) {
-                let mut f = Finding::new(p.key("volumeMounts").index(i).key("name"), format!("no volume named {:?}", m.name));
+                let mut f = Finding::new(
+                    p.key("volumeMounts").index(i).key("name"),
+                    format!("no volume named {:?}", m.name),
+                );
                 f = match did_you_mean(&m.name, volumes.iter().copied()) {
                     Some(s) => f.hint(format!("did you mean `{s}`?")),
                     None => f.hint("declare it in volumes or volumeClaimTemplates"),
@@ -342,45 +590,84 @@ impl Validator {
         }
         for (i, c) in n.volume_claim_templates.iter().enumerate() {
             if c.metadata.name.as_deref().is_none_or(|s| !is_dns_label(s)) {
-                self.err(p.key("volumeClaimTemplates").index(i).key("metadata").key("name"), "a volume claim template needs a name", "set metadata.name");
+                self.err(
+                    p.key("volumeClaimTemplates")
+                        .index(i)
+                        .key("metadata")
+                        .key("name"),
+                    "a volume claim template needs a name",
+                    "set metadata.name",
+                );
             }
         }
     }
 
     fn partitions(&mut self, s: &ClusterSpec, p: &Path) {
         if s.partitions.is_empty() {
-            self.err(p.clone(), "a cluster needs at least one partition", "add e.g. {name: all, nodeSets: [ALL], default: true}");
+            self.err(
+                p.clone(),
+                "a cluster needs at least one partition",
+                "add e.g. {name: all, nodeSets: [ALL], default: true}",
+            );
         }
         let names: Vec<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
         let mut seen = BTreeSet::new();
         let mut defaults = 0;
         for (i, part) in s.partitions.iter().enumerate() {
             let pp = p.index(i);
-            let name_ok = !part.name.is_empty() && part.name.len() <= 64 && part.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            let name_ok = !part.name.is_empty()
+                && part.name.len() <= 64
+                && part
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
             if !name_ok {
-                self.err(pp.key("name"), format!("{:?} is not a usable partition name", part.name), "use letters, digits, '-' and '_'");
+                self.err(
+                    pp.key("name"),
+                    format!("{:?} is not a usable partition name", part.name),
+                    "use letters, digits, '-' and '_'",
+                );
             }
             if !seen.insert(part.name.as_str()) {
-                self.err(pp.key("name"), format!("partition {:?} is defined twice", part.name), "names must be unique");
+                self.err(
+                    pp.key("name"),
+                    format!("partition {:?} is defined twice", part.name),
+                    "names must be unique",
+                );
             }
             defaults += usize::from(part.default);
             if part.node_sets.is_empty() {
-                self.err(pp.key("nodeSets"), "a partition needs at least one NodeSet", "list NodeSets, or [ALL]");
+                self.err(
+                    pp.key("nodeSets"),
+                    "a partition needs at least one NodeSet",
+                    "list NodeSets, or [ALL]",
+                );
             }
             for (j, r) in part.node_sets.iter().enumerate() {
                 if r != "ALL" && !names.contains(&r.as_str()) {
                     self.unknown_ref(pp.key("nodeSets").index(j), "NodeSet", r, &names);
                 }
             }
-            for (k, _) in &part.options {
-                if matches!(k.as_str(), "Nodes" | "Default" | "MaxTime" | "PartitionName") {
-                    self.err(pp.key("options").key(k), format!("{k} is set by the partition's own field"), "use nodeSets, default or maxTime");
+            for k in part.options.keys() {
+                if matches!(
+                    k.as_str(),
+                    "Nodes" | "Default" | "MaxTime" | "PartitionName"
+                ) {
+                    self.err(
+                        pp.key("options").key(k),
+                        format!("{k} is set by the partition's own field"),
+                        "use nodeSets, default or maxTime",
+                    );
                 }
             }
             self.slurm_conf_map(&part.options, &pp.key("options"), false);
         }
         if defaults > 1 {
-            self.err(p.clone(), format!("{defaults} partitions are marked default"), "mark exactly one partition default: true");
+            self.err(
+                p.clone(),
+                format!("{defaults} partitions are marked default"),
+                "mark exactly one partition default: true",
+            );
         }
     }
 
@@ -396,13 +683,25 @@ impl Validator {
     fn topology(&mut self, b: &BlockTopology, s: &ClusterSpec, p: &Path) {
         let names: Vec<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
         if b.block_size == 0 {
-            self.err(p.key("blockSize"), "blockSize must be 1 or more", "use the number of nodes per NVLink domain, e.g. 18");
+            self.err(
+                p.key("blockSize"),
+                "blockSize must be 1 or more",
+                "use the number of nodes per NVLink domain, e.g. 18",
+            );
         }
         if b.node_label.trim().is_empty() {
-            self.err(p.key("nodeLabel"), "nodeLabel is empty", "e.g. nvidia.com/gpu.clique");
+            self.err(
+                p.key("nodeLabel"),
+                "nodeLabel is empty",
+                "e.g. nvidia.com/gpu.clique",
+            );
         }
         if b.node_sets.is_empty() {
-            self.err(p.key("nodeSets"), "block topology needs at least one NodeSet", "list the NodeSets placed in blocks");
+            self.err(
+                p.key("nodeSets"),
+                "block topology needs at least one NodeSet",
+                "list the NodeSets placed in blocks",
+            );
         }
         for (j, r) in b.node_sets.iter().enumerate() {
             if !names.contains(&r.as_str()) {

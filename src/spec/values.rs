@@ -38,7 +38,10 @@ impl Duration {
                 _ => return Err(bad()),
             };
             let n: u64 = digits.parse().map_err(|_| bad())?;
-            total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(bad)?;
+            total = n
+                .checked_mul(unit)
+                .and_then(|v| total.checked_add(v))
+                .ok_or_else(bad)?;
             digits.clear();
             any = true;
         }
@@ -113,7 +116,11 @@ impl IntOrPercent {
     }
 
     fn parse_percent(text: &str) -> Result<Self, String> {
-        let bad = || format!("invalid value {text:?}: write a whole number such as 1, or a percentage such as 25%");
+        let bad = || {
+            format!(
+                "invalid value {text:?}: write a whole number such as 1, or a percentage such as 25%"
+            )
+        };
         let num = text.strip_suffix('%').ok_or_else(bad)?;
         let p: u32 = num.trim().parse().map_err(|_| bad())?;
         if p > 100 {
@@ -150,10 +157,14 @@ impl<'de> Deserialize<'de> for IntOrPercent {
                 f.write_str("a whole number or a percentage such as 25%")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
-                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom("number too large"))
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom("number too large"))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
-                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom("must not be negative"))
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom("must not be negative"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
                 IntOrPercent::parse_percent(v).map_err(E::custom)
@@ -193,7 +204,12 @@ impl SlurmValue {
     pub fn items(&self) -> Vec<String> {
         match self {
             SlurmValue::List(v) => v.clone(),
-            other => other.render().split(',').map(str::to_string).filter(|s| !s.is_empty()).collect(),
+            other => other
+                .render()
+                .split(',')
+                .map(str::to_string)
+                .filter(|s| !s.is_empty())
+                .collect(),
         }
     }
 
@@ -230,7 +246,9 @@ impl JsonSchema for SlurmValue {
 /// (bytes, or cores), as f64. Returns None for text that is not a quantity.
 pub fn parse_quantity(text: &str) -> Option<f64> {
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     let n: f64 = num.parse().ok()?;
     let mult = match suffix {

@@ -25,7 +25,10 @@ pub struct Pos {
 
 impl Pos {
     fn of(span: &Span) -> Pos {
-        Pos { line: span.start.line(), col: span.start.col() + 1 }
+        Pos {
+            line: span.start.line(),
+            col: span.start.col() + 1,
+        }
     }
 }
 
@@ -33,7 +36,10 @@ impl Pos {
 pub enum Value {
     /// A scalar with its text; `plain` is false when it was quoted or a block scalar, which makes
     /// it a string whatever it looks like.
-    Scalar { text: String, plain: bool },
+    Scalar {
+        text: String,
+        plain: bool,
+    },
     Seq(Vec<Node>),
     /// Keys in document order.
     Map(Vec<(Key, Node)>),
@@ -84,7 +90,10 @@ impl Node {
     /// Position of the key `key` in the mapping at `path` (for "unknown field" errors).
     pub fn key_pos(&self, key: &str) -> Option<Pos> {
         match &self.value {
-            Value::Map(entries) => entries.iter().find(|(k, _)| k.text == key).map(|(k, _)| k.pos),
+            Value::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.text == key)
+                .map(|(k, _)| k.pos),
             _ => None,
         }
     }
@@ -99,7 +108,10 @@ pub struct YamlError {
 
 impl YamlError {
     fn at(pos: Pos, message: impl Into<String>) -> Self {
-        YamlError { pos, message: message.into() }
+        YamlError {
+            pos,
+            message: message.into(),
+        }
     }
 }
 
@@ -108,10 +120,17 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
     if text.len() > MAX_BYTES {
         return Err(YamlError::at(
             Pos { line: 1, col: 1 },
-            format!("file is {} bytes; cluster.yaml may be at most {MAX_BYTES} bytes", text.len()),
+            format!(
+                "file is {} bytes; cluster.yaml may be at most {MAX_BYTES} bytes",
+                text.len()
+            ),
         ));
     }
-    let mut b = Builder { parser: Parser::new_from_str(text), anchors: HashMap::new(), nodes: 0 };
+    let mut b = Builder {
+        parser: Parser::new_from_str(text),
+        anchors: HashMap::new(),
+        nodes: 0,
+    };
     b.document()
 }
 
@@ -127,7 +146,13 @@ impl<'a> Builder<'a> {
             Some(Ok(ev)) => Ok(ev),
             Some(Err(e)) => {
                 let m = e.marker();
-                Err(YamlError::at(Pos { line: m.line(), col: m.col() + 1 }, e.info().to_string()))
+                Err(YamlError::at(
+                    Pos {
+                        line: m.line(),
+                        col: m.col() + 1,
+                    },
+                    e.info().to_string(),
+                ))
             }
             None => Err(YamlError::at(Pos::default(), "unexpected end of input")),
         }
@@ -156,7 +181,10 @@ impl<'a> Builder<'a> {
     fn count(&mut self, n: usize, pos: Pos) -> Result<(), YamlError> {
         self.nodes += n;
         if self.nodes > MAX_NODES {
-            return Err(YamlError::at(pos, format!("more than {MAX_NODES} YAML nodes (alias expansion included)")));
+            return Err(YamlError::at(
+                pos,
+                format!("more than {MAX_NODES} YAML nodes (alias expansion included)"),
+            ));
         }
         Ok(())
     }
@@ -165,16 +193,32 @@ impl<'a> Builder<'a> {
         let (ev, span) = self.next()?;
         let pos = Pos::of(&span);
         if depth > MAX_DEPTH {
-            return Err(YamlError::at(pos, format!("nesting deeper than {MAX_DEPTH} levels")));
+            return Err(YamlError::at(
+                pos,
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+            ));
         }
         self.count(1, pos)?;
         let (node, anchor) = match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = matches!(style, ScalarStyle::Plain);
-                (Node { value: Value::Scalar { text: text.into_owned(), plain }, pos }, anchor)
+                (
+                    Node {
+                        value: Value::Scalar {
+                            text: text.into_owned(),
+                            plain,
+                        },
+                        pos,
+                    },
+                    anchor,
+                )
             }
             Event::Alias(id) => {
-                let target = self.anchors.get(&id).cloned().ok_or_else(|| YamlError::at(pos, "alias to an unknown anchor"))?;
+                let target = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| YamlError::at(pos, "alias to an unknown anchor"))?;
                 let size = size_of_tree(&target);
                 self.count(size, pos)?;
                 return Ok(Node { pos, ..target });
@@ -194,7 +238,10 @@ impl<'a> Builder<'a> {
         loop {
             if matches!(self.parser.peek(), Some(Ok((Event::SequenceEnd, _)))) {
                 self.next()?;
-                return Ok(Node { value: Value::Seq(items), pos });
+                return Ok(Node {
+                    value: Value::Seq(items),
+                    pos,
+                });
             }
             items.push(self.node(depth + 1)?);
         }
@@ -210,8 +257,16 @@ impl<'a> Builder<'a> {
             }
             let key_node = self.node(depth + 1)?;
             let key = match key_node.value {
-                Value::Scalar { text, .. } => Key { text, pos: key_node.pos },
-                _ => return Err(YamlError::at(key_node.pos, "mapping keys must be plain words, not lists or maps")),
+                Value::Scalar { text, .. } => Key {
+                    text,
+                    pos: key_node.pos,
+                },
+                _ => {
+                    return Err(YamlError::at(
+                        key_node.pos,
+                        "mapping keys must be plain words, not lists or maps",
+                    ));
+                }
             };
             let value = self.node(depth + 1)?;
             if key.text == "<<" {
@@ -221,7 +276,10 @@ impl<'a> Builder<'a> {
             if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == key.text) {
                 return Err(YamlError::at(
                     key.pos,
-                    format!("duplicate key {:?} (first at line {})", key.text, first.pos.line),
+                    format!(
+                        "duplicate key {:?} (first at line {})",
+                        key.text, first.pos.line
+                    ),
                 ));
             }
             entries.push((key, value));
@@ -231,7 +289,10 @@ impl<'a> Builder<'a> {
                 entries.push((k, v));
             }
         }
-        Ok(Node { value: Value::Map(entries), pos })
+        Ok(Node {
+            value: Value::Map(entries),
+            pos,
+        })
     }
 }
 
@@ -246,7 +307,10 @@ fn merge_source(value: Node) -> Result<Vec<(Key, Node)>, YamlError> {
             }
             Ok(out)
         }
-        Value::Scalar { .. } => Err(YamlError::at(value.pos, "the merge key `<<` takes a mapping or a list of mappings")),
+        Value::Scalar { .. } => Err(YamlError::at(
+            value.pos,
+            "the merge key `<<` takes a mapping or a list of mappings",
+        )),
     }
 }
 
@@ -267,7 +331,10 @@ mod tests {
         let n = parse("a:\n  b: 1\n  c: [x, 'y']\n").unwrap();
         let b = n.get("a").unwrap().get("b").unwrap();
         assert_eq!(b.pos, Pos { line: 2, col: 6 });
-        assert_eq!(n.get("a").unwrap().key_pos("c"), Some(Pos { line: 3, col: 3 }));
+        assert_eq!(
+            n.get("a").unwrap().key_pos("c"),
+            Some(Pos { line: 3, col: 3 })
+        );
     }
 
     #[test]
@@ -290,8 +357,18 @@ mod tests {
 
     #[test]
     fn duplicate_keys_and_second_documents_are_errors() {
-        assert!(parse("a: 1\na: 2\n").unwrap_err().message.contains("duplicate key"));
-        assert!(parse("a: 1\n---\nb: 2\n").unwrap_err().message.contains("second YAML document"));
+        assert!(
+            parse("a: 1\na: 2\n")
+                .unwrap_err()
+                .message
+                .contains("duplicate key")
+        );
+        assert!(
+            parse("a: 1\n---\nb: 2\n")
+                .unwrap_err()
+                .message
+                .contains("second YAML document")
+        );
     }
 
     #[test]

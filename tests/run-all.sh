@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: lint, licences/advisories, unit and integration
+# tests (including the real Slurm 24.11 test bed), and validation of every rendered object of
+# every example against the official Kubernetes schemas. Needs root (apt, chroot, mounts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n== %s\n' "$*"; }
+export CARGO_TERM_COLOR=never
+
+step "system packages"
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
+
+step "Slurm 24.11 test bed chroot"
+bash tests/bed/slurm-chroot.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+step "cargo deny check"
+command -v cargo-deny >/dev/null || cargo install cargo-deny --locked
+cargo deny check
+
+step "tests"
+cargo nextest run --no-fail-fast
+
+step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-validate, strict)"
+[ -x .venv/bin/kubernetes-validate ] || { python3 -m venv .venv && .venv/bin/pip install -q kubernetes-validate==1.37.0; }
+cargo build -q --release
+for ex in examples/repo examples/minimal; do
+  out=$(mktemp -d)
+  ./target/release/slurmops render "$ex" --output-dir "$out" 2>/dev/null
+  # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use
+  # them are checked against the newest schema only, everything else against 1.29 too.
+  for f in "$out"/*.yaml; do
+    versions="1.29.0 1.37.0"
+    grep -q 'resourceClaimTemplateName' "$f" && versions="1.37.0"
+    for v in $versions; do
+      .venv/bin/kubernetes-validate --strict -k "$v" "$f" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$f"; exit 1; }
+    done
+  done
+  echo "$ex: $(ls "$out"/*.yaml | wc -l) objects valid"
+  rm -rf "$out"
+done
+echo "all checks passed"
