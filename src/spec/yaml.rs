@@ -352,7 +352,10 @@ mod tests {
     fn deep_nesting_is_refused() {
         let doc = "[".repeat(10_000) + &"]".repeat(10_000);
         let err = parse(&doc).unwrap_err();
-        assert!(err.message.contains("nesting") || err.message.contains("recursion"), "{err:?}");
+        assert!(
+            err.message.contains("nesting") || err.message.contains("recursion"),
+            "{err:?}"
+        );
     }
 
     #[test]
