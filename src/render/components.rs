@@ -192,19 +192,18 @@ pub fn controller(
         }),
     }
     let main = Container {
-        name: "slurmctld".into(),
-        image: Some(pod::image(s, s.images.slurmctld.as_ref(), "slurmctld")),
-        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        command: Some(vec!["slurmctld".into()]),
-        args: Some(vec!["-D".into()]),
-        ports: Some(vec![pod::port("slurmctld", SLURMCTLD_PORT)]),
-        readiness_probe: Some(pod::tcp_probe(SLURMCTLD_PORT, 5)),
-        liveness_probe: Some(pod::tcp_probe(SLURMCTLD_PORT, 60)),
         volume_mounts: Some(vec![
             pod::mount("etc-slurm", ETC_SLURM, true),
             pod::mount("statesave", STATE_SAVE, false),
         ]),
-        ..Container::default()
+        ..pod::daemon(
+            s,
+            "slurmctld",
+            pod::image(s, s.images.slurmctld.as_ref(), "slurmctld"),
+            vec!["-D".into()],
+            SLURMCTLD_PORT,
+            5,
+        )
     };
     let mut annotations = pod::checksums(files.iter().filter(|(k, _)| *k != "slurmdbd.conf"));
     annotations.extend(pod::checksums(scripts.iter()));
@@ -324,16 +323,8 @@ pub fn accounting(
         ..Container::default()
     };
     let main = Container {
-        name: "slurmdbd".into(),
-        image: Some(image),
-        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        command: Some(vec!["slurmdbd".into()]),
-        args: Some(vec!["-D".into()]),
-        ports: Some(vec![pod::port("slurmdbd", SLURMDBD_PORT)]),
-        readiness_probe: Some(pod::tcp_probe(SLURMDBD_PORT, 5)),
-        liveness_probe: Some(pod::tcp_probe(SLURMDBD_PORT, 60)),
         volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
-        ..Container::default()
+        ..pod::daemon(s, "slurmdbd", image, vec!["-D".into()], SLURMDBD_PORT, 5)
     };
     let template = PodParts {
         names,
@@ -402,18 +393,14 @@ pub fn restapi(
             pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
         ],
     );
+    let args = vec![
+        "-a".into(),
+        "rest_auth/jwt".into(),
+        "-s".into(),
+        plugins.into(),
+        format!("0.0.0.0:{SLURMRESTD_PORT}"),
+    ];
     let main = Container {
-        name: "slurmrestd".into(),
-        image: Some(pod::image(s, s.images.slurmrestd.as_ref(), "slurmrestd")),
-        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        command: Some(vec!["slurmrestd".into()]),
-        args: Some(vec![
-            "-a".into(),
-            "rest_auth/jwt".into(),
-            "-s".into(),
-            plugins.into(),
-            format!("0.0.0.0:{SLURMRESTD_PORT}"),
-        ]),
         env: Some(vec![
             EnvVar {
                 name: "SLURM_JWT".into(),
@@ -426,11 +413,16 @@ pub fn restapi(
                 ..EnvVar::default()
             },
         ]),
-        ports: Some(vec![pod::port("slurmrestd", SLURMRESTD_PORT)]),
-        readiness_probe: Some(pod::tcp_probe(SLURMRESTD_PORT, 3)),
         liveness_probe: Some(pod::tcp_probe(SLURMRESTD_PORT, 30)),
         volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
-        ..Container::default()
+        ..pod::daemon(
+            s,
+            "slurmrestd",
+            pod::image(s, s.images.slurmrestd.as_ref(), "slurmrestd"),
+            args,
+            SLURMRESTD_PORT,
+            3,
+        )
     };
     let slurm_conf = files.get_key_value("slurm.conf").into_iter();
     let template = PodParts {

@@ -55,6 +55,29 @@ pub fn tcp_probe(port: u16, initial_delay: i32) -> Probe {
     }
 }
 
+/// A Slurm daemon container: runs PROGRAM in the foreground, serves PORT (named after the
+/// program) and is probed on it.
+pub fn daemon(
+    spec: &ClusterSpec,
+    program: &str,
+    image: String,
+    args: Vec<String>,
+    port_: u16,
+    ready_after: i32,
+) -> Container {
+    Container {
+        name: program.into(),
+        image: Some(image),
+        image_pull_policy: Some(spec.images.pull_policy.as_str().into()),
+        command: Some(vec![program.into()]),
+        args: Some(args),
+        ports: Some(vec![port(program, port_)]),
+        readiness_probe: Some(tcp_probe(port_, ready_after)),
+        liveness_probe: Some(tcp_probe(port_, 60)),
+        ..Container::default()
+    }
+}
+
 pub fn port(name: &str, port: u16) -> ContainerPort {
     ContainerPort {
         name: Some(name.into()),

@@ -95,23 +95,19 @@ pub fn node_set(
         vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)],
     )];
     volumes.extend(ns.volumes.iter().cloned());
+    let image = ns
+        .image
+        .clone()
+        .unwrap_or_else(|| pod::image(s, s.images.slurmd.as_ref(), "slurmd"));
+    let args = vec![
+        "-D".into(),
+        "-Z".into(),
+        "--conf-server".into(),
+        names.conf_servers(s),
+        "--conf".into(),
+        slurmd_conf(ns),
+    ];
     let main = Container {
-        name: "slurmd".into(),
-        image: Some(
-            ns.image
-                .clone()
-                .unwrap_or_else(|| pod::image(s, s.images.slurmd.as_ref(), "slurmd")),
-        ),
-        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        command: Some(vec!["slurmd".into()]),
-        args: Some(vec![
-            "-D".into(),
-            "-Z".into(),
-            "--conf-server".into(),
-            names.conf_servers(s),
-            "--conf".into(),
-            slurmd_conf(ns),
-        ]),
         env: Some(vec![EnvVar {
             name: "POD_NAME".into(),
             value_from: Some(EnvVarSource {
@@ -123,16 +119,13 @@ pub fn node_set(
             }),
             ..EnvVar::default()
         }]),
-        ports: Some(vec![pod::port("slurmd", SLURMD_PORT)]),
-        readiness_probe: Some(pod::tcp_probe(SLURMD_PORT, 5)),
-        liveness_probe: Some(pod::tcp_probe(SLURMD_PORT, 60)),
         resources: resources(ns),
         security_context: ns.privileged.then(|| SecurityContext {
             privileged: Some(true),
             ..SecurityContext::default()
         }),
         volume_mounts: Some(mounts),
-        ..Container::default()
+        ..pod::daemon(s, "slurmd", image, args, SLURMD_PORT, 5)
     };
     let imex = ns.imex.as_ref().filter(|x| x.enabled).map(|x| {
         vec![PodResourceClaim {
