@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm,
-    PodAntiAffinity, PodResourceClaim, PodSpec, ResourceClaim, ResourceRequirements,
-    SecurityContext, Service, Volume,
+    Affinity, Container, EnvVar, EnvVarSource, ExecAction, Lifecycle, LifecycleHandler,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodResourceClaim, PodSpec,
+    ResourceClaim, ResourceRequirements, SecurityContext, Service, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -21,6 +21,17 @@ use super::slurm::{ETC_SLURM, SLURMD_PORT, slurmd_conf};
 use crate::spec::types::{ClusterFile, NodeSet};
 
 const IMEX_CLAIM: &str = "imex-channel";
+
+/// preStop of a worker: a dynamic node leaves Slurm with its pod, so no ghost node stays behind;
+/// the replacement pod registers afresh. A node someone else drained (reason not ours) is kept,
+/// so that the drain and its reason survive the pod's replacement.
+const PRE_STOP: &str = r#"info=$(sinfo -h -N -n "$POD_NAME" -o '%T|%E' 2>/dev/null) || exit 0
+case "$info" in
+  drain*"|slurmops:"*) ;;
+  drain*) echo "$POD_NAME stays in Slurm: drained by someone else ($info)"; exit 0 ;;
+esac
+exec scontrol delete nodename="$POD_NAME"
+"#;
 
 /// The headless Service giving every worker its stable DNS name.
 pub fn workers_service(names: &Names) -> Service {
@@ -125,6 +136,15 @@ pub fn node_set(
             ..SecurityContext::default()
         }),
         volume_mounts: Some(mounts),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec!["/bin/sh".into(), "-c".into(), PRE_STOP.into()]),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        }),
         ..pod::daemon(s, "slurmd", image, args, SLURMD_PORT, 5)
     };
     let imex = ns.imex.as_ref().filter(|x| x.enabled).map(|x| {
