@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
 # Runs real Slurm 24.11 daemons from the cached trixie chroot on 127.0.0.1, for tests.
-#   slurm.sh start-ctld CONF_DIR   copy CONF_DIR/* to the chroot's /etc/slurm, start slurmctld
-#   slurm.sh start-slurmd NAME PORT CONF   start a dynamic slurmd (-Z) named NAME
-#   slurm.sh stop                  stop every daemon started here, by PID, and unmount
-#   slurm.sh exec CMD...           run a Slurm client command inside the chroot
-# Daemon output goes to $RUN/*.out; on failure the tail of the relevant log is printed.
+# Several independent Slurm instances can run at once from the one chroot; each has its own
+# config dir (/etc/slurm-INST in the chroot), spool dirs and ports, chosen by the caller's overlay.
+#   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f
+#   slurm.sh start-restd INST PORT          start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT
+#   slurm.sh token INST [USER]              print a JWT for USER (default root), 1 day
+#   slurm.sh start-slurmd INST NAME PORT CONF [ARGS...]
+#                                           start a dynamic slurmd (-Z) whose hostname (own UTS
+#                                           namespace) and Slurm node name is NAME
+#   slurm.sh stop-slurmd INST NAME          stop that slurmd by PID
+#   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
+#   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
+#   slurm.sh log INST NAME                  print a daemon's output (slurmctld, slurmrestd, slurmd-NAME)
+#   slurm.sh stop INST                      stop every daemon of INST by PID
+#   slurm.sh down                           stop everything started from the chroot, unmount
+# Daemon output goes to $RUN/INST/*.out; on failure the tail of the relevant log is printed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$("$HERE/slurm-chroot.sh")
-RUN=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/slurm
+BASE=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/slurm
+cmd=${1:-}; shift || true
+inst=${1:-}
+if [ "$cmd" != down ]; then
+  [[ "$inst" =~ ^[a-z0-9-]+$ ]] || { echo "slurm.sh $cmd: instance name required ([a-z0-9-]+)" >&2; exit 2; }
+  shift
+fi
+RUN=$BASE/$inst
+ETC=/etc/slurm-$inst
 mkdir -p "$RUN"
 
 mounts() {
@@ -16,76 +34,125 @@ mounts() {
   mountpoint -q "$R/sys" || mount -t sysfs sysfs "$R/sys"
   mountpoint -q "$R/dev" || mount --bind /dev "$R/dev"
   mountpoint -q "$R/dev/pts" || mount --bind /dev/pts "$R/dev/pts"
-  mountpoint -q "$R/run" || mount -t tmpfs tmpfs "$R/run"
-}
-
-stop() {
-  for f in "$RUN"/*.pid; do
-    [ -f "$f" ] || continue
-    p=$(cat "$f")
-    if kill "$p" 2>/dev/null; then
-      for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$p" 2>/dev/null || true
-    fi
-    rm -f "$f"
-  done
-  # Job processes can outlive slurmd; they run inside the chroot: end them by PID.
-  for p in $(ls /proc | grep -E '^[0-9]+$'); do
-    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] && kill -9 "$p" 2>/dev/null || true
-  done
-  sleep 0.2
-  for m in run dev/pts dev sys proc; do mountpoint -q "$R/$m" && umount -R "$R/$m" || true; done
-}
-
-case "${1:-}" in
-  start-ctld)
-    conf=$2
-    stop >/dev/null 2>&1 || true
-    mounts
-    rm -rf "$R/etc/slurm" "$R/var/spool/slurmctld" "$R/var/spool/slurmd"
+  if ! mountpoint -q "$R/run"; then
+    mount -t tmpfs tmpfs "$R/run"
+    # Stand-ins for GPU device files (this host has none): character devices like /dev/null.
+    mkdir -p "$R/run/fake-gpu"
+    for i in $(seq 0 15); do mknod "$R/run/fake-gpu/nvidia$i" c 1 3; done
+  fi
+  # One auth key and one JWT key for every instance (slurmd reads /etc/slurm/slurm.key before it
+  # has fetched its instance's config).
+  if [ ! -s "$R/etc/slurm/slurm.key" ]; then
     mkdir -p "$R/etc/slurm"
-    cp "$conf"/* "$R/etc/slurm/"
-    printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" > "$R/etc/hosts"
-    chroot "$R" bash -ec '
-      mkdir -p /run/slurmctld /run/slurmd /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
-      chown -R slurm:slurm /run/slurmctld /var/spool/slurmctld /var/log/slurm
-      dd if=/dev/urandom of=/etc/slurm/slurm.key bs=1024 count=1 status=none
-      dd if=/dev/urandom of=/etc/slurm/jwt_hs256.key bs=32 count=1 status=none
-      chown slurm:slurm /etc/slurm/slurm.key /etc/slurm/jwt_hs256.key
-      chmod 600 /etc/slurm/slurm.key /etc/slurm/jwt_hs256.key
-      chmod 755 /etc/slurm/*.sh 2>/dev/null || true
-      # Stand-ins for GPU device files (this host has none): character devices like /dev/null.
-      mkdir -p /run/fake-gpu; for i in $(seq 0 15); do mknod /run/fake-gpu/nvidia$i c 1 3; done'
-    setsid chroot "$R" /usr/sbin/slurmctld -D > "$RUN/slurmctld.out" 2>&1 < /dev/null &
+    dd if=/dev/urandom of="$R/etc/slurm/slurm.key" bs=1024 count=1 status=none
+    dd if=/dev/urandom of="$R/etc/slurm/jwt_hs256.key" bs=32 count=1 status=none
+    chroot "$R" bash -c 'chown slurm:slurm /etc/slurm/*.key; chmod 600 /etc/slurm/*.key'
+  fi
+  printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" > "$R/etc/hosts"
+}
+
+kill_pidfile() {
+  local f=$1 p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  if kill "$p" 2>/dev/null; then
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+in_chroot() { chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
+
+case "$cmd" in
+  start-ctld)
+    conf=$1
+    for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    mounts
+    rm -rf "${R:?}$ETC"
+    mkdir -p "$R$ETC"
+    cp "$conf"/* "$R$ETC/"
+    cp "$R/etc/slurm/slurm.key" "$R/etc/slurm/jwt_hs256.key" "$R$ETC/"
+    # The instance's own state, spool and pid directories, as its slurm.conf names them.
+    for k in StateSaveLocation SlurmdSpoolDir SlurmctldPidFile SlurmdPidFile SlurmctldLogFile; do
+      v=$(sed -n "s/^$k=//p" "$R$ETC/slurm.conf" | head -1)
+      [ -n "$v" ] || continue
+      case $k in *PidFile|*LogFile) v=$(dirname "$v") ;; esac
+      v=${v%%/%n*}
+      rm -rf "${R:?}$v"; mkdir -p "$R$v"
+    done
+    chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run /var/log/slurm 2>/dev/null || true
+      chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
+    setsid chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" > "$RUN/slurmctld.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmctld.pid"
     for _ in $(seq 1 100); do
-      chroot "$R" scontrol ping 2>/dev/null | grep -q UP && exit 0
-      kill -0 "$(cat "$RUN/slurmctld.pid")" 2>/dev/null || break
+      in_chroot scontrol ping 2>/dev/null | grep -q UP && exit 0
+      alive "$RUN/slurmctld.pid" || break
       sleep 0.2
     done
-    echo "slurmctld did not come up with this configuration; its log:" >&2
+    echo "slurmctld ($inst) did not come up with this configuration; its log:" >&2
     tail -30 "$RUN/slurmctld.out" >&2
     exit 1
     ;;
+  start-restd)
+    port=$1
+    kill_pidfile "$RUN/slurmrestd.pid"
+    setsid chroot --userspec=restd:restd "$R" env SLURM_CONF="$ETC/slurm.conf" SLURM_JWT=daemon \
+      /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$port" \
+      > "$RUN/slurmrestd.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/slurmrestd.pid"
+    for _ in $(seq 1 100); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0
+      alive "$RUN/slurmrestd.pid" || break
+      sleep 0.1
+    done
+    echo "slurmrestd ($inst) did not listen on 127.0.0.1:$port; its log:" >&2
+    tail -30 "$RUN/slurmrestd.out" >&2
+    exit 1
+    ;;
+  token)
+    in_chroot scontrol token "username=${1:-root}" lifespan=86400 | sed -n 's/^SLURM_JWT=//p'
+    ;;
   start-slurmd)
-    name=$2 port=$3 conf=$4
-    mkdir -p "$R/var/spool/slurmd/$name"
-    setsid chroot "$R" /usr/sbin/slurmd -D -N "$name" -Z --conf-server localhost:6817 --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
+    name=$1 port=$2 conf=$3
+    shift 3
+    kill_pidfile "$RUN/slurmd-$name.pid"
+    setsid unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
+      chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"
     ;;
+  stop-slurmd)
+    kill_pidfile "$RUN/slurmd-$1.pid"
+    ;;
+  run-as-node)
+    name=$1
+    shift
+    unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
+      chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"
+    ;;
   log)
-    cat "$RUN/$2.out"
+    cat "$RUN/$1.out"
     ;;
   exec)
-    shift
-    chroot "$R" "$@"
+    in_chroot "$@"
     ;;
   stop)
-    stop
+    for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    ;;
+  down)
+    for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    # Job processes can outlive slurmd; they run inside the chroot: end them by PID.
+    for p in $(ls /proc | grep -E '^[0-9]+$'); do
+      [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] && kill -9 "$p" 2>/dev/null || true
+    done
+    sleep 0.2
+    for m in run dev/pts dev sys proc; do mountpoint -q "$R/$m" && umount -R "$R/$m" || true; done
     ;;
   *)
-    echo "usage: slurm.sh start-ctld DIR | start-slurmd NAME PORT CONF | exec CMD... | log NAME | stop" >&2
+    sed -n '2,18p' "$0" >&2
     exit 2
     ;;
 esac
