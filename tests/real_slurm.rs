@@ -3,101 +3,22 @@
 //! gres.conf and topology.conf, then start one dynamic slurmd per NodeSet with the exact
 //! `--conf` line the worker StatefulSet passes, and check each registers in its partitions.
 //!
-//! Only what a test host must differ in is overlaid (see `test_host_overlay`): controller host,
+//! Only what a test host must differ in is overlaid (see `support::slurm::test_host_overlay`): controller host and port,
 //! per-node spool/pid paths, no cgroups, no slurmdbd, stand-in GPU device files, and a memory size
 //! that fits (CPUs are detected).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use slurmops::render::{Rendered, render};
-use slurmops::spec::{ClusterFile, load};
+use slurmops::spec::load;
 
-const BED: &str = "tests/bed/slurm.sh";
+mod support;
 
-fn bed(args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(BED)
-        .args(args)
-        .output()
-        .expect("run tests/bed/slurm.sh");
-    assert!(
-        out.status.success(),
-        "test bed failed: slurm.sh {args:?}\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::slurm::{node, sh, test_host_overlay};
 
-fn set_params(conf: &str, set: &[(&str, &str)], drop: &[&str]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    for line in conf.lines() {
-        let key = line.split('=').next().unwrap_or("");
-        if drop.contains(&key) || set.iter().any(|(k, _)| *k == key) {
-            continue;
-        }
-        out.push(line.to_string());
-    }
-    let mut head: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    head.extend(out);
-    head.join("\n") + "\n"
-}
-
-/// The rendered files with the test host's differences applied.
-fn test_host_overlay(c: &ClusterFile, r: &Rendered) -> BTreeMap<String, String> {
-    let mut files = r.slurm.clone();
-    files.remove("slurmdbd.conf");
-    let slurm_conf = set_params(
-        &files["slurm.conf"],
-        &[
-            ("SlurmctldHost", "localhost"),
-            ("SlurmdSpoolDir", "/var/spool/slurmd/%n"),
-            ("SlurmdPidFile", "/run/slurmd/slurmd-%n.pid"),
-            ("ProctrackType", "proctrack/linuxproc"),
-            ("TaskPlugin", "task/none"),
-            ("JobAcctGatherType", "jobacct_gather/none"),
-            ("AccountingStorageType", "accounting_storage/none"),
-        ],
-        &["AccountingStorageHost", "AccountingStoragePort"],
-    );
-    files.insert("slurm.conf".into(), slurm_conf);
-    files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
-    if let Some(gres) = files.get_mut("gres.conf") {
-        // No GPUs here: the same GRES on stand-in device files (see tests/bed/slurm.sh).
-        for ns in c
-            .spec
-            .node_sets
-            .iter()
-            .filter_map(|n| n.gpus.as_ref().map(|g| (n, g)))
-        {
-            let (n, g) = ns;
-            *gres = gres
-                .lines()
-                .map(|l| {
-                    if l.starts_with(&format!("NodeName={}-", n.name)) {
-                        format!(
-                            "{} File=/run/fake-gpu/nvidia[0-{}]",
-                            l.replace(" AutoDetect=nvml", "")
-                                .split(" File=")
-                                .next()
-                                .unwrap_or(l),
-                            g.count - 1
-                        )
-                    } else {
-                        l.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-                + "\n";
-        }
-    }
-    files.extend(r.scripts.clone());
-    files
-}
+/// This test's own Slurm instance (the shared "bed" instance keeps running beside it).
+const INSTANCE: &str = "examples";
+const CTLD_PORT: u16 = 16917;
 
 /// The `--conf` argument of a NodeSet's slurmd, as rendered, sized for the test host.
 fn slurmd_conf(r: &Rendered, node_set: &str) -> String {
@@ -121,45 +42,35 @@ fn slurmd_conf(r: &Rendered, node_set: &str) -> String {
     parts.join(" ")
 }
 
-fn node_fields(name: &str) -> BTreeMap<String, String> {
-    let out = Command::new("bash")
-        .arg(BED)
-        .args(["exec", "scontrol", "-o", "show", "node", name])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
 fn check_example(dir: &str) {
     let file = format!("{dir}/cluster.yaml");
     let c =
         load(&file, &std::fs::read_to_string(&file).unwrap()).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let conf_dir = tempfile::tempdir().unwrap();
-    for (name, content) in test_host_overlay(&c, &r) {
+    for (name, content) in test_host_overlay(&c, &r, INSTANCE, CTLD_PORT) {
         std::fs::write(conf_dir.path().join(name), content).unwrap();
     }
-    bed(&["start-ctld", conf_dir.path().to_str().unwrap()]);
+    sh(&["start-ctld", INSTANCE, conf_dir.path().to_str().unwrap()]);
     for (i, ns) in c.spec.node_sets.iter().enumerate() {
         let name = format!("{}-0", ns.name);
-        bed(&[
+        sh(&[
             "start-slurmd",
+            INSTANCE,
             &name,
             &(17001 + i).to_string(),
             &slurmd_conf(&r, &ns.name),
+            "-D",
+            "-Z",
+            "--conf-server",
+            &format!("localhost:{CTLD_PORT}"),
         ]);
     }
     for ns in &c.spec.node_sets {
         let name = format!("{}-0", ns.name);
         let deadline = Instant::now() + Duration::from_secs(30);
         let fields = loop {
-            let f = node_fields(&name);
+            let f = node(INSTANCE, &name).unwrap_or_default();
             let state = f.get("State").cloned().unwrap_or_default();
             if state.starts_with("IDLE") || Instant::now() > deadline {
                 break f;
@@ -170,7 +81,7 @@ fn check_example(dir: &str) {
         assert!(
             state.starts_with("IDLE") && !state.contains("INVAL"),
             "{dir}: {name} did not register idle: {fields:?}\nslurmd log:\n{}",
-            bed(&["log", &format!("slurmd-{name}")])
+            sh(&["log", INSTANCE, &format!("slurmd-{name}")])
         );
         let features = fields.get("AvailableFeatures").cloned().unwrap_or_default();
         for f in std::iter::once(&ns.name).chain(ns.features.iter()) {
@@ -205,15 +116,14 @@ fn check_example(dir: &str) {
     }
     // slurmctld accepted every file: it is still up after the nodes registered.
     assert!(
-        bed(&["exec", "scontrol", "ping"]).contains("UP"),
+        sh(&["exec", INSTANCE, "scontrol", "ping"]).contains("UP"),
         "{dir}: slurmctld went down"
     );
-    bed(&["stop"]);
+    sh(&["stop", INSTANCE]);
 }
 
 #[test]
 fn real_slurmctld_accepts_every_example_and_a_dynamic_slurmd_of_each_node_set() {
-    assert!(Path::new(BED).exists());
     for dir in ["examples/repo", "examples/minimal"] {
         check_example(dir);
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: lint, licences/advisories, unit and integration
-# tests (including the real Slurm 24.11 test bed), and validation of every rendered object of
+# tests against the real test bed (Slurm 24.11, kube-apiserver + controller-manager 1.20.2, git
+# servers; see tests/bed/), and validation of every rendered object of
 # every example against the official Kubernetes schemas. Needs root (apt, chroot, mounts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +16,12 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
-step "Slurm 24.11 test bed chroot"
-bash tests/bed/slurm-chroot.sh
+step "test bed: build or reuse every part (Slurm chroot, kube-apiserver, git servers)"
+# The bed (tests/bed/bed.sh) is started by the first test that needs it and stopped here, by PID,
+# whatever the outcome. A bed left over from an earlier run is stopped first.
+bash tests/bed/bed.sh down >/dev/null 2>&1 || true
+trap 'bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
+bash tests/bed/bed.sh prepare
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

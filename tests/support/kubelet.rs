@@ -1,0 +1,348 @@
+//! A test kubelet: what a real kubelet would do for the pods of one test namespace, against the real
+//! kube-apiserver, with a real slurmd for each worker pod.
+//!
+//! - binds every new pod to the test's fake Node;
+//! - for a pod with a `slurmd` container, starts that container's own command line as a real
+//!   `slurmd` in the Slurm chroot, in a UTS namespace whose hostname is the pod's hostname (so the
+//!   Slurm node name is the pod's, as in a real pod). Only test-host differences are rewritten: the
+//!   `--conf-server` points at the bed's slurmctld, and the slurmd gets its own port on 127.0.0.1;
+//! - marks the pod Running and, once its readiness holds (slurmd: its port accepts TCP, the rendered
+//!   tcpSocket probe), Ready;
+//! - on deletion runs the container's preStop hook in the chroot under the pod's hostname, stops the
+//!   slurmd, and completes the deletion (grace period 0), as a kubelet confirms termination.
+//!
+//! Pods without a slurmd container are made Running/Ready without running anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use serde_json::json;
+
+use super::bed::{SLURM_INSTANCE, bed};
+use super::slurm;
+
+/// What the kubelet did, in order, for assertions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    SlurmdStarted { pod: String, uid: String },
+    SlurmdStopped { pod: String, uid: String },
+    PreStop { pod: String, ok: bool },
+}
+
+struct Running {
+    pod: String,
+    hostname: String,
+    port: Option<u16>,
+}
+
+pub struct Kubelet {
+    pub node: String,
+    events: Arc<Mutex<Vec<Event>>>,
+    running: Arc<Mutex<BTreeMap<String, Running>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Kubelet {
+    /// Registers the fake Node and starts serving the pods of `ns`.
+    pub async fn start(client: Client, ns: &str, node: &str) -> Kubelet {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let body: Node = serde_json::from_value(json!({
+            "metadata": {"name": node, "labels": {"slurmops.dev/test-kubelet": "true"}},
+        }))
+        .unwrap();
+        nodes
+            .create(&PostParams::default(), &body)
+            .await
+            .expect("create the fake Node");
+        let status = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "TestKubelet",
+                            "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}});
+        nodes
+            .patch_status(node, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .expect("mark the fake Node Ready");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(Mutex::new(BTreeMap::new()));
+        let state = State {
+            pods: Api::namespaced(client, ns),
+            node: node.to_string(),
+            events: events.clone(),
+            running: running.clone(),
+            ready: BTreeSet::new(),
+        };
+        let task = tokio::spawn(state.serve());
+        Kubelet {
+            node: node.to_string(),
+            events,
+            running,
+            task,
+        }
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Kubelet {
+    /// Stops every slurmd this kubelet started and removes their Slurm nodes, so a failed test
+    /// leaves nothing running in the shared Slurm instance.
+    fn drop(&mut self) {
+        self.task.abort();
+        for r in self.running.lock().unwrap().values() {
+            slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &r.hostname]);
+            let _ = std::process::Command::new("bash")
+                .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "scontrol"])
+                .arg("delete")
+                .arg(format!("nodename={}", r.hostname))
+                .output();
+        }
+    }
+}
+
+struct State {
+    pods: Api<Pod>,
+    node: String,
+    events: Arc<Mutex<Vec<Event>>>,
+    running: Arc<Mutex<BTreeMap<String, Running>>>,
+    ready: BTreeSet<String>,
+}
+
+impl State {
+    async fn serve(mut self) {
+        loop {
+            if let Ok(list) = self.pods.list(&Default::default()).await {
+                self.sync(list.items).await;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+
+    async fn sync(&mut self, pods: Vec<Pod>) {
+        let mut seen = BTreeSet::new();
+        for pod in pods {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            seen.insert(uid.clone());
+            if pod.metadata.deletion_timestamp.is_some() {
+                self.terminate(&pod, &uid).await;
+            } else {
+                self.run(&pod, &uid).await;
+            }
+        }
+        // Pods removed behind our back (force delete): their containers stop too.
+        let gone: Vec<String> = {
+            let running = self.running.lock().unwrap();
+            running
+                .keys()
+                .filter(|u| !seen.contains(*u))
+                .cloned()
+                .collect()
+        };
+        for uid in gone {
+            self.stop(&uid);
+        }
+    }
+
+    async fn run(&mut self, pod: &Pod, uid: &str) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        if spec.node_name.is_none() {
+            let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": self.node}});
+            let _ = self
+                .pods
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &name,
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await;
+            return;
+        }
+        let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
+        let started = self.running.lock().unwrap().contains_key(uid);
+        if !started {
+            let port = spec
+                .containers
+                .iter()
+                .find(|c| c.name == "slurmd")
+                .map(|c| start_slurmd(c, &hostname));
+            if port.is_some() {
+                self.event(Event::SlurmdStarted {
+                    pod: name.clone(),
+                    uid: uid.to_string(),
+                });
+            }
+            self.running.lock().unwrap().insert(
+                uid.to_string(),
+                Running {
+                    pod: name.clone(),
+                    hostname,
+                    port,
+                },
+            );
+            self.set_status(pod, &name, false).await;
+            return;
+        }
+        if !self.ready.contains(uid) {
+            let port = self.running.lock().unwrap().get(uid).and_then(|r| r.port);
+            let ready = port.is_none_or(|p| TcpStream::connect(("127.0.0.1", p)).is_ok());
+            if ready && self.set_status(pod, &name, true).await {
+                self.ready.insert(uid.to_string());
+            }
+        }
+    }
+
+    async fn terminate(&mut self, pod: &Pod, uid: &str) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if self.running.lock().unwrap().contains_key(uid) {
+            let spec = pod.spec.clone().unwrap_or_default();
+            let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
+            for c in &spec.containers {
+                if let Some(cmd) = pre_stop(c, &name) {
+                    let mut args = vec!["run-as-node", SLURM_INSTANCE, &hostname];
+                    args.extend(cmd.iter().map(String::as_str));
+                    let ok = std::process::Command::new("bash")
+                        .arg("tests/bed/slurm.sh")
+                        .args(&args)
+                        .output()
+                        .is_ok_and(|o| o.status.success());
+                    self.event(Event::PreStop {
+                        pod: name.clone(),
+                        ok,
+                    });
+                }
+            }
+            self.stop(uid);
+        }
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let _ = self.pods.delete(&name, &dp).await;
+    }
+
+    fn stop(&mut self, uid: &str) {
+        let Some(r) = self.running.lock().unwrap().remove(uid) else {
+            return;
+        };
+        self.ready.remove(uid);
+        if r.port.is_some() {
+            slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &r.hostname]);
+            self.event(Event::SlurmdStopped {
+                pod: r.pod,
+                uid: uid.to_string(),
+            });
+        }
+    }
+
+    async fn set_status(&self, pod: &Pod, name: &str, ready: bool) -> bool {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let flag = if ready { "True" } else { "False" };
+        let containers: Vec<_> = spec
+            .containers
+            .iter()
+            .map(|c| json!({"name": c.name, "image": c.image, "imageID": "", "ready": ready,
+                            "restartCount": 0, "started": true, "state": {"running": {"startedAt": now()}}}))
+            .collect();
+        let status = json!({"status": {
+            "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+            "podIPs": [{"ip": "127.0.0.1"}], "startTime": now(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
+                {"type": "ContainersReady", "status": flag, "lastTransitionTime": now()},
+                {"type": "Ready", "status": flag, "lastTransitionTime": now()}],
+            "containerStatuses": containers}});
+        self.pods
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .is_ok()
+    }
+
+    fn event(&self, e: Event) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+
+fn now() -> String {
+    Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .unwrap()
+        .to_string()
+}
+
+/// A free port on 127.0.0.1 for one slurmd.
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().unwrap().port()
+}
+
+/// Starts the container's slurmd command line; returns the port it serves instead of 6818.
+fn start_slurmd(c: &Container, hostname: &str) -> u16 {
+    let port = free_port();
+    let args = c.args.clone().unwrap_or_default();
+    let mut conf = String::new();
+    let mut rest: Vec<String> = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--conf" => conf = it.next().unwrap_or_default(),
+            "--conf-server" => {
+                it.next();
+                rest.push(a);
+                rest.push(format!("localhost:{}", bed().slurmctld_port));
+            }
+            _ => rest.push(a),
+        }
+    }
+    let port_s = port.to_string();
+    let mut sh_args = vec!["start-slurmd", SLURM_INSTANCE, hostname, &port_s, &conf];
+    sh_args.extend(rest.iter().map(String::as_str));
+    slurm::sh(&sh_args);
+    port
+}
+
+/// The container's preStop exec command, with the env vars it may use (downward API
+/// `metadata.name` and literal values) set through `env`.
+fn pre_stop(c: &Container, pod: &str) -> Option<Vec<String>> {
+    let cmd = c
+        .lifecycle
+        .as_ref()?
+        .pre_stop
+        .as_ref()?
+        .exec
+        .as_ref()?
+        .command
+        .clone()?;
+    let mut out = vec!["env".to_string()];
+    for e in c.env.iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(src))
+                if src.field_ref.as_ref().map(|f| f.field_path.as_str())
+                    == Some("metadata.name") =>
+            {
+                pod.to_string()
+            }
+            _ => continue,
+        };
+        out.push(format!("{}={value}", e.name));
+    }
+    out.extend(cmd);
+    Some(out)
+}

@@ -1,0 +1,161 @@
+//! Test support: the real parts slurmops talks to, for integration tests.
+//!
+//! `TestEnv::new(name)` gives a test its own namespace on the bed's real kube-apiserver (with
+//! kube-controller-manager running the workload controllers), a test kubelet that runs a real slurmd
+//! per worker pod, and a unique suffix for names that must not collide in the shared Slurm
+//! instance (NodeSet names become Slurm node names). `bed()` gives slurmrestd and git servers.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+pub mod bed;
+pub mod kubelet;
+pub mod slurm;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+#[allow(unused_imports)]
+pub use bed::{SLURM_INSTANCE, bed};
+#[allow(unused_imports)]
+pub use kubelet::{Event, Kubelet};
+
+/// A kube client for one of the bed's identities.
+pub async fn client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read the bed's kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
+    Client::try_from(config).expect("kube client")
+}
+
+/// Five lowercase alphanumerics, distinct across concurrently running test processes.
+pub fn unique_suffix() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let mut n = nanos ^ (u128::from(std::process::id()) << 40);
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..5)
+        .map(|_| {
+            let c = alphabet[(n % 36) as usize] as char;
+            n /= 36;
+            c
+        })
+        .collect()
+}
+
+pub struct TestEnv {
+    pub client: Client,
+    pub ns: String,
+    pub suffix: String,
+    pub kubelet: Kubelet,
+}
+
+impl TestEnv {
+    /// Starts (or joins) the bed, creates namespace `t-NAME-SUFFIX` and a kubelet for it.
+    pub async fn new(name: &str) -> TestEnv {
+        let bed = bed();
+        let client = client(&bed.kubeconfig_admin).await;
+        let suffix = unique_suffix();
+        let ns = format!("t-{name}-{suffix}");
+        let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {ns}: {e}"));
+        let kubelet = Kubelet::start(client.clone(), &ns, &format!("node-{suffix}")).await;
+        TestEnv {
+            client,
+            ns,
+            suffix,
+            kubelet,
+        }
+    }
+
+    /// `BASE-SUFFIX`: a name unique to this test (e.g. a NodeSet, hence its Slurm node names).
+    pub fn name(&self, base: &str) -> String {
+        format!("{base}-{}", self.suffix)
+    }
+
+    /// Removes the namespace and the fake Node (the kubelet stops its slurmds when dropped).
+    pub async fn cleanup(self) {
+        let dp = DeleteParams::default();
+        let _ = Api::<Namespace>::all(self.client.clone())
+            .delete(&self.ns, &dp)
+            .await;
+        let _ = Api::<Node>::all(self.client.clone())
+            .delete(&self.kubelet.node, &dp)
+            .await;
+    }
+}
+
+/// Polls `f` every 100 ms until it returns Some, or panics after `timeout` with `what`.
+pub async fn eventually<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs git with ARGS in DIR; panics with git's output on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_command(dir, args).output().expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// git with a fixed identity, no user config, and the bed's pinned SSH host key and client key.
+pub fn git_command(dir: &Path, args: &[&str]) -> Command {
+    let g = &bed().git;
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "slurmops test")
+        .env("GIT_AUTHOR_EMAIL", "test@slurmops.dev")
+        .env("GIT_COMMITTER_NAME", "slurmops test")
+        .env("GIT_COMMITTER_EMAIL", "test@slurmops.dev")
+        .env(
+            "GIT_SSH_COMMAND",
+            format!(
+                "ssh -i {} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={}",
+                g.ssh_key.display(),
+                g.known_hosts.display()
+            ),
+        );
+    cmd
+}
+
+/// A new bare repository served by every git server of the bed: `NAME.git` under the bed root.
+pub fn served_repo(name: &str) -> PathBuf {
+    let path = bed().git.root.join(format!("{name}.git"));
+    git(
+        &bed().git.root,
+        &["init", "-q", "--bare", "-b", "main", path.to_str().unwrap()],
+    );
+    path
+}

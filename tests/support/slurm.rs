@@ -1,0 +1,138 @@
+//! Real Slurm for tests: the test-host overlay applied to slurm.conf as slurmops renders it, and
+//! small helpers over `tests/bed/slurm.sh` (run daemons and Slurm client commands in the chroot).
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use slurmops::render::Rendered;
+use slurmops::spec::ClusterFile;
+
+const SLURM_SH: &str = "tests/bed/slurm.sh";
+
+/// Runs `slurm.sh ARGS`; panics with its output when it fails (a bed failure, not a test result).
+pub fn sh(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(args)
+        .output()
+        .expect("run tests/bed/slurm.sh");
+    assert!(
+        out.status.success(),
+        "test bed failed: slurm.sh {args:?}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `scontrol -o show node NAME` of INSTANCE as key=value pairs; None when Slurm does not know it.
+pub fn node(instance: &str, name: &str) -> Option<BTreeMap<String, String>> {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(["exec", instance, "scontrol", "-o", "show", "node", name])
+        .output()
+        .expect("run scontrol");
+    if !out.status.success() {
+        return None;
+    }
+    let fields: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    (fields.get("NodeName").map(String::as_str) == Some(name)).then_some(fields)
+}
+
+/// The node's State (e.g. `IDLE`, `IDLE+DYNAMIC_NORM`), or None when it does not exist.
+pub fn node_state(instance: &str, name: &str) -> Option<String> {
+    node(instance, name).and_then(|f| f.get("State").cloned())
+}
+
+fn set_params(conf: &str, set: &[(&str, String)], drop: &[&str]) -> String {
+    let mut out: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for line in conf.lines() {
+        let key = line.split('=').next().unwrap_or("");
+        if !drop.contains(&key) && !set.iter().any(|(k, _)| *k == key) {
+            out.push(line.to_string());
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+/// The rendered Slurm files with only what a test host must differ in: controller host and port,
+/// per-instance spool/pid paths (several instances share the chroot), no cgroups, no slurmdbd,
+/// stand-in GPU device files (see tests/bed/slurm.sh).
+pub fn test_host_overlay(
+    c: &ClusterFile,
+    r: &Rendered,
+    instance: &str,
+    ctld_port: u16,
+) -> BTreeMap<String, String> {
+    let mut files = r.slurm.clone();
+    files.remove("slurmdbd.conf");
+    let slurm_conf = set_params(
+        &files["slurm.conf"],
+        &[
+            ("SlurmctldHost", "localhost".into()),
+            ("SlurmctldPort", ctld_port.to_string()),
+            (
+                "StateSaveLocation",
+                format!("/var/spool/slurm-{instance}/ctld"),
+            ),
+            (
+                "SlurmdSpoolDir",
+                format!("/var/spool/slurm-{instance}/d/%n"),
+            ),
+            (
+                "SlurmctldPidFile",
+                format!("/run/slurm-{instance}/slurmctld.pid"),
+            ),
+            (
+                "SlurmdPidFile",
+                format!("/run/slurm-{instance}/slurmd-%n.pid"),
+            ),
+            (
+                "AuthAltParameters",
+                format!("jwt_key=/etc/slurm-{instance}/jwt_hs256.key"),
+            ),
+            ("ProctrackType", "proctrack/linuxproc".into()),
+            ("TaskPlugin", "task/none".into()),
+            ("JobAcctGatherType", "jobacct_gather/none".into()),
+            ("AccountingStorageType", "accounting_storage/none".into()),
+        ],
+        &["AccountingStorageHost", "AccountingStoragePort"],
+    );
+    files.insert("slurm.conf".into(), slurm_conf);
+    files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
+    if let Some(gres) = files.get_mut("gres.conf") {
+        *gres = fake_gpu_files(c, gres);
+    }
+    files.extend(r.scripts.clone());
+    files
+}
+
+/// gres.conf with each NodeSet's GPUs on the bed's stand-in device files instead of NVML.
+fn fake_gpu_files(c: &ClusterFile, gres: &str) -> String {
+    let lines = gres.lines().map(|l| {
+        let gpus = c
+            .spec
+            .node_sets
+            .iter()
+            .filter_map(|n| n.gpus.as_ref().map(|g| (n, g)))
+            .find(|(n, _)| l.starts_with(&format!("NodeName={}-", n.name)));
+        match gpus {
+            Some((_, g)) => format!(
+                "{} File=/run/fake-gpu/nvidia[0-{}]",
+                l.replace(" AutoDetect=nvml", "")
+                    .split(" File=")
+                    .next()
+                    .unwrap_or(l),
+                g.count - 1
+            ),
+            None => l.to_string(),
+        }
+    });
+    lines.collect::<Vec<_>>().join("\n") + "\n"
+}
