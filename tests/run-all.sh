@@ -41,9 +41,10 @@ cargo nextest run --no-fail-fast
 step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-validate, strict)"
 [ -x .venv/bin/kubernetes-validate ] || { python3 -m venv .venv && .venv/bin/pip install -q kubernetes-validate==1.37.0; }
 cargo build -q --release
+bin="${CARGO_TARGET_DIR:-target}/release/slurmops"
 for ex in examples/repo examples/minimal; do
   out=$(mktemp -d)
-  ./target/release/slurmops render "$ex" --output-dir "$out" 2>/dev/null
+  "$bin" render "$ex" --output-dir "$out" 2>/dev/null
   # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use
   # them are checked against the newest schema only, everything else against 1.29 too.
   for f in "$out"/*.yaml; do

@@ -3,7 +3,9 @@
 # Several independent Slurm instances can run at once from the one chroot; each has its own
 # config dir (/etc/slurm-INST in the chroot), spool dirs and ports, chosen by the caller's overlay.
 #   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f
-#   slurm.sh start-restd INST PORT          start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT
+#   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT;
+#                                           NAME (default slurmrestd) lets a test run its own
+#   slurm.sh stop-restd INST NAME           stop that slurmrestd by PID
 #   slurm.sh token INST [USER]              print a JWT for USER (default root), 1 day
 #   slurm.sh start-slurmd INST NAME PORT CONF [ARGS...]
 #                                           start a dynamic slurmd (-Z) whose hostname (own UTS
@@ -16,6 +18,20 @@
 #   slurm.sh down                           stop everything started from the chroot, unmount
 # Daemon output goes to $RUN/INST/*.out; on failure the tail of the relevant log is printed.
 set -euo pipefail
+# Every Slurm process gets a private /run/slurm (an empty tmpfs) and its instance's own
+# /run/slurmctld (bound from /run/sack-INST), as each pod has its own /run. Clients reach
+# slurmctld's auth socket (sackd) there; shared dirs would let instances overwrite each other's
+# socket, and a client finding a stale one fails to authenticate.
+#   slurm.sh _private ROOT HOSTNAME|- INST CMD...   (internal) exec CMD so isolated; keeps the PID
+SELF=$(readlink -f "$0")
+if [ "${1:-}" = _private ]; then
+  exec unshare --mount --uts sh -c '
+    R=$1 host=$2 inst=$3; shift 3
+    [ "$host" = - ] || hostname "$host"
+    mount -t tmpfs tmpfs "$R/run/slurm" &&
+      mount --bind "$R/run/sack-$inst" "$R/run/slurmctld" && exec "$@"' \
+    sh "$2" "$3" "$4" "${@:5}"
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$("$HERE/slurm-chroot.sh")
 BASE=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/slurm
@@ -30,6 +46,9 @@ ETC=/etc/slurm-$inst
 mkdir -p "$RUN"
 
 mounts() {
+  # Several test processes start instances at once: one of them mounts, the others wait.
+  exec 8> "$BASE/mounts.lock"
+  flock 8
   mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
   mountpoint -q "$R/sys" || mount -t sysfs sysfs "$R/sys"
   mountpoint -q "$R/dev" || mount --bind /dev "$R/dev"
@@ -37,7 +56,7 @@ mounts() {
   if ! mountpoint -q "$R/run"; then
     mount -t tmpfs tmpfs "$R/run"
     # Stand-ins for GPU device files (this host has none): character devices like /dev/null.
-    mkdir -p "$R/run/fake-gpu"
+    mkdir -p "$R/run/fake-gpu" "$R/run/slurm" "$R/run/slurmctld"
     for i in $(seq 0 15); do mknod "$R/run/fake-gpu/nvidia$i" c 1 3; done
   fi
   # One auth key and one JWT key for every instance (slurmd reads /etc/slurm/slurm.key before it
@@ -49,6 +68,7 @@ mounts() {
     chroot "$R" bash -c 'chown slurm:slurm /etc/slurm/*.key; chmod 600 /etc/slurm/*.key'
   fi
   printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" > "$R/etc/hosts"
+  exec 8>&-
 }
 
 kill_pidfile() {
@@ -64,7 +84,8 @@ kill_pidfile() {
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-in_chroot() { chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
+in_chroot() { private - chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
+private() { local host=$1; shift; "$SELF" _private "$R" "$host" "$inst" "$@"; }
 
 case "$cmd" in
   start-ctld)
@@ -75,6 +96,7 @@ case "$cmd" in
     mkdir -p "$R$ETC"
     cp "$conf"/* "$R$ETC/"
     cp "$R/etc/slurm/slurm.key" "$R/etc/slurm/jwt_hs256.key" "$R$ETC/"
+    rm -rf "$R/run/sack-$inst"; mkdir -p "$R/run/sack-$inst"
     # The instance's own state, spool and pid directories, as its slurm.conf names them.
     for k in StateSaveLocation SlurmdSpoolDir SlurmctldPidFile SlurmdPidFile SlurmctldLogFile; do
       v=$(sed -n "s/^$k=//p" "$R$ETC/slurm.conf" | head -1)
@@ -83,9 +105,10 @@ case "$cmd" in
       v=${v%%/%n*}
       rm -rf "${R:?}$v"; mkdir -p "$R$v"
     done
-    chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run /var/log/slurm 2>/dev/null || true
+    chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run/sack-$inst /run/slurm-* /var/log/slurm 2>/dev/null || true
       chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
-    setsid chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" > "$RUN/slurmctld.out" 2>&1 < /dev/null &
+    setsid "$SELF" _private "$R" - "$inst" chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" \
+      > "$RUN/slurmctld.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmctld.pid"
     for _ in $(seq 1 100); do
       in_chroot scontrol ping 2>/dev/null | grep -q UP && exit 0
@@ -97,30 +120,41 @@ case "$cmd" in
     exit 1
     ;;
   start-restd)
-    port=$1
-    kill_pidfile "$RUN/slurmrestd.pid"
-    setsid chroot --userspec=restd:restd "$R" env SLURM_CONF="$ETC/slurm.conf" SLURM_JWT=daemon \
+    port=$1 rname=${2:-slurmrestd}
+    kill_pidfile "$RUN/$rname.pid"
+    setsid "$SELF" _private "$R" - "$inst" chroot --userspec=restd:restd "$R" env SLURM_CONF="$ETC/slurm.conf" SLURM_JWT=daemon \
       /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$port" \
-      > "$RUN/slurmrestd.out" 2>&1 < /dev/null &
-    echo $! > "$RUN/slurmrestd.pid"
+      > "$RUN/$rname.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/$rname.pid"
     for _ in $(seq 1 100); do
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0
-      alive "$RUN/slurmrestd.pid" || break
+      alive "$RUN/$rname.pid" || break
       sleep 0.1
     done
     echo "slurmrestd ($inst) did not listen on 127.0.0.1:$port; its log:" >&2
-    tail -30 "$RUN/slurmrestd.out" >&2
+    tail -30 "$RUN/$rname.out" >&2
     exit 1
     ;;
+  stop-restd)
+    kill_pidfile "$RUN/$1.pid"
+    ;;
   token)
-    in_chroot scontrol token "username=${1:-root}" lifespan=86400 | sed -n 's/^SLURM_JWT=//p'
+    for _ in $(seq 1 10); do
+      t=$(in_chroot scontrol token "username=${1:-root}" lifespan=86400 2>"$RUN/token.err" | sed -n 's/^SLURM_JWT=//p') || true
+      [ -n "$t" ] && { echo "$t"; exit 0; }
+      sleep 0.5
+    done
+    echo "scontrol token failed for instance $inst:" >&2
+    cat "$RUN/token.err" >&2
+    ls -la "$R$ETC" >&2
+    tail -5 "$RUN/slurmctld.out" >&2
+    exit 1
     ;;
   start-slurmd)
     name=$1 port=$2 conf=$3
     shift 3
     kill_pidfile "$RUN/slurmd-$name.pid"
-    setsid unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
-      chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
+    setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"
     ;;
@@ -130,8 +164,7 @@ case "$cmd" in
   run-as-node)
     name=$1
     shift
-    unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
-      chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"
+    private "$name" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"
     ;;
   log)
     cat "$RUN/$1.out"
@@ -152,7 +185,7 @@ case "$cmd" in
     for m in run dev/pts dev sys proc; do mountpoint -q "$R/$m" && umount -R "$R/$m" || true; done
     ;;
   *)
-    sed -n '2,18p' "$0" >&2
+    sed -n '2,20p' "$0" >&2
     exit 2
     ;;
 esac
