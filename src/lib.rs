@@ -8,5 +8,6 @@
 pub mod cli;
 pub mod plan;
 pub mod render;
+pub mod slurm;
 pub mod source;
 pub mod spec;

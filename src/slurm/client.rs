@@ -1,0 +1,356 @@
+//! The slurmrestd HTTP client: finds the newest data parser both sides speak, authenticates with
+//! a JWT, retries what is safe to retry, and turns every answer it cannot trust into an error.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+
+use super::SlurmError;
+use super::auth::{Credentials, Issued};
+use super::model::{
+    ApiMessage, DataParser, Envelope, Job, JobsWire, Node, NodesWire, Reservation, ReservationsWire,
+};
+
+/// Slurm error numbers slurmops reacts to.
+pub mod errno {
+    /// Communication with slurmctld failed (connect/send/receive/shutdown): transient.
+    pub const COMMUNICATIONS: std::ops::RangeInclusive<i64> = 1001..=1004;
+    /// Protocol authentication error: bad or expired token.
+    pub const AUTH: i64 = 1007;
+    /// Invalid node state transition (e.g. RESUME of an IDLE node).
+    pub const INVALID_NODE_STATE: i64 = 2028;
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Base URL of slurmrestd, e.g. `http://cluster-restapi.slurm:6820`.
+    pub url: String,
+    pub credentials: Credentials,
+    /// PEM CA bundle for an https URL.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Speak this data parser instead of probing.
+    pub parser: Option<DataParser>,
+    pub timeout: Duration,
+    /// Attempts for a request that failed transiently (unreachable, 502/503/504, Slurm
+    /// communication errors), with exponential backoff from `backoff`.
+    pub attempts: u32,
+    pub backoff: Duration,
+}
+
+impl Config {
+    pub fn new(url: impl Into<String>, credentials: Credentials) -> Config {
+        Config {
+            url: url.into(),
+            credentials,
+            ca_pem: None,
+            parser: None,
+            timeout: Duration::from_secs(10),
+            attempts: 4,
+            backoff: Duration::from_millis(200),
+        }
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    config: Config,
+    base: String,
+    issued: Mutex<Option<Issued>>,
+    parser: Mutex<Option<DataParser>>,
+}
+
+/// One answer of the ping endpoint.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Ping {
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub pinged: String,
+    #[serde(default)]
+    pub responding: bool,
+    #[serde(default)]
+    pub mode: String,
+}
+
+#[derive(serde::Deserialize)]
+struct PingsWire {
+    #[serde(default)]
+    pings: Vec<Ping>,
+}
+
+impl Client {
+    pub fn new(config: Config) -> Result<Client, SlurmError> {
+        // One process-wide TLS provider (ring); a second install attempt is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(Duration::from_secs(3))
+            .user_agent(concat!("slurmops/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = &config.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| SlurmError::Config(format!("the CA bundle is not valid PEM: {e}")))?;
+            builder = builder.tls_certs_only(certs);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| SlurmError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let base = config.url.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(SlurmError::Config(format!(
+                "slurmrestd URL {base:?} must start with http:// or https://"
+            )));
+        }
+        Ok(Client {
+            http,
+            parser: Mutex::new(config.parser),
+            config,
+            base,
+            issued: Mutex::new(None),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// The data parser in use, probing newest first on first use.
+    pub async fn parser(&self) -> Result<DataParser, SlurmError> {
+        if let Some(p) = *self.parser.lock().unwrap() {
+            return Ok(p);
+        }
+        for p in DataParser::ALL {
+            match self.send(p, Method::GET, "ping/", None).await {
+                Ok(_) => {
+                    *self.parser.lock().unwrap() = Some(p);
+                    return Ok(p);
+                }
+                Err(SlurmError::Api { status: 404, .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(SlurmError::NoDataParser {
+            url: self.base.clone(),
+        })
+    }
+
+    pub async fn ping(&self) -> Result<Vec<Ping>, SlurmError> {
+        let w: PingsWire = self.get("ping/").await?;
+        Ok(w.pings)
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
+        let w: NodesWire = self.get("nodes/").await?;
+        Ok(w.nodes.into_iter().map(Node::from).collect())
+    }
+
+    /// One node; `UnknownNode` when Slurm does not know it.
+    pub async fn node(&self, name: &str) -> Result<Node, SlurmError> {
+        let path = format!("node/{}", segment(name)?);
+        let w: NodesWire = match self.get(&path).await {
+            Ok(w) => w,
+            // slurmrestd 24.11 answers an unknown node with HTTP 200 and an error of number 0
+            // ("Failure to query node"), the same as other failures. Only the full node list
+            // tells them apart: absent there means unknown; anything else keeps the error.
+            Err(e @ SlurmError::Api { .. }) => {
+                return match self.nodes().await {
+                    Ok(all) if all.iter().all(|n| n.name != name) => {
+                        Err(SlurmError::UnknownNode(name.into()))
+                    }
+                    _ => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+        w.nodes
+            .into_iter()
+            .map(Node::from)
+            .find(|n| n.name == name)
+            .ok_or_else(|| SlurmError::UnknownNode(name.into()))
+    }
+
+    /// Sets node state (`DRAIN`, `RESUME`, ...) with a reason.
+    pub async fn update_node(
+        &self,
+        name: &str,
+        state: &str,
+        reason: Option<&str>,
+    ) -> Result<(), SlurmError> {
+        let mut body = serde_json::json!({"state": [state]});
+        if let Some(r) = reason {
+            body["reason"] = r.into();
+        }
+        let p = self.parser().await?;
+        let path = format!("node/{}", segment(name)?);
+        self.send(p, Method::POST, &path, Some(body)).await?;
+        Ok(())
+    }
+
+    pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
+        let w: JobsWire = self.get("jobs/").await?;
+        w.jobs
+            .into_iter()
+            .map(|j| Job::try_from(j).map_err(|e| self.parse_error("jobs/", e.to_string())))
+            .collect()
+    }
+
+    /// Pending jobs per partition (a job pending in several partitions counts in each).
+    pub async fn pending_jobs_per_partition(&self) -> Result<BTreeMap<String, usize>, SlurmError> {
+        let mut out = BTreeMap::new();
+        for j in self.jobs().await?.iter().filter(|j| j.has_state("PENDING")) {
+            for p in j.partition.split(',').filter(|p| !p.is_empty()) {
+                *out.entry(p.to_string()).or_default() += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
+        let w: ReservationsWire = self.get("reservations/").await?;
+        w.reservations
+            .into_iter()
+            .map(|r| {
+                Reservation::try_from(r)
+                    .map_err(|e| self.parse_error("reservations/", e.to_string()))
+            })
+            .collect()
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, SlurmError> {
+        let p = self.parser().await?;
+        let body = self.send(p, Method::GET, path, None).await?;
+        serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
+    }
+
+    fn parse_error(&self, path: &str, detail: String) -> SlurmError {
+        SlurmError::Parse {
+            what: format!("{}/slurm/.../{path}", self.base),
+            detail,
+        }
+    }
+
+    fn credentials(&self) -> Issued {
+        let mut slot = self.issued.lock().unwrap();
+        let now = SystemTime::now();
+        match &*slot {
+            Some(i) if i.renew_at.is_none_or(|t| now < t) => i.clone(),
+            _ => {
+                let i = self.config.credentials.issue(now);
+                *slot = Some(i.clone());
+                i
+            }
+        }
+    }
+
+    /// Sends one request, retrying transient failures; returns the body of a clean answer.
+    async fn send(
+        &self,
+        parser: DataParser,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Vec<u8>, SlurmError> {
+        let url = format!("{}/slurm/{}/{path}", self.base, parser.as_str());
+        let mut delay = self.config.backoff;
+        let mut attempt = 1;
+        loop {
+            let result = self.send_once(&method, &url, body.as_ref()).await;
+            match result {
+                Err(e) if e.is_transient() && attempt < self.config.attempts => {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn send_once(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, SlurmError> {
+        let creds = self.credentials();
+        let mut req = self
+            .http
+            .request(method.clone(), url)
+            .header("X-SLURM-USER-TOKEN", creds.token.expose());
+        if let Some(u) = &creds.user {
+            req = req.header("X-SLURM-USER-NAME", u);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| SlurmError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| SlurmError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        let envelope: Envelope = serde_json::from_slice(&bytes).unwrap_or_default();
+        let auth_failed = envelope
+            .errors
+            .iter()
+            .any(|e| e.error_number == Some(errno::AUTH));
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN || auth_failed {
+            return Err(SlurmError::Auth {
+                url: self.base.clone(),
+                status: status.as_u16(),
+                errors: envelope.errors,
+            });
+        }
+        if !status.is_success() || !envelope.errors.is_empty() {
+            return Err(SlurmError::Api {
+                method: method.to_string(),
+                path: url.strip_prefix(&self.base).unwrap_or(url).to_string(),
+                status: status.as_u16(),
+                errors: if envelope.errors.is_empty() && !status.is_success() {
+                    vec![ApiMessage {
+                        description: Some(
+                            String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                        ),
+                        ..ApiMessage::default()
+                    }]
+                } else {
+                    envelope.errors
+                },
+            });
+        }
+        Ok(bytes.to_vec())
+    }
+}
+
+/// A node name as one URL path segment; names that would escape it are refused.
+fn segment(name: &str) -> Result<&str, SlurmError> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(name)
+    } else {
+        Err(SlurmError::Config(format!(
+            "{name:?} is not a Slurm node name (letters, digits, '-', '_', '.')"
+        )))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        src = s.source();
+    }
+    parts.join(": ")
+}

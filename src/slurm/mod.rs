@@ -1,0 +1,200 @@
+//! Talking to Slurm through slurmrestd, and the drain primitives rollouts rely on.
+//!
+//! Draining is how slurmops keeps its promise that no running job is killed, so this module is
+//! exact and fails closed: any answer it cannot trust is an error, and callers treat an error as
+//! "not safe" (nothing destructive follows). Reasons are owned by prefix, as in Slinky's
+//! slurmcontrol: slurmops only ever resumes a node whose drain reason starts with `slurmops:`,
+//! and never rewrites a reason someone else set.
+
+pub mod auth;
+pub mod client;
+pub mod hostlist;
+pub mod model;
+
+use std::future::Future;
+
+pub use client::{Client, Config};
+pub use model::{ApiMessage, DataParser, Job, Node, NodeState, Reservation};
+
+/// Drain reasons slurmops sets start with this; only such drains are ever resumed by slurmops.
+pub const REASON_PREFIX: &str = "slurmops:";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("cannot reach slurmrestd at {url}: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error(
+        "slurmrestd at {url} refused the credentials (HTTP {status}{}): check the JWT (expired? signed with the cluster's jwt key? for a Slurm admin user?)",
+        list(errors)
+    )]
+    Auth {
+        url: String,
+        status: u16,
+        errors: Vec<ApiMessage>,
+    },
+    #[error("Slurm does not know node {0:?}")]
+    UnknownNode(String),
+    #[error("slurmrestd {method} {path}: HTTP {status}{}", list(errors))]
+    Api {
+        method: String,
+        path: String,
+        status: u16,
+        errors: Vec<ApiMessage>,
+    },
+    #[error("cannot understand slurmrestd's answer from {what}: {detail}")]
+    Parse { what: String, detail: String },
+    #[error(
+        "slurmrestd at {url} serves none of the data parsers slurmops speaks (v0.0.42, v0.0.41, v0.0.40): Slurm 24.05 or newer is needed"
+    )]
+    NoDataParser { url: String },
+    #[error("node {node:?} did not leave DRAIN after RESUME (state {state}); it is left as it is")]
+    ResumeFailed { node: String, state: String },
+    #[error("{0}")]
+    Config(String),
+}
+
+fn list(errors: &[ApiMessage]) -> String {
+    if errors.is_empty() {
+        String::new()
+    } else {
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!(": {}", texts.join("; "))
+    }
+}
+
+impl SlurmError {
+    /// Worth another attempt: slurmrestd or slurmctld unreachable for a moment.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SlurmError::Unreachable { .. } => true,
+            SlurmError::Api { status, errors, .. } => {
+                matches!(status, 502..=504)
+                    || errors.iter().any(|e| {
+                        e.error_number
+                            .is_some_and(|n| client::errno::COMMUNICATIONS.contains(&n))
+                    })
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What `drain` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drain {
+    /// DRAIN set now, with our reason.
+    Requested,
+    /// Already drained or draining by slurmops; the reason was refreshed.
+    AlreadyOurs,
+    /// Already drained or draining by someone else: left untouched (their reason stays), and
+    /// slurmops will never resume it.
+    HeldByOther { reason: String, by: String },
+}
+
+/// What `resume` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    Resumed,
+    /// The node was not drained: nothing to do.
+    NotDrained,
+    /// Drained by someone else: refused, the node stays drained.
+    HeldByOther {
+        reason: String,
+        by: String,
+    },
+}
+
+/// The narrow seam between rollouts and Slurm. Every method fails closed: an error means
+/// "unknown", and no caller deletes a pod on an unknown.
+pub trait SlurmNodes: Send + Sync {
+    /// DRAIN with a `slurmops:`-prefixed reason; harmless to repeat.
+    fn drain(
+        &self,
+        node: &str,
+        reason: &str,
+    ) -> impl Future<Output = Result<Drain, SlurmError>> + Send;
+    /// DRAIN set, not UNDRAIN, and nothing ALLOCATED / MIXED / COMPLETING.
+    fn is_drained(&self, node: &str) -> impl Future<Output = Result<bool, SlurmError>> + Send;
+    /// RESUME, only when the drain reason is ours.
+    fn resume(&self, node: &str) -> impl Future<Output = Result<Resume, SlurmError>> + Send;
+    /// Jobs holding the node (running, suspended, completing), with their expected end.
+    fn jobs_on(&self, node: &str) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
+}
+
+/// `slurmops: REASON` unless REASON already carries the prefix.
+pub fn our_reason(reason: &str) -> String {
+    let r = reason.trim();
+    if r.starts_with(REASON_PREFIX) {
+        r.to_string()
+    } else {
+        format!("{REASON_PREFIX} {r}")
+    }
+}
+
+pub fn is_ours(node: &Node) -> bool {
+    node.reason.starts_with(REASON_PREFIX)
+}
+
+impl SlurmNodes for Client {
+    async fn drain(&self, node: &str, reason: &str) -> Result<Drain, SlurmError> {
+        let current = self.node(node).await?;
+        let outcome = if !current.state.has("DRAIN") {
+            Drain::Requested
+        } else if is_ours(&current) {
+            Drain::AlreadyOurs
+        } else {
+            return Ok(Drain::HeldByOther {
+                reason: current.reason,
+                by: current.reason_set_by_user,
+            });
+        };
+        self.update_node(node, "DRAIN", Some(&our_reason(reason)))
+            .await?;
+        Ok(outcome)
+    }
+
+    async fn is_drained(&self, node: &str) -> Result<bool, SlurmError> {
+        Ok(self.node(node).await?.state.is_drained())
+    }
+
+    async fn resume(&self, node: &str) -> Result<Resume, SlurmError> {
+        let current = self.node(node).await?;
+        if !current.state.has("DRAIN") {
+            return Ok(Resume::NotDrained);
+        }
+        if !is_ours(&current) {
+            return Ok(Resume::HeldByOther {
+                reason: current.reason,
+                by: current.reason_set_by_user,
+            });
+        }
+        match self.update_node(node, "RESUME", None).await {
+            Ok(()) => {}
+            // RESUME is not idempotent: Slurm answers "invalid state" when the node was resumed
+            // already (e.g. our earlier attempt landed). Decide from the state itself.
+            Err(SlurmError::Api { errors, .. })
+                if errors
+                    .iter()
+                    .any(|e| e.error_number == Some(client::errno::INVALID_NODE_STATE)) => {}
+            Err(e) => return Err(e),
+        }
+        let after = self.node(node).await?;
+        if after.state.has("DRAIN") {
+            return Err(SlurmError::ResumeFailed {
+                node: node.into(),
+                state: after.state.to_string(),
+            });
+        }
+        Ok(Resume::Resumed)
+    }
+
+    async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {
+        // An unknown node is an error, not "no jobs".
+        self.node(node).await?;
+        let jobs = self.jobs().await?;
+        Ok(jobs
+            .into_iter()
+            .filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node))
+            .collect())
+    }
+}

@@ -1,0 +1,376 @@
+//! What slurmops reads from Slurm, typed, and the wire shapes of slurmrestd's data parsers.
+//! Every version-specific detail lives here: v0.0.40, v0.0.41 and v0.0.42 agree on the fields
+//! slurmops uses (node `state` is a list of upper-case flags, numbers may come as
+//! `{set, infinite, number}` objects, job `nodes` is a hostlist expression).
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Deserializer};
+
+use super::hostlist;
+
+/// slurmrestd data parsers slurmops speaks, newest first (the probing order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DataParser {
+    V0042,
+    V0041,
+    V0040,
+}
+
+impl DataParser {
+    pub const ALL: [DataParser; 3] = [DataParser::V0042, DataParser::V0041, DataParser::V0040];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataParser::V0042 => "v0.0.42",
+            DataParser::V0041 => "v0.0.41",
+            DataParser::V0040 => "v0.0.40",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DataParser> {
+        DataParser::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// A node's state: its base state and flags, as slurmrestd lists them (`["IDLE","DRAIN"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeState(pub BTreeSet<String>);
+
+impl NodeState {
+    pub fn has(&self, flag: &str) -> bool {
+        self.0.contains(flag)
+    }
+
+    /// Safe to take away: DRAIN set, not being undrained, nothing allocated or completing.
+    pub fn is_drained(&self) -> bool {
+        self.has("DRAIN")
+            && !self.has("UNDRAIN")
+            && !["ALLOCATED", "MIXED", "COMPLETING"]
+                .iter()
+                .any(|f| self.has(f))
+    }
+
+    /// Jobs may run here: ALLOCATED, MIXED or COMPLETING.
+    pub fn is_busy(&self) -> bool {
+        ["ALLOCATED", "MIXED", "COMPLETING"]
+            .iter()
+            .any(|f| self.has(f))
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Base state first, as sinfo prints it.
+        let bases = [
+            "IDLE",
+            "ALLOCATED",
+            "MIXED",
+            "DOWN",
+            "ERROR",
+            "FUTURE",
+            "UNKNOWN",
+        ];
+        let mut parts: Vec<&str> = bases.iter().copied().filter(|b| self.has(b)).collect();
+        parts.extend(
+            self.0
+                .iter()
+                .map(String::as_str)
+                .filter(|s| !bases.contains(s)),
+        );
+        write!(f, "{}", parts.join("+"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub state: NodeState,
+    pub reason: String,
+    pub reason_set_by_user: String,
+    pub reason_changed_at: Option<i64>,
+    pub comment: String,
+    pub partitions: Vec<String>,
+    pub features: Vec<String>,
+    pub cpus: u32,
+    pub alloc_cpus: u32,
+    pub address: String,
+    pub port: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub state: Vec<String>,
+    pub partition: String,
+    /// Expanded from the hostlist slurmrestd reports.
+    pub nodes: Vec<String>,
+    /// Real or expected end (UNIX seconds); None when unlimited or unknown.
+    pub end_time: Option<i64>,
+    pub start_time: Option<i64>,
+}
+
+impl Job {
+    pub fn has_state(&self, s: &str) -> bool {
+        self.state.iter().any(|x| x == s)
+    }
+
+    /// Holding nodes: running, suspended or completing.
+    pub fn holds_nodes(&self) -> bool {
+        ["RUNNING", "SUSPENDED", "COMPLETING"]
+            .iter()
+            .any(|s| self.has_state(s))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub name: String,
+    pub nodes: Vec<String>,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+    pub flags: Vec<String>,
+}
+
+// ---- wire shapes (serde), shared by v0.0.40-42 ----
+
+/// An error or warning entry of a slurmrestd answer.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct ApiMessage {
+    pub error_number: Option<i64>,
+    pub error: Option<String>,
+    pub description: Option<String>,
+    pub source: Option<String>,
+}
+
+impl std::fmt::Display for ApiMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = [self.description.as_deref(), self.error.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(": ");
+        match self.error_number {
+            Some(n) => write!(f, "{text} (Slurm error {n})"),
+            None => write!(f, "{text}"),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct Envelope {
+    pub errors: Vec<ApiMessage>,
+    pub warnings: Vec<ApiMessage>,
+}
+
+/// A number as slurmrestd writes it: plain, or `{set, infinite, number}`. None: unset/infinite.
+fn number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Plain(i64),
+        Struct {
+            #[serde(default)]
+            set: bool,
+            #[serde(default)]
+            infinite: bool,
+            #[serde(default)]
+            number: i64,
+        },
+        Null(()),
+    }
+    Ok(match Wire::deserialize(d)? {
+        Wire::Plain(n) => Some(n),
+        Wire::Struct {
+            set: true,
+            infinite: false,
+            number,
+        } => Some(number),
+        Wire::Struct { .. } | Wire::Null(()) => None,
+    })
+}
+
+#[derive(Deserialize)]
+pub struct NodesWire {
+    #[serde(default)]
+    pub nodes: Vec<NodeWire>,
+}
+
+#[derive(Deserialize)]
+pub struct NodeWire {
+    name: String,
+    #[serde(default)]
+    state: Vec<String>,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    reason_set_by_user: String,
+    #[serde(default, deserialize_with = "number")]
+    reason_changed_at: Option<i64>,
+    #[serde(default)]
+    comment: String,
+    #[serde(default)]
+    partitions: Vec<String>,
+    #[serde(default)]
+    features: Vec<String>,
+    #[serde(default)]
+    cpus: u32,
+    #[serde(default)]
+    alloc_cpus: u32,
+    #[serde(default)]
+    address: String,
+    #[serde(default)]
+    port: u32,
+}
+
+impl From<NodeWire> for Node {
+    fn from(w: NodeWire) -> Node {
+        Node {
+            name: w.name,
+            state: NodeState(w.state.into_iter().map(|s| s.to_uppercase()).collect()),
+            reason: w.reason,
+            reason_set_by_user: w.reason_set_by_user,
+            reason_changed_at: w.reason_changed_at,
+            comment: w.comment,
+            partitions: w.partitions,
+            features: w.features,
+            cpus: w.cpus,
+            alloc_cpus: w.alloc_cpus,
+            address: w.address,
+            port: w.port,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct JobsWire {
+    #[serde(default)]
+    pub jobs: Vec<JobWire>,
+}
+
+#[derive(Deserialize)]
+pub struct JobWire {
+    job_id: u64,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    user_name: String,
+    #[serde(default)]
+    job_state: Vec<String>,
+    #[serde(default)]
+    partition: String,
+    #[serde(default)]
+    nodes: String,
+    #[serde(default, deserialize_with = "number")]
+    end_time: Option<i64>,
+    #[serde(default, deserialize_with = "number")]
+    start_time: Option<i64>,
+}
+
+impl TryFrom<JobWire> for Job {
+    type Error = hostlist::HostlistError;
+    fn try_from(w: JobWire) -> Result<Job, Self::Error> {
+        Ok(Job {
+            id: w.job_id,
+            name: w.name,
+            user: w.user_name,
+            state: w.job_state,
+            partition: w.partition,
+            nodes: hostlist::expand(&w.nodes)?,
+            end_time: w.end_time.filter(|t| *t > 0),
+            start_time: w.start_time.filter(|t| *t > 0),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ReservationsWire {
+    #[serde(default)]
+    pub reservations: Vec<ReservationWire>,
+}
+
+#[derive(Deserialize)]
+pub struct ReservationWire {
+    name: String,
+    #[serde(default)]
+    node_list: String,
+    #[serde(default, deserialize_with = "number")]
+    start_time: Option<i64>,
+    #[serde(default, deserialize_with = "number")]
+    end_time: Option<i64>,
+    #[serde(default)]
+    flags: Vec<String>,
+}
+
+impl TryFrom<ReservationWire> for Reservation {
+    type Error = hostlist::HostlistError;
+    fn try_from(w: ReservationWire) -> Result<Reservation, Self::Error> {
+        Ok(Reservation {
+            name: w.name,
+            nodes: hostlist::expand(&w.node_list)?,
+            start_time: w.start_time,
+            end_time: w.end_time,
+            flags: w.flags,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLES: &str = "../shared/notes/real-slurm/samples";
+
+    fn state(flags: &[&str]) -> NodeState {
+        NodeState(flags.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn drained_means_drain_and_nothing_running() {
+        assert!(state(&["IDLE", "DRAIN"]).is_drained());
+        assert!(state(&["DOWN", "DRAIN"]).is_drained());
+        assert!(!state(&["ALLOCATED", "DRAIN"]).is_drained());
+        assert!(!state(&["MIXED", "DRAIN"]).is_drained());
+        assert!(!state(&["IDLE", "DRAIN", "COMPLETING"]).is_drained());
+        assert!(!state(&["IDLE", "DRAIN", "UNDRAIN"]).is_drained());
+        assert!(!state(&["IDLE"]).is_drained());
+        assert!(!NodeState::default().is_drained());
+        assert_eq!(state(&["DRAIN", "IDLE"]).to_string(), "IDLE+DRAIN");
+    }
+
+    /// The real slurmrestd 24.11 answers (recorded on the bed) parse the same in every version.
+    #[test]
+    fn real_samples_parse_in_every_data_parser_version() {
+        if !std::path::Path::new(SAMPLES).exists() {
+            panic!("{SAMPLES} is missing: the samples ship with ../shared beside the repository");
+        }
+        for v in DataParser::ALL {
+            let read = |f: &str| {
+                std::fs::read_to_string(format!("{SAMPLES}/{f}-{}.json", v.as_str())).unwrap()
+            };
+            let nodes: NodesWire = serde_json::from_str(&read("nodes-draining")).unwrap();
+            let nodes: Vec<Node> = nodes.nodes.into_iter().map(Node::from).collect();
+            let n1 = nodes.iter().find(|n| n.name == "node1").unwrap();
+            assert_eq!(n1.state, state(&["MIXED", "DRAIN"]), "{v:?}");
+            assert!(!n1.state.is_drained());
+            assert_eq!(n1.reason, "maint-ticket-42");
+            assert!(n1.reason_changed_at.is_some());
+            let jobs: JobsWire = serde_json::from_str(&read("jobs")).unwrap();
+            let jobs: Vec<Job> = jobs
+                .jobs
+                .into_iter()
+                .map(|j| j.try_into().unwrap())
+                .collect();
+            let running = jobs.iter().find(|j| j.has_state("RUNNING")).unwrap();
+            assert!(
+                !running.nodes.is_empty() && running.end_time.is_some(),
+                "{v:?}"
+            );
+        }
+    }
+}
