@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod slurm;
+
 use crate::plan::{self, Side, format};
 use crate::render::{self, Rendered};
 use crate::source::{self, GitCli, Loaded};
@@ -59,6 +61,8 @@ enum Cmd {
     },
     /// Print the JSON Schema of cluster.yaml.
     Schema,
+    /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
+    Slurm(slurm::Args),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -97,6 +101,7 @@ pub fn main() -> i32 {
             println!("{}", schema_text().trim_end());
             EXIT_OK
         }
+        Cmd::Slurm(args) => slurm::run(args),
     }
 }
 

@@ -136,3 +136,110 @@ fn fake_gpu_files(c: &ClusterFile, gres: &str) -> String {
     });
     lines.collect::<Vec<_>>().join("\n") + "\n"
 }
+
+/// A dynamic slurmd of the shared bed instance, named NAME, run directly (no pod). Stopped and
+/// removed from Slurm when dropped.
+pub struct Slurmd {
+    pub name: String,
+}
+
+impl Slurmd {
+    /// Starts NAME with Slurm features FEATURES (comma-separated).
+    pub fn start(name: &str, features: &str) -> Slurmd {
+        let bed = super::bed();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        sh(&[
+            "start-slurmd",
+            super::SLURM_INSTANCE,
+            name,
+            &port.to_string(),
+            &format!("Features={features} CPUs=1 RealMemory=256"),
+            "-D",
+            "-Z",
+            "--conf-server",
+            &format!("localhost:{}", bed.slurmctld_port),
+        ]);
+        Slurmd { name: name.into() }
+    }
+}
+
+impl Drop for Slurmd {
+    fn drop(&mut self) {
+        // A failed test may leave its jobs behind: they would keep the node from being deleted.
+        let _ = Command::new("bash")
+            .args([
+                "tests/bed/slurm.sh",
+                "exec",
+                super::SLURM_INSTANCE,
+                "scancel",
+                "-w",
+            ])
+            .arg(&self.name)
+            .output();
+        let _ = Command::new("bash")
+            .args([
+                "tests/bed/slurm.sh",
+                "stop-slurmd",
+                super::SLURM_INSTANCE,
+                &self.name,
+            ])
+            .output();
+        let _ = Command::new("bash")
+            .args([
+                "tests/bed/slurm.sh",
+                "exec",
+                super::SLURM_INSTANCE,
+                "scontrol",
+                "delete",
+            ])
+            .arg(format!("nodename={}", self.name))
+            .output();
+    }
+}
+
+/// Runs `scontrol ARGS` in the bed instance (an administrator's action).
+pub fn scontrol(args: &[&str]) -> String {
+    let mut all = vec!["exec", super::SLURM_INSTANCE, "scontrol"];
+    all.extend(args);
+    sh(&all)
+}
+
+/// Submits `sleep SECS` as root on exactly NODE through slurmrestd; returns the job id.
+pub async fn submit_sleep(node: &str, secs: u32) -> u64 {
+    let bed = super::bed();
+    let body = serde_json::json!({
+        "script": format!("#!/bin/sh\nsleep {secs}\n"),
+        "job": {"partition": "all", "required_nodes": [node], "tasks": 1, "name": "bed-sleep",
+                "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"]}});
+    let resp: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/slurm/v0.0.42/job/submit", bed.slurmrestd_url))
+        .header("X-SLURM-USER-TOKEN", &bed.slurm_jwt)
+        .json(&body)
+        .send()
+        .await
+        .expect("submit a job")
+        .json()
+        .await
+        .expect("submit answer");
+    resp["job_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("job not submitted: {resp}"))
+}
+
+/// A job's state list as slurmrestd reports it (e.g. `["COMPLETED"]`).
+pub async fn job_state(id: u64) -> Vec<String> {
+    let bed = super::bed();
+    let resp: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/slurm/v0.0.42/job/{id}", bed.slurmrestd_url))
+        .header("X-SLURM-USER-TOKEN", &bed.slurm_jwt)
+        .send()
+        .await
+        .expect("get job")
+        .json()
+        .await
+        .expect("job answer");
+    serde_json::from_value(resp["jobs"][0]["job_state"].clone()).unwrap_or_default()
+}

@@ -1,0 +1,218 @@
+//! `slurmops slurm nodes|drain|resume`: the drain primitives as an admin tool, on the same code
+//! the rollouts use, so what an operator sees here is what slurmops sees.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Subcommand;
+
+use super::{EXIT_ERROR, EXIT_OK};
+use crate::slurm::auth::{Credentials, KeyBytes, Secret};
+use crate::slurm::{Client, Config, DataParser, Drain, Node, Resume, SlurmError, SlurmNodes};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Table of nodes: state, reason, jobs, NodeSet.
+    Nodes,
+    /// Drain NODE (reason prefixed "slurmops:"); a drain someone else set is left untouched.
+    Drain {
+        node: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume NODE, only if slurmops drained it.
+    Resume { node: String },
+}
+
+#[derive(clap::Args)]
+struct Connection {
+    /// slurmrestd base URL.
+    #[arg(long, env = "SLURMRESTD_URL", global = true)]
+    url: Option<String>,
+    /// JWT to send (X-SLURM-USER-TOKEN).
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// Read the JWT from this file.
+    #[arg(long, global = true, conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// Mint short-lived JWTs from the cluster's HS256 key file (jwt_hs256.key).
+    #[arg(long, global = true, conflicts_with_all = ["token", "token_file"])]
+    jwt_key_file: Option<PathBuf>,
+    /// Slurm user of minted tokens (a Slurm admin: SlurmUser or root); sent as X-SLURM-USER-NAME.
+    #[arg(long, global = true, default_value = "slurm")]
+    user: String,
+    /// PEM CA bundle for an https slurmrestd.
+    #[arg(long, global = true)]
+    ca_file: Option<PathBuf>,
+    /// Data parser to speak (default: the newest slurmrestd serves).
+    #[arg(long, global = true, value_parser = ["v0.0.42", "v0.0.41", "v0.0.40"])]
+    data_parser: Option<String>,
+}
+
+pub fn run(args: Args) -> i32 {
+    let client = match connect(&args.conn) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(async {
+        match &args.cmd {
+            Cmd::Nodes => nodes(&client).await,
+            Cmd::Drain { node, reason } => drain(&client, node, reason).await,
+            Cmd::Resume { node } => resume(&client, node).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn connect(c: &Connection) -> Result<Client, SlurmError> {
+    let read = |p: &PathBuf, what: &str| {
+        std::fs::read(p)
+            .map_err(|e| SlurmError::Config(format!("cannot read {what} {}: {e}", p.display())))
+    };
+    let url = c.url.clone().ok_or_else(|| {
+        SlurmError::Config("no slurmrestd URL: pass --url or set SLURMRESTD_URL".into())
+    })?;
+    let credentials = if let Some(key) = &c.jwt_key_file {
+        Credentials::Key {
+            key: KeyBytes(read(key, "JWT key file")?),
+            user: c.user.clone(),
+            lifetime: Duration::from_secs(600),
+        }
+    } else if let Some(f) = &c.token_file {
+        let token = String::from_utf8_lossy(&read(f, "token file")?).into_owned();
+        Credentials::Token {
+            token: Secret::new(token),
+            user: None,
+        }
+    } else if let Some(t) = &c.token {
+        Credentials::Token {
+            token: Secret::new(t.clone()),
+            user: None,
+        }
+    } else {
+        return Err(SlurmError::Config(
+            "no credentials: pass --token (or SLURM_JWT), --token-file, or --jwt-key-file".into(),
+        ));
+    };
+    let mut config = Config::new(url, credentials);
+    config.parser = c.data_parser.as_deref().and_then(DataParser::parse);
+    if let Some(ca) = &c.ca_file {
+        config.ca_pem = Some(read(ca, "CA bundle")?);
+    }
+    Client::new(config)
+}
+
+/// The NodeSet of a worker node: its name is `NODESET-ORDINAL` and it carries the NodeSet's
+/// feature (as slurmops renders slurmd's --conf).
+pub fn node_set_of(n: &Node) -> Option<&str> {
+    let (prefix, ordinal) = n.name.rsplit_once('-')?;
+    let is_ordinal = !ordinal.is_empty() && ordinal.chars().all(|c| c.is_ascii_digit());
+    (is_ordinal && n.features.iter().any(|f| f == prefix)).then_some(prefix)
+}
+
+async fn nodes(client: &Client) -> Result<i32, SlurmError> {
+    let nodes = client.nodes().await?;
+    let jobs = client.jobs().await?;
+    let mut rows = vec![[
+        "NODE".to_string(),
+        "STATE".into(),
+        "REASON".into(),
+        "JOBS".into(),
+        "NODESET".into(),
+    ]];
+    for n in &nodes {
+        let ids: Vec<String> = jobs
+            .iter()
+            .filter(|j| j.holds_nodes() && j.nodes.contains(&n.name))
+            .map(|j| j.id.to_string())
+            .collect();
+        rows.push([
+            n.name.clone(),
+            n.state.to_string(),
+            if n.reason.is_empty() {
+                "-".into()
+            } else {
+                n.reason.clone()
+            },
+            if ids.is_empty() {
+                "-".into()
+            } else {
+                ids.join(",")
+            },
+            node_set_of(n).unwrap_or("-").to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = (0..5)
+            .map(|i| format!("{:w$}", r[i], w = widths[i]))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+    Ok(EXIT_OK)
+}
+
+async fn drain(client: &Client, node: &str, reason: &str) -> Result<i32, SlurmError> {
+    match client.drain(node, reason).await? {
+        Drain::Requested => println!("{node}: drain requested"),
+        Drain::AlreadyOurs => println!("{node}: already drained by slurmops (reason refreshed)"),
+        Drain::HeldByOther { reason, by } => {
+            println!("{node}: already drained by {by} ({reason:?}); left as it is")
+        }
+    }
+    let n = client.node(node).await?;
+    let jobs = client.jobs_on(node).await?;
+    let state = if n.state.is_drained() {
+        "drained"
+    } else {
+        "draining"
+    };
+    println!(
+        "{node}: {state} ({}), {} job(s) still on it",
+        n.state,
+        jobs.len()
+    );
+    Ok(EXIT_OK)
+}
+
+async fn resume(client: &Client, node: &str) -> Result<i32, SlurmError> {
+    match client.resume(node).await? {
+        Resume::Resumed => {
+            println!("{node}: resumed");
+            Ok(EXIT_OK)
+        }
+        Resume::NotDrained => {
+            println!("{node}: not drained; nothing to do");
+            Ok(EXIT_OK)
+        }
+        Resume::HeldByOther { reason, by } => {
+            eprintln!(
+                "error: {node} was drained by {by} ({reason:?}), not by slurmops; refusing to resume it (if that drain is over: scontrol update nodename={node} state=resume)"
+            );
+            Ok(EXIT_ERROR)
+        }
+    }
+}

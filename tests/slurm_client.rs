@@ -1,0 +1,394 @@
+//! The slurmrestd client and the drain primitives against the real Slurm 24.11 of the test bed
+//! (slurmctld, dynamic slurmd, slurmrestd with JWT). The same suite runs once per data parser
+//! slurmops speaks.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use slurmops::slurm::auth::{Credentials, KeyBytes, Secret};
+use slurmops::slurm::{Client, Config, DataParser, Drain, Resume, SlurmError, SlurmNodes};
+
+use support::slurm::{Slurmd, job_state, scontrol, sh, submit_sleep};
+use support::{SLURM_INSTANCE, bed, eventually, unique_suffix};
+
+fn client(parser: DataParser) -> Client {
+    let b = bed();
+    let mut c = Config::new(
+        b.slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    );
+    c.parser = Some(parser);
+    Client::new(c).unwrap()
+}
+
+async fn wait_idle(c: &Client, node: &str) {
+    eventually(
+        &format!("{node} IDLE"),
+        Duration::from_secs(30),
+        async || {
+            let n = c.node(node).await.ok()?;
+            let s = &n.state;
+            (s.has("IDLE") && !s.has("DRAIN") && !s.has("NOT_RESPONDING") && !s.has("INVALID_REG"))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn wait_busy(c: &Client, node: &str) {
+    eventually(
+        &format!("{node} busy"),
+        Duration::from_secs(30),
+        async || c.node(node).await.ok()?.state.is_busy().then_some(()),
+    )
+    .await;
+}
+
+/// Idle node: drain → drained within 2 s, a repeat is harmless; resume → IDLE again.
+async fn idle_node_drains_fast_and_resumes(c: &Client, node: &str) {
+    wait_idle(c, node).await;
+    let t0 = Instant::now();
+    assert_eq!(c.drain(node, "rollout").await.unwrap(), Drain::Requested);
+    while !c.is_drained(node).await.unwrap() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "idle {node} not drained within 2 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let n = c.node(node).await.unwrap();
+    assert_eq!(n.reason, "slurmops: rollout");
+    assert_eq!(c.drain(node, "rollout").await.unwrap(), Drain::AlreadyOurs);
+    assert!(c.is_drained(node).await.unwrap());
+
+    assert_eq!(c.resume(node).await.unwrap(), Resume::Resumed);
+    wait_idle(c, node).await;
+    assert!(!c.is_drained(node).await.unwrap());
+    // Resuming a node that is not drained is a no-op, not Slurm's error 2028.
+    assert_eq!(c.resume(node).await.unwrap(), Resume::NotDrained);
+}
+
+/// Busy node: draining, never drained, while a real job runs; drained once it ends, and the job
+/// completes normally.
+async fn busy_node_is_drained_only_after_its_job_ends(c: &Client, node: &str) {
+    wait_idle(c, node).await;
+    let job = submit_sleep(node, 6).await;
+    wait_busy(c, node).await;
+    let on = c.jobs_on(node).await.unwrap();
+    assert_eq!(on.iter().map(|j| j.id).collect::<Vec<_>>(), vec![job]);
+    assert!(
+        on[0].end_time.is_some(),
+        "a running job has an expected end"
+    );
+
+    assert_eq!(
+        c.drain(node, "image change").await.unwrap(),
+        Drain::Requested
+    );
+    let t0 = Instant::now();
+    let mut drained_at = None;
+    while t0.elapsed() < Duration::from_secs(30) {
+        let running = job_state(job).await.iter().any(|s| s == "RUNNING");
+        let drained = c.is_drained(node).await.unwrap();
+        assert!(
+            !(running && drained),
+            "{node} reported drained while job {job} runs"
+        );
+        if drained {
+            drained_at = Some(t0.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        drained_at.is_some(),
+        "{node} never drained after its job ended"
+    );
+    assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
+    assert!(c.jobs_on(node).await.unwrap().is_empty());
+    assert_eq!(c.resume(node).await.unwrap(), Resume::Resumed);
+    wait_idle(c, node).await;
+}
+
+/// A cancelled job also frees the node: drained right after.
+async fn cancelled_job_frees_the_drain(c: &Client, node: &str) {
+    wait_idle(c, node).await;
+    let job = submit_sleep(node, 300).await;
+    wait_busy(c, node).await;
+    c.drain(node, "scale-in").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!c.is_drained(node).await.unwrap());
+    sh(&["exec", SLURM_INSTANCE, "scancel", &job.to_string()]);
+    eventually(
+        &format!("{node} drained after cancel"),
+        Duration::from_secs(30),
+        async || c.is_drained(node).await.unwrap().then_some(()),
+    )
+    .await;
+    assert_eq!(c.resume(node).await.unwrap(), Resume::Resumed);
+}
+
+/// An administrator's drain: never resumed, its reason never rewritten.
+async fn admin_drain_is_never_undone(c: &Client, node: &str) {
+    wait_idle(c, node).await;
+    scontrol(&[
+        "update",
+        &format!("nodename={node}"),
+        "state=drain",
+        "reason=maint",
+    ]);
+    let held = c.resume(node).await.unwrap();
+    assert!(
+        matches!(&held, Resume::HeldByOther { reason, .. } if reason == "maint"),
+        "{held:?}"
+    );
+    let held = c.drain(node, "rollout").await.unwrap();
+    assert!(
+        matches!(&held, Drain::HeldByOther { reason, .. } if reason == "maint"),
+        "{held:?}"
+    );
+    let n = c.node(node).await.unwrap();
+    assert!(n.state.has("DRAIN"), "{node} was undrained: {}", n.state);
+    assert_eq!(n.reason, "maint");
+    scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
+}
+
+async fn unknown_node_is_an_error_everywhere(c: &Client) {
+    let ghost = format!("ghost-{}", unique_suffix());
+    assert!(matches!(
+        c.is_drained(&ghost).await,
+        Err(SlurmError::UnknownNode(_))
+    ));
+    assert!(matches!(
+        c.drain(&ghost, "x").await,
+        Err(SlurmError::UnknownNode(_))
+    ));
+    assert!(matches!(
+        c.resume(&ghost).await,
+        Err(SlurmError::UnknownNode(_))
+    ));
+    assert!(matches!(
+        c.jobs_on(&ghost).await,
+        Err(SlurmError::UnknownNode(_))
+    ));
+    assert!(matches!(
+        c.is_drained("../ping").await,
+        Err(SlurmError::Config(_))
+    ));
+}
+
+async fn bad_token_is_an_auth_error(parser: DataParser, node: &str) {
+    let mut cfg = Config::new(
+        bed().slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new("eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl"),
+            user: None,
+        },
+    );
+    cfg.parser = Some(parser);
+    let c = Client::new(cfg).unwrap();
+    let err = c.is_drained(node).await.unwrap_err();
+    assert!(matches!(err, SlurmError::Auth { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        !text.contains("c2lnbmF0dXJl"),
+        "the token leaked into: {text}"
+    );
+    assert!(c.drain(node, "x").await.is_err());
+}
+
+/// A token minted from the cluster's JWT key (as the daemon does) is accepted.
+async fn minted_token_works(parser: DataParser, node: &str) {
+    let key = std::process::Command::new("bash")
+        .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "cat"])
+        .arg(format!("/etc/slurm-{SLURM_INSTANCE}/jwt_hs256.key"))
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(key.len(), 32);
+    let mut cfg = Config::new(
+        bed().slurmrestd_url.clone(),
+        Credentials::Key {
+            key: KeyBytes(key),
+            user: "root".into(),
+            lifetime: Duration::from_secs(120),
+        },
+    );
+    cfg.parser = Some(parser);
+    let c = Client::new(cfg).unwrap();
+    assert!(!c.is_drained(node).await.unwrap());
+}
+
+/// slurmrestd goes away mid-operation: errors after bounded retries, never "drained".
+async fn slurmrestd_stopped_fails_closed(parser: DataParser, node: &str) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let name = format!("restd-{}", unique_suffix());
+    sh(&["start-restd", SLURM_INSTANCE, &port.to_string(), &name]);
+    let mut cfg = Config::new(
+        format!("http://127.0.0.1:{port}"),
+        Credentials::Token {
+            token: Secret::new(bed().slurm_jwt.clone()),
+            user: None,
+        },
+    );
+    cfg.parser = Some(parser);
+    let c = Client::new(cfg).unwrap();
+    c.drain(node, "rollout").await.unwrap();
+    sh(&["stop-restd", SLURM_INSTANCE, &name]);
+    let t0 = Instant::now();
+    let err = c.is_drained(node).await.unwrap_err();
+    assert!(matches!(err, SlurmError::Unreachable { .. }), "{err:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "retries are bounded"
+    );
+    assert!(err.to_string().contains(&format!("127.0.0.1:{port}")));
+    assert!(matches!(
+        c.resume(node).await,
+        Err(SlurmError::Unreachable { .. })
+    ));
+    // The shared slurmrestd still sees the drain slurmops set before the outage.
+    let shared = client(parser);
+    assert!(shared.is_drained(node).await.unwrap());
+    assert_eq!(shared.resume(node).await.unwrap(), Resume::Resumed);
+}
+
+async fn suite(parser: DataParser) {
+    let tag = parser.as_str().replace("v0.0.", "p");
+    let s = unique_suffix();
+    let idle = Slurmd::start(&format!("idle-{tag}-{s}"), "bed");
+    let busy = Slurmd::start(&format!("busy-{tag}-{s}"), "bed");
+    let cancel = Slurmd::start(&format!("cancel-{tag}-{s}"), "bed");
+    let c = client(parser);
+    assert_eq!(c.parser().await.unwrap(), parser);
+    let (a, b, d) = tokio::join!(
+        idle_node_drains_fast_and_resumes(&c, &idle.name),
+        busy_node_is_drained_only_after_its_job_ends(&c, &busy.name),
+        cancelled_job_frees_the_drain(&c, &cancel.name),
+    );
+    let _ = (a, b, d);
+    admin_drain_is_never_undone(&c, &idle.name).await;
+    unknown_node_is_an_error_everywhere(&c).await;
+    bad_token_is_an_auth_error(parser, &idle.name).await;
+    minted_token_works(parser, &idle.name).await;
+    wait_idle(&c, &cancel.name).await;
+    slurmrestd_stopped_fails_closed(parser, &cancel.name).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_primitives_on_real_slurm_data_parser_v0_0_42() {
+    suite(DataParser::V0042).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_primitives_on_real_slurm_data_parser_v0_0_41() {
+    suite(DataParser::V0041).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_primitives_on_real_slurm_data_parser_v0_0_40() {
+    suite(DataParser::V0040).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probing_picks_the_newest_data_parser_slurmrestd_serves() {
+    let b = bed();
+    let c = Client::new(Config::new(
+        b.slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    ))
+    .unwrap();
+    assert_eq!(c.parser().await.unwrap(), DataParser::V0042);
+    assert!(c.ping().await.unwrap().iter().any(|p| p.responding));
+    let unreachable = Client::new(Config::new(
+        "http://127.0.0.1:9",
+        Credentials::Token {
+            token: Secret::new("x"),
+            user: None,
+        },
+    ))
+    .unwrap();
+    assert!(matches!(
+        unreachable.parser().await,
+        Err(SlurmError::Unreachable { .. })
+    ));
+}
+
+/// `slurmops slurm nodes|drain|resume` as an operator runs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_cli_lists_drains_and_refuses_to_resume_someone_elses_drain() {
+    let b = bed();
+    let ns = format!("cli-{}", unique_suffix());
+    // Named and featured as a NodeSet's worker is: NODESET-ORDINAL with the NodeSet feature.
+    let node = Slurmd::start(&format!("{ns}-0"), &ns);
+    let c = client(DataParser::V0042);
+    wait_idle(&c, &node.name).await;
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .arg("slurm")
+            .args(args)
+            .env("SLURMRESTD_URL", &b.slurmrestd_url)
+            .env("SLURM_JWT", &b.slurm_jwt)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["nodes"]);
+    assert_eq!(code, Some(0));
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&node.name))
+        .expect("node row");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[1..],
+        ["IDLE+DYNAMIC_NORM", "-", "-", ns.as_str()],
+        "{out}"
+    );
+
+    let (code, out, _) = run(&["drain", &node.name, "--reason", "kernel upgrade"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("drained"), "{out}");
+    let (_, out, _) = run(&["nodes"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&node.name) && l.contains("slurmops: kernel upgrade"))
+    );
+    let (code, _, _) = run(&["resume", &node.name]);
+    assert_eq!(code, Some(0));
+    wait_idle(&c, &node.name).await;
+
+    scontrol(&[
+        "update",
+        &format!("nodename={}", node.name),
+        "state=drain",
+        "reason=maint",
+    ]);
+    let (code, _, err) = run(&["resume", &node.name]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("not by slurmops") && err.contains("maint"),
+        "{err}"
+    );
+    assert!(c.node(&node.name).await.unwrap().state.has("DRAIN"));
+
+    let (code, _, err) = run(&["drain", "no-such-node-x", "--reason", "x"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("does not know node"), "{err}");
+    assert!(!err.contains(&b.slurm_jwt));
+}
