@@ -279,3 +279,21 @@ fn hostile_inputs_fail_cleanly() {
         assert!(!e.is_empty());
     }
 }
+
+#[test]
+fn ignore_rules_must_name_a_rendered_kind_and_a_field_pointer() {
+    let text = format!(
+        "{VALID}  policy:\n    ignoreDifferences:\n      - {{kind: StatefulSett, jsonPointers: [/spec/replicas]}}\n      - {{kind: ConfigMap, jsonPointers: [data, /metadata/labels]}}\n"
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert_eq!(e[0].path, "spec.policy.ignoreDifferences[0].kind");
+    assert!(e[0].hint.as_deref().unwrap().contains("StatefulSet"));
+    assert_eq!(e[0].line, line_of(&text, "StatefulSett"));
+    assert_eq!(
+        e[1].path,
+        "spec.policy.ignoreDifferences[1].jsonPointers[0]"
+    );
+    assert!(e[1].message.contains("not a JSON pointer"));
+    assert!(e[2].message.contains("identifies the object"));
+}

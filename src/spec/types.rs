@@ -652,4 +652,27 @@ pub struct Policy {
     /// Stop applying changes (status keeps being reported).
     #[serde(default)]
     pub suspend: bool,
+    /// Take over fields another field manager owns instead of reporting the conflict.
+    #[serde(default)]
+    pub force_conflicts: bool,
+    /// Largest share of the objects slurmops manages that one apply may prune (default 50%);
+    /// pruning more, or everything, needs `slurmops apply --allow-mass-prune`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prune: Option<IntOrPercent>,
+    /// Differences slurmops neither corrects nor reports (e.g. a field another controller owns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_differences: Vec<IgnoreDifference>,
+}
+
+/// A field slurmops leaves alone on some objects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IgnoreDifference {
+    /// Kind of the objects, e.g. `StatefulSet`.
+    pub kind: String,
+    /// Only the object of this name (default: every object of the kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// JSON pointers of the ignored fields, e.g. `/spec/replicas`.
+    pub json_pointers: Vec<String>,
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::diag::{Finding, Path, did_you_mean};
 use super::types::*;
-use super::values::{SlurmValue, parse_quantity};
+use super::values::{IntOrPercent, SlurmValue, parse_quantity};
 
 /// slurm.conf parameters slurmops generates; setting them in `controller.slurmConf` would break
 /// the cluster it renders.
@@ -93,7 +93,61 @@ fn slurm_minor(version: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// Kinds slurmops renders, hence the kinds an ignore rule can name.
+pub const RENDERED_KINDS: &[&str] = &[
+    "ConfigMap",
+    "Secret",
+    "Service",
+    "StatefulSet",
+    "Deployment",
+    "PodDisruptionBudget",
+];
+
 impl Validator {
+    fn policy(&mut self, policy: &Policy, p: &Path) {
+        for (i, rule) in policy.ignore_differences.iter().enumerate() {
+            let rp = p.key("ignoreDifferences").index(i);
+            if !RENDERED_KINDS.contains(&rule.kind.as_str()) {
+                self.err(
+                    rp.key("kind"),
+                    format!("slurmops renders no {:?} objects", rule.kind),
+                    format!(
+                        "use one of {}{}",
+                        RENDERED_KINDS.join(", "),
+                        did_you_mean(&rule.kind, RENDERED_KINDS.iter().copied())
+                            .map(|d| format!(" (did you mean {d:?}?)"))
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+            for (j, ptr) in rule.json_pointers.iter().enumerate() {
+                let jp = rp.key("jsonPointers").index(j);
+                if !ptr.starts_with('/') || ptr.len() < 2 {
+                    self.err(
+                        jp,
+                        format!("{ptr:?} is not a JSON pointer"),
+                        "write it like /spec/replicas",
+                    );
+                } else if ptr.starts_with("/metadata") || ptr == "/apiVersion" || ptr == "/kind" {
+                    self.err(
+                        jp,
+                        format!("{ptr:?} identifies the object; it cannot be ignored"),
+                        "ignore fields under /spec or /data",
+                    );
+                }
+            }
+        }
+        if let Some(IntOrPercent::Percent(pct)) = &policy.max_prune
+            && *pct > 100
+        {
+            self.err(
+                p.key("maxPrune"),
+                format!("{pct}% is more than everything"),
+                "use at most 100%",
+            );
+        }
+    }
+
     fn err(&mut self, path: Path, msg: impl Into<String>, hint: impl Into<String>) {
         self.out.push(Finding::new(path, msg).hint(hint));
     }
@@ -134,6 +188,7 @@ impl Validator {
     }
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
+        self.policy(&s.policy, &p.key("policy"));
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
         if let Some(cluster_name) = s.cluster_name.as_deref() {
             if cluster_name.len() > 40 {
