@@ -5,6 +5,7 @@
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `cli` (the commands that wire the stages to files, git and the terminal).
 
+pub mod apply;
 pub mod cli;
 pub mod plan;
 pub mod render;

@@ -1,0 +1,271 @@
+//! The edge to the Kubernetes API: a kube client that counts every request it sends (so "a no-op
+//! apply writes nothing" is measured, not assumed), discovery of what the server serves, and
+//! typed-by-table access to the kinds slurmops renders.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+
+use super::ApplyError;
+
+/// Every request sent, as `METHOD /path?query`.
+#[derive(Debug, Default)]
+pub struct RequestLog(Mutex<Vec<(String, String)>>);
+
+/// Requests by kind of effect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Requests {
+    pub total: usize,
+    pub reads: usize,
+    /// PATCH/POST/PUT/DELETE that may change stored state (dry runs excluded).
+    pub writes: usize,
+    pub dry_runs: usize,
+}
+
+impl RequestLog {
+    fn record(&self, method: &http::Method, uri: &http::Uri) {
+        let path = uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        self.0.lock().unwrap().push((method.to_string(), path));
+    }
+
+    pub fn entries(&self) -> Vec<(String, String)> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn summary(&self) -> Requests {
+        let mut r = Requests::default();
+        for (m, path) in self.0.lock().unwrap().iter() {
+            r.total += 1;
+            if m == "GET" {
+                r.reads += 1;
+            } else if path.contains("dryRun=All") {
+                r.dry_runs += 1;
+            } else {
+                r.writes += 1;
+            }
+        }
+        r
+    }
+}
+
+/// tower layer recording each request in a [`RequestLog`].
+#[derive(Clone)]
+pub struct Counting(pub Arc<RequestLog>);
+
+impl<S> tower::Layer<S> for Counting {
+    type Service = CountingService<S>;
+    fn layer(&self, inner: S) -> CountingService<S> {
+        CountingService {
+            inner,
+            log: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct CountingService<S> {
+    inner: S,
+    log: Arc<RequestLog>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountingService<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        self.log.record(req.method(), req.uri());
+        self.inner.call(req)
+    }
+}
+
+/// A connection to one cluster, with what discovery found.
+pub struct Cluster {
+    pub client: kube::Client,
+    pub log: Arc<RequestLog>,
+    /// `policy/v1` where served, else `policy/v1beta1` (Kubernetes < 1.21).
+    pub pdb_api_version: String,
+    /// fieldValidation=Strict is honoured (Kubernetes >= 1.25).
+    pub strict_validation: bool,
+    pub server_version: String,
+    /// Dynamic Resource Allocation (`resource.k8s.io`) is served: pods may carry resourceClaims.
+    pub dra: bool,
+}
+
+impl Cluster {
+    /// Connects with a kubeconfig (KUBECONFIG / ~/.kube/config when None, or in-cluster).
+    pub async fn connect(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Cluster, ApplyError> {
+        let opts = KubeConfigOptions {
+            context: context.map(str::to_string),
+            ..KubeConfigOptions::default()
+        };
+        let config = match kubeconfig {
+            Some(path) => {
+                let kc = Kubeconfig::read_from(path).map_err(|e| {
+                    ApplyError::Connect(format!("cannot read kubeconfig {}: {e}", path.display()))
+                })?;
+                kube::Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            None if context.is_some() => kube::Config::from_kubeconfig(&opts)
+                .await
+                .map_err(|e| e.to_string()),
+            None => kube::Config::infer().await.map_err(|e| e.to_string()),
+        }
+        .map_err(|e| ApplyError::Connect(format!("kubeconfig: {e}")))?;
+        let log = Arc::new(RequestLog::default());
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| ApplyError::Connect(format!("kube client: {e}")))?
+            .with_layer(&Counting(log.clone()))
+            .build();
+        let version = client
+            .apiserver_version()
+            .await
+            .map_err(|e| ApplyError::Connect(format!("cannot reach the Kubernetes API: {e}")))?;
+        let minor: u32 = version
+            .minor
+            .trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap_or(0);
+        let groups = client
+            .list_api_groups()
+            .await
+            .map_err(|e| ApplyError::Connect(format!("API discovery failed: {e}")))?;
+        let policy_v1 = groups.groups.iter().any(|g| {
+            g.name == "policy" && g.versions.iter().any(|v| v.group_version == "policy/v1")
+        });
+        let dra = groups.groups.iter().any(|g| g.name == "resource.k8s.io");
+        Ok(Cluster {
+            dra,
+            client,
+            log,
+            pdb_api_version: if policy_v1 {
+                "policy/v1"
+            } else {
+                "policy/v1beta1"
+            }
+            .into(),
+            strict_validation: version.major == "1" && minor >= 25,
+            server_version: version.git_version,
+        })
+    }
+
+    /// The API for KIND (one slurmops renders) at API_VERSION in NAMESPACE.
+    pub fn api(&self, api_version: &str, kind: &str, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &resource(api_version, kind))
+    }
+
+    pub async fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<DynamicObject>, kube::Error> {
+        let lp = ListParams::default().labels(selector);
+        Ok(self
+            .api(api_version, kind, namespace)
+            .list(&lp)
+            .await?
+            .items)
+    }
+
+    pub async fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        self.api(api_version, kind, namespace).get_opt(name).await
+    }
+
+    /// Server-side apply of BODY under FIELD_MANAGER.
+    pub async fn apply(
+        &self,
+        body: &serde_json::Value,
+        manager: &str,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<DynamicObject, kube::Error> {
+        let (api_version, kind, ns, name) = ident(body);
+        let mut pp = PatchParams::apply(manager);
+        pp.force = force;
+        pp.dry_run = dry_run;
+        if self.strict_validation {
+            pp.field_validation = Some(kube::api::ValidationDirective::Strict);
+        }
+        self.api(&api_version, &kind, &ns)
+            .patch(&name, &pp, &Patch::Apply(body))
+            .await
+    }
+
+    pub async fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        dp: &DeleteParams,
+    ) -> Result<(), kube::Error> {
+        match self
+            .api(api_version, kind, namespace)
+            .delete(name, dp)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// apiVersion, kind, namespace and name of a JSON object.
+pub fn ident(body: &serde_json::Value) -> (String, String, String, String) {
+    let s = |p: &str| {
+        body.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    (
+        s("/apiVersion"),
+        s("/kind"),
+        s("/metadata/namespace"),
+        s("/metadata/name"),
+    )
+}
+
+/// The API resource of a kind slurmops renders (plural names are fixed, no discovery needed).
+pub fn resource(api_version: &str, kind: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let plural = match kind {
+        "ConfigMap" => "configmaps",
+        "Secret" => "secrets",
+        "Service" => "services",
+        "StatefulSet" => "statefulsets",
+        "Deployment" => "deployments",
+        "PodDisruptionBudget" => "poddisruptionbudgets",
+        "Pod" => "pods",
+        other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}

@@ -1,0 +1,773 @@
+//! `apply`: where git becomes cluster state. Server-side apply under one field manager, in the
+//! rendered order; an ApplySet inventory (no CRDs) so that objects which left git are pruned,
+//! and only those; StatefulSets whose immutable fields changed are recreated with orphan
+//! propagation so no pod is killed. Everything that could refuse is checked before the first
+//! write, so bad input never half-applies.
+
+pub mod applyset;
+pub mod compare;
+pub mod health;
+pub mod live;
+pub mod rbac;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
+use serde_json::{Value as Json, json};
+
+use crate::plan::{self, Action, Change, IMMUTABLE_STS_FIELDS, Plan, Side};
+use crate::render::{Object, Rendered};
+use crate::spec::types::ClusterFile;
+use crate::spec::values::IntOrPercent;
+pub use live::{Cluster, Requests};
+
+/// The field manager slurmops applies as.
+pub const FIELD_MANAGER: &str = "slurmops";
+/// Field manager owning `spec.replicas` of autoscaled NodeSets (so apply never fights it).
+pub const AUTOSCALE_MANAGER: &str = "slurmops-autoscale";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{0}")]
+    Connect(String),
+    #[error(
+        "{object}: {message}\n  another field manager owns these fields; to take them over run with --force-conflicts or set spec.policy.forceConflicts"
+    )]
+    Conflict { object: String, message: String },
+    #[error("{object}: the API server rejected it (HTTP {code}): {message}")]
+    Rejected {
+        object: String,
+        code: u16,
+        message: String,
+    },
+    #[error("{object}: {source}")]
+    Api {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "StatefulSet {name}: {fields} cannot change in place. Set spec.policy.allowRecreate: true to let slurmops recreate it (pods are orphaned and adopted again, none is killed); nothing was changed"
+    )]
+    Immutable { name: String, fields: String },
+    #[error(
+        "StatefulSet {name}: its selector changed; recreating it would leave the running pods unmanaged. Rename the NodeSet instead; nothing was changed"
+    )]
+    SelectorChanged { name: String },
+    #[error(
+        "refusing to prune {count} of the {total} objects slurmops manages in {namespace} ({which}); more than the allowed {limit}. If that is intended, run with --allow-mass-prune; nothing was changed"
+    )]
+    MassPrune {
+        count: usize,
+        total: usize,
+        namespace: String,
+        limit: String,
+        which: String,
+    },
+    #[error(
+        "refusing to prune StatefulSet {name}: its workers {nodes} may run jobs. Drain them first (slurmops slurm drain NODE), or scale the NodeSet to 0; nothing was changed"
+    )]
+    UnsafePrune { name: String, nodes: String },
+    #[error(
+        "{object} uses DRA resource claims (IMEX), which this Kubernetes ({server}) does not serve (resource.k8s.io, Kubernetes >= 1.32). Disable imex for its NodeSet or upgrade the cluster; nothing was changed"
+    )]
+    NoDra { object: String, server: String },
+    #[error("timed out after {after:?} waiting for: {pending}")]
+    Timeout { after: Duration, pending: String },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub force_conflicts: bool,
+    /// Prune more than the policy's share (or everything).
+    pub allow_mass_prune: bool,
+    /// Wait until what was applied is available.
+    pub wait: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub unchanged: Vec<String>,
+    /// Unchanged objects that needed a server-side dry run to tell (server normalisation).
+    pub confirmed_by_dry_run: Vec<String>,
+    pub recreated: Vec<String>,
+    pub pruned: Vec<String>,
+    pub requests: Requests,
+}
+
+/// Answers whether pruning a worker StatefulSet may delete its pods: every pod's Slurm node must
+/// be known drained (or gone). Implemented over slurmrestd by the caller; absent → refuse.
+pub trait PruneGuard: Sync {
+    fn drained(&self, nodes: &[String]) -> impl Future<Output = Result<bool, String>> + Send;
+}
+
+/// A guard for callers without a Slurm connection: only worker StatefulSets without pods prune.
+pub struct NoSlurm;
+
+impl PruneGuard for NoSlurm {
+    async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
+        Ok(nodes.is_empty())
+    }
+}
+
+/// The objects to apply: rendered, with the live PDB version, ApplySet membership, ignore rules
+/// applied, and the hash annotation of exactly that content.
+pub fn desired(c: &ClusterFile, r: &Rendered, cluster: &Cluster, live: &Members) -> Vec<Object> {
+    let set_id = applyset::id(
+        &applyset::parent_name(&c.metadata.name),
+        &c.metadata.namespace,
+    );
+    r.objects
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            if o.kind == "PodDisruptionBudget" {
+                o.api_version = cluster.pdb_api_version.clone();
+                o.body["apiVersion"] = json!(cluster.pdb_api_version);
+            }
+            o.body["metadata"]["labels"][applyset::LABEL_PART_OF] = json!(set_id);
+            for rule in ignore_rules(c, &o) {
+                compare::remove_pointer(&mut o.body, &rule);
+            }
+            // The hash describes the steady state: an autoscaled NodeSet's replicas belong to the
+            // autoscaler, even in the first apply that sets their initial value.
+            let mut steady = o.body.clone();
+            let autoscaled = autoscaled(c, &o);
+            if autoscaled {
+                compare::remove_pointer(&mut steady, "/spec/replicas");
+            }
+            if autoscaled && live.get(&key(&o.kind, &o.name)).is_some() {
+                o.body = steady.clone();
+            }
+            let h = compare::hash(&steady);
+            o.body["metadata"]["annotations"][compare::HASH_ANNOTATION] = json!(h);
+            o
+        })
+        .collect()
+}
+
+fn autoscaled(c: &ClusterFile, o: &Object) -> bool {
+    o.kind == "StatefulSet"
+        && c.spec
+            .node_sets
+            .iter()
+            .any(|n| n.name == o.name && n.autoscale.is_some())
+}
+
+/// JSON pointers the policy leaves alone on O.
+fn ignore_rules(c: &ClusterFile, o: &Object) -> Vec<String> {
+    c.spec
+        .policy
+        .ignore_differences
+        .iter()
+        .filter(|r| r.kind == o.kind && r.name.as_ref().is_none_or(|n| *n == o.name))
+        .flat_map(|r| r.json_pointers.clone())
+        .collect()
+}
+
+fn key(kind: &str, name: &str) -> String {
+    format!("{kind}/{name}")
+}
+
+/// Live members of the ApplySet (and the parent), by `Kind/name`.
+pub struct Members {
+    pub parent: Option<DynamicObject>,
+    pub group_kinds: BTreeSet<String>,
+    pub objects: BTreeMap<String, (String, DynamicObject)>,
+}
+
+impl Members {
+    pub fn get(&self, k: &str) -> Option<&DynamicObject> {
+        self.objects.get(k).map(|(_, o)| o)
+    }
+}
+
+/// Reads the parent and lists each group-kind it (or the rendering) names, once.
+pub async fn members(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    r: &Rendered,
+) -> Result<Members, ApplyError> {
+    let ns = &c.metadata.namespace;
+    let parent_name = applyset::parent_name(&c.metadata.name);
+    let parent = cluster
+        .get("v1", "ConfigMap", ns, &parent_name)
+        .await
+        .map_err(|e| api_err(&format!("ConfigMap/{parent_name}"), e))?;
+    let recorded = parent
+        .as_ref()
+        .and_then(|p| p.metadata.annotations.as_ref())
+        .and_then(|a| a.get(applyset::ANNOTATION_GROUP_KINDS))
+        .map(|s| applyset::parse_group_kinds(s))
+        .unwrap_or_default();
+    let mut gks = recorded.clone();
+    gks.extend(rendered_group_kinds(r, cluster));
+    let set_id = applyset::id(&parent_name, ns);
+    let selector = format!("{}={set_id}", applyset::LABEL_PART_OF);
+    let mut objects = BTreeMap::new();
+    for gk in &gks {
+        let Some((api_version, kind)) = applyset::api_version_of(gk, &cluster.pdb_api_version)
+        else {
+            continue;
+        };
+        let items = cluster
+            .list(&api_version, &kind, ns, &selector)
+            .await
+            .map_err(|e| api_err(&format!("list {kind}"), e))?;
+        for o in items {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            objects.insert(key(&kind, &name), (api_version.clone(), o));
+        }
+    }
+    Ok(Members {
+        parent,
+        group_kinds: recorded,
+        objects,
+    })
+}
+
+fn rendered_group_kinds(r: &Rendered, cluster: &Cluster) -> BTreeSet<String> {
+    r.objects
+        .iter()
+        .map(|o| {
+            let v = if o.kind == "PodDisruptionBudget" {
+                cluster.pdb_api_version.as_str()
+            } else {
+                o.api_version.as_str()
+            };
+            applyset::group_kind(v, &o.kind)
+        })
+        .collect()
+}
+
+fn api_err(object: &str, e: kube::Error) -> ApplyError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => ApplyError::Conflict {
+            object: object.into(),
+            message: s.message,
+        },
+        kube::Error::Api(s) if (400..500).contains(&s.code) => ApplyError::Rejected {
+            object: object.into(),
+            code: s.code,
+            message: s.message,
+        },
+        e => ApplyError::Api {
+            object: object.into(),
+            source: e,
+        },
+    }
+}
+
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Retries an idempotent request on 429/5xx/connection errors: 4 attempts, backoff from 250 ms.
+async fn retry<T, F, Fut>(mut f: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(250);
+    for attempt in 1.. {
+        match f().await {
+            Err(e) if attempt < 4 && transient(&e) => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            other => return other,
+        }
+    }
+    unreachable!()
+}
+
+fn spec_field(body: &Json, f: &str) -> Json {
+    body.pointer(&format!("/spec/{f}"))
+        .cloned()
+        .unwrap_or(Json::Null)
+}
+
+/// Immutable StatefulSet fields that differ between DESIRED and LIVE (compared as the server
+/// stores them: desired ⊆ live for each).
+fn immutable_changes(desired: &Json, live: &Json) -> Vec<&'static str> {
+    IMMUTABLE_STS_FIELDS
+        .iter()
+        .copied()
+        // A field slurmops does not set keeps the server's default: not a change.
+        .filter(|f| !spec_field(desired, f).is_null())
+        .filter(|f| !compare::contains(&spec_field(desired, f), &spec_field(live, f)))
+        .collect()
+}
+
+/// Plans the prune, refusing (before any write) mass prunes and unsafe worker removal.
+async fn prune_set(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    desired: &[Object],
+    live: &Members,
+    opts: &Options,
+    guard: &impl PruneGuard,
+) -> Result<Vec<(String, String, String)>, ApplyError> {
+    let want: BTreeSet<String> = desired.iter().map(|o| key(&o.kind, &o.name)).collect();
+    let gone: Vec<(String, String, String)> = live
+        .objects
+        .iter()
+        .filter(|(k, _)| !want.contains(*k))
+        .map(|(k, (v, _))| {
+            let (kind, name) = k.split_once('/').unwrap_or((k, ""));
+            (v.clone(), kind.to_string(), name.to_string())
+        })
+        .collect();
+    let total = live.objects.len();
+    let limit = c.spec.policy.max_prune.unwrap_or(IntOrPercent::Percent(50));
+    let allowed = match limit {
+        IntOrPercent::Int(n) => n as usize,
+        IntOrPercent::Percent(p) => total * p as usize / 100,
+    };
+    let everything = total > 0 && gone.len() == total;
+    if !gone.is_empty() && (everything || gone.len() > allowed.max(1)) && !opts.allow_mass_prune {
+        return Err(ApplyError::MassPrune {
+            count: gone.len(),
+            total,
+            namespace: c.metadata.namespace.clone(),
+            limit: match limit {
+                IntOrPercent::Int(n) => format!("{n}"),
+                IntOrPercent::Percent(p) => format!("{p}%"),
+            },
+            which: gone
+                .iter()
+                .map(|(_, k, n)| key(k, n))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    for (_, _, name) in gone.iter().filter(|(_, k, _)| k == "StatefulSet") {
+        let pods = worker_pods(cluster, &c.metadata.namespace, name).await?;
+        if pods.is_empty() {
+            continue;
+        }
+        let ok = guard.drained(&pods).await.unwrap_or(false);
+        if !ok {
+            return Err(ApplyError::UnsafePrune {
+                name: name.clone(),
+                nodes: pods.join(", "),
+            });
+        }
+    }
+    Ok(gone)
+}
+
+/// Pod names (= Slurm node names) of a NodeSet's StatefulSet.
+async fn worker_pods(
+    cluster: &Cluster,
+    ns: &str,
+    node_set: &str,
+) -> Result<Vec<String>, ApplyError> {
+    let pods = cluster
+        .list(
+            "v1",
+            "Pod",
+            ns,
+            &format!("{}={node_set}", crate::render::names::LABEL_NODESET),
+        )
+        .await
+        .map_err(|e| api_err(&format!("pods of {node_set}"), e))?;
+    Ok(pods.into_iter().filter_map(|p| p.metadata.name).collect())
+}
+
+/// Applies cluster.yaml (its TEXT, parsed C and rendering R) to the cluster.
+pub async fn apply(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    text: &str,
+    r: &Rendered,
+    opts: &Options,
+    guard: &impl PruneGuard,
+) -> Result<Report, ApplyError> {
+    let before = cluster.log.summary();
+    let force = opts.force_conflicts || c.spec.policy.force_conflicts;
+    let live = members(cluster, c, r).await?;
+    let desired = desired(c, r, cluster, &live);
+    // Everything that can refuse is decided before the first write.
+    if !cluster.dra
+        && let Some(o) = desired.iter().find(|o| {
+            o.body
+                .pointer("/spec/template/spec/resourceClaims")
+                .is_some()
+        })
+    {
+        return Err(ApplyError::NoDra {
+            object: key(&o.kind, &o.name),
+            server: cluster.server_version.clone(),
+        });
+    }
+    let mut recreate = BTreeSet::new();
+    for o in desired.iter().filter(|o| o.kind == "StatefulSet") {
+        let Some(l) = live.get(&key(&o.kind, &o.name)) else {
+            continue;
+        };
+        let lj = serde_json::to_value(l).unwrap_or_default();
+        let fields = immutable_changes(&o.body, &lj);
+        if fields.contains(&"selector") {
+            return Err(ApplyError::SelectorChanged {
+                name: o.name.clone(),
+            });
+        }
+        if !fields.is_empty() {
+            if !c.spec.policy.allow_recreate {
+                return Err(ApplyError::Immutable {
+                    name: o.name.clone(),
+                    fields: fields.join(", "),
+                });
+            }
+            recreate.insert(o.name.clone());
+        }
+    }
+    let gone = prune_set(cluster, c, &desired, &live, opts, guard).await?;
+
+    let mut report = Report::default();
+    update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
+    for o in &desired {
+        let id = key(&o.kind, &o.name);
+        let current = live.get(&id);
+        let dry_runs_seen = cluster.log.summary().dry_runs;
+        if recreate.contains(&o.name) && o.kind == "StatefulSet" {
+            recreate_orphaning(cluster, o).await?;
+            apply_one(cluster, o, force, None).await?;
+            report.recreated.push(id);
+            continue;
+        }
+        match current {
+            None => {
+                apply_one(cluster, o, force, None).await?;
+                autoscale_initial(cluster, c, o).await?;
+                report.created.push(id);
+            }
+            Some(l) if unchanged(cluster, o, l).await? => {
+                if cluster.log.summary().dry_runs > dry_runs_seen {
+                    report.confirmed_by_dry_run.push(id.clone());
+                }
+                report.unchanged.push(id)
+            }
+            Some(l) => {
+                apply_one(cluster, o, force, Some(l)).await?;
+                report.updated.push(id);
+            }
+        }
+    }
+    // Prune in reverse apply order.
+    let order: BTreeMap<&str, usize> = r
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.kind.as_str(), i))
+        .collect();
+    let mut gone = gone;
+    gone.sort_by_key(|(_, k, _)| std::cmp::Reverse(order.get(k.as_str()).copied().unwrap_or(0)));
+    for (v, kind, name) in &gone {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        retry(|| cluster.delete(v, kind, &c.metadata.namespace, name, &dp))
+            .await
+            .map_err(|e| api_err(&key(kind, name), e))?;
+        report.pruned.push(key(kind, name));
+    }
+    update_parent(
+        cluster,
+        c,
+        &live,
+        cluster_gks(&live, &desired, false),
+        Some(text),
+    )
+    .await?;
+    if let Some(t) = opts.wait {
+        health::wait(cluster, &desired, t).await?;
+    }
+    let after = cluster.log.summary();
+    report.requests = Requests {
+        total: after.total - before.total,
+        reads: after.reads - before.reads,
+        writes: after.writes - before.writes,
+        dry_runs: after.dry_runs - before.dry_runs,
+    };
+    Ok(report)
+}
+
+/// Group-kinds the parent must list: before applying, everything live or desired (so a crash
+/// never leaves a member the parent does not name); after pruning, only what is desired.
+fn cluster_gks(live: &Members, desired: &[Object], superset: bool) -> BTreeSet<String> {
+    let mut gks: BTreeSet<String> = desired
+        .iter()
+        .map(|o| applyset::group_kind(&o.api_version, &o.kind))
+        .collect();
+    if superset {
+        gks.extend(live.group_kinds.iter().cloned());
+    }
+    gks
+}
+
+/// Writes the parent only when its group-kinds (or the recorded cluster.yaml) change.
+async fn update_parent(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    live: &Members,
+    gks: BTreeSet<String>,
+    text: Option<&str>,
+) -> Result<(), ApplyError> {
+    let ns = &c.metadata.namespace;
+    let name = applyset::parent_name(&c.metadata.name);
+    let gk_value = gks.into_iter().collect::<Vec<_>>().join(",");
+    let current = live.parent.as_ref();
+    let cur_gk = current
+        .and_then(|p| p.metadata.annotations.as_ref())
+        .and_then(|a| a.get(applyset::ANNOTATION_GROUP_KINDS))
+        .cloned();
+    let cur_text = current
+        .and_then(|p| {
+            p.data
+                .pointer(&format!("/data/{}", applyset::DATA_CLUSTER_YAML))
+        })
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let text = text
+        .map(str::to_string)
+        .or(cur_text.clone())
+        .unwrap_or_default();
+    if cur_gk.as_deref() == Some(gk_value.as_str()) && cur_text.as_deref() == Some(text.as_str()) {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": name, "namespace": ns,
+            "labels": {applyset::LABEL_ID: applyset::id(&name, ns),
+                       "app.kubernetes.io/managed-by": "slurmops"},
+            "annotations": {
+                applyset::ANNOTATION_TOOLING: concat!("slurmops/v", env!("CARGO_PKG_VERSION")),
+                applyset::ANNOTATION_GROUP_KINDS: gk_value,
+            },
+        },
+        "data": {applyset::DATA_CLUSTER_YAML: text},
+    });
+    retry(|| cluster.apply(&body, FIELD_MANAGER, true, false))
+        .await
+        .map_err(|e| api_err(&format!("ConfigMap/{name}"), e))?;
+    Ok(())
+}
+
+/// Server-side apply of O. A conflict with fields someone changed imperatively (kubectl edit,
+/// patch: `Update` managers) is drift, and git wins: the fields are taken back. A conflict with
+/// another *applier* (`Apply` manager, another declarative tool) is reported unless forced.
+async fn apply_one(
+    cluster: &Cluster,
+    o: &Object,
+    force: bool,
+    live: Option<&DynamicObject>,
+) -> Result<DynamicObject, ApplyError> {
+    match retry(|| cluster.apply(&o.body, FIELD_MANAGER, force, false)).await {
+        Err(kube::Error::Api(s)) if s.code == 409 && !force && other_appliers(live).is_empty() => {
+            retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, false))
+                .await
+                .map_err(|e| api_err(&key(&o.kind, &o.name), e))
+        }
+        other => other.map_err(|e| api_err(&key(&o.kind, &o.name), e)),
+    }
+}
+
+/// Field managers other than slurmops that own fields through server-side apply.
+fn other_appliers(live: Option<&DynamicObject>) -> Vec<String> {
+    live.and_then(|l| l.metadata.managed_fields.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|m| m.operation.as_deref() == Some("Apply"))
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| m != FIELD_MANAGER && m != AUTOSCALE_MANAGER)
+        .collect()
+}
+
+/// An autoscaled NodeSet's StatefulSet, just created: its replicas move to the autoscale field
+/// manager, so later applies (which leave `spec.replicas` out) never reset it.
+async fn autoscale_initial(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    o: &Object,
+) -> Result<(), ApplyError> {
+    let Some(ns) = c
+        .spec
+        .node_sets
+        .iter()
+        .find(|n| n.name == o.name && o.kind == "StatefulSet")
+    else {
+        return Ok(());
+    };
+    if ns.autoscale.is_none() {
+        return Ok(());
+    }
+    let replicas = o
+        .body
+        .pointer("/spec/replicas")
+        .cloned()
+        .unwrap_or(json!(0));
+    let body = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": o.name, "namespace": o.namespace}, "spec": {"replicas": replicas}});
+    retry(|| cluster.apply(&body, AUTOSCALE_MANAGER, true, false))
+        .await
+        .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
+    Ok(())
+}
+
+/// The live object already holds O: the hash we applied matches and every field we set has its
+/// value; else the server is asked (dry run) and only a real difference counts.
+async fn unchanged(
+    cluster: &Cluster,
+    o: &Object,
+    live: &DynamicObject,
+) -> Result<bool, ApplyError> {
+    let lj = serde_json::to_value(live).unwrap_or_default();
+    let ours = lj
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            compare::HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(|v| v.as_str());
+    let expected = o
+        .body
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            compare::HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(|v| v.as_str());
+    if ours.is_some() && ours == expected && compare::contains(&compare::comparable(&o.body), &lj) {
+        return Ok(true);
+    }
+    if ours != expected {
+        return Ok(false);
+    }
+    let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true))
+        .await
+        .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
+    let dj = serde_json::to_value(&dry).unwrap_or_default();
+    Ok(compare::comparable(&dj) == compare::comparable(&lj))
+}
+
+/// Deletes a StatefulSet leaving its pods running (orphan), and waits until it is gone.
+async fn recreate_orphaning(cluster: &Cluster, o: &Object) -> Result<(), ApplyError> {
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    let id = key(&o.kind, &o.name);
+    retry(|| cluster.delete(&o.api_version, &o.kind, &o.namespace, &o.name, &dp))
+        .await
+        .map_err(|e| api_err(&id, e))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let still = cluster
+            .get(&o.api_version, &o.kind, &o.namespace, &o.name)
+            .await
+            .map_err(|e| api_err(&id, e))?;
+        if still.is_none() {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(ApplyError::Timeout {
+                after: Duration::from_secs(60),
+                pending: format!("{id} to be deleted (orphan)"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `plan --cluster`: live vs desired for every object (server-side dry run), objects that would
+/// be pruned, and the Slurm summary against the cluster.yaml last applied.
+pub async fn drift(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    r: &Rendered,
+    base: Option<(&ClusterFile, &Rendered)>,
+) -> Result<Plan, ApplyError> {
+    let live = members(cluster, c, r).await?;
+    let desired = desired(c, r, cluster, &live);
+    let mut changes = Vec::new();
+    for o in &desired {
+        let id = key(&o.kind, &o.name);
+        let (action, before, after) = match live.get(&id) {
+            None => (Action::Create, String::new(), yaml(&o.body)),
+            Some(l) => {
+                let lj = compare::comparable(&serde_json::to_value(l).unwrap_or_default());
+                let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true)).await;
+                let dj = match dry {
+                    Ok(d) => compare::comparable(&serde_json::to_value(&d).unwrap_or_default()),
+                    // An immutable field: the dry run is refused; show our object instead.
+                    Err(kube::Error::Api(s)) if s.code == 422 => o.body.clone(),
+                    Err(e) => return Err(api_err(&id, e)),
+                };
+                if dj == lj {
+                    continue;
+                }
+                let replace =
+                    o.kind == "StatefulSet" && !immutable_changes(&o.body, &lj).is_empty();
+                let action = if replace {
+                    Action::Replace
+                } else {
+                    Action::Update
+                };
+                (action, yaml(&lj), yaml(&dj))
+            }
+        };
+        changes.push(Change {
+            action,
+            kind: o.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            diff: plan::unified(
+                &before,
+                &after,
+                &format!("live/{id}"),
+                &format!("desired/{id}"),
+            ),
+        });
+    }
+    let want: BTreeSet<String> = desired.iter().map(|o| key(&o.kind, &o.name)).collect();
+    for (k, (_, o)) in live
+        .objects
+        .iter()
+        .rev()
+        .filter(|(k, _)| !want.contains(*k))
+    {
+        let (kind, name) = k.split_once('/').unwrap();
+        let lj = compare::comparable(&serde_json::to_value(o).unwrap_or_default());
+        changes.push(Change {
+            action: Action::Delete,
+            kind: kind.into(),
+            namespace: c.metadata.namespace.clone(),
+            name: name.into(),
+            diff: plan::unified(&yaml(&lj), "", &format!("live/{k}"), "/dev/null"),
+        });
+    }
+    let head = Side {
+        cluster: c,
+        rendered: r,
+    };
+    let base_side = base.map(|(bc, br)| Side {
+        cluster: bc,
+        rendered: br,
+    });
+    let mut p = plan::plan(base_side, head);
+    p.changes = changes;
+    Ok(p)
+}
+
+fn yaml(v: &Json) -> String {
+    serde_saphyr::to_string(v).unwrap_or_default()
+}
