@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod apply;
 mod slurm;
 
 use crate::plan::{self, Side, format};
@@ -56,9 +57,16 @@ enum Cmd {
         /// Compare against this cluster.yaml file.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// Compare against the live cluster (server-side dry run of every object; drift shows).
+        #[arg(long, conflicts_with_all = ["base", "from"])]
+        cluster: bool,
+        #[command(flatten)]
+        kube: apply::KubeArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Apply cluster.yaml to the cluster: server-side apply, prune what left it, wait until available.
+    Apply(apply::ApplyArgs),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -90,6 +98,20 @@ pub fn main() -> i32 {
             head,
             from,
             format,
+            cluster: true,
+            kube,
+            ..
+        } => {
+            let _ = (base, head, from);
+            apply::plan_cluster(&path, &kube, format)
+        }
+        Cmd::Plan {
+            path,
+            base,
+            head,
+            from,
+            format,
+            ..
         } => plan_cmd(
             &path,
             base.as_deref(),
@@ -102,6 +124,7 @@ pub fn main() -> i32 {
             EXIT_OK
         }
         Cmd::Slurm(args) => slurm::run(args),
+        Cmd::Apply(args) => apply::apply_cmd(args),
     }
 }
 

@@ -1,0 +1,200 @@
+//! `slurmops apply` and `slurmops plan --cluster`: the live side of the pipeline.
+
+use std::path::{Path, PathBuf};
+
+use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
+use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard};
+use crate::plan::format;
+use crate::render;
+use crate::slurm::{SlurmError, SlurmNodes};
+use crate::spec::{self, values::Duration};
+
+#[derive(clap::Args)]
+pub struct KubeArgs {
+    /// kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// Take over fields other field managers own.
+    #[arg(long)]
+    force_conflicts: bool,
+    /// Allow pruning more than spec.policy.maxPrune (or everything).
+    #[arg(long)]
+    allow_mass_prune: bool,
+    /// Wait this long for what was applied to become available (e.g. 5m); 0s: do not wait.
+    #[arg(long, default_value = "5m", value_parser = Duration::parse)]
+    wait: Duration,
+    /// slurmrestd URL: pruning a NodeSet's StatefulSet first checks its nodes are drained.
+    /// Without it, only NodeSets without pods are pruned.
+    #[arg(long, env = "SLURMRESTD_URL")]
+    slurmrestd_url: Option<String>,
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    slurm_jwt: Option<String>,
+}
+
+/// Prune guard over slurmrestd: a node is safe when drained, or unknown to Slurm (no jobs there).
+struct SlurmGuard(crate::slurm::Client);
+
+impl PruneGuard for SlurmGuard {
+    async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
+        for n in nodes {
+            match self.0.is_drained(n).await {
+                Ok(true) | Err(SlurmError::UnknownNode(_)) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+pub fn apply_cmd(a: ApplyArgs) -> i32 {
+    let Ok(loaded) = read(&a.path) else {
+        return EXIT_ERROR;
+    };
+    let Ok(c) = load(&loaded) else {
+        return EXIT_ERROR;
+    };
+    if c.spec.policy.suspend {
+        println!(
+            "{}: spec.policy.suspend is set; nothing applied",
+            loaded.name
+        );
+        return EXIT_OK;
+    }
+    let r = render::render(&c);
+    let opts = Options {
+        force_conflicts: a.force_conflicts,
+        allow_mass_prune: a.allow_mass_prune,
+        wait: (a.wait.as_secs() > 0).then(|| std::time::Duration::from_secs(a.wait.as_secs())),
+    };
+    let result = runtime().block_on(async {
+        let cluster =
+            Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
+        match (&a.slurmrestd_url, &a.slurm_jwt) {
+            (Some(url), Some(token)) => {
+                let creds = crate::slurm::auth::Credentials::Token {
+                    token: crate::slurm::auth::Secret::new(token.clone()),
+                    user: None,
+                };
+                let client =
+                    crate::slurm::Client::new(crate::slurm::Config::new(url.clone(), creds))
+                        .map_err(|e| ApplyError::Connect(e.to_string()))?;
+                apply::apply(&cluster, &c, &loaded.text, &r, &opts, &SlurmGuard(client)).await
+            }
+            _ => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
+        }
+    });
+    match result {
+        Ok(rep) => {
+            for (what, list) in [
+                ("created", &rep.created),
+                ("updated", &rep.updated),
+                ("recreated (pods orphaned and adopted)", &rep.recreated),
+                ("pruned", &rep.pruned),
+                (
+                    "unchanged (confirmed by a server-side dry run)",
+                    &rep.confirmed_by_dry_run,
+                ),
+            ] {
+                for id in list {
+                    println!("{what}: {id}");
+                }
+            }
+            println!(
+                "{}: {} created, {} updated, {} unchanged, {} recreated, {} pruned; {} API requests ({} writes, {} dry runs)",
+                loaded.name,
+                rep.created.len(),
+                rep.updated.len(),
+                rep.unchanged.len(),
+                rep.recreated.len(),
+                rep.pruned.len(),
+                rep.requests.total,
+                rep.requests.writes,
+                rep.requests.dry_runs
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// `plan --cluster`: desired (the work tree) against the live cluster.
+pub fn plan_cluster(path: &Path, kube: &KubeArgs, fmt: Format) -> i32 {
+    let Ok(loaded) = read(path) else {
+        return EXIT_ERROR;
+    };
+    let Ok(c) = load(&loaded) else {
+        return EXIT_ERROR;
+    };
+    let r = render::render(&c);
+    let result = runtime().block_on(async {
+        let cluster = Cluster::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        let last = last_applied(&cluster, &c).await?;
+        let base = last.as_ref().map(|b| (b, render::render(b)));
+        let base = base.as_ref().map(|(b, br)| (*b, br));
+        apply::drift(&cluster, &c, &r, base).await
+    });
+    let p = match result {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let target = format!(
+        "cluster {} (live, namespace {})",
+        c.metadata.name, c.metadata.namespace
+    );
+    let out = match fmt {
+        Format::Text => format::text(&p, &target),
+        Format::Markdown => format::markdown(&p, &target),
+        Format::Json => format::json(&p),
+    };
+    print!("{out}");
+    if p.has_changes() {
+        EXIT_CHANGES
+    } else {
+        EXIT_OK
+    }
+}
+
+/// The cluster.yaml recorded by the last apply (in the ApplySet parent), if any and valid.
+async fn last_applied(
+    cluster: &Cluster,
+    c: &spec::ClusterFile,
+) -> Result<Option<spec::ClusterFile>, ApplyError> {
+    let name = apply::applyset::parent_name(&c.metadata.name);
+    let parent = cluster
+        .get("v1", "ConfigMap", &c.metadata.namespace, &name)
+        .await
+        .map_err(|e| ApplyError::Connect(format!("reading ConfigMap/{name}: {e}")))?;
+    let text = parent
+        .and_then(|p| {
+            p.data
+                .pointer(&format!("/data/{}", apply::applyset::DATA_CLUSTER_YAML))
+                .cloned()
+        })
+        .and_then(|v| v.as_str().map(str::to_string));
+    Ok(text.and_then(|t| spec::load("last-applied/cluster.yaml", &t).ok()))
+}
