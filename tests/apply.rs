@@ -1,0 +1,465 @@
+//! `slurmops apply` and `plan --cluster` against the real kube-apiserver + controller-manager of
+//! the test bed, run as an identity holding only the Role slurmops documents for itself.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use support::{TestEnv, bed, eventually};
+
+/// Binds slurmops' documented Role to the restricted identity in the test namespace.
+async fn grant(env: &TestEnv) {
+    let role = slurmops::apply::rbac::role("slurmops", &env.ns);
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "slurmops", "namespace": env.ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slurmops"},
+        "subjects": [{"kind": "User", "name": "slurmops-restricted", "apiGroup": "rbac.authorization.k8s.io"}]});
+    let pp = PatchParams::apply("test-setup");
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(env.client.clone(), &env.ns)
+        .patch("slurmops", &pp, &Patch::Apply(&role))
+        .await
+        .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(env.client.clone(), &env.ns)
+        .patch("slurmops", &pp, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+}
+
+fn small_cluster(ns: &str, node_sets: &str, policy: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: {ns}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  nodeSets:
+{node_sets}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+{policy}
+"#
+    )
+}
+
+fn node_set(name: &str, replicas: u32) -> String {
+    format!("    - {{name: {name}, replicas: {replicas}, cpu: \"1\", memory: 256Mi}}\n")
+}
+
+fn write(dir: &Path, yaml: &str) {
+    std::fs::write(dir.join("cluster.yaml"), yaml).unwrap();
+}
+
+/// Runs slurmops as the restricted identity; (exit code, stdout, stderr).
+fn slurmops(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(args)
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .env_remove("SLURMRESTD_URL")
+        .env_remove("SLURM_JWT")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn apply_ok(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["apply", dir.to_str().unwrap()];
+    args.extend(extra);
+    let (code, out, err) = slurmops(&args);
+    assert_eq!(code, 0, "apply failed:\n{out}\n{err}");
+    out
+}
+
+fn plan_cluster(dir: &Path) -> (i32, String) {
+    let (code, out, err) = slurmops(&["plan", dir.to_str().unwrap(), "--cluster"]);
+    assert!(
+        code == 0 || code == 2,
+        "plan --cluster failed ({code}):\n{out}\n{err}"
+    );
+    (code, out)
+}
+
+/// `N writes` from apply's summary line.
+fn writes(out: &str) -> usize {
+    let tail = out.rsplit(" API requests (").next().unwrap();
+    tail.split(" writes")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn pod_uids(env: &TestEnv, node_set: &str) -> Vec<(String, String)> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={node_set}"));
+    let mut v: Vec<(String, String)> = pods
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name.unwrap(), p.metadata.uid.unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn temp_repo() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn example_applies_from_empty_then_plan_is_clean_and_a_second_apply_writes_nothing() {
+    let env = TestEnv::new("example").await;
+    grant(&env).await;
+    // What the platform provides before slurmops runs: the priority class and service accounts
+    // the example's pods name.
+    let pc = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": "slurm-critical"}, "value": 1000000});
+    let _ = Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(env.client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(pc).unwrap())
+        .await;
+    for sa in ["slurmctld", "slurm-login", "slurm-worker"] {
+        let body = serde_json::from_value(json!({"metadata": {"name": sa}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(env.client.clone(), &env.ns)
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+    }
+    let repo = temp_repo();
+    let text = std::fs::read_to_string("examples/repo/cluster.yaml").unwrap();
+    let text = text.replace("namespace: slurm\n", &format!("namespace: {}\n", env.ns));
+    assert!(text.contains(&env.ns), "the example's namespace line moved");
+    write(repo.path(), &text);
+    // The example's IMEX NodeSet needs DRA (Kubernetes >= 1.32); the bed's 1.20 has none: apply
+    // refuses before writing anything.
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("DRA resource claims") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    assert!(
+        cms.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|c| c.metadata.name.as_deref() == Some("kube-root-ca.crt"))
+    );
+    // The rest of the example, exactly as written, on this cluster:
+    let imex = "      imex: {computeDomain: h100-nvlink}\n";
+    assert!(text.contains(imex));
+    write(repo.path(), &text.replace(imex, ""));
+
+    let out = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert!(out.contains("created: StatefulSet/"), "{out}");
+    assert!(writes(&out) > 0);
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 0, "live cluster differs right after apply:\n{plan}");
+
+    let again = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert_eq!(writes(&again), 0, "a no-op apply wrote:\n{again}");
+    assert!(again.contains(" 0 created, 0 updated"), "{again}");
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hold() {
+    let env = TestEnv::new("drift").await;
+    grant(&env).await;
+    let ns_name = env.name("d");
+    let repo = temp_repo();
+    let policy = "  policy:\n    ignoreDifferences:\n      - {kind: StatefulSet, jsonPointers: [/spec/replicas]}\n";
+    write(
+        repo.path(),
+        &small_cluster(&env.ns, &node_set(&ns_name, 1), policy),
+    );
+    let out = apply_ok(repo.path(), &["--wait", "60s"]);
+    assert!(out.contains("created: ConfigMap/c-config"), "{out}");
+
+    // Someone edits the rendered slurm.conf by hand, and scales the workers.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let edit = json!({"data": {"slurm.conf": "# edited by hand\n"}});
+    cms.patch("c-config", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    sts.patch(
+        &ns_name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 2}})),
+    )
+    .await
+    .unwrap();
+
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 2, "{plan}");
+    assert!(
+        plan.contains("ConfigMap") && plan.contains("c-config"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("# edited by hand"),
+        "the diff shows the edit:\n{plan}"
+    );
+    assert!(
+        !plan.contains(&format!("StatefulSet {}/{ns_name}", env.ns)),
+        "replicas are ignored:\n{plan}"
+    );
+
+    let out = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert!(out.contains("updated: ConfigMap/c-config"), "{out}");
+    let live = cms.get("c-config").await.unwrap();
+    assert!(!live.data.unwrap()["slurm.conf"].contains("edited by hand"));
+    let replicas = sts.get(&ns_name).await.unwrap().spec.unwrap().replicas;
+    assert_eq!(replicas, Some(2), "an ignored field was reset");
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 0, "{plan}");
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() {
+    let env = TestEnv::new("prune").await;
+    grant(&env).await;
+    let (a, b, c, d) = (env.name("a"), env.name("b"), env.name("c"), env.name("e"));
+    let repo = temp_repo();
+    let all = [
+        node_set(&a, 0),
+        node_set(&b, 1),
+        node_set(&c, 0),
+        node_set(&d, 0),
+    ]
+    .concat();
+    write(
+        repo.path(),
+        &small_cluster(&env.ns, &all, "  policy: {maxPrune: 2}\n"),
+    );
+    apply_ok(repo.path(), &["--wait", "60s"]);
+    // An object slurmops did not create, in the same namespace: never touched.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let foreign = serde_json::from_value(json!({"metadata": {"name": "c-notes", "labels": {"app.kubernetes.io/managed-by": "slurmops"}}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &foreign).await.unwrap();
+
+    // Removing a NodeSet whose worker may run jobs: refused without Slurm's word, nothing changes.
+    write(
+        repo.path(),
+        &small_cluster(
+            &env.ns,
+            &[node_set(&a, 0), node_set(&c, 0), node_set(&d, 0)].concat(),
+            "  policy: {maxPrune: 2}\n",
+        ),
+    );
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("refusing to prune StatefulSet {b}"))
+            && err.contains(&format!("{b}-0")),
+        "{err}"
+    );
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    assert!(sts.get_opt(&b).await.unwrap().is_some());
+
+    // With slurmrestd: still refused while the node is not drained; pruned once it is.
+    let b0 = format!("{b}-0");
+    eventually("worker registered", Duration::from_secs(30), async || {
+        support::slurm::node_state(support::SLURM_INSTANCE, &b0).filter(|s| s.starts_with("IDLE"))
+    })
+    .await;
+    let with_slurm = |extra: &[&str]| {
+        let mut args = vec![
+            "apply",
+            repo.path().to_str().unwrap(),
+            "--wait",
+            "0s",
+            "--slurmrestd-url",
+            &bed().slurmrestd_url,
+            "--slurm-jwt",
+            &bed().slurm_jwt,
+        ];
+        args.extend(extra);
+        slurmops(&args)
+    };
+    let (code, _, err) = with_slurm(&[]);
+    assert_eq!(code, 1, "{err}");
+    support::slurm::scontrol(&[
+        "update",
+        &format!("nodename={b0}"),
+        "state=drain",
+        "reason=slurmops: test",
+    ]);
+    let (code, out, err) = with_slurm(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("pruned: StatefulSet/{b}")), "{out}");
+    assert!(sts.get_opt(&b).await.unwrap().is_none());
+    assert!(
+        cms.get_opt("c-notes").await.unwrap().is_some(),
+        "a foreign object was pruned"
+    );
+
+    // More than policy.maxPrune (2) at once: refused, then allowed explicitly.
+    write(
+        repo.path(),
+        &small_cluster(&env.ns, &node_set(&a, 0), "  policy: {maxPrune: 2}\n"),
+    );
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("refusing to prune 4 of the"), "{err}");
+    assert!(sts.get_opt(&c).await.unwrap().is_some());
+    let out = apply_ok(repo.path(), &["--wait", "0s", "--allow-mass-prune"]);
+    assert!(
+        out.contains(&format!("pruned: StatefulSet/{c}"))
+            && out.contains(&format!("pruned: StatefulSet/{d}")),
+        "{out}"
+    );
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rendering_that_would_prune_everything_is_refused() {
+    let env = TestEnv::new("all").await;
+    grant(&env).await;
+    let repo = temp_repo();
+    let yaml = small_cluster(&env.ns, &node_set(&env.name("x"), 0), "");
+    write(repo.path(), &yaml);
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_restricted), None)
+        .await
+        .unwrap();
+    let c = slurmops::spec::load("cluster.yaml", &yaml).unwrap();
+    let mut empty = slurmops::render::render(&c);
+    empty.objects.clear();
+    let err = slurmops::apply::apply(
+        &cluster,
+        &c,
+        &yaml,
+        &empty,
+        &Default::default(),
+        &slurmops::apply::NoSlurm,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, slurmops::apply::ApplyError::MassPrune { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        cluster.log.summary().writes,
+        0,
+        "nothing may be written before refusing"
+    );
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn immutable_change_recreates_the_statefulset_orphaning_pods_which_keep_their_uids() {
+    let env = TestEnv::new("recreate").await;
+    grant(&env).await;
+    let w = env.name("v");
+    let repo = temp_repo();
+    let with_vct = |size: &str, policy: &str| {
+        let ns_yaml = format!(
+            "    - name: {w}\n      replicas: 2\n      cpu: \"1\"\n      memory: 256Mi\n      volumeClaimTemplates:\n        - metadata: {{name: scratch}}\n          spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: {size}}}}}}}\n"
+        );
+        small_cluster(&env.ns, &ns_yaml, policy)
+    };
+    write(repo.path(), &with_vct("1Gi", ""));
+    apply_ok(repo.path(), &["--wait", "60s"]);
+    let before = pod_uids(&env, &w).await;
+    assert_eq!(before.len(), 2);
+
+    write(repo.path(), &with_vct("2Gi", ""));
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 2);
+    assert!(plan.contains("replace"), "{plan}");
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("volumeClaimTemplates") && err.contains("allowRecreate"),
+        "{err}"
+    );
+
+    write(
+        repo.path(),
+        &with_vct("2Gi", "  policy: {allowRecreate: true}\n"),
+    );
+    let out = apply_ok(repo.path(), &["--wait", "60s"]);
+    assert!(
+        out.contains(&format!(
+            "recreated (pods orphaned and adopted): StatefulSet/{w}"
+        )),
+        "{out}"
+    );
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    let new_uid = sts.get(&w).await.unwrap().metadata.uid.unwrap();
+    assert_eq!(pod_uids(&env, &w).await, before, "pods were replaced");
+    // The new StatefulSet adopts the running pods.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    for (name, _) in &before {
+        eventually(
+            &format!("{name} adopted"),
+            Duration::from_secs(30),
+            async || {
+                let p = pods.get(name).await.ok()?;
+                p.metadata
+                    .owner_references?
+                    .iter()
+                    .any(|o| o.uid == new_uid)
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_field_owned_by_another_manager_is_a_conflict_until_forced() {
+    let env = TestEnv::new("conflict").await;
+    grant(&env).await;
+    let repo = temp_repo();
+    write(
+        repo.path(),
+        &small_cluster(&env.ns, &node_set(&env.name("f"), 0), ""),
+    );
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "c-config", "namespace": env.ns},
+                       "data": {"slurm.conf": "# owned by another tool\n"}});
+    cms.patch(
+        "c-config",
+        &PatchParams::apply("other-tool").force(),
+        &Patch::Apply(&other),
+    )
+    .await
+    .unwrap();
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("c-config") && err.contains("other-tool") && err.contains("--force-conflicts"),
+        "{err}"
+    );
+    let out = apply_ok(repo.path(), &["--wait", "0s", "--force-conflicts"]);
+    assert!(out.contains("updated: ConfigMap/c-config"), "{out}");
+    let live = cms.get("c-config").await.unwrap();
+    assert!(!live.data.unwrap()["slurm.conf"].contains("another tool"));
+    env.cleanup().await;
+}
