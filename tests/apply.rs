@@ -224,6 +224,16 @@ async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hol
         "replicas are ignored:\n{plan}"
     );
 
+    // Detect-only: reported, left in place.
+    let out = apply_ok(repo.path(), &["--wait", "0s", "--detect-only"]);
+    assert!(
+        out.contains("drift left in place (detect-only): ConfigMap/c-config"),
+        "{out}"
+    );
+    assert_eq!(writes(&out), 0, "{out}");
+    let live = cms.get("c-config").await.unwrap();
+    assert!(live.data.unwrap()["slurm.conf"].contains("edited by hand"));
+
     let out = apply_ok(repo.path(), &["--wait", "0s"]);
     assert!(out.contains("updated: ConfigMap/c-config"), "{out}");
     let live = cms.get("c-config").await.unwrap();

@@ -84,6 +84,8 @@ pub struct Options {
     pub allow_mass_prune: bool,
     /// Wait until what was applied is available.
     pub wait: Option<Duration>,
+    /// Report drift (hand edits) without correcting it.
+    pub detect_only: bool,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -95,6 +97,8 @@ pub struct Report {
     pub confirmed_by_dry_run: Vec<String>,
     pub recreated: Vec<String>,
     pub pruned: Vec<String>,
+    /// Edited by hand and left so (detect-only mode).
+    pub drifted: Vec<String>,
     pub requests: Requests,
 }
 
@@ -393,6 +397,7 @@ pub async fn apply(
 ) -> Result<Report, ApplyError> {
     let before = cluster.log.summary();
     let force = opts.force_conflicts || c.spec.policy.force_conflicts;
+    let detect_only = opts.detect_only || c.spec.policy.detect_drift_only;
     let live = members(cluster, c, r).await?;
     let desired = desired(c, r, cluster, &live);
     // Everything that can refuse is decided before the first write.
@@ -456,6 +461,7 @@ pub async fn apply(
                 }
                 report.unchanged.push(id)
             }
+            Some(l) if detect_only && same_hash(o, l) => report.drifted.push(id),
             Some(l) => {
                 apply_one(cluster, o, force, Some(l)).await?;
                 report.updated.push(id);
@@ -625,6 +631,20 @@ async fn autoscale_initial(
     Ok(())
 }
 
+fn hash_of(v: &Json) -> Option<&str> {
+    v.pointer(&format!(
+        "/metadata/annotations/{}",
+        compare::HASH_ANNOTATION.replace('/', "~1")
+    ))
+    .and_then(|v| v.as_str())
+}
+
+/// What slurmops last applied is what it would apply now: a difference is someone else's edit.
+fn same_hash(o: &Object, live: &DynamicObject) -> bool {
+    let lj = serde_json::to_value(live).unwrap_or_default();
+    hash_of(&lj).is_some() && hash_of(&lj) == hash_of(&o.body)
+}
+
 /// The live object already holds O: the hash we applied matches and every field we set has its
 /// value; else the server is asked (dry run) and only a real difference counts.
 async fn unchanged(
@@ -633,19 +653,8 @@ async fn unchanged(
     live: &DynamicObject,
 ) -> Result<bool, ApplyError> {
     let lj = serde_json::to_value(live).unwrap_or_default();
-    let ours = lj
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            compare::HASH_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(|v| v.as_str());
-    let expected = o
-        .body
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            compare::HASH_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(|v| v.as_str());
+    let ours = hash_of(&lj);
+    let expected = hash_of(&o.body);
     if ours.is_some() && ours == expected && compare::contains(&compare::comparable(&o.body), &lj) {
         return Ok(true);
     }

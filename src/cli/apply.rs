@@ -31,6 +31,9 @@ pub struct ApplyArgs {
     /// Allow pruning more than spec.policy.maxPrune (or everything).
     #[arg(long)]
     allow_mass_prune: bool,
+    /// Report hand edits (drift) without correcting them; changes from cluster.yaml still apply.
+    #[arg(long)]
+    detect_only: bool,
     /// Wait this long for what was applied to become available (e.g. 5m); 0s: do not wait.
     #[arg(long, default_value = "5m", value_parser = Duration::parse)]
     wait: Duration,
@@ -83,6 +86,7 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
     let opts = Options {
         force_conflicts: a.force_conflicts,
         allow_mass_prune: a.allow_mass_prune,
+        detect_only: a.detect_only,
         wait: (a.wait.as_secs() > 0).then(|| std::time::Duration::from_secs(a.wait.as_secs())),
     };
     let result = runtime().block_on(async {
@@ -113,19 +117,21 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                     "unchanged (confirmed by a server-side dry run)",
                     &rep.confirmed_by_dry_run,
                 ),
+                ("drift left in place (detect-only)", &rep.drifted),
             ] {
                 for id in list {
                     println!("{what}: {id}");
                 }
             }
             println!(
-                "{}: {} created, {} updated, {} unchanged, {} recreated, {} pruned; {} API requests ({} writes, {} dry runs)",
+                "{}: {} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes, {} dry runs)",
                 loaded.name,
                 rep.created.len(),
                 rep.updated.len(),
                 rep.unchanged.len(),
                 rep.recreated.len(),
                 rep.pruned.len(),
+                rep.drifted.len(),
                 rep.requests.total,
                 rep.requests.writes,
                 rep.requests.dry_runs

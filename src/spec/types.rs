@@ -655,6 +655,10 @@ pub struct Policy {
     /// Take over fields another field manager owns instead of reporting the conflict.
     #[serde(default)]
     pub force_conflicts: bool,
+    /// Report hand edits of managed objects (drift) without correcting them; changes that come
+    /// from cluster.yaml are still applied.
+    #[serde(default)]
+    pub detect_drift_only: bool,
     /// Largest share of the objects slurmops manages that one apply may prune (default 50%);
     /// pruning more, or everything, needs `slurmops apply --allow-mass-prune`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
