@@ -392,3 +392,72 @@ async fn admin_cli_lists_drains_and_refuses_to_resume_someone_elses_drain() {
     assert!(err.contains("does not know node"), "{err}");
     assert!(!err.contains(&b.slurm_jwt));
 }
+
+/// `slurmops slurm --cluster DIR`: the JWT key comes from the Secret cluster.yaml names (read
+/// through the kubeconfig), tokens are minted from it; nothing secret is printed.
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret as KubeSecret;
+    let env = support::TestEnv::new("slurmcli").await;
+    let b = bed();
+    let key = std::process::Command::new("bash")
+        .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "cat"])
+        .arg(format!("/etc/slurm-{SLURM_INSTANCE}/jwt_hs256.key"))
+        .output()
+        .unwrap()
+        .stdout;
+    let mut secret = KubeSecret::default();
+    secret.metadata.name = Some("slurm-jwt".into());
+    secret.data = Some([("jwt_hs256.key".to_string(), ByteString(key.clone()))].into());
+    kube::Api::<KubeSecret>::namespaced(env.client.clone(), &env.ns)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    let node = Slurmd::start(&env.name("k8s"), "bed");
+    wait_idle(&client(DataParser::V0042), &node.name).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cluster.yaml"),
+        format!(
+            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c, namespace: {}}}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n    - {{name: w, replicas: 0, cpu: \"1\", memory: 256Mi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n",
+            env.ns
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .arg("slurm")
+            .args(extra)
+            .args(["--cluster", dir.path().to_str().unwrap()])
+            .args(["--url", &b.slurmrestd_url])
+            .env("KUBECONFIG", &b.kubeconfig_admin)
+            .env_remove("SLURM_JWT")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&["nodes"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.lines().any(|l| l.starts_with(&node.name)), "{out}");
+    // Tokens are minted for --user: a Slurm user who is not an administrator cannot drain.
+    let (code, _, err) = run(&["drain", &node.name, "--reason", "x", "--user", "alice"]);
+    assert_eq!(code, Some(1), "alice drained a node: {err}");
+    assert!(
+        !client(DataParser::V0042)
+            .node(&node.name)
+            .await
+            .unwrap()
+            .state
+            .has("DRAIN")
+    );
+    let (code, out, err) = run(&["drain", &node.name, "--reason", "x"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let text = String::from_utf8_lossy(&key);
+    assert!(!err.contains(text.as_ref()));
+    env.cleanup().await;
+}

@@ -55,20 +55,35 @@ struct Connection {
     /// Data parser to speak (default: the newest slurmrestd serves).
     #[arg(long, global = true, value_parser = ["v0.0.42", "v0.0.41", "v0.0.40"])]
     data_parser: Option<String>,
+    /// Connect as slurmops does: cluster.yaml (file or directory) names the JWT key Secret (read
+    /// with the kubeconfig) to mint tokens from, and the slurmrestd Service (the default URL,
+    /// reachable in the cluster; elsewhere pass --url, e.g. after kubectl port-forward).
+    #[arg(long = "cluster", global = true, conflicts_with_all = ["token", "token_file", "jwt_key_file"])]
+    cluster_file: Option<PathBuf>,
+    /// kubeconfig for --cluster (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context for --cluster.
+    #[arg(long, global = true)]
+    context: Option<String>,
 }
 
 pub fn run(args: Args) -> i32 {
-    let client = match connect(&args.conn) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let connected = match &args.conn.cluster_file {
+        Some(f) => rt.block_on(from_cluster(&args.conn, f)),
+        None => connect(&args.conn),
+    };
+    let client = match connected {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_ERROR;
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     let result = rt.block_on(async {
         match &args.cmd {
             Cmd::Nodes => nodes(&client).await,
@@ -120,6 +135,56 @@ fn connect(c: &Connection) -> Result<Client, SlurmError> {
     if let Some(ca) = &c.ca_file {
         config.ca_pem = Some(read(ca, "CA bundle")?);
     }
+    Client::new(config)
+}
+
+/// Credentials and URL from cluster.yaml: the JWT key from its Secret, tokens minted per use.
+async fn from_cluster(c: &Connection, path: &std::path::Path) -> Result<Client, SlurmError> {
+    let file = crate::source::cluster_file(path);
+    let loaded = crate::source::read_file(&file).map_err(|e| SlurmError::Config(e.to_string()))?;
+    let cluster = crate::spec::load(&loaded.name, &loaded.text).map_err(|d| {
+        let lines: Vec<String> = d.iter().map(ToString::to_string).collect();
+        SlurmError::Config(lines.join("\n"))
+    })?;
+    let ns = &cluster.metadata.namespace;
+    let secret = &cluster.spec.auth.jwt_key;
+    let kube = crate::apply::Cluster::connect(c.kubeconfig.as_deref(), c.context.as_deref())
+        .await
+        .map_err(|e| SlurmError::Config(e.to_string()))?;
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(kube.client.clone(), ns);
+    let s = api.get(&secret.name).await.map_err(|e| {
+        SlurmError::Config(format!(
+            "cannot read Secret {ns}/{} (spec.auth.jwtKey): {e}",
+            secret.name
+        ))
+    })?;
+    let key = s
+        .data
+        .and_then(|d| d.get(&secret.key).cloned())
+        .ok_or_else(|| {
+            SlurmError::Config(format!(
+                "Secret {ns}/{} has no key {:?} (spec.auth.jwtKey.key)",
+                secret.name, secret.key
+            ))
+        })?;
+    let names = crate::render::Names::new(&cluster);
+    let url = c.url.clone().unwrap_or_else(|| {
+        format!(
+            "http://{}.{ns}.svc:{}",
+            names.restapi(),
+            crate::render::slurm::SLURMRESTD_PORT
+        )
+    });
+    let mut config = Config::new(
+        url,
+        Credentials::Key {
+            key: KeyBytes(key.0),
+            user: c.user.clone(),
+            lifetime: Duration::from_secs(600),
+        },
+    );
+    config.parser = c.data_parser.as_deref().and_then(DataParser::parse);
     Client::new(config)
 }
 
