@@ -461,3 +461,52 @@ async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
     assert!(!err.contains(text.as_ref()));
     env.cleanup().await;
 }
+
+/// Pending jobs per partition and reservations, as the autoscaler and planner read them.
+#[tokio::test(flavor = "multi_thread")]
+async fn pending_jobs_per_partition_and_reservations_come_from_real_slurm() {
+    let s = unique_suffix();
+    let node = Slurmd::start(&format!("pend-{s}"), "bed");
+    let c = client(DataParser::V0042);
+    wait_idle(&c, &node.name).await;
+    let before = c.pending_jobs_per_partition().await.unwrap();
+    // A drained node takes no new work: a job bound to it waits.
+    c.drain(&node.name, "hold").await.unwrap();
+    let job = submit_sleep(&node.name, 5).await;
+    eventually("job pending", Duration::from_secs(10), async || {
+        job_state(job)
+            .await
+            .iter()
+            .any(|x| x == "PENDING")
+            .then_some(())
+    })
+    .await;
+    let after = c.pending_jobs_per_partition().await.unwrap();
+    assert_eq!(
+        after.get("all").copied().unwrap_or(0),
+        before.get("all").copied().unwrap_or(0) + 1,
+        "{after:?}"
+    );
+    let resv = format!("resv-{s}");
+    scontrol(&[
+        "create",
+        "reservation",
+        &format!("reservationname={resv}"),
+        &format!("nodes={}", node.name),
+        "starttime=now+3600",
+        "duration=60",
+        "users=root",
+        "flags=maint",
+    ]);
+    let found = c.reservations().await.unwrap();
+    let r = found
+        .iter()
+        .find(|r| r.name == resv)
+        .expect("the reservation");
+    assert_eq!(r.nodes, vec![node.name.clone()]);
+    assert!(r.start_time.is_some() && r.end_time > r.start_time);
+    assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
+    scontrol(&["delete", &format!("reservationname={resv}")]);
+    sh(&["exec", SLURM_INSTANCE, "scancel", &job.to_string()]);
+    assert_eq!(c.resume(&node.name).await.unwrap(), Resume::Resumed);
+}
