@@ -3,12 +3,15 @@
 //! The pipeline reads top to bottom, one module per stage:
 //! `source` (read cluster.yaml from a directory or a git revision) → `spec` (parse and validate)
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
-//! renderings) → `cli` (the commands that wire the stages to files, git and the terminal).
+//! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
+//! Slurm, replace pods). `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
+//! the cluster and the terminal.
 
 pub mod apply;
 pub mod cli;
 pub mod plan;
 pub mod render;
+pub mod rollout;
 pub mod slurm;
 pub mod source;
 pub mod spec;

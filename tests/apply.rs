@@ -14,25 +14,6 @@ use serde_json::json;
 
 use support::{TestEnv, bed, eventually};
 
-/// Binds slurmops' documented Role to the restricted identity in the test namespace.
-async fn grant(env: &TestEnv) {
-    let role = slurmops::apply::rbac::role("slurmops", &env.ns);
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "slurmops", "namespace": env.ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slurmops"},
-        "subjects": [{"kind": "User", "name": "slurmops-restricted", "apiGroup": "rbac.authorization.k8s.io"}]});
-    let pp = PatchParams::apply("test-setup");
-    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(env.client.clone(), &env.ns)
-        .patch("slurmops", &pp, &Patch::Apply(&role))
-        .await
-        .unwrap();
-    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(env.client.clone(), &env.ns)
-        .patch("slurmops", &pp, &Patch::Apply(&binding))
-        .await
-        .unwrap();
-}
-
 fn small_cluster(ns: &str, node_sets: &str, policy: &str) -> String {
     format!(
         r#"apiVersion: slurmops.dev/v1alpha1
@@ -126,7 +107,7 @@ fn temp_repo() -> tempfile::TempDir {
 #[tokio::test(flavor = "multi_thread")]
 async fn example_applies_from_empty_then_plan_is_clean_and_a_second_apply_writes_nothing() {
     let env = TestEnv::new("example").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     // What the platform provides before slurmops runs: the priority class and service accounts
     // the example's pods name.
     let pc = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -183,7 +164,7 @@ async fn example_applies_from_empty_then_plan_is_clean_and_a_second_apply_writes
 #[tokio::test(flavor = "multi_thread")]
 async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hold() {
     let env = TestEnv::new("drift").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     let ns_name = env.name("d");
     let repo = temp_repo();
     let policy = "  policy:\n    ignoreDifferences:\n      - {kind: StatefulSet, jsonPointers: [/spec/replicas]}\n";
@@ -248,7 +229,7 @@ async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hol
 #[tokio::test(flavor = "multi_thread")]
 async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() {
     let env = TestEnv::new("prune").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     let (a, b, c, d) = (env.name("a"), env.name("b"), env.name("c"), env.name("e"));
     let repo = temp_repo();
     let all = [
@@ -345,7 +326,7 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rendering_that_would_prune_everything_is_refused() {
     let env = TestEnv::new("all").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     let repo = temp_repo();
     let yaml = small_cluster(&env.ns, &node_set(&env.name("x"), 0), "");
     write(repo.path(), &yaml);
@@ -381,7 +362,7 @@ async fn a_rendering_that_would_prune_everything_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn immutable_change_recreates_the_statefulset_orphaning_pods_which_keep_their_uids() {
     let env = TestEnv::new("recreate").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     let w = env.name("v");
     let repo = temp_repo();
     let with_vct = |size: &str, policy: &str| {
@@ -443,7 +424,7 @@ async fn immutable_change_recreates_the_statefulset_orphaning_pods_which_keep_th
 #[tokio::test(flavor = "multi_thread")]
 async fn a_field_owned_by_another_manager_is_a_conflict_until_forced() {
     let env = TestEnv::new("conflict").await;
-    grant(&env).await;
+    env.grant_slurmops_role().await;
     let repo = temp_repo();
     write(
         repo.path(),

@@ -204,3 +204,86 @@ async fn last_applied(
         .and_then(|v| v.as_str().map(str::to_string));
     Ok(text.and_then(|t| spec::load("last-applied/cluster.yaml", &t).ok()))
 }
+
+#[derive(clap::Args)]
+pub struct RolloutArgs {
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    /// The NodeSet whose workers to replace (default: every NodeSet, one after another).
+    #[arg(long)]
+    node_set: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// slurmrestd URL (required: no worker is replaced without Slurm's word).
+    #[arg(long, env = "SLURMRESTD_URL")]
+    slurmrestd_url: String,
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    slurm_jwt: String,
+}
+
+/// `slurmops rollout`: replaces outdated workers, draining each through Slurm first.
+pub fn rollout_cmd(a: RolloutArgs) -> i32 {
+    let Ok(loaded) = read(&a.path) else {
+        return EXIT_ERROR;
+    };
+    let Ok(c) = load(&loaded) else {
+        return EXIT_ERROR;
+    };
+    let sets: Vec<&crate::spec::types::NodeSet> = c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| a.node_set.as_ref().is_none_or(|x| *x == n.name))
+        .collect();
+    if sets.is_empty() {
+        eprintln!(
+            "error: {}: no NodeSet {:?}",
+            loaded.name,
+            a.node_set.unwrap_or_default()
+        );
+        return EXIT_ERROR;
+    }
+    let creds = crate::slurm::auth::Credentials::Token {
+        token: crate::slurm::auth::Secret::new(a.slurm_jwt.clone()),
+        user: None,
+    };
+    let slurm =
+        match crate::slurm::Client::new(crate::slurm::Config::new(a.slurmrestd_url.clone(), creds))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_ERROR;
+            }
+        };
+    let result = runtime().block_on(async {
+        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        for ns in sets {
+            let settings = crate::rollout::Settings::of(ns);
+            let report = crate::rollout::roll(
+                &cluster.client,
+                &slurm,
+                &c.metadata.namespace,
+                &ns.name,
+                &settings,
+                "rollout",
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            for e in &report.events {
+                println!("{}: {e:?}", ns.name);
+            }
+            println!("{}: {} worker(s) replaced", ns.name, report.replaced.len());
+        }
+        Ok::<(), String>(())
+    });
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}

@@ -67,6 +67,8 @@ enum Cmd {
     },
     /// Apply cluster.yaml to the cluster: server-side apply, prune what left it, wait until available.
     Apply(apply::ApplyArgs),
+    /// Replace outdated workers of NodeSets, each drained in Slurm before its pod is deleted.
+    Rollout(apply::RolloutArgs),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -125,6 +127,7 @@ pub fn main() -> i32 {
         }
         Cmd::Slurm(args) => slurm::run(args),
         Cmd::Apply(args) => apply::apply_cmd(args),
+        Cmd::Rollout(args) => apply::rollout_cmd(args),
     }
 }
 

@@ -119,6 +119,8 @@ pub trait SlurmNodes: Send + Sync {
     fn resume(&self, node: &str) -> impl Future<Output = Result<Resume, SlurmError>> + Send;
     /// Jobs holding the node (running, suspended, completing), with their expected end.
     fn jobs_on(&self, node: &str) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
+    /// The node as Slurm sees it (`UnknownNode` when it is not registered).
+    fn get(&self, node: &str) -> impl Future<Output = Result<Node, SlurmError>> + Send;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -186,6 +188,10 @@ impl SlurmNodes for Client {
             });
         }
         Ok(Resume::Resumed)
+    }
+
+    async fn get(&self, node: &str) -> Result<Node, SlurmError> {
+        self.node(node).await
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {

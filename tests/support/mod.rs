@@ -84,6 +84,25 @@ impl TestEnv {
         format!("{base}-{}", self.suffix)
     }
 
+    /// Binds the Role slurmops documents for itself to the bed's restricted identity here.
+    pub async fn grant_slurmops_role(&self) {
+        let role = slurmops::apply::rbac::role("slurmops", &self.ns);
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "slurmops", "namespace": self.ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slurmops"},
+            "subjects": [{"kind": "User", "name": "slurmops-restricted", "apiGroup": "rbac.authorization.k8s.io"}]});
+        let pp = kube::api::PatchParams::apply("test-setup");
+        Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(self.client.clone(), &self.ns)
+            .patch("slurmops", &pp, &kube::api::Patch::Apply(&role))
+            .await
+            .expect("apply the slurmops Role");
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(self.client.clone(), &self.ns)
+            .patch("slurmops", &pp, &kube::api::Patch::Apply(&binding))
+            .await
+            .expect("bind the slurmops Role");
+    }
+
     /// Removes the namespace and the fake Node (the kubelet stops its slurmds when dropped).
     pub async fn cleanup(self) {
         let dp = DeleteParams::default();

@@ -1,0 +1,310 @@
+//! Drain-before-replace end to end on the test bed: real apiserver + controller-manager, the test
+//! kubelet running a real slurmd per worker pod, real slurmctld and slurmrestd.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use slurmops::slurm::auth::{Credentials, Secret};
+use slurmops::slurm::{Client, Config, SlurmNodes};
+
+use support::slurm::{job_state, submit_sleep};
+use support::{TestEnv, bed, eventually};
+
+fn cluster_yaml(ns: &str, node_set: &str, image: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: {ns}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  nodeSets:
+    - name: {node_set}
+      replicas: 4
+      cpu: "1"
+      memory: 256Mi
+      image: {image}
+      update: {{maxUnavailable: 1}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+    )
+}
+
+fn slurm() -> Client {
+    let b = bed();
+    Client::new(Config::new(
+        b.slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    ))
+    .unwrap()
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn uids(pods: &Api<Pod>, node_set: &str) -> BTreeMap<String, (String, bool, bool)> {
+    let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={node_set}"));
+    pods.list(&lp)
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .map(|p| {
+                    let r = ready(&p);
+                    let deleting = p.metadata.deletion_timestamp.is_some();
+                    (
+                        p.metadata.name.unwrap(),
+                        (p.metadata.uid.unwrap(), r, deleting),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn image_change_rolls_every_worker_without_killing_the_running_job() {
+    let env = TestEnv::new("roll").await;
+    let w = env.name("r");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |image: &str| {
+        std::fs::write(
+            dir.path().join("cluster.yaml"),
+            cluster_yaml(&env.ns, &w, image),
+        )
+        .unwrap()
+    };
+    write("registry.example/slurmd:24.11-a");
+    let c = slurmops::spec::load(
+        "cluster.yaml",
+        &cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-a"),
+    )
+    .unwrap();
+    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+        .await
+        .unwrap();
+    let opts = slurmops::apply::Options {
+        wait: Some(Duration::from_secs(90)),
+        ..Default::default()
+    };
+    let text = std::fs::read_to_string(dir.path().join("cluster.yaml")).unwrap();
+    slurmops::apply::apply(
+        &cluster,
+        &c,
+        &text,
+        &slurmops::render::render(&c),
+        &opts,
+        &slurmops::apply::NoSlurm,
+    )
+    .await
+    .unwrap();
+    let s = slurm();
+    let names: Vec<String> = (0..4).map(|i| format!("{w}-{i}")).collect();
+    for n in &names {
+        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
+            let node = s.get(n).await.ok()?;
+            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let before = uids(&pods, &w).await;
+    let busy = names[1].clone();
+    let job = submit_sleep(&busy, 25).await;
+    eventually("job running", Duration::from_secs(20), async || {
+        job_state(job)
+            .await
+            .iter()
+            .any(|x| x == "RUNNING")
+            .then_some(())
+    })
+    .await;
+
+    // The image changes in git; apply updates the StatefulSet; pods stay until rolled.
+    let c2 = slurmops::spec::load(
+        "cluster.yaml",
+        &cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-b"),
+    )
+    .unwrap();
+    let text2 = cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-b");
+    let opts0 = slurmops::apply::Options::default();
+    slurmops::apply::apply(
+        &cluster,
+        &c2,
+        &text2,
+        &slurmops::render::render(&c2),
+        &opts0,
+        &slurmops::apply::NoSlurm,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        uids(&pods, &w).await,
+        before,
+        "OnDelete: nothing replaced by apply alone"
+    );
+
+    // Sample, while rolling: workers out (pod missing, not Ready, terminating, or node DRAIN),
+    // and whether the busy worker's pod went away while its job ran.
+    let done = Arc::new(AtomicBool::new(false));
+    let max_out = Arc::new(AtomicUsize::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (done, max_out, killed) = (done.clone(), max_out.clone(), killed.clone());
+        let (pods, w, names, busy) = (pods.clone(), w.clone(), names.clone(), busy.clone());
+        let busy_uid = before[&busy].0.clone();
+        tokio::spawn(async move {
+            let s = slurm();
+            while !done.load(Ordering::SeqCst) {
+                let now = uids(&pods, &w).await;
+                let mut out = 0;
+                for n in &names {
+                    let pod_out = now.get(n).is_none_or(|(_, r, d)| !r || *d);
+                    let drained = s
+                        .get(n)
+                        .await
+                        .map(|x| x.state.has("DRAIN"))
+                        .unwrap_or(false);
+                    if pod_out || drained {
+                        out += 1;
+                    }
+                }
+                max_out.fetch_max(out, Ordering::SeqCst);
+                let running = job_state(job).await.iter().any(|x| x == "RUNNING");
+                let busy_gone = now.get(&busy).is_none_or(|(u, _, d)| *u != busy_uid || *d);
+                if running && busy_gone {
+                    killed.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+        })
+    };
+    let settings = slurmops::rollout::Settings {
+        max_unavailable: 1,
+        poll: Duration::from_millis(300),
+        progress_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let report = slurmops::rollout::roll(&env.client, &s, &env.ns, &w, &settings, "image change")
+        .await
+        .unwrap();
+    done.store(true, Ordering::SeqCst);
+    sampler.await.unwrap();
+
+    let after = uids(&pods, &w).await;
+    assert_eq!(after.len(), 4);
+    for n in &names {
+        assert_ne!(after[n].0, before[n].0, "{n} was not replaced");
+        assert!(after[n].1, "{n} not Ready at the end");
+    }
+    assert_eq!(report.replaced.len(), 4, "{report:?}");
+    assert_eq!(
+        job_state(job).await,
+        vec!["COMPLETED".to_string()],
+        "the job was killed"
+    );
+    assert!(
+        !killed.load(Ordering::SeqCst),
+        "the busy worker was deleted while its job ran"
+    );
+    assert!(
+        max_out.load(Ordering::SeqCst) <= 1,
+        "{} workers out at once",
+        max_out.load(Ordering::SeqCst)
+    );
+    // The busy worker went last: idle ones first.
+    let deletes: Vec<&str> = report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            slurmops::rollout::Event::Delete { pod, forced } => {
+                assert!(!forced);
+                Some(pod.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deletes.last(), Some(&busy.as_str()), "{deletes:?}");
+    for n in &names {
+        let node = s.get(n).await.unwrap();
+        assert!(!node.state.has("DRAIN"), "{n} left drained: {}", node.state);
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
+    let env = TestEnv::new("rollfc").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("f");
+    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+        .await
+        .unwrap();
+    for (image, wait) in [
+        ("registry.example/slurmd:a", Some(Duration::from_secs(90))),
+        ("registry.example/slurmd:b", None),
+    ] {
+        let text = cluster_yaml(&env.ns, &w, image);
+        let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
+        let opts = slurmops::apply::Options {
+            wait,
+            ..Default::default()
+        };
+        slurmops::apply::apply(
+            &cluster,
+            &c,
+            &text,
+            &slurmops::render::render(&c),
+            &opts,
+            &slurmops::apply::NoSlurm,
+        )
+        .await
+        .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let before = uids(&pods, &w).await;
+    assert_eq!(before.len(), 4);
+    let mut cfg = Config::new(
+        "http://127.0.0.1:9",
+        Credentials::Token {
+            token: Secret::new("x"),
+            user: None,
+        },
+    );
+    cfg.attempts = 2;
+    let dead = Client::new(cfg).unwrap();
+    let settings = slurmops::rollout::Settings {
+        poll: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let err = slurmops::rollout::roll(&env.client, &dead, &env.ns, &w, &settings, "image change")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Slurm state unknown, so nothing was deleted"),
+        "{err}"
+    );
+    assert_eq!(
+        uids(&pods, &w).await,
+        before,
+        "a pod was deleted while Slurm was unreachable"
+    );
+    env.cleanup().await;
+}
