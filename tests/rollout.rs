@@ -308,3 +308,81 @@ async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
     );
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_completed() {
+    let env = TestEnv::new("scalein").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("s");
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = |replicas: u32| {
+        cluster_yaml(&env.ns, &w, "registry.example/slurmd:a")
+            .replace("replicas: 4", &format!("replicas: {replicas}"))
+    };
+    let run = |args: &[&str]| {
+        let b = bed();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(args)
+            .arg(dir.path())
+            .args([
+                "--slurmrestd-url",
+                &b.slurmrestd_url,
+                "--slurm-jwt",
+                &b.slurm_jwt,
+            ])
+            .env("KUBECONFIG", &b.kubeconfig_restricted)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    std::fs::write(dir.path().join("cluster.yaml"), yaml(3)).unwrap();
+    let (code, out, err) = run(&["apply", "--wait", "90s"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let s = slurm();
+    let top = format!("{w}-2");
+    eventually("worker idle", Duration::from_secs(30), async || {
+        let n = s.get(&top).await.ok()?;
+        (n.state.has("IDLE") && !n.state.has("NOT_RESPONDING")).then_some(())
+    })
+    .await;
+    let job = submit_sleep(&top, 8).await;
+    eventually("job running", Duration::from_secs(20), async || {
+        job_state(job)
+            .await
+            .iter()
+            .any(|x| x == "RUNNING")
+            .then_some(())
+    })
+    .await;
+
+    std::fs::write(dir.path().join("cluster.yaml"), yaml(1)).unwrap();
+    let (code, _, err) = run(&["apply", "--wait", "0s"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!("refusing to scale NodeSet {w} from 3 to 1")) && err.contains(&top),
+        "{err}"
+    );
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    assert_eq!(
+        uids(&pods, &w).await.len(),
+        3,
+        "apply removed workers anyway"
+    );
+
+    // rollout drains the two leaving workers and waits for the job; then apply removes them.
+    let (code, out, err) = run(&["rollout"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("drained for scale-in to 1"), "{out}");
+    assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
+    let (code, out, err) = run(&["apply", "--wait", "60s"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    eventually("two workers gone", Duration::from_secs(30), async || {
+        (uids(&pods, &w).await.len() == 1).then_some(())
+    })
+    .await;
+    env.cleanup().await;
+}

@@ -66,13 +66,22 @@ pub enum ApplyError {
         which: String,
     },
     #[error(
-        "refusing to prune StatefulSet {name}: its workers {nodes} may run jobs. Drain them first (slurmops slurm drain NODE), or scale the NodeSet to 0; nothing was changed"
+        "refusing to prune StatefulSet {name}: its workers {nodes} may run jobs. Drain them first (slurmops slurm drain NODE) and apply with --slurmrestd-url so slurmops can confirm it, or scale the NodeSet to 0 first; nothing was changed"
     )]
     UnsafePrune { name: String, nodes: String },
     #[error(
         "{object} uses DRA resource claims (IMEX), which this Kubernetes ({server}) does not serve (resource.k8s.io, Kubernetes >= 1.32). Disable imex for its NodeSet or upgrade the cluster; nothing was changed"
     )]
     NoDra { object: String, server: String },
+    #[error(
+        "refusing to scale NodeSet {name} from {from} to {to}: the StatefulSet would delete {nodes}, which may run jobs. Drain them first (slurmops rollout drains them and waits), then apply with --slurmrestd-url so slurmops can confirm it; nothing was changed"
+    )]
+    UnsafeScaleIn {
+        name: String,
+        from: i64,
+        to: i64,
+        nodes: String,
+    },
     #[error("timed out after {after:?} waiting for: {pending}")]
     Timeout { after: Duration, pending: String },
 }
@@ -368,6 +377,51 @@ async fn prune_set(
     Ok(gone)
 }
 
+/// Lowering a NodeSet's replicas makes the StatefulSet delete its highest ordinals at once: only
+/// allowed when those workers are drained (or do not exist).
+async fn check_scale_in(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    desired: &[Object],
+    live: &Members,
+    guard: &impl PruneGuard,
+) -> Result<(), ApplyError> {
+    for o in desired.iter().filter(|o| o.kind == "StatefulSet") {
+        let Some(to) = o.body.pointer("/spec/replicas").and_then(Json::as_i64) else {
+            continue;
+        };
+        let Some(l) = live.get(&key(&o.kind, &o.name)) else {
+            continue;
+        };
+        let from = l
+            .data
+            .pointer("/spec/replicas")
+            .and_then(Json::as_i64)
+            .unwrap_or(1);
+        if to >= from || !c.spec.node_sets.iter().any(|n| n.name == o.name) {
+            continue;
+        }
+        let leaving: Vec<String> = worker_pods(cluster, &c.metadata.namespace, &o.name)
+            .await?
+            .into_iter()
+            .filter(|p| ordinal(p).is_some_and(|i| i >= to))
+            .collect();
+        if !leaving.is_empty() && !guard.drained(&leaving).await.unwrap_or(false) {
+            return Err(ApplyError::UnsafeScaleIn {
+                name: o.name.clone(),
+                from,
+                to,
+                nodes: leaving.join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn ordinal(pod: &str) -> Option<i64> {
+    pod.rsplit_once('-').and_then(|(_, n)| n.parse().ok())
+}
+
 /// Pod names (= Slurm node names) of a NodeSet's StatefulSet.
 async fn worker_pods(
     cluster: &Cluster,
@@ -436,6 +490,7 @@ pub async fn apply(
         }
     }
     let gone = prune_set(cluster, c, &desired, &live, opts, guard).await?;
+    check_scale_in(cluster, c, &desired, &live, guard).await?;
 
     let mut report = Report::default();
     update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;

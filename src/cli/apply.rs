@@ -262,6 +262,37 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             .map_err(|e| e.to_string())?;
         for ns in sets {
             let settings = crate::rollout::Settings::of(ns);
+            // Scale-in: drain the workers that lowering replicas will remove, then stop here;
+            // `slurmops apply` lowers replicas once they are drained.
+            let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
+                kube::Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
+            let live = sts
+                .get_opt(&ns.name)
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|s| s.spec)
+                .and_then(|s| s.replicas)
+                .unwrap_or(0);
+            if live > ns.replicas as i32 && ns.autoscale.is_none() {
+                let drained = crate::rollout::drain_for_scale_in(
+                    &cluster.client,
+                    &slurm,
+                    &c.metadata.namespace,
+                    &ns.name,
+                    ns.replicas,
+                    &settings,
+                    "scale-in",
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                println!(
+                    "{}: drained for scale-in to {}: {} (run slurmops apply to remove them)",
+                    ns.name,
+                    ns.replicas,
+                    drained.join(", ")
+                );
+                continue;
+            }
             let report = crate::rollout::roll(
                 &cluster.client,
                 &slurm,

@@ -321,3 +321,71 @@ pub async fn roll(
         tokio::time::sleep(settings.poll).await;
     }
 }
+
+/// Scale-in preparation: drains the workers a StatefulSet will remove when its replicas go down to
+/// TARGET (the highest ordinals) and waits until Slurm reports every one drained, so that the
+/// apply lowering `spec.replicas` deletes no pod that runs a job.
+pub async fn drain_for_scale_in(
+    client: &kube::Client,
+    slurm: &impl SlurmNodes,
+    namespace: &str,
+    node_set: &str,
+    target: u32,
+    settings: &Settings,
+    reason: &str,
+) -> Result<Vec<String>, RolloutError> {
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={node_set}"));
+    let pods = pods_api
+        .list(&lp)
+        .await
+        .map_err(|source| RolloutError::Kube {
+            node_set: node_set.into(),
+            what: "list pods".into(),
+            source,
+        })?;
+    let mut leaving: Vec<(u32, String)> = pods
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .filter_map(|n| {
+            let i: u32 = n.rsplit_once('-')?.1.parse().ok()?;
+            (i >= target).then_some((i, n))
+        })
+        .collect();
+    leaving.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    let slurm_err = |source| RolloutError::SlurmUnknown {
+        node_set: node_set.to_string(),
+        source,
+    };
+    for (_, n) in &leaving {
+        match slurm.drain(n, reason).await {
+            Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
+            Err(e) => return Err(slurm_err(e)),
+        }
+    }
+    let start = Instant::now();
+    loop {
+        let mut waiting = Vec::new();
+        for (_, n) in &leaving {
+            match slurm.is_drained(n).await {
+                Ok(true) | Err(SlurmError::UnknownNode(_)) => {}
+                Ok(false) => waiting.push(n.clone()),
+                Err(e) => return Err(slurm_err(e)),
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(leaving.into_iter().map(|(_, n)| n).collect());
+        }
+        if let Some(t) = settings.drain_timeout
+            && start.elapsed() > t
+        {
+            return Err(RolloutError::Stalled {
+                node_set: node_set.into(),
+                after: t,
+                waiting: format!("{} still running jobs", waiting.join(", ")),
+            });
+        }
+        tokio::time::sleep(settings.poll).await;
+    }
+}
