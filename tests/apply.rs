@@ -290,12 +290,22 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
     };
     let (code, _, err) = with_slurm(&[]);
     assert_eq!(code, 1, "{err}");
-    support::slurm::scontrol(&[
-        "update",
-        &format!("nodename={b0}"),
-        "state=drain",
-        "reason=slurmops: test",
+    // `slurmops rollout` drains the removed NodeSet's workers and waits until they are drained.
+    let (code, out, err) = slurmops(&[
+        "rollout",
+        repo.path().to_str().unwrap(),
+        "--slurmrestd-url",
+        &bed().slurmrestd_url,
+        "--slurm-jwt",
+        &bed().slurm_jwt,
     ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "{b}: removed from cluster.yaml, workers drained: {b0}"
+        )),
+        "{out}"
+    );
     let (code, out, err) = with_slurm(&[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(&format!("pruned: StatefulSet/{b}")), "{out}");

@@ -308,6 +308,9 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             }
             println!("{}: {} worker(s) replaced", ns.name, report.replaced.len());
         }
+        if a.node_set.is_none() {
+            drain_removed_node_sets(&cluster, &slurm, &c).await?;
+        }
         Ok::<(), String>(())
     });
     match result {
@@ -317,4 +320,46 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// NodeSets removed from cluster.yaml (their StatefulSets still in the ApplySet): drain every
+/// worker and wait, so that `apply` can prune them.
+async fn drain_removed_node_sets(
+    cluster: &Cluster,
+    slurm: &crate::slurm::Client,
+    c: &spec::ClusterFile,
+) -> Result<(), String> {
+    let ns = &c.metadata.namespace;
+    let set_id = apply::applyset::id(&apply::applyset::parent_name(&c.metadata.name), ns);
+    let selector = format!(
+        "{}={set_id},app.kubernetes.io/component=worker",
+        apply::applyset::LABEL_PART_OF
+    );
+    let live = cluster
+        .list("apps/v1", "StatefulSet", ns, &selector)
+        .await
+        .map_err(|e| e.to_string())?;
+    for sts in live {
+        let name = sts.metadata.name.unwrap_or_default();
+        if c.spec.node_sets.iter().any(|n| n.name == name) {
+            continue;
+        }
+        let settings = crate::rollout::Settings::default();
+        let drained = crate::rollout::drain_for_scale_in(
+            &cluster.client,
+            slurm,
+            ns,
+            &name,
+            0,
+            &settings,
+            "NodeSet removed",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        println!(
+            "{name}: removed from cluster.yaml, workers drained: {} (run slurmops apply to prune it)",
+            drained.join(", ")
+        );
+    }
+    Ok(())
 }
