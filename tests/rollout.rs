@@ -136,6 +136,41 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     })
     .await;
 
+    // The plan against the live cluster names every node the change drains, and the job.
+    write("registry.example/slurmd:24.11-b");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["plan", dir.path().to_str().unwrap(), "--cluster"])
+        .args([
+            "--slurmrestd-url",
+            &bed().slurmrestd_url,
+            "--slurm-jwt",
+            &bed().slurm_jwt,
+        ])
+        .env("KUBECONFIG", &bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{plan}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        plan.contains(&format!(
+            "node {busy} (NodeSet {w}) drains: waits for job {job} (root, expected end "
+        )),
+        "{plan}"
+    );
+    for n in names.iter().filter(|n| **n != busy) {
+        assert!(
+            plan.contains(&format!(
+                "node {n} (NodeSet {w}) drains: idle, no job affected"
+            )),
+            "{plan}"
+        );
+    }
+
     // The image changes in git; apply updates the StatefulSet; pods stay until rolled.
     let c2 = slurmops::spec::load(
         "cluster.yaml",

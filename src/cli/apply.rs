@@ -146,7 +146,12 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
 }
 
 /// `plan --cluster`: desired (the work tree) against the live cluster.
-pub fn plan_cluster(path: &Path, kube: &KubeArgs, fmt: Format) -> i32 {
+pub fn plan_cluster(
+    path: &Path,
+    kube: &KubeArgs,
+    slurm: Option<(String, String)>,
+    fmt: Format,
+) -> i32 {
     let Ok(loaded) = read(path) else {
         return EXIT_ERROR;
     };
@@ -159,7 +164,19 @@ pub fn plan_cluster(path: &Path, kube: &KubeArgs, fmt: Format) -> i32 {
         let last = last_applied(&cluster, &c).await?;
         let base = last.as_ref().map(|b| (b, render::render(b)));
         let base = base.as_ref().map(|(b, br)| (*b, br));
-        apply::drift(&cluster, &c, &r, base).await
+        let mut p = apply::drift(&cluster, &c, &r, base).await?;
+        if let Some((url, token)) = slurm {
+            let creds = crate::slurm::auth::Credentials::Token {
+                token: crate::slurm::auth::Secret::new(token),
+                user: None,
+            };
+            let client = crate::slurm::Client::new(crate::slurm::Config::new(url, creds))
+                .map_err(|e| ApplyError::Connect(e.to_string()))?;
+            p.slurm.drains = drains(&cluster, &client, &c, &p)
+                .await
+                .map_err(ApplyError::Connect)?;
+        }
+        Ok::<_, ApplyError>(p)
     });
     let p = match result {
         Ok(p) => p,
@@ -362,4 +379,66 @@ async fn drain_removed_node_sets(
         );
     }
     Ok(())
+}
+
+/// The nodes a plan drains (rolled NodeSets: every worker; scale-in: the leaving ordinals; removed
+/// NodeSets: every worker) and the jobs running on each, from the live pods and slurmrestd.
+async fn drains(
+    cluster: &Cluster,
+    slurm: &crate::slurm::Client,
+    c: &spec::ClusterFile,
+    p: &crate::plan::Plan,
+) -> Result<Vec<crate::plan::NodeDrain>, String> {
+    let s = &p.slurm;
+    let mut sets: Vec<(String, u32)> = s
+        .node_sets_rolled
+        .iter()
+        .map(|r| (r.node_set.clone(), 0))
+        .collect();
+    sets.extend(
+        s.scaled
+            .iter()
+            .filter(|x| x.to < x.from)
+            .map(|x| (x.node_set.clone(), x.to)),
+    );
+    sets.extend(s.node_sets_removed.iter().map(|n| (n.clone(), 0)));
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let jobs = slurm.jobs().await.map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (set, from) in sets {
+        let selector = format!("{}={set}", crate::render::names::LABEL_NODESET);
+        let pods = cluster
+            .list("v1", "Pod", &c.metadata.namespace, &selector)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut names: Vec<String> = pods
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .filter(|n| {
+                n.rsplit_once('-')
+                    .and_then(|(_, i)| i.parse::<u32>().ok())
+                    .is_some_and(|i| i >= from)
+            })
+            .collect();
+        names.sort();
+        for node in names {
+            let on: Vec<crate::plan::JobOnNode> = jobs
+                .iter()
+                .filter(|j| j.holds_nodes() && j.nodes.contains(&node))
+                .map(|j| crate::plan::JobOnNode {
+                    id: j.id,
+                    user: j.user.clone(),
+                    end_time: j.end_time,
+                })
+                .collect();
+            out.push(crate::plan::NodeDrain {
+                node,
+                node_set: set.clone(),
+                jobs: on,
+            });
+        }
+    }
+    Ok(out)
 }

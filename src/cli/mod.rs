@@ -62,6 +62,11 @@ enum Cmd {
         cluster: bool,
         #[command(flatten)]
         kube: apply::KubeArgs,
+        /// With --cluster: slurmrestd URL, to list the nodes the change drains and their jobs.
+        #[arg(long, env = "SLURMRESTD_URL", requires = "cluster")]
+        slurmrestd_url: Option<String>,
+        #[arg(long, env = "SLURM_JWT", hide_env_values = true, requires = "cluster")]
+        slurm_jwt: Option<String>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -102,10 +107,12 @@ pub fn main() -> i32 {
             format,
             cluster: true,
             kube,
-            ..
+            slurmrestd_url,
+            slurm_jwt,
         } => {
             let _ = (base, head, from);
-            apply::plan_cluster(&path, &kube, format)
+            let slurm = slurmrestd_url.zip(slurm_jwt);
+            apply::plan_cluster(&path, &kube, slurm, format)
         }
         Cmd::Plan {
             path,

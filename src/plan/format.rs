@@ -71,6 +71,29 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         out.push(format!("partition {n} removed"));
     }
     out.extend(s.autoscale_changes.iter().cloned());
+    for d in &s.drains {
+        let jobs: Vec<String> = d
+            .jobs
+            .iter()
+            .map(|j| {
+                let end = j
+                    .end_time
+                    .and_then(|t| k8s_openapi::jiff::Timestamp::from_second(t).ok())
+                    .map_or("no time limit".to_string(), |t| format!("expected end {t}"));
+                format!("job {} ({}, {end})", j.id, j.user)
+            })
+            .collect();
+        out.push(format!(
+            "node {} (NodeSet {}) drains: {}",
+            d.node,
+            d.node_set,
+            if jobs.is_empty() {
+                "idle, no job affected".to_string()
+            } else {
+                format!("waits for {}", jobs.join(", "))
+            }
+        ));
+    }
     out
 }
 

@@ -86,6 +86,25 @@ pub struct SlurmSummary {
     pub autoscale_changes: Vec<String>,
     /// slurmctld pods change (config files or pod template): the controller restarts.
     pub controller_restarts: bool,
+    /// With a live cluster and Slurm: each node the change drains and the jobs running there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drains: Vec<NodeDrain>,
+}
+
+/// A Slurm node a change drains, and what runs on it now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeDrain {
+    pub node: String,
+    pub node_set: String,
+    pub jobs: Vec<JobOnNode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobOnNode {
+    pub id: u64,
+    pub user: String,
+    /// Expected end, UNIX seconds (None: no time limit).
+    pub end_time: Option<i64>,
 }
 
 impl SlurmSummary {
