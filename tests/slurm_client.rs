@@ -92,8 +92,10 @@ async fn busy_node_is_drained_only_after_its_job_ends(c: &Client, node: &str) {
     let t0 = Instant::now();
     let mut drained_at = None;
     while t0.elapsed() < Duration::from_secs(30) {
-        let running = job_state(job).await.iter().any(|s| s == "RUNNING");
+        // Node first, job second: a job still RUNNING after the node was seen drained was running
+        // then too. The other order races with the job ending between the two reads.
         let drained = c.is_drained(node).await.unwrap();
+        let running = job_state(job).await.iter().any(|s| s == "RUNNING");
         assert!(
             !(running && drained),
             "{node} reported drained while job {job} runs"
