@@ -283,11 +283,9 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     env.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
-    let env = TestEnv::new("rollfc").await;
-    env.grant_slurmops_role().await;
-    let w = env.name("f");
+/// Applies image a (waiting for Ready workers, idle in Slurm), then image b: the StatefulSet is
+/// updated, every worker is outdated and nothing replaced yet.
+async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) {
     let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
@@ -295,7 +293,8 @@ async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
         ("registry.example/slurmd:a", Some(Duration::from_secs(90))),
         ("registry.example/slurmd:b", None),
     ] {
-        let text = cluster_yaml(&env.ns, &w, image);
+        let text = cluster_yaml(&env.ns, w, image)
+            .replace("replicas: 4", &format!("replicas: {replicas}"));
         let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
         let opts = slurmops::apply::Options {
             wait,
@@ -312,6 +311,14 @@ async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
         .await
         .unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothing_deleted() {
+    let env = TestEnv::new("rollfc").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("f");
+    deployed_then_changed(&env, &w, 4).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
     let before = uids(&pods, &w).await;
     assert_eq!(before.len(), 4);
@@ -326,6 +333,7 @@ async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
     let dead = Client::new(cfg).unwrap();
     let settings = slurmops::rollout::Settings {
         poll: Duration::from_millis(200),
+        slurm_outage_timeout: Duration::from_secs(3),
         ..Default::default()
     };
     let err = slurmops::rollout::roll(&env.client, &dead, &env.ns, &w, &settings, "image change")
@@ -341,6 +349,142 @@ async fn slurm_unreachable_stops_the_rollout_before_any_pod_is_deleted() {
         before,
         "a pod was deleted while Slurm was unreachable"
     );
+    env.cleanup().await;
+}
+
+/// slurmrestd stops in the middle of a rollout: the rollout pauses (no pod is deleted while it is
+/// down) and finishes once it is back. A node an administrator drained before the rollout is
+/// replaced like the others but stays drained, with the administrator's reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
+    use slurmops::rollout::Event;
+    let env = TestEnv::new("rollout-outage").await;
+    let w = env.name("o");
+    deployed_then_changed(&env, &w, 3).await;
+    let names: Vec<String> = (0..3).map(|i| format!("{w}-{i}")).collect();
+    let shared = slurm();
+    for n in &names {
+        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
+            let node = shared.get(n).await.ok()?;
+            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    let admin = names[2].clone();
+    support::slurm::sh(&[
+        "exec",
+        support::SLURM_INSTANCE,
+        "scontrol",
+        "update",
+        &format!("nodename={admin}"),
+        "state=drain",
+        "reason=disk check by admin",
+    ]);
+
+    // This rollout talks to its own slurmrestd, which the test stops and starts again.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let restd = format!("restd-{}", support::unique_suffix());
+    let inst = support::SLURM_INSTANCE;
+    support::slurm::sh(&["start-restd", inst, &port.to_string(), &restd]);
+    let mut cfg = Config::new(
+        format!("http://127.0.0.1:{port}"),
+        Credentials::Token {
+            token: Secret::new(bed().slurm_jwt.clone()),
+            user: None,
+        },
+    );
+    cfg.attempts = 2;
+    let own = Client::new(cfg).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let settings = slurmops::rollout::Settings {
+        max_unavailable: 1,
+        poll: Duration::from_millis(300),
+        progress_timeout: Duration::from_secs(60),
+        observer: slurmops::rollout::Observer::new(move |_, e| {
+            let _ = tx.send(e.clone());
+        }),
+        ..Default::default()
+    };
+    let rolling = {
+        let (client, ns, w) = (env.client.clone(), env.ns.clone(), w.clone());
+        tokio::spawn(async move {
+            slurmops::rollout::roll(&client, &own, &ns, &w, &settings, "image change").await
+        })
+    };
+    let next = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, what: &str| {
+        tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no event while waiting for {what}"))
+            .expect("rollout ended early")
+    };
+    // Stop slurmrestd once the first worker is back.
+    while !matches!(next(&mut rx, "a Ready worker").await, Event::Ready { .. }) {}
+    support::slurm::sh(&["stop-restd", inst, &restd]);
+    while !matches!(
+        next(&mut rx, "the outage").await,
+        Event::SlurmUnreachable { .. }
+    ) {}
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let during = uids(&pods, &w).await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = uids(&pods, &w).await;
+        for (n, (uid, _, deleting)) in &during {
+            let (now_uid, _, now_deleting) = now.get(n).expect("pod gone while Slurm was down");
+            assert!(
+                now_uid == uid && (now_deleting == deleting),
+                "{n} deleted while slurmrestd was down"
+            );
+        }
+    }
+    assert!(!rolling.is_finished(), "the rollout did not wait for Slurm");
+    support::slurm::sh(&["start-restd", inst, &port.to_string(), &restd]);
+    let report = tokio::time::timeout(Duration::from_secs(120), rolling)
+        .await
+        .expect("rollout finished after Slurm came back")
+        .unwrap()
+        .unwrap();
+    support::slurm::sh(&["stop-restd", inst, &restd]);
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    assert!(events.contains(&Event::SlurmBack), "{events:?}");
+    let mut replaced = report.replaced.clone();
+    replaced.sort();
+    assert_eq!(replaced, names, "{report:?}");
+
+    // The administrator's drain: left to them, kept through the replacement, never resumed.
+    assert!(
+        report.events.contains(&Event::Drain {
+            node: admin.clone(),
+            ours: false
+        }),
+        "{report:?}"
+    );
+    assert!(!report.events.contains(&Event::Resume {
+        node: admin.clone()
+    }));
+    eventually(
+        "admin node registered again",
+        Duration::from_secs(30),
+        async || {
+            let n = shared.get(&admin).await.ok()?;
+            (!n.state.has("NOT_RESPONDING")).then_some(n)
+        },
+    )
+    .await;
+    let n = shared.get(&admin).await.unwrap();
+    assert!(n.state.has("DRAIN"), "{admin}: {}", n.state);
+    assert_eq!(n.reason, "disk check by admin");
+    for other in names.iter().filter(|n| **n != admin) {
+        let n = shared.get(other).await.unwrap();
+        assert!(!n.state.has("DRAIN"), "{other} left drained: {}", n.state);
+    }
     env.cleanup().await;
 }
 
@@ -374,11 +518,11 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    std::fs::write(dir.path().join("cluster.yaml"), yaml(3)).unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), yaml(4)).unwrap();
     let (code, out, err) = run(&["apply", "--wait", "90s"]);
     assert_eq!(code, Some(0), "{out}{err}");
     let s = slurm();
-    let top = format!("{w}-2");
+    let top = format!("{w}-3");
     eventually("worker idle", Duration::from_secs(30), async || {
         let n = s.get(&top).await.ok()?;
         (n.state.has("IDLE") && !n.state.has("NOT_RESPONDING")).then_some(())
@@ -394,30 +538,32 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
     })
     .await;
 
-    std::fs::write(dir.path().join("cluster.yaml"), yaml(1)).unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), yaml(2)).unwrap();
     let (code, _, err) = run(&["apply", "--wait", "0s"]);
     assert_eq!(code, Some(1));
     assert!(
-        err.contains(&format!("refusing to scale NodeSet {w} from 3 to 1")) && err.contains(&top),
+        err.contains(&format!("refusing to scale NodeSet {w} from 4 to 2")) && err.contains(&top),
         "{err}"
     );
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
     assert_eq!(
         uids(&pods, &w).await.len(),
-        3,
+        4,
         "apply removed workers anyway"
     );
 
     // rollout drains the two leaving workers and waits for the job; then apply removes them.
     let (code, out, err) = run(&["rollout"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains("drained for scale-in to 1"), "{out}");
+    assert!(out.contains("drained for scale-in to 2"), "{out}");
     assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
     let (code, out, err) = run(&["apply", "--wait", "60s"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    eventually("two workers gone", Duration::from_secs(30), async || {
-        (uids(&pods, &w).await.len() == 1).then_some(())
-    })
+    eventually(
+        "the two highest workers gone",
+        Duration::from_secs(30),
+        async || (uids(&pods, &w).await.len() == 2).then_some(()),
+    )
     .await;
     env.cleanup().await;
 }

@@ -278,7 +278,10 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             .await
             .map_err(|e| e.to_string())?;
         for ns in sets {
-            let settings = crate::rollout::Settings::of(ns);
+            let settings = crate::rollout::Settings {
+                observer: crate::rollout::Observer::new(|set, e| println!("{set}: {e}")),
+                ..crate::rollout::Settings::of(ns)
+            };
             // Scale-in: drain the workers that lowering replicas will remove, then stop here;
             // `slurmops apply` lowers replicas once they are drained.
             let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
@@ -320,9 +323,6 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             )
             .await
             .map_err(|e| e.to_string())?;
-            for e in &report.events {
-                println!("{}: {e:?}", ns.name);
-            }
             println!("{}: {} worker(s) replaced", ns.name, report.replaced.len());
         }
         if a.node_set.is_none() {

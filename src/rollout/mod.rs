@@ -7,18 +7,22 @@
 //! registered; and starts draining the next outdated workers while fewer than `maxUnavailable` are
 //! out (draining, deleted, not Ready, or missing). Any doubt about Slurm stops the rollout before
 //! anything is deleted (fail closed); a rollout that stops progressing halts with the reason.
+//!
+//! slurmrestd going away mid-rollout pauses the rollout: nothing is deleted while Slurm cannot be
+//! asked, and it picks up where it was once Slurm answers again (or gives up after
+//! `slurm_outage_timeout`). A worker Slurm does not know is replaced only when its pod is not
+//! Ready (slurmd is not up there) or after `registration_grace` (it never registered).
 
+mod pass;
 pub mod select;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::api::{Api, ListParams};
 
 use crate::render::names::LABEL_NODESET;
-use crate::slurm::{Drain, REASON_PREFIX, SlurmError, SlurmNodes};
+use crate::slurm::{SlurmError, SlurmNodes};
 pub use select::{Candidate, order};
 
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +59,41 @@ pub struct Settings {
     pub force_after_timeout: bool,
     /// A replaced worker must be Ready and registered in Slurm within this time.
     pub progress_timeout: Duration,
+    /// How long slurmrestd may stay unreachable before the rollout gives up (nothing is deleted
+    /// meanwhile).
+    pub slurm_outage_timeout: Duration,
+    /// A Ready worker whose Slurm node is unknown this long never registered: replaced.
+    pub registration_grace: Duration,
     pub poll: Duration,
+    /// Called with every event as it happens (progress on the terminal, logs).
+    pub observer: Observer,
+}
+
+/// A callback for rollout events.
+#[derive(Clone, Default)]
+pub struct Observer(Option<std::sync::Arc<ObserverFn>>);
+
+type ObserverFn = dyn Fn(&str, &Event) + Send + Sync;
+
+impl Observer {
+    pub fn new(f: impl Fn(&str, &Event) + Send + Sync + 'static) -> Observer {
+        Observer(Some(std::sync::Arc::new(f)))
+    }
+    fn emit(&self, node_set: &str, e: &Event) {
+        if let Some(f) = &self.0 {
+            f(node_set, e)
+        }
+    }
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Observer(..)"
+        } else {
+            "Observer(none)"
+        })
+    }
 }
 
 impl Settings {
@@ -78,7 +116,10 @@ impl Default for Settings {
             drain_timeout: None,
             force_after_timeout: false,
             progress_timeout: Duration::from_secs(300),
+            slurm_outage_timeout: Duration::from_secs(3600),
+            registration_grace: Duration::from_secs(300),
             poll: Duration::from_millis(500),
+            observer: Observer::default(),
         }
     }
 }
@@ -86,61 +127,57 @@ impl Default for Settings {
 /// What happened to one worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Drain { node: String, ours: bool },
-    Delete { pod: String, forced: bool },
-    Ready { pod: String },
-    Resume { node: String },
+    Drain {
+        node: String,
+        ours: bool,
+    },
+    Delete {
+        pod: String,
+        forced: bool,
+    },
+    Ready {
+        pod: String,
+    },
+    Resume {
+        node: String,
+    },
+    /// slurmrestd cannot be asked: the rollout pauses, nothing is deleted.
+    SlurmUnreachable {
+        error: String,
+    },
+    /// Slurm answers again: the rollout goes on.
+    SlurmBack,
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Drain { node, ours: true } => write!(f, "draining {node}"),
+            Event::Drain { node, ours: false } => {
+                write!(f, "{node} already drained by someone else (left to them)")
+            }
+            Event::Delete { pod, forced: false } => write!(f, "{pod} drained, pod deleted"),
+            Event::Delete { pod, forced: true } => {
+                write!(
+                    f,
+                    "{pod} drain timed out, pod deleted anyway (policy force)"
+                )
+            }
+            Event::Ready { pod } => write!(f, "{pod} replaced, Ready and registered"),
+            Event::Resume { node } => write!(f, "{node} resumed"),
+            Event::SlurmUnreachable { error } => write!(
+                f,
+                "Slurm unreachable, rollout paused, nothing is deleted until it answers: {error}"
+            ),
+            Event::SlurmBack => write!(f, "Slurm answers again, rollout continues"),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct Report {
     pub events: Vec<Event>,
     pub replaced: Vec<String>,
-}
-
-struct Worker {
-    name: String,
-    uid: String,
-    ready: bool,
-    updated: bool,
-    deleting: bool,
-}
-
-fn workers(pods: Vec<Pod>, update_revision: &str) -> BTreeMap<String, Worker> {
-    pods.into_iter()
-        .filter_map(|p| {
-            let name = p.metadata.name.clone()?;
-            let rev = p
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("controller-revision-hash"))
-                .cloned()
-                .unwrap_or_default();
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            Some((
-                name.clone(),
-                Worker {
-                    name,
-                    uid: p.metadata.uid.clone().unwrap_or_default(),
-                    ready,
-                    updated: rev == update_revision,
-                    deleting: p.metadata.deletion_timestamp.is_some(),
-                },
-            ))
-        })
-        .collect()
-}
-
-/// A worker slurmops is replacing: drained since, deleted at (then waiting for the new pod).
-struct InFlight {
-    drained_since: Instant,
-    ours: bool,
-    deleted_at: Option<Instant>,
 }
 
 /// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision.
@@ -152,171 +189,32 @@ pub async fn roll(
     settings: &Settings,
     reason: &str,
 ) -> Result<Report, RolloutError> {
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let kube_err = |what: &str| {
-        let what = what.to_string();
-        let node_set = node_set.to_string();
-        move |source| RolloutError::Kube {
-            node_set: node_set.clone(),
-            what: what.clone(),
-            source,
-        }
-    };
-    let slurm_err = |source| RolloutError::SlurmUnknown {
-        node_set: node_set.to_string(),
-        source,
-    };
-    let mut report = Report::default();
-    let mut in_flight: BTreeMap<String, InFlight> = BTreeMap::new();
-    let mut progress_at = Instant::now();
+    let mut r = pass::Rolling::new(client, slurm, namespace, node_set, settings, reason);
+    let mut outage: Option<Instant> = None;
     loop {
-        let sts = sts_api
-            .get(node_set)
-            .await
-            .map_err(kube_err("read StatefulSet"))?;
-        let replicas = sts
-            .spec
-            .as_ref()
-            .and_then(|s| s.replicas)
-            .unwrap_or(1)
-            .max(0) as usize;
-        let status = sts.status.clone().unwrap_or_default();
-        // The update revision is only meaningful once the controller saw this generation.
-        let seen = status.observed_generation.unwrap_or(0) >= sts.metadata.generation.unwrap_or(0);
-        let Some(revision) = status.update_revision.clone().filter(|_| seen) else {
-            tokio::time::sleep(settings.poll).await;
-            continue;
-        };
-        let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={node_set}"));
-        let pods = pods_api.list(&lp).await.map_err(kube_err("list pods"))?;
-        let ws = workers(pods.items, &revision);
-
-        // 1. Replaced workers: once the new pod is Ready and its node registered, resume our drain.
-        for (name, f) in in_flight.iter_mut().filter(|(_, f)| f.deleted_at.is_some()) {
-            let Some(w) = ws.get(name) else { continue };
-            if !(w.ready && w.updated && !w.deleting) {
-                continue;
+        match r.pass().await {
+            Ok(true) => return Ok(r.report),
+            Ok(false) => {
+                if outage.take().is_some() {
+                    r.event(Event::SlurmBack);
+                    r.progress_at = Instant::now();
+                }
             }
-            let node = match slurm.get(name).await {
-                Ok(n) => n,
-                Err(SlurmError::UnknownNode(_)) => continue,
-                Err(e) => return Err(slurm_err(e)),
-            };
-            if node.state.has("NOT_RESPONDING") || node.state.has("INVALID_REG") {
-                continue;
-            }
-            if f.ours && node.state.has("DRAIN") && node.reason.starts_with(REASON_PREFIX) {
-                slurm.resume(name).await.map_err(slurm_err)?;
-                report.events.push(Event::Resume { node: name.clone() });
-            }
-            report.events.push(Event::Ready { pod: name.clone() });
-            report.replaced.push(name.clone());
-            f.deleted_at = None;
-            f.drained_since = Instant::now();
-            progress_at = Instant::now();
-        }
-        in_flight.retain(|name, f| {
-            !(f.deleted_at.is_none() && ws.get(name).is_some_and(|w| w.updated && w.ready))
-        });
-
-        // 2. Draining workers: delete those Slurm reports drained (or forced after the timeout).
-        for (name, f) in in_flight.iter_mut().filter(|(_, f)| f.deleted_at.is_none()) {
-            let Some(w) = ws.get(name) else { continue };
-            let drained = slurm.is_drained(name).await.map_err(slurm_err)?;
-            let timed_out = settings
-                .drain_timeout
-                .is_some_and(|t| f.drained_since.elapsed() > t);
-            let forced = timed_out && settings.force_after_timeout;
-            if !(drained || forced) {
-                continue;
-            }
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(w.uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            pods_api
-                .delete(name, &dp)
-                .await
-                .map_err(kube_err("delete pod"))?;
-            report.events.push(Event::Delete {
-                pod: name.clone(),
-                forced: !drained,
-            });
-            f.deleted_at = Some(Instant::now());
-            progress_at = Instant::now();
-        }
-
-        // 3. Done?
-        let outdated: Vec<&Worker> = ws.values().filter(|w| !w.updated && !w.deleting).collect();
-        let all_ready = ws.len() == replicas && ws.values().all(|w| w.ready && w.updated);
-        if outdated.is_empty() && all_ready && in_flight.is_empty() {
-            return Ok(report);
-        }
-
-        // 4. Start draining more while fewer than maxUnavailable workers are out.
-        let missing = replicas.saturating_sub(ws.len());
-        let out = missing
-            + ws.values()
-                .filter(|w| !w.ready || w.deleting || in_flight.contains_key(&w.name))
-                .count();
-        let room = (settings.max_unavailable as usize).saturating_sub(out);
-        if room > 0 {
-            let mut candidates = Vec::new();
-            for w in outdated.iter().filter(|w| !in_flight.contains_key(&w.name)) {
-                let jobs = match slurm.jobs_on(&w.name).await {
-                    Ok(j) => j,
-                    Err(SlurmError::UnknownNode(_)) => Vec::new(),
-                    Err(e) => return Err(slurm_err(e)),
-                };
-                candidates.push(Candidate {
-                    pod: w.name.clone(),
-                    ready: w.ready,
-                    jobs,
+            Err(RolloutError::SlurmUnknown { source, .. }) if source.is_transient() => {
+                let since = *outage.get_or_insert_with(|| {
+                    r.event(Event::SlurmUnreachable {
+                        error: source.to_string(),
+                    });
+                    Instant::now()
                 });
+                if since.elapsed() > settings.slurm_outage_timeout {
+                    return Err(RolloutError::SlurmUnknown {
+                        node_set: node_set.to_string(),
+                        source,
+                    });
+                }
             }
-            for pod in order(&candidates).into_iter().take(room) {
-                let ours = match slurm.drain(&pod, reason).await {
-                    Ok(Drain::Requested | Drain::AlreadyOurs) => true,
-                    Ok(Drain::HeldByOther { .. }) => false,
-                    // Not registered in Slurm: nothing can run there; replace it.
-                    Err(SlurmError::UnknownNode(_)) => false,
-                    Err(e) => return Err(slurm_err(e)),
-                };
-                report.events.push(Event::Drain {
-                    node: pod.clone(),
-                    ours,
-                });
-                in_flight.insert(
-                    pod,
-                    InFlight {
-                        drained_since: Instant::now(),
-                        ours,
-                        deleted_at: None,
-                    },
-                );
-                progress_at = Instant::now();
-            }
-        }
-
-        // 5. A replacement that never comes back halts the rollout.
-        let stuck: Vec<String> = in_flight
-            .iter()
-            .filter(|(_, f)| {
-                f.deleted_at
-                    .is_some_and(|t| t.elapsed() > settings.progress_timeout)
-            })
-            .map(|(n, _)| format!("{n} (replaced, not Ready and registered)"))
-            .collect();
-        if !stuck.is_empty() && progress_at.elapsed() > settings.progress_timeout {
-            return Err(RolloutError::Stalled {
-                node_set: node_set.to_string(),
-                after: settings.progress_timeout,
-                waiting: stuck.join(", "),
-            });
+            Err(e) => return Err(e),
         }
         tokio::time::sleep(settings.poll).await;
     }
