@@ -4,10 +4,12 @@
 //! `source` (read cluster.yaml from a directory or a git revision) → `spec` (parse and validate)
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
-//! Slurm, replace pods). `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
+//! Slurm, replace pods) and `autoscale` (replicas from Slurm's queue) → `status` (Events).
+//! `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
 //! the cluster and the terminal.
 
 pub mod apply;
+pub mod autoscale;
 pub mod cli;
 pub mod plan;
 pub mod render;
@@ -15,3 +17,4 @@ pub mod rollout;
 pub mod slurm;
 pub mod source;
 pub mod spec;
+pub mod status;

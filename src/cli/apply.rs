@@ -61,7 +61,7 @@ impl PruneGuard for SlurmGuard {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -94,13 +94,8 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
             Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
         match (&a.slurmrestd_url, &a.slurm_jwt) {
             (Some(url), Some(token)) => {
-                let creds = crate::slurm::auth::Credentials::Token {
-                    token: crate::slurm::auth::Secret::new(token.clone()),
-                    user: None,
-                };
-                let client =
-                    crate::slurm::Client::new(crate::slurm::Config::new(url.clone(), creds))
-                        .map_err(|e| ApplyError::Connect(e.to_string()))?;
+                let client = super::token_client(url, token)
+                    .map_err(|e| ApplyError::Connect(e.to_string()))?;
                 apply::apply(&cluster, &c, &loaded.text, &r, &opts, &SlurmGuard(client)).await
             }
             _ => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
@@ -166,11 +161,7 @@ pub fn plan_cluster(
         let base = base.as_ref().map(|(b, br)| (*b, br));
         let mut p = apply::drift(&cluster, &c, &r, base).await?;
         if let Some((url, token)) = slurm {
-            let creds = crate::slurm::auth::Credentials::Token {
-                token: crate::slurm::auth::Secret::new(token),
-                user: None,
-            };
-            let client = crate::slurm::Client::new(crate::slurm::Config::new(url, creds))
+            let client = super::token_client(&url, &token)
                 .map_err(|e| ApplyError::Connect(e.to_string()))?;
             p.slurm.drains = drains(&cluster, &client, &c, &p)
                 .await
@@ -260,19 +251,13 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
         );
         return EXIT_ERROR;
     }
-    let creds = crate::slurm::auth::Credentials::Token {
-        token: crate::slurm::auth::Secret::new(a.slurm_jwt.clone()),
-        user: None,
+    let slurm = match super::token_client(&a.slurmrestd_url, &a.slurm_jwt) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_ERROR;
+        }
     };
-    let slurm =
-        match crate::slurm::Client::new(crate::slurm::Config::new(a.slurmrestd_url.clone(), creds))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_ERROR;
-            }
-        };
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod apply;
+mod autoscale;
 mod slurm;
 
 use crate::plan::{self, Side, format};
@@ -74,6 +75,9 @@ enum Cmd {
     Apply(apply::ApplyArgs),
     /// Replace outdated workers of NodeSets, each drained in Slurm before its pod is deleted.
     Rollout(apply::RolloutArgs),
+    /// Scale autoscaled NodeSets from Slurm's queue: pending jobs add workers, idle ones are
+    /// drained and removed.
+    Autoscale(autoscale::Args),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -135,7 +139,17 @@ pub fn main() -> i32 {
         Cmd::Slurm(args) => slurm::run(args),
         Cmd::Apply(args) => apply::apply_cmd(args),
         Cmd::Rollout(args) => apply::rollout_cmd(args),
+        Cmd::Autoscale(args) => autoscale::run(args),
     }
+}
+
+/// A slurmrestd client authenticating with a JWT (SLURM_JWT).
+fn token_client(url: &str, token: &str) -> Result<crate::slurm::Client, crate::slurm::SlurmError> {
+    let creds = crate::slurm::auth::Credentials::Token {
+        token: crate::slurm::auth::Secret::new(token.to_string()),
+        user: None,
+    };
+    crate::slurm::Client::new(crate::slurm::Config::new(url.to_string(), creds))
 }
 
 /// The committed schema file's content.

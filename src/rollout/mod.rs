@@ -180,6 +180,14 @@ pub struct Report {
     pub replaced: Vec<String>,
 }
 
+/// The pod's Ready condition is True.
+pub fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision.
 pub async fn roll(
     client: &kube::Client,

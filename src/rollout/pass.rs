@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
-use super::{Candidate, Event, Report, RolloutError, Settings, order};
+use super::{Candidate, Event, Report, RolloutError, Settings, order, pod_ready};
 use crate::render::names::LABEL_NODESET;
 use crate::slurm::{Drain, REASON_PREFIX, SlurmError, SlurmNodes};
 
@@ -44,13 +44,6 @@ pub(super) fn workers(pods: Vec<Pod>, update_revision: &str) -> BTreeMap<String,
             ))
         })
         .collect()
-}
-
-pub(super) fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// A worker slurmops is replacing: drained since, deleted at (then waiting for the new pod).

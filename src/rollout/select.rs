@@ -54,6 +54,7 @@ mod tests {
             nodes: vec![],
             end_time: end,
             start_time: None,
+            state_reason: String::new(),
         }
     }
 

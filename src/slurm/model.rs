@@ -96,6 +96,8 @@ pub struct Node {
     pub alloc_cpus: u32,
     pub address: String,
     pub port: u32,
+    /// When a job last ran here (UNIX seconds; Slurm sets it at registration too).
+    pub last_busy: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +112,8 @@ pub struct Job {
     /// Real or expected end (UNIX seconds); None when unlimited or unknown.
     pub end_time: Option<i64>,
     pub start_time: Option<i64>,
+    /// Why a pending job waits (e.g. `Resources`, `Priority`, `Dependency`, `JobHeldUser`).
+    pub state_reason: String,
 }
 
 impl Job {
@@ -226,6 +230,8 @@ pub struct NodeWire {
     address: String,
     #[serde(default)]
     port: u32,
+    #[serde(default, deserialize_with = "number")]
+    last_busy: Option<i64>,
 }
 
 impl From<NodeWire> for Node {
@@ -243,6 +249,7 @@ impl From<NodeWire> for Node {
             alloc_cpus: w.alloc_cpus,
             address: w.address,
             port: w.port,
+            last_busy: w.last_busy.filter(|t| *t > 0),
         }
     }
 }
@@ -270,6 +277,8 @@ pub struct JobWire {
     end_time: Option<i64>,
     #[serde(default, deserialize_with = "number")]
     start_time: Option<i64>,
+    #[serde(default)]
+    state_reason: String,
 }
 
 impl TryFrom<JobWire> for Job {
@@ -284,6 +293,7 @@ impl TryFrom<JobWire> for Job {
             nodes: hostlist::expand(&w.nodes)?,
             end_time: w.end_time.filter(|t| *t > 0),
             start_time: w.start_time.filter(|t| *t > 0),
+            state_reason: w.state_reason,
         })
     }
 }

@@ -209,11 +209,26 @@ pub fn scontrol(args: &[&str]) -> String {
 
 /// Submits `sleep SECS` as root on exactly NODE through slurmrestd; returns the job id.
 pub async fn submit_sleep(node: &str, secs: u32) -> u64 {
+    submit(
+        serde_json::json!({"partition": "all", "required_nodes": [node]}),
+        secs,
+    )
+    .await
+}
+
+/// Submits `sleep SECS` to PARTITION, on any of its nodes; returns the job id.
+pub async fn submit_to_partition(partition: &str, secs: u32) -> u64 {
+    submit(serde_json::json!({"partition": partition}), secs).await
+}
+
+async fn submit(placement: serde_json::Value, secs: u32) -> u64 {
     let bed = super::bed();
-    let body = serde_json::json!({
-        "script": format!("#!/bin/sh\nsleep {secs}\n"),
-        "job": {"partition": "all", "required_nodes": [node], "tasks": 1, "name": "bed-sleep",
-                "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"]}});
+    let mut job = serde_json::json!({"tasks": 1, "name": "bed-sleep",
+        "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"]});
+    for (k, v) in placement.as_object().expect("placement fields") {
+        job[k] = v.clone();
+    }
+    let body = serde_json::json!({"script": format!("#!/bin/sh\nsleep {secs}\n"), "job": job});
     let resp: serde_json::Value = reqwest::Client::new()
         .post(format!("{}/slurm/v0.0.42/job/submit", bed.slurmrestd_url))
         .header("X-SLURM-USER-TOKEN", &bed.slurm_jwt)

@@ -1,0 +1,309 @@
+//! One autoscale pass over every autoscaled NodeSet: observe (StatefulSet, pods, Slurm nodes and
+//! jobs), decide, act. Scale-out sets replicas; scale-in drains the leaving workers first and
+//! lowers replicas only over the ones Slurm reports drained. Every change is recorded on the
+//! StatefulSet (annotation and Event).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+use super::{Decision, Observation, WorkerState, decide, pending_for};
+use crate::apply::{AUTOSCALE_MANAGER, Cluster};
+use crate::render::names::LABEL_NODESET;
+use crate::rollout::pod_ready as ready;
+use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
+use crate::spec::types::{ClusterFile, NodeSet};
+use crate::status::{self, Note};
+
+/// Annotation on the StatefulSet: the last autoscale change and why.
+pub const ANNOTATION: &str = "slurmops.dev/autoscale";
+/// Drain reason of autoscale scale-in (prefixed `slurmops: `).
+pub const REASON: &str = "autoscale";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AutoscaleError {
+    #[error("autoscale: Slurm state unknown, nothing changed: {0}")]
+    Slurm(#[from] SlurmError),
+    #[error("autoscale: NodeSet {node_set}: {what}: {source}")]
+    Kube {
+        node_set: String,
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What one pass did for one NodeSet.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub node_set: String,
+    pub from: u32,
+    pub to: u32,
+    pub decision: Decision,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.decision {
+            Decision::Hold { why } => write!(
+                f,
+                "{}: {} worker(s), holding: {why}",
+                self.node_set, self.from
+            ),
+            Decision::ScaleOut { why, .. } | Decision::ScaleIn { why, .. }
+                if self.to != self.from =>
+            {
+                write!(
+                    f,
+                    "{}: scaled {} -> {}: {why}",
+                    self.node_set, self.from, self.to
+                )
+            }
+            Decision::ScaleIn { leaving, .. } => write!(
+                f,
+                "{}: {} worker(s), waiting for {} to drain before scaling in",
+                self.node_set,
+                self.from,
+                leaving.join(", ")
+            ),
+            Decision::ScaleOut { .. } => write!(f, "{}: {} worker(s)", self.node_set, self.from),
+        }
+    }
+}
+
+/// One pass over the autoscaled NodeSets of C.
+pub async fn tick(
+    cluster: &Cluster,
+    slurm: &Client,
+    c: &ClusterFile,
+) -> Result<Vec<Outcome>, AutoscaleError> {
+    let sets: Vec<&NodeSet> = c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| n.autoscale.is_some())
+        .collect();
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let jobs = slurm.jobs().await?;
+    let nodes: BTreeMap<String, Node> = slurm
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    let mut out = Vec::new();
+    for ns in sets {
+        let rule = ns.autoscale.as_ref().expect("autoscaled");
+        let Some(mut o) = observe(cluster, c, ns, &nodes).await? else {
+            continue;
+        };
+        o.pending = pending_for(c, &ns.name, &jobs);
+        let decision = decide(rule, &o);
+        let to = act(cluster, slurm, c, ns, &o, &decision).await?;
+        out.push(Outcome {
+            node_set: ns.name.clone(),
+            from: o.replicas,
+            to,
+            decision,
+        });
+    }
+    Ok(out)
+}
+
+fn kube_err(node_set: &str, what: &'static str) -> impl Fn(kube::Error) -> AutoscaleError {
+    let node_set = node_set.to_string();
+    move |source| AutoscaleError::Kube {
+        node_set: node_set.clone(),
+        what,
+        source,
+    }
+}
+
+/// The NodeSet's workers as the autoscaler sees them; None when its StatefulSet does not exist.
+async fn observe(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    ns: &NodeSet,
+    nodes: &BTreeMap<String, Node>,
+) -> Result<Option<Observation>, AutoscaleError> {
+    let namespace = &c.metadata.namespace;
+    let sts: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), namespace);
+    let Some(s) = sts
+        .get_opt(&ns.name)
+        .await
+        .map_err(kube_err(&ns.name, "read StatefulSet"))?
+    else {
+        return Ok(None);
+    };
+    let replicas = s.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
+    let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={}", ns.name));
+    let ready_pods: BTreeMap<String, bool> = pods
+        .list(&lp)
+        .await
+        .map_err(kube_err(&ns.name, "list pods"))?
+        .items
+        .into_iter()
+        .filter_map(|p| Some((p.metadata.name.clone()?, ready(&p))))
+        .collect();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let workers = (0..replicas)
+        .map(|i| {
+            let name = format!("{}-{i}", ns.name);
+            let state = worker_state(ready_pods.get(&name).copied(), nodes.get(&name), now);
+            (name, state)
+        })
+        .collect();
+    Ok(Some(Observation {
+        replicas,
+        pending: 0,
+        workers,
+    }))
+}
+
+fn worker_state(pod_ready: Option<bool>, node: Option<&Node>, now: i64) -> WorkerState {
+    let Some(n) = node.filter(|_| pod_ready == Some(true)) else {
+        return WorkerState::Starting;
+    };
+    if n.state.is_busy() {
+        return WorkerState::Busy;
+    }
+    if n.state.has("DRAIN") {
+        return if n.reason.starts_with(&our_reason(REASON)) {
+            WorkerState::DrainedByUs
+        } else {
+            WorkerState::HeldByOther {
+                reason: n.reason.clone(),
+            }
+        };
+    }
+    if n.state.has("NOT_RESPONDING") {
+        return WorkerState::Starting;
+    }
+    let idle = n.last_busy.map_or(0, |t| (now - t).max(0)) as u64;
+    WorkerState::Idle {
+        for_: Duration::from_secs(idle),
+    }
+}
+
+/// Carries DECISION out; returns the replicas now set.
+async fn act(
+    cluster: &Cluster,
+    slurm: &Client,
+    c: &ClusterFile,
+    ns: &NodeSet,
+    o: &Observation,
+    decision: &Decision,
+) -> Result<u32, AutoscaleError> {
+    match decision {
+        Decision::Hold { .. } => Ok(o.replicas),
+        Decision::ScaleOut { to, why } => {
+            set_replicas(cluster, c, ns, o.replicas, *to, why).await?;
+            Ok(*to)
+        }
+        Decision::ScaleIn { leaving, why, .. } => {
+            let above_max = o.replicas > ns.autoscale.as_ref().map_or(u32::MAX, |a| a.max);
+            let drained = drain_top(slurm, leaving, !above_max).await?;
+            let to = o.replicas - drained;
+            if to < o.replicas {
+                set_replicas(cluster, c, ns, o.replicas, to, why).await?;
+            }
+            Ok(to)
+        }
+    }
+}
+
+/// Drains LEAVING (highest ordinal last in the list) and waits briefly; returns how many of the
+/// highest ordinals are drained. With GIVE_BACK, the ones a job reached in the meantime are
+/// resumed (the scale-in is retried later); otherwise they stay draining until their jobs end.
+async fn drain_top(
+    slurm: &Client,
+    leaving: &[String],
+    give_back: bool,
+) -> Result<u32, AutoscaleError> {
+    let mut held = Vec::new();
+    for n in leaving {
+        match slurm.drain(n, REASON).await {
+            Ok(Drain::Requested | Drain::AlreadyOurs) | Err(SlurmError::UnknownNode(_)) => {}
+            // Someone else drained it since we looked: theirs, so it is not removed.
+            Ok(Drain::HeldByOther { .. }) => held.push(n.as_str()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Idle nodes drain at once; give a job that just started there a moment to show.
+    let deadline = Instant::now() + Duration::from_secs(if give_back { 10 } else { 0 });
+    let mut run;
+    loop {
+        run = 0u32;
+        for n in leaving.iter().rev() {
+            if held.contains(&n.as_str()) {
+                break;
+            }
+            match slurm.is_drained(n).await {
+                Ok(true) | Err(SlurmError::UnknownNode(_)) => run += 1,
+                Ok(false) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if run as usize == leaving.len() || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    if give_back {
+        for n in &leaving[..leaving.len() - run as usize] {
+            match slurm.resume(n).await {
+                Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// Sets `spec.replicas` as the autoscale field manager, with the reason in an annotation and an
+/// Event on the StatefulSet.
+async fn set_replicas(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    ns: &NodeSet,
+    from: u32,
+    to: u32,
+    why: &str,
+) -> Result<(), AutoscaleError> {
+    let namespace = &c.metadata.namespace;
+    let message = format!("scaled {from} -> {to}: {why}");
+    let body = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": ns.name, "namespace": namespace,
+                     "annotations": {ANNOTATION: message}},
+        "spec": {"replicas": to}});
+    let live = cluster
+        .apply(&body, AUTOSCALE_MANAGER, true, false)
+        .await
+        .map_err(kube_err(&ns.name, "set replicas"))?;
+    let note = Note {
+        involved: ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("StatefulSet".into()),
+            name: Some(ns.name.clone()),
+            namespace: Some(namespace.clone()),
+            uid: live.metadata.uid,
+            ..ObjectReference::default()
+        },
+        reason: if to > from { "ScaledOut" } else { "ScaledIn" },
+        message,
+        warning: false,
+    };
+    // The Event is for people; failing to record it does not undo the scale.
+    let _ = status::record(&cluster.client, note).await;
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! `status`: what slurmops tells people about what it did, without CRDs. Kubernetes Events on
+//! the objects it changed (so `kubectl describe` and `kubectl get events` show them).
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, PostParams};
+
+/// Component name on every Event slurmops records.
+pub const COMPONENT: &str = "slurmops";
+
+/// An Event about one object.
+pub struct Note<'a> {
+    pub involved: ObjectReference,
+    /// CamelCase, e.g. `ScaledOut`.
+    pub reason: &'a str,
+    pub message: String,
+    pub warning: bool,
+}
+
+/// Records NOTE as a core/v1 Event in the object's namespace (served by every Kubernetes
+/// version slurmops supports).
+pub async fn record(client: &kube::Client, note: Note<'_>) -> Result<(), kube::Error> {
+    let ns = note.involved.namespace.clone().unwrap_or_default();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let name = note.involved.name.clone().unwrap_or_default();
+    let ev = Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: note.involved,
+        reason: Some(note.reason.to_string()),
+        message: Some(note.message),
+        type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.into()),
+            host: None,
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Event::default()
+    };
+    Api::<Event>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &ev)
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,253 @@
+//! Autoscale end to end on the test bed: jobs pending in a partition scale its NodeSet out, idle
+//! workers are drained and removed after the delay, and apply does not fight the autoscaler.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams};
+use slurmops::slurm::auth::{Credentials, Secret};
+use slurmops::slurm::{Client, Config, SlurmNodes};
+
+use support::slurm::{job_state, submit_to_partition};
+use support::{TestEnv, bed, eventually};
+
+fn cluster_yaml(ns: &str, w: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: {ns}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  nodeSets:
+    - name: {w}
+      replicas: 1
+      cpu: "1"
+      memory: 256Mi
+      features: [burst]
+      autoscale: {{min: 1, max: 3, scaleDownDelay: 6s}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+    - {{name: burst, nodeSets: [{w}]}}
+"#
+    )
+}
+
+fn slurm() -> Client {
+    let b = bed();
+    Client::new(Config::new(
+        b.slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    ))
+    .unwrap()
+}
+
+fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
+    let b = bed();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+    c.args(args)
+        .arg(dir)
+        .args([
+            "--slurmrestd-url",
+            &b.slurmrestd_url,
+            "--slurm-jwt",
+            &b.slurm_jwt,
+        ])
+        .env("KUBECONFIG", &b.kubeconfig_restricted);
+    c
+}
+
+async fn replicas(sts: &Api<StatefulSet>, name: &str) -> Option<i32> {
+    sts.get(name).await.ok()?.spec?.replicas
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
+    let env = TestEnv::new("autoscale").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("a");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
+    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = slurm();
+    let first = format!("{w}-0");
+    eventually("first worker idle", Duration::from_secs(30), async || {
+        let n = s.get(&first).await.ok()?;
+        (n.state.has("IDLE") && !n.state.has("NOT_RESPONDING")).then_some(())
+    })
+    .await;
+
+    // Three one-CPU jobs for a one-worker partition: one runs, two pend.
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(submit_to_partition("burst", 8).await);
+    }
+    eventually("one job running", Duration::from_secs(30), async || {
+        (job_state(jobs[0]).await == vec!["RUNNING".to_string()]).then_some(())
+    })
+    .await;
+    let log = dir.path().join("autoscale.log");
+    let mut autoscaler = slurmops(dir.path(), &["autoscale", "--interval", "1s"])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually("scaled out to 3", Duration::from_secs(30), async || {
+        (replicas(&sts, &w).await == Some(3)).then_some(())
+    })
+    .await;
+    // apply (git unchanged, replicas: 1 there) leaves the autoscaler's replicas alone.
+    let out = slurmops(dir.path(), &["apply", "--wait", "0s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        replicas(&sts, &w).await,
+        Some(3),
+        "apply fought the autoscaler"
+    );
+
+    // Sample while scaling in: a worker pod going away while its node is in Slurm and not drained.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let done = Arc::new(AtomicBool::new(false));
+    let undrained_removal = Arc::new(std::sync::Mutex::new(None::<String>));
+    let sampler = {
+        let (done, bad, pods, w) = (
+            done.clone(),
+            undrained_removal.clone(),
+            pods.clone(),
+            w.clone(),
+        );
+        tokio::spawn(async move {
+            let s = slurm();
+            while !done.load(Ordering::SeqCst) {
+                let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={w}"));
+                let live: BTreeMap<String, bool> = pods
+                    .list(&lp)
+                    .await
+                    .map(|l| {
+                        l.items
+                            .into_iter()
+                            .map(|p| {
+                                (
+                                    p.metadata.name.clone().unwrap(),
+                                    p.metadata.deletion_timestamp.is_some(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for i in 1..3 {
+                    let name = format!("{w}-{i}");
+                    let going = live.get(&name).copied().unwrap_or(true);
+                    if let (true, Ok(n)) = (going, s.get(&name).await)
+                        && !n.state.has("DRAIN")
+                    {
+                        *bad.lock().unwrap() = Some(format!("{name}: {}", n.state));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+
+    for j in &jobs {
+        eventually(
+            &format!("job {j} completed"),
+            Duration::from_secs(90),
+            async || (job_state(*j).await == vec!["COMPLETED".to_string()]).then_some(()),
+        )
+        .await;
+    }
+    eventually("scaled back in to 1", Duration::from_secs(60), async || {
+        (replicas(&sts, &w).await == Some(1)).then_some(())
+    })
+    .await;
+    eventually("leaving pods gone", Duration::from_secs(30), async || {
+        let n = pods
+            .list(&ListParams::default().labels(&format!("slurmops.dev/nodeset={w}")))
+            .await
+            .ok()?
+            .items
+            .len();
+        (n == 1).then_some(())
+    })
+    .await;
+    done.store(true, Ordering::SeqCst);
+    sampler.await.unwrap();
+    let _ = autoscaler.kill();
+    let _ = autoscaler.wait();
+    assert_eq!(
+        *undrained_removal.lock().unwrap(),
+        None,
+        "a worker was removed without being drained first"
+    );
+    let n = s.get(&first).await.unwrap();
+    assert!(!n.state.has("DRAIN"), "min worker drained: {}", n.state);
+
+    let printed = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        printed.contains(&format!(
+            "{w}: scaled 1 -> 3: 2 pending job(s), 1 worker(s) busy"
+        )),
+        "{printed}"
+    );
+    // Scale-in may take one step or two (workers go idle at slightly different times).
+    let scale_in: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.contains(": idle for 6s, no pending jobs"))
+        .collect();
+    assert!(
+        scale_in
+            .first()
+            .is_some_and(|l| l.starts_with(&format!("{w}: scaled 3 -> ")))
+            && scale_in.last().is_some_and(|l| l.contains(" -> 1: ")),
+        "{printed}"
+    );
+    // Visible on the StatefulSet: its annotation and Events.
+    let live = sts.get(&w).await.unwrap();
+    let note = live.metadata.annotations.unwrap_or_default();
+    assert!(
+        note["slurmops.dev/autoscale"].ends_with("-> 1: idle for 6s, no pending jobs"),
+        "{note:?}"
+    );
+    let events: Api<Event> =
+        Api::namespaced(support::client(&bed().kubeconfig_admin).await, &env.ns);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(w.as_str()))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.contains(&"ScaledOut".to_string()), "{reasons:?}");
+    assert!(reasons.contains(&"ScaledIn".to_string()), "{reasons:?}");
+    env.cleanup().await;
+}
