@@ -268,7 +268,8 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
     let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
     assert!(sts.get_opt(&b).await.unwrap().is_some());
 
-    // With slurmrestd: still refused while the node is not drained; pruned once it is.
+    // With slurmrestd: apply drains the removed NodeSet's worker, waits until Slurm reports it
+    // drained, then prunes.
     let b0 = format!("{b}-0");
     eventually("worker registered", Duration::from_secs(30), async || {
         support::slurm::node_state(support::SLURM_INSTANCE, &b0).filter(|s| s.starts_with("IDLE"))
@@ -288,27 +289,18 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
         args.extend(extra);
         slurmops(&args)
     };
-    let (code, _, err) = with_slurm(&[]);
-    assert_eq!(code, 1, "{err}");
-    // `slurmops rollout` drains the removed NodeSet's workers and waits until they are drained.
-    let (code, out, err) = slurmops(&[
-        "rollout",
-        repo.path().to_str().unwrap(),
-        "--slurmrestd-url",
-        &bed().slurmrestd_url,
-        "--slurm-jwt",
-        &bed().slurm_jwt,
-    ]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        out.contains(&format!(
-            "{b}: removed from cluster.yaml, workers drained: {b0}"
-        )),
-        "{out}"
-    );
     let (code, out, err) = with_slurm(&[]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("{b}: drained before removal: {b0}")),
+        "{out}"
+    );
     assert!(out.contains(&format!("pruned: StatefulSet/{b}")), "{out}");
+    let drained = support::slurm::node_state(support::SLURM_INSTANCE, &b0);
+    assert!(
+        drained.is_none() || drained.as_deref().is_some_and(|s| s.contains("DRAIN")),
+        "{b0} pruned without a drain: {drained:?}"
+    );
     assert!(sts.get_opt(&b).await.unwrap().is_none());
     assert!(
         cms.get_opt("c-notes").await.unwrap().is_some(),

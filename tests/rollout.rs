@@ -230,17 +230,29 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
             }
         })
     };
-    let settings = slurmops::rollout::Settings {
-        max_unavailable: 1,
-        poll: Duration::from_millis(300),
-        progress_timeout: Duration::from_secs(60),
-        ..Default::default()
+    // `slurmops apply` with Slurm: nothing left to apply, so it goes straight to the rollout.
+    let apply = {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+                .arg("apply")
+                .arg(&dir)
+                .args(["--wait", "0s", "--slurmrestd-url", &bed().slurmrestd_url])
+                .args(["--slurm-jwt", &bed().slurm_jwt])
+                .env("KUBECONFIG", &bed().kubeconfig_admin)
+                .output()
+                .unwrap()
+        })
     };
-    let report = slurmops::rollout::roll(&env.client, &s, &env.ns, &w, &settings, "image change")
-        .await
-        .unwrap();
+    let out = apply.await.unwrap();
     done.store(true, Ordering::SeqCst);
     sampler.await.unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let after = uids(&pods, &w).await;
     assert_eq!(after.len(), 4);
@@ -248,7 +260,11 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
         assert_ne!(after[n].0, before[n].0, "{n} was not replaced");
         assert!(after[n].1, "{n} not Ready at the end");
     }
-    assert_eq!(report.replaced.len(), 4, "{report:?}");
+    assert_eq!(
+        printed.matches("replaced, Ready and registered").count(),
+        4,
+        "{printed}"
+    );
     assert_eq!(
         job_state(job).await,
         vec!["COMPLETED".to_string()],
@@ -263,19 +279,15 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
         "{} workers out at once",
         max_out.load(Ordering::SeqCst)
     );
-    // The busy worker went last: idle ones first.
-    let deletes: Vec<&str> = report
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            slurmops::rollout::Event::Delete { pod, forced } => {
-                assert!(!forced);
-                Some(pod.as_str())
-            }
-            _ => None,
-        })
+    // The busy worker went last: idle ones first; none forced.
+    assert!(!printed.contains("deleted anyway"), "{printed}");
+    let deletes: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.strip_suffix(" drained, pod deleted"))
+        .filter_map(|l| l.split(": ").nth(1))
         .collect();
-    assert_eq!(deletes.last(), Some(&busy.as_str()), "{deletes:?}");
+    assert_eq!(deletes.len(), 4, "{printed}");
+    assert_eq!(deletes.last(), Some(&busy.as_str()), "{printed}");
     for n in &names {
         let node = s.get(n).await.unwrap();
         assert!(!node.state.has("DRAIN"), "{n} left drained: {}", node.state);
@@ -498,17 +510,19 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
         cluster_yaml(&env.ns, &w, "registry.example/slurmd:a")
             .replace("replicas: 4", &format!("replicas: {replicas}"))
     };
-    let run = |args: &[&str]| {
+    let run_with = |args: &[&str], with_slurm: bool| {
         let b = bed();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .args(args)
-            .arg(dir.path())
-            .args([
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"));
+        cmd.args(args).arg(dir.path());
+        if with_slurm {
+            cmd.args([
                 "--slurmrestd-url",
                 &b.slurmrestd_url,
                 "--slurm-jwt",
                 &b.slurm_jwt,
-            ])
+            ]);
+        }
+        let out = cmd
             .env("KUBECONFIG", &b.kubeconfig_restricted)
             .output()
             .unwrap();
@@ -518,6 +532,7 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    let run = |args: &[&str]| run_with(args, true);
     std::fs::write(dir.path().join("cluster.yaml"), yaml(4)).unwrap();
     let (code, out, err) = run(&["apply", "--wait", "90s"]);
     assert_eq!(code, Some(0), "{out}{err}");
@@ -539,31 +554,35 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
     .await;
 
     std::fs::write(dir.path().join("cluster.yaml"), yaml(2)).unwrap();
-    let (code, _, err) = run(&["apply", "--wait", "0s"]);
+    // Without Slurm to confirm the drains, apply refuses and changes nothing.
+    let (code, _, err) = run_with(&["apply", "--wait", "0s"], false);
     assert_eq!(code, Some(1));
     assert!(
         err.contains(&format!("refusing to scale NodeSet {w} from 4 to 2")) && err.contains(&top),
         "{err}"
     );
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
-    assert_eq!(
-        uids(&pods, &w).await.len(),
-        4,
-        "apply removed workers anyway"
-    );
+    let before = uids(&pods, &w).await;
+    assert_eq!(before.len(), 4, "apply removed workers anyway");
 
-    // rollout drains the two leaving workers and waits for the job; then apply removes them.
-    let (code, out, err) = run(&["rollout"]);
-    assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains("drained for scale-in to 2"), "{out}");
-    assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
+    // With Slurm: the two leaving workers are drained, apply waits for the job, then scales in.
     let (code, out, err) = run(&["apply", "--wait", "60s"]);
     assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!("{w}: drained before removal: {w}-3, {w}-2")),
+        "{out}"
+    );
+    assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
     eventually(
         "the two highest workers gone",
         Duration::from_secs(30),
         async || (uids(&pods, &w).await.len() == 2).then_some(()),
     )
     .await;
+    let after = uids(&pods, &w).await;
+    for i in 0..2 {
+        let n = format!("{w}-{i}");
+        assert_eq!(after[&n].0, before[&n].0, "{n} was replaced by a scale-in");
+    }
     env.cleanup().await;
 }

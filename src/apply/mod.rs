@@ -74,7 +74,7 @@ pub enum ApplyError {
     )]
     NoDra { object: String, server: String },
     #[error(
-        "refusing to scale NodeSet {name} from {from} to {to}: the StatefulSet would delete {nodes}, which may run jobs. Drain them first (slurmops rollout drains them and waits), then apply with --slurmrestd-url so slurmops can confirm it; nothing was changed"
+        "refusing to scale NodeSet {name} from {from} to {to}: the StatefulSet would delete {nodes}, which may run jobs. Apply with --slurmrestd-url (and --slurm-jwt): slurmops drains them, waits for their jobs, then scales in; nothing was changed"
     )]
     UnsafeScaleIn {
         name: String,
@@ -256,7 +256,7 @@ fn rendered_group_kinds(r: &Rendered, cluster: &Cluster) -> BTreeSet<String> {
         .collect()
 }
 
-fn api_err(object: &str, e: kube::Error) -> ApplyError {
+pub(crate) fn api_err(object: &str, e: kube::Error) -> ApplyError {
     match e {
         kube::Error::Api(s) if s.code == 409 => ApplyError::Conflict {
             object: object.into(),

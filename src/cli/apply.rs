@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
-use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard};
+use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options};
 use crate::plan::format;
+use crate::reconcile;
 use crate::render;
-use crate::slurm::{SlurmError, SlurmNodes};
 use crate::spec::{self, values::Duration};
 
 #[derive(clap::Args)]
@@ -43,22 +43,9 @@ pub struct ApplyArgs {
     slurmrestd_url: Option<String>,
     #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
     slurm_jwt: Option<String>,
-}
-
-/// Prune guard over slurmrestd: a node is safe when drained, or unknown to Slurm (no jobs there).
-struct SlurmGuard(crate::slurm::Client);
-
-impl PruneGuard for SlurmGuard {
-    async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
-        for n in nodes {
-            match self.0.is_drained(n).await {
-                Ok(true) | Err(SlurmError::UnknownNode(_)) => {}
-                Ok(false) => return Ok(false),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(true)
-    }
+    /// With Slurm: do not roll outdated workers after applying (`slurmops rollout` does it later).
+    #[arg(long)]
+    no_rollout: bool,
 }
 
 pub(super) fn runtime() -> tokio::runtime::Runtime {
@@ -94,9 +81,29 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
             Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
         match (&a.slurmrestd_url, &a.slurm_jwt) {
             (Some(url), Some(token)) => {
-                let client = super::token_client(url, token)
+                let slurm = super::token_client(url, token)
                     .map_err(|e| ApplyError::Connect(e.to_string()))?;
-                apply::apply(&cluster, &c, &loaded.text, &r, &opts, &SlurmGuard(client)).await
+                let how = reconcile::How {
+                    apply: opts,
+                    rollout: crate::rollout::Settings {
+                        observer: crate::rollout::Observer::new(|set, e| println!("{set}: {e}")),
+                        ..Default::default()
+                    },
+                    roll: !a.no_rollout,
+                };
+                let done = reconcile::reconcile(&cluster, &slurm, &c, &loaded.text, &r, &how)
+                    .await
+                    .map_err(|e| match e {
+                        reconcile::ReconcileError::Apply(e) => e,
+                        other => ApplyError::Connect(other.to_string()),
+                    })?;
+                for (set, nodes) in &done.drained {
+                    println!("{set}: drained before removal: {}", nodes.join(", "));
+                }
+                for (set, nodes) in &done.rolled {
+                    println!("{set}: replaced {}", nodes.join(", "));
+                }
+                Ok(done.applied)
             }
             _ => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
         }
@@ -258,46 +265,31 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    let observer = crate::rollout::Observer::new(|set, e| println!("{set}: {e}"));
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
+        // Scale-ins and removed NodeSets: drain the leaving workers and wait; `slurmops apply`
+        // then removes them.
+        let step = crate::rollout::Settings {
+            observer: observer.clone(),
+            ..Default::default()
+        };
+        let drained = reconcile::drain_leaving(&cluster, &slurm, &c, &step, a.node_set.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        for (set, nodes) in &drained {
+            println!(
+                "{set}: drained for removal: {} (run slurmops apply to remove them)",
+                nodes.join(", ")
+            );
+        }
         for ns in sets {
             let settings = crate::rollout::Settings {
-                observer: crate::rollout::Observer::new(|set, e| println!("{set}: {e}")),
+                observer: observer.clone(),
                 ..crate::rollout::Settings::of(ns)
             };
-            // Scale-in: drain the workers that lowering replicas will remove, then stop here;
-            // `slurmops apply` lowers replicas once they are drained.
-            let sts: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
-                kube::Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
-            let live = sts
-                .get_opt(&ns.name)
-                .await
-                .map_err(|e| e.to_string())?
-                .and_then(|s| s.spec)
-                .and_then(|s| s.replicas)
-                .unwrap_or(0);
-            if live > ns.replicas as i32 && ns.autoscale.is_none() {
-                let drained = crate::rollout::drain_for_scale_in(
-                    &cluster.client,
-                    &slurm,
-                    &c.metadata.namespace,
-                    &ns.name,
-                    ns.replicas,
-                    &settings,
-                    "scale-in",
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                println!(
-                    "{}: drained for scale-in to {}: {} (run slurmops apply to remove them)",
-                    ns.name,
-                    ns.replicas,
-                    drained.join(", ")
-                );
-                continue;
-            }
             let report = crate::rollout::roll(
                 &cluster.client,
                 &slurm,
@@ -310,9 +302,6 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             .map_err(|e| e.to_string())?;
             println!("{}: {} worker(s) replaced", ns.name, report.replaced.len());
         }
-        if a.node_set.is_none() {
-            drain_removed_node_sets(&cluster, &slurm, &c).await?;
-        }
         Ok::<(), String>(())
     });
     match result {
@@ -322,48 +311,6 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             EXIT_ERROR
         }
     }
-}
-
-/// NodeSets removed from cluster.yaml (their StatefulSets still in the ApplySet): drain every
-/// worker and wait, so that `apply` can prune them.
-async fn drain_removed_node_sets(
-    cluster: &Cluster,
-    slurm: &crate::slurm::Client,
-    c: &spec::ClusterFile,
-) -> Result<(), String> {
-    let ns = &c.metadata.namespace;
-    let set_id = apply::applyset::id(&apply::applyset::parent_name(&c.metadata.name), ns);
-    let selector = format!(
-        "{}={set_id},app.kubernetes.io/component=worker",
-        apply::applyset::LABEL_PART_OF
-    );
-    let live = cluster
-        .list("apps/v1", "StatefulSet", ns, &selector)
-        .await
-        .map_err(|e| e.to_string())?;
-    for sts in live {
-        let name = sts.metadata.name.unwrap_or_default();
-        if c.spec.node_sets.iter().any(|n| n.name == name) {
-            continue;
-        }
-        let settings = crate::rollout::Settings::default();
-        let drained = crate::rollout::drain_for_scale_in(
-            &cluster.client,
-            slurm,
-            ns,
-            &name,
-            0,
-            &settings,
-            "NodeSet removed",
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        println!(
-            "{name}: removed from cluster.yaml, workers drained: {} (run slurmops apply to prune it)",
-            drained.join(", ")
-        );
-    }
-    Ok(())
 }
 
 /// The nodes a plan drains (rolled NodeSets: every worker; scale-in: the leaving ordinals; removed

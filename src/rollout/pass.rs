@@ -140,9 +140,10 @@ impl<'a, S: SlurmNodes> Rolling<'a, S> {
         self.finish_replaced(&ws).await?;
         self.delete_drained(&ws).await?;
 
+        // Done when nothing is outdated or in flight. Pods that are new for another reason (a
+        // scale-out) are the health check's business, not the rollout's.
         let outdated: Vec<&Worker> = ws.values().filter(|w| !w.updated && !w.deleting).collect();
-        let all_ready = ws.len() == replicas && ws.values().all(|w| w.ready && w.updated);
-        if outdated.is_empty() && all_ready && self.in_flight.is_empty() {
+        if outdated.is_empty() && self.in_flight.is_empty() {
             return Ok(true);
         }
         self.start_drains(&ws, &outdated, replicas).await?;
