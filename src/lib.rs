@@ -4,7 +4,8 @@
 //! `source` (read cluster.yaml from a directory or a git revision) → `spec` (parse and validate)
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
-//! Slurm, replace pods) and `autoscale` (replicas from Slurm's queue) → `status` (Events).
+//! Slurm, replace pods), `autoscale` (replicas from Slurm's queue) and `sync` (Slurm state on pods,
+//! cordons into drains) → `status` (Events). `reconcile` chains drain, apply and rollout.
 //! `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
 //! the cluster and the terminal.
 
@@ -19,3 +20,4 @@ pub mod slurm;
 pub mod source;
 pub mod spec;
 pub mod status;
+pub mod sync;

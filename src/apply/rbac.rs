@@ -39,17 +39,36 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
         &["pods"],
         &["get", "list", "watch", "delete", "patch"],
     ),
+    // sync: Slurm's view of each worker as a pod condition.
+    (&[""], &["pods/status"], &["patch"]),
     (&[""], &["events"], &["create", "patch"]),
 ];
 
-/// The Role, as an object to apply in NAMESPACE.
-pub fn role(name: &str, namespace: &str) -> Json {
-    let rules: Vec<Json> = RULES
-        .iter()
+/// Cluster-wide read of Nodes, so that `sync` follows cordons (optional: without it, sync skips
+/// cordons and says so).
+pub const NODE_RULES: &[(&[&str], &[&str], &[&str])] =
+    &[(&[""], &["nodes"], &["get", "list", "watch"])];
+
+fn rules(of: &[(&[&str], &[&str], &[&str])]) -> Vec<Json> {
+    of.iter()
         .map(|(groups, resources, verbs)| {
             json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
         })
-        .collect();
+        .collect()
+}
+
+/// The ClusterRole NAME that lets slurmops read Nodes (for cordons).
+pub fn node_reader(name: &str) -> Json {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "slurmops"}},
+        "rules": rules(NODE_RULES),
+    })
+}
+
+/// The Role, as an object to apply in NAMESPACE.
+pub fn role(name: &str, namespace: &str) -> Json {
+    let rules = rules(RULES);
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": name, "namespace": namespace,

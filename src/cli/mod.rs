@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod apply;
 mod autoscale;
 mod slurm;
+mod sync;
 
 use crate::plan::{self, Side, format};
 use crate::render::{self, Rendered};
@@ -78,6 +79,9 @@ enum Cmd {
     /// Scale autoscaled NodeSets from Slurm's queue: pending jobs add workers, idle ones are
     /// drained and removed.
     Autoscale(autoscale::Args),
+    /// Slurm node state onto worker pods (a condition), cordoned nodes drained, workers that
+    /// never registered replaced.
+    Sync(sync::Args),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -140,6 +144,7 @@ pub fn main() -> i32 {
         Cmd::Apply(args) => apply::apply_cmd(args),
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),
+        Cmd::Sync(args) => sync::run(args),
     }
 }
 

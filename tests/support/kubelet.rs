@@ -268,8 +268,10 @@ impl State {
                 {"type": "ContainersReady", "status": flag, "lastTransitionTime": now()},
                 {"type": "Ready", "status": flag, "lastTransitionTime": now()}],
             "containerStatuses": containers}});
+        // Strategic merge, as the real kubelet's status manager: conditions merge by type, so
+        // conditions other components own (slurmops' Slurm condition) stay.
         self.pods
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(status))
             .await
             .is_ok()
     }

@@ -103,6 +103,29 @@ impl TestEnv {
             .expect("bind the slurmops Role");
     }
 
+    /// Lets the restricted identity read Nodes (the optional ClusterRole slurmops documents).
+    pub async fn grant_node_reader(&self) {
+        let role = slurmops::apply::rbac::node_reader("slurmops-node-reader");
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "slurmops-node-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "slurmops-node-reader"},
+            "subjects": [{"kind": "User", "name": "slurmops-restricted", "apiGroup": "rbac.authorization.k8s.io"}]});
+        let pp = kube::api::PatchParams::apply("test-setup");
+        Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(self.client.clone())
+            .patch("slurmops-node-reader", &pp, &kube::api::Patch::Apply(&role))
+            .await
+            .expect("apply the node reader ClusterRole");
+        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(self.client.clone())
+            .patch(
+                "slurmops-node-reader",
+                &pp,
+                &kube::api::Patch::Apply(&binding),
+            )
+            .await
+            .expect("bind the node reader ClusterRole");
+    }
+
     /// Removes the namespace and the fake Node (the kubelet stops its slurmds when dropped).
     pub async fn cleanup(self) {
         let dp = DeleteParams::default();

@@ -1,0 +1,252 @@
+//! `sync`: keeps Kubernetes and Slurm telling the same story about each worker.
+//!
+//! - Slurm's view of a worker becomes a pod condition (`slurmops.dev/slurm-node`), so `kubectl`
+//!   shows which pods are idle, busy, draining, drained or not registered.
+//! - A cordoned Kubernetes node drains the workers on it in Slurm (running jobs finish, no new
+//!   ones start); uncordoning resumes them, but only drains slurmops set for that cordon.
+//! - A Ready worker whose Slurm node stays unknown for the registration grace is replaced: Slurm
+//!   cannot run anything there, so deleting it kills nothing. At most one per NodeSet per pass.
+//!
+//! Writes happen only on change; a pass over a steady cluster writes nothing.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use serde_json::json;
+
+use crate::apply::Cluster;
+use crate::render::names::LABEL_NODESET;
+use crate::rollout::pod_ready;
+use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
+use crate::spec::ClusterFile;
+
+/// The pod condition type carrying Slurm's view of the worker.
+pub const CONDITION: &str = "slurmops.dev/slurm-node";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("sync: Slurm state unknown, nothing changed: {0}")]
+    Slurm(#[from] SlurmError),
+    #[error("sync: {what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
+    let what = what.into();
+    move |source| SyncError::Kube { what, source }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Pods whose Slurm condition changed.
+    pub conditions: Vec<String>,
+    pub drained_for_cordon: Vec<String>,
+    pub resumed_after_uncordon: Vec<String>,
+    pub replaced_unregistered: Vec<String>,
+    /// Things sync could not look at (e.g. no permission to read Nodes).
+    pub warnings: Vec<String>,
+}
+
+/// Sync state kept between passes: since when each worker is Ready but unknown to Slurm.
+pub struct Syncer {
+    pub registration_grace: Duration,
+    unknown_since: BTreeMap<String, Instant>,
+}
+
+impl Syncer {
+    pub fn new(registration_grace: Duration) -> Syncer {
+        Syncer {
+            registration_grace,
+            unknown_since: BTreeMap::new(),
+        }
+    }
+
+    /// One pass over every NodeSet of C.
+    pub async fn tick(
+        &mut self,
+        cluster: &Cluster,
+        slurm: &Client,
+        c: &ClusterFile,
+    ) -> Result<Report, SyncError> {
+        let nodes: BTreeMap<String, Node> = slurm
+            .nodes()
+            .await?
+            .into_iter()
+            .map(|n| (n.name.clone(), n))
+            .collect();
+        let mut report = Report::default();
+        let cordoned = cordoned_nodes(cluster, &mut report).await;
+        let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
+        for set in &c.spec.node_sets {
+            let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={}", set.name));
+            let pods = pods_api
+                .list(&lp)
+                .await
+                .map_err(kube_err(format!("list pods of {}", set.name)))?;
+            let mut replaced_here = false;
+            for p in pods
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+            {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let node = nodes.get(&name);
+                if set_condition(&pods_api, p, node).await? {
+                    report.conditions.push(name.clone());
+                }
+                if let (Some(n), Some(cordoned)) = (node, &cordoned) {
+                    let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                    follow_cordon(slurm, n, on, cordoned, &mut report).await?;
+                }
+                if !replaced_here && self.unregistered(p, node.is_some()) {
+                    replace(&pods_api, p).await?;
+                    self.unknown_since.remove(&name);
+                    report.replaced_unregistered.push(name);
+                    replaced_here = true;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Ready, unknown to Slurm, for longer than the grace (as seen by this syncer).
+    fn unregistered(&mut self, p: &Pod, known: bool) -> bool {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if known || !pod_ready(p) {
+            self.unknown_since.remove(&name);
+            return false;
+        }
+        let since = *self.unknown_since.entry(name).or_insert_with(Instant::now);
+        since.elapsed() >= self.registration_grace
+    }
+}
+
+/// Kubernetes nodes marked unschedulable; None when they cannot be read (sync of cordons off).
+async fn cordoned_nodes(cluster: &Cluster, report: &mut Report) -> Option<Vec<String>> {
+    match Api::<KubeNode>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Some(
+            l.items
+                .into_iter()
+                .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
+                .filter_map(|n| n.metadata.name)
+                .collect(),
+        ),
+        Err(e) => {
+            report.warnings.push(format!(
+                "cannot read Kubernetes Nodes, cordons are not followed (grant the ClusterRole from slurmops::apply::rbac::node_reader): {e}"
+            ));
+            None
+        }
+    }
+}
+
+/// The drain reason of a cordon on Kubernetes node ON.
+fn cordon_reason(on: &str) -> String {
+    format!("node {on} cordoned")
+}
+
+async fn follow_cordon(
+    slurm: &Client,
+    n: &Node,
+    on: Option<String>,
+    cordoned: &[String],
+    report: &mut Report,
+) -> Result<(), SyncError> {
+    let Some(on) = on else { return Ok(()) };
+    let reason = cordon_reason(&on);
+    if cordoned.contains(&on) {
+        if !n.state.has("DRAIN") && slurm.drain(&n.name, &reason).await? == Drain::Requested {
+            report.drained_for_cordon.push(n.name.clone());
+        }
+    } else if n.state.has("DRAIN") && n.reason == our_reason(&reason) {
+        slurm.resume(&n.name).await?;
+        report.resumed_after_uncordon.push(n.name.clone());
+    }
+    Ok(())
+}
+
+/// (status, reason, message) of the Slurm condition for a worker whose node is NODE.
+pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String) {
+    let Some(n) = node else {
+        return (
+            "False",
+            "NotRegistered",
+            "the Slurm node is not registered".into(),
+        );
+    };
+    let s = &n.state;
+    let detail = if n.reason.is_empty() {
+        s.to_string()
+    } else {
+        format!("{s}: {}", n.reason)
+    };
+    let (status, reason) = if s.has("NOT_RESPONDING") {
+        ("False", "NotResponding")
+    } else if s.has("DOWN") {
+        ("False", "Down")
+    } else if s.is_drained() {
+        ("False", "Drained")
+    } else if s.has("DRAIN") {
+        ("False", "Draining")
+    } else if s.is_busy() {
+        ("True", "Allocated")
+    } else {
+        ("True", "Idle")
+    };
+    (status, reason, detail)
+}
+
+/// Writes the condition when it changed; true when it did.
+async fn set_condition(api: &Api<Pod>, p: &Pod, node: Option<&Node>) -> Result<bool, SyncError> {
+    let (status, reason, message) = condition_of(node);
+    let current: Option<&PodCondition> = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION));
+    if current.is_some_and(|c| {
+        c.status == status
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(message.as_str())
+    }) {
+        return Ok(false);
+    }
+    let transition = match current {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => None,
+    }
+    .unwrap_or_else(|| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+    });
+    let patch = json!({"status": {"conditions": [{"type": CONDITION, "status": status,
+        "reason": reason, "message": message, "lastTransitionTime": transition}]}});
+    let name = p.metadata.name.clone().unwrap_or_default();
+    api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map_err(kube_err(format!("set the Slurm condition of pod {name}")))?;
+    Ok(true)
+}
+
+async fn replace(api: &Api<Pod>, p: &Pod) -> Result<(), SyncError> {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: p.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    api.delete(&name, &dp)
+        .await
+        .map_err(kube_err(format!("replace unregistered worker {name}")))?;
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! State sync end to end on the test bed: Slurm's view of each worker as a pod condition, a
+//! cordoned Kubernetes node drains its workers (and uncordoning resumes only slurmops' drains),
+//! a Ready worker whose Slurm node is gone is replaced.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use slurmops::slurm::auth::{Credentials, Secret};
+use slurmops::slurm::{Client, Config, SlurmNodes};
+
+use support::{SLURM_INSTANCE, TestEnv, bed, eventually};
+
+fn cluster_yaml(ns: &str, w: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: {ns}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  nodeSets:
+    - {{name: {w}, replicas: 2, cpu: "1", memory: 256Mi}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+    )
+}
+
+fn slurm() -> Client {
+    let b = bed();
+    Client::new(Config::new(
+        b.slurmrestd_url.clone(),
+        Credentials::Token {
+            token: Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    ))
+    .unwrap()
+}
+
+fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
+    let b = bed();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+    c.args(args)
+        .arg(dir)
+        .env("KUBECONFIG", &b.kubeconfig_restricted)
+        .env("SLURMRESTD_URL", &b.slurmrestd_url)
+        .env("SLURM_JWT", &b.slurm_jwt);
+    c
+}
+
+fn sync_once(dir: &std::path::Path) -> String {
+    let out = slurmops(dir, &["sync", "--once"]).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
+/// (status, reason, message) of the pod's Slurm condition.
+async fn condition(pods: &Api<Pod>, name: &str) -> Option<(String, String, String)> {
+    let p = pods.get(name).await.ok()?;
+    let c = p
+        .status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == slurmops::sync::CONDITION)?;
+    Some((c.status, c.reason?, c.message.unwrap_or_default()))
+}
+
+async fn cordon(env: &TestEnv, on: bool) {
+    Api::<Node>::all(env.client.clone())
+        .patch(
+            &env.kubelet.node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": on}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_replaced() {
+    let env = TestEnv::new("sync").await;
+    env.grant_slurmops_role().await;
+    env.grant_node_reader().await;
+    let w = env.name("y");
+    let (w0, w1) = (format!("{w}-0"), format!("{w}-1"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
+    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
+        .env_remove("SLURMRESTD_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = slurm();
+    for n in [&w0, &w1] {
+        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
+            let node = s.get(n).await.ok()?;
+            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+
+    // Slurm's view on each pod; a second pass writes nothing.
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{w0}: Slurm condition updated")),
+        "{printed}"
+    );
+    let (status, reason, _) = condition(&pods, &w0).await.unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Idle"));
+    assert_eq!(sync_once(dir.path()), "", "a steady pass wrote something");
+
+    // An administrator's drain shows as Drained, with their reason.
+    support::slurm::sh(&[
+        "exec",
+        SLURM_INSTANCE,
+        "scontrol",
+        "update",
+        &format!("nodename={w1}"),
+        "state=drain",
+        "reason=disk check by admin",
+    ]);
+    sync_once(dir.path());
+    let (status, reason, message) = condition(&pods, &w1).await.unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Drained"));
+    assert!(message.contains("disk check by admin"), "{message}");
+
+    // Cordon: the workers on the node drain (the admin's drain is left as it is).
+    cordon(&env, true).await;
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{w0}: drained: its Kubernetes node is cordoned")),
+        "{printed}"
+    );
+    let n0 = s.get(&w0).await.unwrap();
+    assert!(n0.state.has("DRAIN"), "{}", n0.state);
+    assert_eq!(
+        n0.reason,
+        format!("slurmops: node {} cordoned", env.kubelet.node)
+    );
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+    // Uncordon: our drain is resumed, the administrator's is not.
+    cordon(&env, false).await;
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{w0}: resumed: its Kubernetes node is uncordoned")),
+        "{printed}"
+    );
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
+    let n1 = s.get(&w1).await.unwrap();
+    assert!(
+        n1.state.has("DRAIN") && n1.reason == "disk check by admin",
+        "{n1:?}"
+    );
+
+    // A Ready worker whose Slurm node is gone is replaced after the grace, and registers again.
+    let uid0 = pods.get(&w0).await.unwrap().metadata.uid;
+    let uid1 = pods.get(&w1).await.unwrap().metadata.uid;
+    support::slurm::sh(&[
+        "exec",
+        SLURM_INSTANCE,
+        "scontrol",
+        "delete",
+        &format!("nodename={w0}"),
+    ]);
+    let log = dir.path().join("sync.log");
+    let mut syncer = slurmops(
+        dir.path(),
+        &["sync", "--interval", "1s", "--registration-grace", "3s"],
+    )
+    .stdout(std::fs::File::create(&log).unwrap())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
+    eventually(
+        "unregistered worker replaced",
+        Duration::from_secs(40),
+        async || {
+            let p = pods.get(&w0).await.ok()?;
+            (p.metadata.uid != uid0 && slurmops::rollout::pod_ready(&p)).then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "replaced worker registered",
+        Duration::from_secs(30),
+        async || {
+            let n = s.get(&w0).await.ok()?;
+            (!n.state.has("NOT_RESPONDING")).then_some(())
+        },
+    )
+    .await;
+    let _ = syncer.kill();
+    let _ = syncer.wait();
+    let printed = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        printed
+            .matches(&format!(
+                "{w0}: replaced: Ready but never registered in Slurm"
+            ))
+            .count(),
+        1,
+        "{printed}"
+    );
+    assert_eq!(
+        pods.get(&w1).await.unwrap().metadata.uid,
+        uid1,
+        "a registered worker was replaced"
+    );
+    env.cleanup().await;
+}
