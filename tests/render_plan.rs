@@ -210,6 +210,42 @@ fn image_change_updates_and_rolls_only_that_node_set() {
 }
 
 #[test]
+fn a_slurm_conf_change_restarts_the_controller_and_no_worker() {
+    let (_, text) = example("examples/repo");
+    let new = text.replace("maxTime: UNLIMITED", "maxTime: \"7-00:00:00\"");
+    assert_ne!(
+        new, text,
+        "the example has a partition with maxTime UNLIMITED"
+    );
+    let p = plan_of(&text, &new);
+    assert!(p.slurm.controller_restarts);
+    assert!(
+        p.slurm.node_sets_rolled.is_empty(),
+        "{:?}",
+        p.slurm.node_sets_rolled
+    );
+    let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
+    let all: Vec<String> = c.spec.node_sets.iter().map(|n| n.name.clone()).collect();
+    assert_eq!(p.slurm.node_sets_untouched, all);
+    // Only the controller's objects (config and its pod template) change; no worker StatefulSet.
+    for ch in &p.changes {
+        assert!(
+            !(ch.kind == "StatefulSet" && all.contains(&ch.name)),
+            "worker StatefulSet {} changes",
+            ch.name
+        );
+    }
+    let text_out = slurmops::plan::format::text(&p, "test");
+    assert!(
+        text_out.contains(&format!(
+            "workers not restarted (configless: slurmd reloads the configuration from slurmctld): NodeSets {}",
+            all.join(", ")
+        )),
+        "{text_out}"
+    );
+}
+
+#[test]
 fn removing_a_node_set_deletes_its_objects_and_warns_about_draining() {
     let (_, text) = example("examples/minimal");
     let two = text.replace(

@@ -35,6 +35,12 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     if s.controller_restarts {
         out.push("slurmctld restarts to load the new configuration (reconfig_on_restart); running jobs keep running".to_string());
+        if !s.node_sets_untouched.is_empty() {
+            out.push(format!(
+                "workers not restarted (configless: slurmd reloads the configuration from slurmctld): NodeSets {}",
+                s.node_sets_untouched.join(", ")
+            ));
+        }
     }
     for r in &s.node_sets_rolled {
         out.push(format!(

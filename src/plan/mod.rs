@@ -86,6 +86,9 @@ pub struct SlurmSummary {
     pub autoscale_changes: Vec<String>,
     /// slurmctld pods change (config files or pod template): the controller restarts.
     pub controller_restarts: bool,
+    /// NodeSets kept whose workers this change does not touch (with a controller restart, they
+    /// pick the new configuration up from slurmctld without restarting).
+    pub node_sets_untouched: Vec<String>,
     /// With a live cluster and Slurm: each node the change drains and the jobs running there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drains: Vec<NodeDrain>,
@@ -108,8 +111,12 @@ pub struct JobOnNode {
 }
 
 impl SlurmSummary {
+    /// Nothing happens on the Slurm side (untouched NodeSets are context, not a change).
     pub fn is_empty(&self) -> bool {
-        *self == SlurmSummary::default()
+        SlurmSummary {
+            node_sets_untouched: Vec::new(),
+            ..self.clone()
+        } == SlurmSummary::default()
     }
 }
 
@@ -404,6 +411,9 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                     because,
                 });
             }
+        }
+        if !s.node_sets_rolled.iter().any(|r| r.node_set == ns.name) {
+            s.node_sets_untouched.push(ns.name.clone());
         }
         if before.replicas != ns.replicas {
             s.scaled.push(Scale {
