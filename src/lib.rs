@@ -12,6 +12,7 @@
 pub mod apply;
 pub mod autoscale;
 pub mod cli;
+pub mod daemon;
 pub mod plan;
 pub mod reconcile;
 pub mod render;

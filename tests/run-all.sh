@@ -12,6 +12,10 @@ step "system packages"
 need=()
 command -v debootstrap >/dev/null || need+=(debootstrap)
 python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
+# git2 builds libgit2 and libssh2 from source against the system OpenSSL and zlib.
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
@@ -57,4 +61,18 @@ for ex in examples/repo examples/minimal; do
   echo "$ex: $(ls "$out"/*.yaml | wc -l) objects valid"
   rm -rf "$out"
 done
+install=$(mktemp)
+"$bin" install --print --repo https://git.example/infra.git --namespace slurmops \
+  --cluster-namespace slurm --git-secret git --webhook-secret webhook > "$install"
+for v in 1.29.0 1.37.0; do
+  .venv/bin/kubernetes-validate --strict -k "$v" "$install" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$install"; exit 1; }
+done
+echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
+rm -f "$install"
+
+step "static binary"
+RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
+static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
+ldd "$static" 2>&1 | tee /dev/stderr | grep -Eq "statically linked|not a dynamic executable"
+"$static" --version
 echo "all checks passed"

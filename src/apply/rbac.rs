@@ -1,8 +1,11 @@
 //! The least privilege slurmops needs in its cluster's namespace, as a Role. `apply`, `plan
-//! --cluster` and rollouts work with exactly these rules; the tests bind them to a restricted
-//! identity to prove it.
+//! --cluster`, rollouts, autoscale, sync and the daemon work with exactly these rules; the tests
+//! bind them to a restricted identity to prove it.
 
-use serde_json::{Value as Json, json};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// (apiGroups, resources, verbs) slurmops uses.
 pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
@@ -42,6 +45,12 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),
     (&[""], &["events"], &["create", "patch"]),
+    // The daemon's leader election.
+    (
+        &["coordination.k8s.io"],
+        &["leases"],
+        &["get", "create", "update"],
+    ),
 ];
 
 /// Cluster-wide read of Nodes, so that `sync` follows cordons (optional: without it, sync skips
@@ -49,30 +58,43 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
 pub const NODE_RULES: &[(&[&str], &[&str], &[&str])] =
     &[(&[""], &["nodes"], &["get", "list", "watch"])];
 
-fn rules(of: &[(&[&str], &[&str], &[&str])]) -> Vec<Json> {
+fn rules(of: &[(&[&str], &[&str], &[&str])]) -> Vec<PolicyRule> {
+    let strings = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
     of.iter()
-        .map(|(groups, resources, verbs)| {
-            json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+        .map(|(groups, resources, verbs)| PolicyRule {
+            api_groups: strings(groups),
+            resources: strings(resources),
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            ..PolicyRule::default()
         })
         .collect()
 }
 
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_string(),
+            "slurmops".to_string(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
 /// The ClusterRole NAME that lets slurmops read Nodes (for cordons).
-pub fn node_reader(name: &str) -> Json {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "slurmops"}},
-        "rules": rules(NODE_RULES),
-    })
+pub fn node_reader(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: meta(name, None),
+        rules: Some(rules(NODE_RULES)),
+        ..ClusterRole::default()
+    }
 }
 
 /// The Role, as an object to apply in NAMESPACE.
-pub fn role(name: &str, namespace: &str) -> Json {
-    let rules = rules(RULES);
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "slurmops"}},
-        "rules": rules,
-    })
+pub fn role(name: &str, namespace: &str) -> Role {
+    Role {
+        metadata: meta(name, Some(namespace)),
+        rules: Some(rules(RULES)),
+    }
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod apply;
 mod autoscale;
+mod daemon;
 mod slurm;
 mod sync;
 
@@ -82,6 +83,12 @@ enum Cmd {
     /// Slurm node state onto worker pods (a condition), cordoned nodes drained, workers that
     /// never registered replaced.
     Sync(sync::Args),
+    /// The daemon: follow a git repository and keep the cluster at its cluster.yaml.
+    Run(daemon::RunArgs),
+    /// What the daemon last did (its status ConfigMap).
+    Status(daemon::StatusArgs),
+    /// The daemon's own objects (Deployment, ServiceAccount, Role, RoleBinding, Service).
+    Install(daemon::InstallArgs),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -145,6 +152,9 @@ pub fn main() -> i32 {
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),
         Cmd::Sync(args) => sync::run(args),
+        Cmd::Run(args) => daemon::run(args),
+        Cmd::Status(args) => daemon::status(args),
+        Cmd::Install(args) => daemon::install(args),
     }
 }
 

@@ -1,5 +1,9 @@
 //! `status`: what slurmops tells people about what it did, without CRDs. Kubernetes Events on
-//! the objects it changed (so `kubectl describe` and `kubectl get events` show them).
+//! the objects it changed (so `kubectl describe` and `kubectl get events` show them), and the
+//! daemon's status ConfigMap (`slurmops-status`): commits seen and applied, result, errors,
+//! rollout progress, the plan summary.
+
+pub mod configmap;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};

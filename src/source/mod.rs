@@ -7,6 +7,8 @@ use std::process::Command;
 
 use thiserror::Error;
 
+pub mod remote;
+
 pub const FILE_NAME: &str = "cluster.yaml";
 
 #[derive(Debug, Error)]

@@ -1,0 +1,256 @@
+//! `slurmops run` (the daemon) and `slurmops status` (what it last did).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::apply::{KubeArgs, runtime};
+use super::{EXIT_ERROR, EXIT_OK};
+use crate::apply::{Cluster, Options};
+use crate::daemon::{self, Config};
+use crate::source::remote::{Auth, Remote};
+use crate::spec::values::Duration;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Repository to follow (https://, http://, ssh://, git://).
+    #[arg(long, env = "SLURMOPS_REPO")]
+    repo: String,
+    #[arg(long, env = "SLURMOPS_BRANCH", default_value = "main")]
+    branch: String,
+    /// Directory in the repository holding cluster.yaml.
+    #[arg(long, env = "SLURMOPS_PATH", default_value = "")]
+    path: String,
+    /// Poll interval.
+    #[arg(long, env = "SLURMOPS_INTERVAL", default_value = "1m", value_parser = Duration::parse)]
+    interval: Duration,
+    /// Re-apply the current commit this often to correct drift.
+    #[arg(long, env = "SLURMOPS_DRIFT_INTERVAL", default_value = "10m", value_parser = Duration::parse)]
+    drift_interval: Duration,
+    /// Local bare mirror of the repository.
+    #[arg(
+        long,
+        env = "SLURMOPS_MIRROR",
+        default_value = "/var/lib/slurmops/mirror"
+    )]
+    mirror: PathBuf,
+    /// HTTPS token file (sent as the password).
+    #[arg(long, env = "SLURMOPS_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// SSH private key file (with --known-hosts).
+    #[arg(long, env = "SLURMOPS_SSH_KEY", requires = "known_hosts")]
+    ssh_key: Option<PathBuf>,
+    /// known_hosts file pinning the SSH server's host keys; other keys are refused.
+    #[arg(long, env = "SLURMOPS_KNOWN_HOSTS")]
+    known_hosts: Option<PathBuf>,
+    /// Webhook HMAC secret file: POST /webhook with X-Hub-Signature-256 triggers a sync.
+    #[arg(long, env = "SLURMOPS_WEBHOOK_SECRET_FILE")]
+    webhook_secret_file: Option<PathBuf>,
+    /// Address of /webhook, /healthz, /readyz, /metrics.
+    #[arg(long, env = "SLURMOPS_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Namespace of the status ConfigMap and the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// This replica's name in the leader Lease.
+    #[arg(long, env = "HOSTNAME", default_value = "slurmops")]
+    identity: String,
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// slurmrestd URL: with it, scale-ins and removals drain first and changed NodeSets roll.
+    #[arg(long, env = "SLURMRESTD_URL")]
+    slurmrestd_url: Option<String>,
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    slurm_jwt: Option<String>,
+    /// Report drift without correcting it.
+    #[arg(long)]
+    detect_only: bool,
+    /// One pass, then exit.
+    #[arg(long)]
+    once: bool,
+}
+
+fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path)
+        .map(|b| b.trim_ascii().to_vec())
+        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+fn config(a: &RunArgs) -> Result<Config, String> {
+    let auth = match (&a.ssh_key, &a.known_hosts, &a.token_file) {
+        (Some(key), Some(kh), _) => Auth::Ssh {
+            private_key: key.clone(),
+            known_hosts: kh.clone(),
+        },
+        (_, _, Some(t)) => Auth::Token(
+            String::from_utf8(read_secret(t, "token file")?)
+                .map_err(|_| "the token file is not text".to_string())?,
+        ),
+        _ => Auth::Anonymous,
+    };
+    let slurm = match (&a.slurmrestd_url, &a.slurm_jwt) {
+        (Some(u), Some(t)) => Some(super::token_client(u, t).map_err(|e| e.to_string())?),
+        _ => None,
+    };
+    Ok(Config {
+        remote: Remote {
+            url: a.repo.clone(),
+            branch: a.branch.clone(),
+            path: a.path.clone(),
+            auth,
+            mirror: a.mirror.clone(),
+        },
+        interval: std::time::Duration::from_secs(a.interval.as_secs().max(1)),
+        drift_interval: std::time::Duration::from_secs(a.drift_interval.as_secs().max(1)),
+        listen: Some(a.listen),
+        webhook_secret: match &a.webhook_secret_file {
+            Some(f) => Some(read_secret(f, "webhook secret file")?),
+            None => None,
+        },
+        namespace: a.namespace.clone(),
+        identity: a.identity.clone(),
+        slurm,
+        apply: Options {
+            detect_only: a.detect_only,
+            ..Options::default()
+        },
+        once: a.once,
+    })
+}
+
+pub fn run(a: RunArgs) -> i32 {
+    let cfg = match config(&a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = multi.block_on(async {
+        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        daemon::run(cluster, cfg).await
+    });
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Namespace the daemon runs in.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+/// `slurmops status`: the daemon's status ConfigMap, readable.
+pub fn status(a: StatusArgs) -> i32 {
+    let result = runtime().block_on(async {
+        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        crate::status::configmap::read(&cluster.client, &a.namespace)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(Some(s)) => {
+            let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
+            println!("repository:   {} (branch {})", s.repository, s.branch);
+            println!("last seen:    {}", short(&s.last_seen_commit));
+            println!("applied:      {}", short(&s.last_applied_commit));
+            println!(
+                "result:       {} (commit {})",
+                s.result,
+                short(&s.result_commit)
+            );
+            println!("last fetch:   {}", s.last_fetch);
+            println!("last attempt: {}", s.last_attempt);
+            if !s.summary.is_empty() {
+                println!("summary:      {}", s.summary);
+            }
+            if !s.errors.is_empty() {
+                println!("errors:");
+                for l in s.errors.lines() {
+                    println!("  {l}");
+                }
+            }
+            EXIT_OK
+        }
+        Ok(None) => {
+            eprintln!(
+                "error: no status in namespace {} (is the daemon running there?)",
+                a.namespace
+            );
+            EXIT_ERROR
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct InstallArgs {
+    /// Print the objects as YAML (pipe into `kubectl apply -f -`).
+    #[arg(long, required = true)]
+    print: bool,
+    /// Repository the daemon follows.
+    #[arg(long)]
+    repo: String,
+    #[arg(long, default_value = "main")]
+    branch: String,
+    #[arg(long, default_value = "")]
+    path: String,
+    /// Namespace the daemon runs in.
+    #[arg(long, default_value = "slurmops")]
+    namespace: String,
+    /// Namespace of a cluster it manages (repeat for several; default: its own namespace).
+    #[arg(long = "cluster-namespace")]
+    cluster_namespaces: Vec<String>,
+    #[arg(long, default_value = concat!("ghcr.io/slurmops/slurmops:", env!("CARGO_PKG_VERSION")))]
+    image: String,
+    #[arg(long, default_value_t = 2)]
+    replicas: i32,
+    /// Secret with the git credentials: `token` (HTTPS), or `ssh-privatekey` and `known_hosts`.
+    #[arg(long)]
+    git_secret: Option<String>,
+    /// Secret with the webhook HMAC key under `secret`.
+    #[arg(long)]
+    webhook_secret: Option<String>,
+}
+
+/// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
+/// and Service.
+pub fn install(a: InstallArgs) -> i32 {
+    let _ = a.print;
+    let i = crate::daemon::install::Install {
+        namespace: a.namespace,
+        cluster_namespaces: a.cluster_namespaces,
+        image: a.image,
+        repo: a.repo,
+        branch: a.branch,
+        path: a.path,
+        replicas: a.replicas,
+        git_secret: a.git_secret,
+        webhook_secret: a.webhook_secret,
+    };
+    let docs: Vec<String> = crate::daemon::install::objects(&i)
+        .iter()
+        .map(|o| serde_saphyr::to_string(o).expect("objects serialize"))
+        .collect();
+    print!("---\n{}", docs.join("---\n"));
+    EXIT_OK
+}

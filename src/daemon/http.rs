@@ -1,0 +1,242 @@
+//! The daemon's HTTP side: the webhook receiver (a signed push triggers a sync at once),
+//! `/healthz`, `/readyz` and Prometheus `/metrics`.
+//!
+//! Webhook signatures are HMAC-SHA256 of the raw body with the shared secret, hex, prefixed
+//! `sha256=`: GitHub's `X-Hub-Signature-256`, or `X-Slurmops-Signature` for any other sender.
+//! A missing or wrong signature is 401 and changes nothing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use hmac::{Hmac, Mac};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use sha2::Sha256;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// Bodies larger than this are refused (GitHub caps payloads at 25 MB; pushes are far smaller).
+const MAX_BODY: usize = 1 << 20;
+
+/// Counters and gauges for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub reconciles: std::collections::BTreeMap<String, u64>,
+    pub last_reconcile_seconds: f64,
+    pub last_fetch_seconds: f64,
+    pub last_applied_timestamp: i64,
+    pub drifted_objects: usize,
+    pub webhooks_accepted: u64,
+    pub webhooks_rejected: u64,
+    pub leader: bool,
+    pub ready: bool,
+}
+
+impl Metrics {
+    fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# TYPE slurmops_reconcile_total counter\n");
+        for (result, n) in &self.reconciles {
+            out.push_str(&format!(
+                "slurmops_reconcile_total{{result=\"{result}\"}} {n}\n"
+            ));
+        }
+        for (name, kind, v) in [
+            (
+                "slurmops_reconcile_duration_seconds",
+                "gauge",
+                self.last_reconcile_seconds,
+            ),
+            (
+                "slurmops_git_fetch_duration_seconds",
+                "gauge",
+                self.last_fetch_seconds,
+            ),
+            (
+                "slurmops_last_applied_timestamp_seconds",
+                "gauge",
+                self.last_applied_timestamp as f64,
+            ),
+            (
+                "slurmops_drifted_objects",
+                "gauge",
+                self.drifted_objects as f64,
+            ),
+            (
+                "slurmops_webhooks_accepted_total",
+                "counter",
+                self.webhooks_accepted as f64,
+            ),
+            (
+                "slurmops_webhooks_rejected_total",
+                "counter",
+                self.webhooks_rejected as f64,
+            ),
+            ("slurmops_leader", "gauge", u8::from(self.leader) as f64),
+        ] {
+            out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
+        }
+        out
+    }
+}
+
+/// What the handlers share with the reconcile loop.
+pub struct Shared {
+    pub secret: Option<Vec<u8>>,
+    pub branch: String,
+    pub sync_now: Notify,
+    pub metrics: Mutex<Metrics>,
+}
+
+/// Whether SIGNATURE (`sha256=HEX`) is the HMAC-SHA256 of BODY under SECRET (constant time).
+pub fn signature_ok(secret: &[u8], body: &[u8], signature: &str) -> bool {
+    let Some(hex) = signature.trim().strip_prefix("sha256=") else {
+        return false;
+    };
+    let Some(expected) = decode_hex(hex) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&expected).is_ok()
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn reply(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))));
+    *r.status_mut() = status;
+    r
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_string();
+    Ok(match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/healthz") => reply(StatusCode::OK, "ok"),
+        (Method::GET, "/readyz") => {
+            if shared.metrics.lock().expect("metrics").ready {
+                reply(StatusCode::OK, "ready")
+            } else {
+                reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not ready: no reconcile finished yet",
+                )
+            }
+        }
+        (Method::GET, "/metrics") => {
+            let text = shared.metrics.lock().expect("metrics").render();
+            let mut r = reply(StatusCode::OK, text.trim_end());
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            r
+        }
+        (Method::POST, "/webhook") => webhook(&shared, req).await,
+        _ => reply(StatusCode::NOT_FOUND, "not found"),
+    })
+}
+
+async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let Some(secret) = &shared.secret else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            "webhook disabled: no secret configured",
+        );
+    };
+    let signature = ["x-hub-signature-256", "x-slurmops-signature"]
+        .iter()
+        .find_map(|h| req.headers().get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "body too large"),
+    };
+    let ok = signature.is_some_and(|s| signature_ok(secret, &body, &s));
+    let mut m = shared.metrics.lock().expect("metrics");
+    if !ok {
+        m.webhooks_rejected += 1;
+        return reply(StatusCode::UNAUTHORIZED, "bad or missing signature");
+    }
+    m.webhooks_accepted += 1;
+    drop(m);
+    // A GitHub push names its ref; a push to another branch needs no sync.
+    let other_branch = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("ref").and_then(|r| r.as_str()).map(str::to_string))
+        .is_some_and(|r| r != format!("refs/heads/{}", shared.branch));
+    if other_branch {
+        return reply(StatusCode::ACCEPTED, "push to another branch: ignored");
+    }
+    shared.sync_now.notify_one();
+    reply(StatusCode::ACCEPTED, "sync triggered")
+}
+
+/// Serves until the process ends.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handle(shared.clone(), req));
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// Binds ADDR (errors name the address).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_hmac_sha256_of_the_raw_body() {
+        let mut mac = Hmac::<Sha256>::new_from_slice(b"s3cret").unwrap();
+        mac.update(b"{\"ref\":\"refs/heads/main\"}");
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let body = b"{\"ref\":\"refs/heads/main\"}";
+        assert!(signature_ok(b"s3cret", body, &format!("sha256={hex}")));
+        assert!(!signature_ok(b"other", body, &format!("sha256={hex}")));
+        assert!(!signature_ok(
+            b"s3cret",
+            b"tampered",
+            &format!("sha256={hex}")
+        ));
+        assert!(!signature_ok(b"s3cret", body, &hex));
+        assert!(!signature_ok(b"s3cret", body, "sha256=zz"));
+    }
+}

@@ -1,0 +1,102 @@
+//! Leader election over a coordination.k8s.io/v1 Lease, so several daemon replicas can run and
+//! exactly one applies. The holder renews every `renew`; another replica takes over once the
+//! lease is older than its duration. Every write carries the resourceVersion it read, so two
+//! replicas can never both win a takeover.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+
+pub const NAME: &str = "slurmops-leader";
+
+pub struct Elector {
+    api: Api<Lease>,
+    pub identity: String,
+    pub duration: Duration,
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+impl Elector {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        identity: String,
+        duration: Duration,
+    ) -> Self {
+        Elector {
+            api: Api::namespaced(client, namespace),
+            identity,
+            duration,
+        }
+    }
+
+    fn spec(&self, transitions: i32, acquired: Option<MicroTime>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(self.duration.as_secs() as i32),
+            acquire_time: acquired.or_else(|| Some(now())),
+            renew_time: Some(now()),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
+        }
+    }
+
+    /// Acquires or renews the lease; true when this replica leads now. A lost race is `false`,
+    /// not an error.
+    pub async fn try_lead(&self) -> Result<bool, kube::Error> {
+        let Some(mut lease) = self.api.get_opt(NAME).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(NAME.into()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(self.spec(0, None)),
+            };
+            return conflict_is_false(self.api.create(&PostParams::default(), &lease).await);
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let held = spec
+            .holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty());
+        let expired = spec.renew_time.as_ref().is_none_or(|t| {
+            let age = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+            let limit = spec.lease_duration_seconds.unwrap_or(15).max(1);
+            age.as_secs() >= i64::from(limit)
+        });
+        let transitions = spec.lease_transitions.unwrap_or(0);
+        lease.spec = Some(if mine {
+            self.spec(transitions, spec.acquire_time.clone())
+        } else if !held || expired {
+            self.spec(transitions + 1, None)
+        } else {
+            return Ok(false);
+        });
+        conflict_is_false(self.api.replace(NAME, &PostParams::default(), &lease).await)
+    }
+
+    /// Gives the lease up (graceful shutdown), so another replica takes over at once.
+    pub async fn release(&self) {
+        if let Ok(Some(mut lease)) = self.api.get_opt(NAME).await
+            && let Some(spec) = lease.spec.as_mut()
+            && spec.holder_identity.as_deref() == Some(self.identity.as_str())
+        {
+            spec.holder_identity = None;
+            let _ = self.api.replace(NAME, &PostParams::default(), &lease).await;
+        }
+    }
+}
+
+fn conflict_is_false(r: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,494 @@
+//! The daemon end to end on the test bed: it follows a repository served by the bed's git servers
+//! and keeps the real apiserver at its cluster.yaml; webhooks, invalid commits, SSH with pinned
+//! host keys, and two replicas with leader election.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+use sha2::Sha256;
+use slurmops::source::remote::{Auth, Remote, RemoteError};
+use slurmops::status::configmap::{self, Status};
+
+use support::{TestEnv, bed, eventually, git, served_repo};
+
+fn cluster_yaml(ns: &str, max_time: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: {ns}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  nodeSets:
+    - {{name: w, replicas: 0, cpu: "1", memory: 256Mi}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true, maxTime: "{max_time}"}}
+"#
+    )
+}
+
+/// A work tree pushing to a bare repository the bed serves.
+struct Repo {
+    bare: PathBuf,
+    src: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(name: &str) -> Repo {
+        let bare = served_repo(name);
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main", "src"]);
+        Repo {
+            bare,
+            src: dir.path().join("src"),
+            _dir: dir,
+        }
+    }
+
+    /// Commits TEXT as cluster.yaml, pushes, returns the commit id.
+    fn push(&self, text: &str, message: &str) -> String {
+        std::fs::write(self.src.join("cluster.yaml"), text).unwrap();
+        git(&self.src, &["add", "."]);
+        git(&self.src, &["commit", "-qm", message]);
+        git(
+            &self.src,
+            &["push", "-qf", self.bare.to_str().unwrap(), "main"],
+        );
+        git(&self.src, &["rev-parse", "HEAD"])
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Daemon {
+    fn start(env: &TestEnv, dir: &Path, repo_url: &str, identity: &str, extra: &[&str]) -> Daemon {
+        let port = free_port();
+        let log = dir.join(format!("{identity}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(["run", "--repo", repo_url, "--namespace", &env.ns])
+            .args([
+                "--identity",
+                identity,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--mirror")
+            .arg(dir.join(format!("mirror-{identity}")))
+            .args(extra)
+            .env("KUBECONFIG", &bed().kubeconfig_restricted)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        Daemon { child, log, port }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// POST /webhook with BODY and SIGNATURE; the HTTP status code.
+    fn webhook(&self, body: &str, signature: Option<&str>) -> u16 {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let sig = signature
+            .map(|v| format!("X-Hub-Signature-256: {v}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    fn terminate(mut self) -> Option<i32> {
+        unsafe_kill(self.child.id(), "TERM");
+        self.child.wait().unwrap().code()
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unsafe_kill(pid: u32, sig: &str) {
+    Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+fn sign(secret: &[u8], body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
+    mac.update(body.as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
+async fn status(env: &TestEnv) -> Option<Status> {
+    configmap::read(&env.client, &env.ns).await.ok().flatten()
+}
+
+/// The rendered slurm.conf in the cluster (from the ConfigMap that carries it).
+async fn live_slurm_conf(env: &TestEnv) -> Option<String> {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find_map(|cm| cm.data?.get("slurm.conf").cloned())
+}
+
+async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    eventually(&format!("commit {commit} applied"), within, async || {
+        (status(env).await?.last_applied_commit == commit).then_some(())
+    })
+    .await;
+    t0.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not_applied() {
+    let env = TestEnv::new("daemon").await;
+    env.grant_slurmops_role().await;
+    let name = env.name("gitops");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let secret = secret_file.to_str().unwrap();
+
+    // Polling: the first commit, then a push, each within one poll interval (5 s).
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let a = Daemon::start(&env, dir.path(), &url, "a", &["--interval", "5s"]);
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=1:00:00")
+    );
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "longer jobs");
+    let took = applied(&env, &c2, Duration::from_secs(30)).await;
+    assert!(
+        took < Duration::from_secs(5 + 4),
+        "push applied after {took:?}"
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=2:00:00")
+    );
+    assert_eq!(a.terminate(), Some(0), "SIGTERM stops the daemon cleanly");
+
+    // Webhooks: a daemon that would not poll for 10 minutes.
+    let b = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "b",
+        &["--interval", "10m", "--webhook-secret-file", secret],
+    );
+    eventually("daemon b serving", Duration::from_secs(30), async || {
+        TcpStream::connect(("127.0.0.1", b.port)).ok()
+    })
+    .await;
+    let c3 = repo.push(&cluster_yaml(&env.ns, "3:00:00"), "even longer");
+    let push = r#"{"ref":"refs/heads/main"}"#;
+    assert_eq!(b.webhook(push, Some(&sign(b"wrong", push))), 401);
+    assert_eq!(b.webhook(push, None), 401);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        s.last_applied_commit, c2,
+        "a rejected webhook changed something"
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=2:00:00")
+    );
+    assert_eq!(b.webhook(push, Some(&sign(b"s3cret", push))), 202);
+    let took = applied(&env, &c3, Duration::from_secs(20)).await;
+    assert!(took < Duration::from_secs(5), "webhook sync took {took:?}");
+
+    // An invalid commit: not applied; status names the commit and the error with its position.
+    let bad = cluster_yaml(&env.ns, "4:00:00").replace("replicas: 0", "replicaz: 0");
+    let c4 = repo.push(&bad, "typo");
+    assert_eq!(b.webhook(push, Some(&sign(b"s3cret", push))), 202);
+    let s = eventually(
+        "invalid commit reported",
+        Duration::from_secs(20),
+        async || status(&env).await.filter(|s| s.result_commit == c4),
+    )
+    .await;
+    assert_eq!(s.result, "invalid");
+    assert_eq!(s.last_applied_commit, c3);
+    assert!(
+        s.errors
+            .contains(&format!("{url}@{}:cluster.yaml:", &c4[..12]))
+            && s.errors.contains("replicaz"),
+        "{}",
+        s.errors
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=3:00:00")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["status", "--namespace", &env.ns])
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains(&format!("result:       invalid (commit {})", &c4[..12])),
+        "{printed}"
+    );
+    assert!(printed.contains("replicaz"), "{printed}");
+    b.kill();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_only_the_leader_applies_and_killing_it_hands_over() {
+    let env = TestEnv::new("leader").await;
+    env.grant_slurmops_role().await;
+    let name = env.name("ha");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    let dir = tempfile::tempdir().unwrap();
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let x = Daemon::start(&env, dir.path(), &url, "x", &["--interval", "1s"]);
+    let y = Daemon::start(&env, dir.path(), &url, "y", &["--interval", "1s"]);
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let applies = |d: &Daemon| d.output().matches(": applied: ").count();
+    let (leader, follower) = if applies(&x) > 0 { (x, y) } else { (y, x) };
+    assert!(applies(&leader) > 0);
+    assert_eq!(
+        applies(&follower),
+        0,
+        "the follower applied:\n{}",
+        follower.output()
+    );
+    assert!(follower.output().contains("not the leader; waiting"));
+
+    leader.kill();
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "after failover");
+    applied(&env, &c2, Duration::from_secs(40)).await;
+    let out = follower.output();
+    assert!(out.contains("became the leader"), "{out}");
+    assert!(
+        out.contains(&format!("commit {}: applied", &c2[..12])),
+        "{out}"
+    );
+    follower.kill();
+    env.cleanup().await;
+}
+
+#[test]
+fn ssh_fetch_works_with_the_pinned_host_key_and_a_changed_key_is_refused() {
+    let g = &bed().git;
+    let name = format!("ssh-{}", support::unique_suffix());
+    let repo = Repo::new(&name);
+    let c1 = repo.push("hello: ssh\n", "first");
+    let dir = tempfile::tempdir().unwrap();
+    let remote = |known_hosts: PathBuf, mirror: &str| Remote {
+        url: format!("{}/{name}.git", g.ssh_url),
+        branch: "main".into(),
+        path: String::new(),
+        auth: Auth::Ssh {
+            private_key: g.ssh_key.clone(),
+            known_hosts,
+        },
+        mirror: dir.path().join(mirror),
+    };
+    let fetched = remote(g.known_hosts.clone(), "m1").fetch().unwrap();
+    assert_eq!(fetched.commit, c1);
+    assert_eq!(fetched.text, "hello: ssh\n");
+
+    // The same host with another key pinned (as after a server key change): refused.
+    let pinned = std::fs::read_to_string(&g.known_hosts).unwrap();
+    let other_key = std::fs::read_to_string(g.ssh_key.with_extension("pub")).unwrap_or_else(|_| {
+        std::fs::read_to_string(format!("{}.pub", g.ssh_key.display())).unwrap()
+    });
+    let host = pinned.split_whitespace().next().unwrap();
+    let key = other_key
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let changed = dir.path().join("known_hosts.changed");
+    std::fs::write(&changed, format!("{host} {key}\n")).unwrap();
+    let err = remote(changed.clone(), "m2").fetch().unwrap_err();
+    assert!(matches!(err, RemoteError::HostKey { .. }), "{err}");
+    assert!(err.to_string().contains("is not pinned in"), "{err}");
+    assert!(!dir.path().join("m2/refs/remotes/origin/main").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_they_declare() {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+    let env = TestEnv::new("install").await;
+    let name = env.name("inst");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["install", "--print", "--repo", &url, "--namespace", &env.ns])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "Deployment",
+            "Service"
+        ]
+    );
+    // RBAC and the ServiceAccount for real; the Deployment and Service through a server-side dry
+    // run (the real apiserver validates them; no pod of the daemon image runs here).
+    for d in &docs {
+        let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let kind = d["kind"].as_str().unwrap();
+        let plural = match kind {
+            "Deployment" => "deployments".to_string(),
+            k => format!("{}s", k.to_lowercase()),
+        };
+        let ar = ApiResource {
+            group: group.clone(),
+            version: version.clone(),
+            api_version: d["apiVersion"].as_str().unwrap().into(),
+            kind: kind.into(),
+            plural,
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &ar);
+        let mut pp = PatchParams::apply("test-install");
+        pp.dry_run = matches!(kind, "Deployment" | "Service");
+        api.patch(
+            d["metadata"]["name"].as_str().unwrap(),
+            &pp,
+            &Patch::Apply(d),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind} refused: {e}"));
+    }
+    // The ServiceAccount's token (minted by the controller-manager) in a kubeconfig.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    let token = eventually(
+        "service account token",
+        Duration::from_secs(30),
+        async || {
+            secrets
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|s| {
+                    let sa = s
+                        .metadata
+                        .annotations
+                        .as_ref()?
+                        .get("kubernetes.io/service-account.name")?;
+                    if sa != "slurmops" {
+                        return None;
+                    }
+                    String::from_utf8(s.data?.get("token")?.0.clone()).ok()
+                })
+        },
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let restricted = std::fs::read_to_string(&bed().kubeconfig_restricted).unwrap();
+    let old_token = restricted
+        .split("token: \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap();
+    let kubeconfig = dir.path().join("sa.kubeconfig");
+    std::fs::write(&kubeconfig, restricted.replace(old_token, &token)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
+        .args([
+            "--identity",
+            "sa",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .arg("--mirror")
+        .arg(dir.path().join("mirror"))
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.last_applied_commit.as_str()),
+        ("applied", c1.as_str()),
+        "{s:?}"
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=1:00:00")
+    );
+    env.cleanup().await;
+}
