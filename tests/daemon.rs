@@ -58,9 +58,34 @@ impl Repo {
 
     /// Commits TEXT as cluster.yaml, pushes, returns the commit id.
     fn push(&self, text: &str, message: &str) -> String {
+        self.push_signed(text, message, None)
+    }
+
+    /// As `push`, with an SSH signature by the private key SIGNER when given.
+    fn push_signed(&self, text: &str, message: &str, signer: Option<&Path>) -> String {
         std::fs::write(self.src.join("cluster.yaml"), text).unwrap();
         git(&self.src, &["add", "."]);
-        git(&self.src, &["commit", "-qm", message]);
+        match signer {
+            Some(key) => {
+                let key = format!("user.signingkey={}", key.display());
+                git(
+                    &self.src,
+                    &[
+                        "-c",
+                        "gpg.format=ssh",
+                        "-c",
+                        &key,
+                        "commit",
+                        "-S",
+                        "-qm",
+                        message,
+                    ],
+                );
+            }
+            None => {
+                git(&self.src, &["commit", "-qm", message]);
+            }
+        }
         git(
             &self.src,
             &["push", "-qf", self.bare.to_str().unwrap(), "main"],
@@ -489,6 +514,112 @@ async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_t
             .await
             .unwrap()
             .contains("MaxTime=1:00:00")
+    );
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_applied() {
+    let env = TestEnv::new("signed").await;
+    env.grant_slurmops_role().await;
+    let name = env.name("sig");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    let dir = tempfile::tempdir().unwrap();
+    // The bed's client key is the allowed signer; another key is not.
+    let allowed_key = &bed().git.ssh_key;
+    let public = std::fs::read_to_string(format!("{}.pub", allowed_key.display())).unwrap();
+    let allowed = dir.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("ops@slurmops.dev {public}")).unwrap();
+    let other = dir.path().join("other_ed25519");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let once = |identity: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
+            .args([
+                "--identity",
+                identity,
+                "--listen",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .arg("--allowed-signers")
+            .arg(&allowed)
+            .arg("--mirror")
+            .arg(dir.path().join("mirror"))
+            .env("KUBECONFIG", &bed().kubeconfig_restricted)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "unsigned");
+    let printed = once("s1");
+    assert!(
+        printed.contains(&format!(
+            "commit {}: refused: commit {} is not signed",
+            &c1[..12],
+            &c1[..12]
+        )),
+        "{printed}"
+    );
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.result_commit.as_str()),
+        ("refused", c1.as_str())
+    );
+    assert!(s.last_applied_commit.is_empty());
+    assert!(
+        live_slurm_conf(&env).await.is_none(),
+        "an unsigned commit was applied"
+    );
+
+    let c2 = repo.push_signed(
+        &cluster_yaml(&env.ns, "2:00:00"),
+        "signed",
+        Some(allowed_key),
+    );
+    once("s2");
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.last_applied_commit.as_str()),
+        ("applied", c2.as_str()),
+        "{s:?}"
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=2:00:00")
+    );
+
+    let c3 = repo.push_signed(&cluster_yaml(&env.ns, "3:00:00"), "wrong key", Some(&other));
+    once("s3");
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.result_commit.as_str()),
+        ("refused", c3.as_str())
+    );
+    assert!(
+        s.errors.contains("which is not an allowed signer"),
+        "{}",
+        s.errors
+    );
+    assert_eq!(s.last_applied_commit, c2);
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=2:00:00")
     );
     env.cleanup().await;
 }

@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// Report drift without correcting it.
     #[arg(long)]
     detect_only: bool,
+    /// Apply only commits with an SSH signature by a key in this file (git's allowed-signers
+    /// format); unsigned and other commits are refused and reported.
+    #[arg(long, env = "SLURMOPS_ALLOWED_SIGNERS")]
+    allowed_signers: Option<PathBuf>,
     /// One pass, then exit.
     #[arg(long)]
     once: bool,
@@ -112,6 +116,17 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         apply: Options {
             detect_only: a.detect_only,
             ..Options::default()
+        },
+        allowed_signers: match &a.allowed_signers {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                Some(crate::source::signature::AllowedSigners::parse(
+                    &p.display().to_string(),
+                    &text,
+                )?)
+            }
+            None => None,
         },
         once: a.once,
     })

@@ -38,6 +38,8 @@ pub struct Config {
     pub identity: String,
     pub slurm: Option<Client>,
     pub apply: Options,
+    /// Apply only commits signed by one of these keys.
+    pub allowed_signers: Option<crate::source::signature::AllowedSigners>,
     /// One pass, then exit (for jobs and tests).
     pub once: bool,
 }
@@ -107,6 +109,13 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         },
         ..State::default()
     };
+    // A restarted daemon, or a new leader, carries on from the status the last one wrote.
+    if let Ok(Some(prev)) = configmap::read(&cluster.client, &cfg.namespace).await
+        && prev.repository == cfg.remote.url
+        && prev.branch == cfg.remote.branch
+    {
+        state.status = prev;
+    }
     let mut waiting_said = false;
     loop {
         if leading.load(Ordering::SeqCst) {
@@ -194,13 +203,16 @@ async fn pass(cluster: &Cluster, cfg: &Config, shared: &Shared, state: &mut Stat
             let drift_due = state
                 .applied_at
                 .is_none_or(|t| t.elapsed() >= cfg.drift_interval);
-            let known_invalid =
-                state.status.result == "invalid" && state.status.result_commit == f.commit;
+            let known_invalid = matches!(state.status.result.as_str(), "invalid" | "refused")
+                && state.status.result_commit == f.commit;
             if known_invalid {
                 // The last good commit stays applied, and drift against it is still corrected.
                 if let Some(good) = state.last_good.clone().filter(|_| drift_due) {
+                    let (result, errors) =
+                        (state.status.result.clone(), state.status.errors.clone());
                     reconcile_commit(cluster, cfg, shared, state, &good).await;
-                    state.status.result = "invalid".into();
+                    state.status.result = result;
+                    state.status.errors = errors;
                     state.status.result_commit = f.commit.clone();
                 }
             } else if f.commit != state.status.last_applied_commit
@@ -225,6 +237,15 @@ async fn reconcile_commit(
     let started = Instant::now();
     let short = &f.commit[..12];
     state.status.result_commit = f.commit.clone();
+    if let Some(allowed) = &cfg.allowed_signers
+        && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
+    {
+        println!("commit {short}: refused: {why}");
+        state.status.result = "refused".into();
+        state.status.errors = why;
+        count(shared, "refused", started);
+        return;
+    }
     let c = match spec::load(&f.name, &f.text) {
         Ok(c) => c,
         Err(diags) => {

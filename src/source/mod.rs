@@ -8,6 +8,7 @@ use std::process::Command;
 use thiserror::Error;
 
 pub mod remote;
+pub mod signature;
 
 pub const FILE_NAME: &str = "cluster.yaml";
 

@@ -22,7 +22,7 @@ pub struct Status {
     pub last_seen_commit: String,
     /// The commit whose cluster.yaml is applied.
     pub last_applied_commit: String,
-    /// applied | invalid | failed | fetch-failed | suspended | not-leader
+    /// applied | invalid | refused (signature) | failed | fetch-failed | suspended
     pub result: String,
     /// The commit the result is about.
     pub result_commit: String,
