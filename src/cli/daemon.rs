@@ -71,6 +71,32 @@ pub struct RunArgs {
     /// One pass, then exit.
     #[arg(long)]
     once: bool,
+    /// Fetch and report, but apply nothing (as spec.policy.suspend).
+    #[arg(long, env = "SLURMOPS_SUSPEND")]
+    suspend: bool,
+    /// A small config file of `key: value` lines (`repo: https://...`, `interval: 30s`, ...), one
+    /// per flag of this command; flags and environment variables given as well win.
+    #[arg(long, env = "SLURMOPS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log lines as text or as JSON objects (one per line).
+    #[arg(long, env = "SLURMOPS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logs(format: LogFormat) {
+    let b = tracing_subscriber::fmt()
+        .with_writer(std::io::stdout)
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => b.try_init(),
+        LogFormat::Json => b.json().flatten_event(true).try_init(),
+    };
 }
 
 fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
@@ -129,10 +155,12 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             None => None,
         },
         once: a.once,
+        suspend: a.suspend,
     })
 }
 
 pub fn run(a: RunArgs) -> i32 {
+    init_logs(a.log_format);
     let cfg = match config(&a) {
         Ok(c) => c,
         Err(e) => {
@@ -268,4 +296,100 @@ pub fn install(a: InstallArgs) -> i32 {
         .collect();
     print!("---\n{}", docs.join("---\n"));
     EXIT_OK
+}
+
+/// `slurmops run --config FILE` (or SLURMOPS_CONFIG): each `key: value` line of FILE becomes
+/// `--key value` unless the command line already has `--key`; `key: true` becomes `--key`.
+pub fn expand_config(args: Vec<String>) -> Result<Vec<String>, String> {
+    if args.get(1).map(String::as_str) != Some("run") {
+        return Ok(args);
+    }
+    let from_flag = args
+        .iter()
+        .position(|a| a == "--config")
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix("--config=").map(str::to_string))
+        });
+    let Some(path) = from_flag.or_else(|| std::env::var("SLURMOPS_CONFIG").ok()) else {
+        return Ok(args);
+    };
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("cannot read config {path}: {e}"))?;
+    let mut out = args.clone();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        // `key: value` or `key=value`, whichever separator comes first (values hold URLs).
+        let Some((key, value)) = line.find([':', '=']).map(|i| (&line[..i], &line[i + 1..])) else {
+            return Err(format!("{path}:{}:1: expected `key: value`", n + 1));
+        };
+        let (key, value) = (key.trim(), value.trim().trim_matches('"'));
+        let flag = format!("--{key}");
+        let given = args
+            .iter()
+            .any(|a| *a == flag || a.starts_with(&format!("{flag}=")));
+        if given || key == "config" {
+            continue;
+        }
+        match value {
+            "true" => out.push(flag),
+            "false" => {}
+            v => {
+                out.push(flag);
+                out.push(v.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_lines_become_flags_the_command_line_did_not_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("slurmops.conf");
+        std::fs::write(
+            &f,
+            "# daemon\nrepo: https://git.example/a.git\ninterval: 30s\nonce: true\nbranch: prod\n",
+        )
+        .unwrap();
+        let args: Vec<String> = [
+            "slurmops",
+            "run",
+            "--config",
+            f.to_str().unwrap(),
+            "--branch",
+            "main",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = expand_config(args).unwrap();
+        assert_eq!(
+            out[4..],
+            [
+                "--branch",
+                "main",
+                "--repo",
+                "https://git.example/a.git",
+                "--interval",
+                "30s",
+                "--once"
+            ]
+        );
+        std::fs::write(&f, "no separator here\n").unwrap();
+        let args: Vec<String> = ["slurmops", "run", "--config", f.to_str().unwrap()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let err = expand_config(args).unwrap_err();
+        assert!(err.ends_with(":1:1: expected `key: value`"), "{err}");
+    }
 }

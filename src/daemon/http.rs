@@ -35,9 +35,23 @@ pub struct Metrics {
     pub webhooks_rejected: u64,
     pub leader: bool,
     pub ready: bool,
+    pub rollout_drains: u64,
+    pub rollout_replaced: u64,
+    pub rollout_slurm_unreachable: u64,
 }
 
 impl Metrics {
+    /// Counts a rollout event.
+    pub fn rollout(&mut self, e: &crate::rollout::Event) {
+        use crate::rollout::Event;
+        match e {
+            Event::Drain { .. } => self.rollout_drains += 1,
+            Event::Ready { .. } => self.rollout_replaced += 1,
+            Event::SlurmUnreachable { .. } => self.rollout_slurm_unreachable += 1,
+            _ => {}
+        }
+    }
+
     fn render(&self) -> String {
         let mut out = String::new();
         out.push_str("# TYPE slurmops_reconcile_total counter\n");
@@ -78,6 +92,21 @@ impl Metrics {
                 self.webhooks_rejected as f64,
             ),
             ("slurmops_leader", "gauge", u8::from(self.leader) as f64),
+            (
+                "slurmops_rollout_drains_total",
+                "counter",
+                self.rollout_drains as f64,
+            ),
+            (
+                "slurmops_rollout_replaced_total",
+                "counter",
+                self.rollout_replaced as f64,
+            ),
+            (
+                "slurmops_rollout_slurm_unreachable_total",
+                "counter",
+                self.rollout_slurm_unreachable as f64,
+            ),
         ] {
             out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
         }

@@ -42,6 +42,8 @@ pub struct Config {
     pub allowed_signers: Option<crate::source::signature::AllowedSigners>,
     /// One pass, then exit (for jobs and tests).
     pub once: bool,
+    /// Fetch, validate and report, apply nothing.
+    pub suspend: bool,
 }
 
 /// What the loop remembers between passes.
@@ -122,7 +124,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
             pass(&cluster, &cfg, &shared, &mut state).await;
             waiting_said = false;
         } else if !waiting_said {
-            println!("{}: not the leader; waiting", cfg.identity);
+            tracing::info!(identity = %cfg.identity, "{}: not the leader; waiting", cfg.identity);
             waiting_said = true;
         }
         if cfg.once || stop.load(Ordering::SeqCst) {
@@ -143,12 +145,14 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
 async fn keep_leading(elector: Arc<lease::Elector>, leading: Arc<AtomicBool>, shared: Arc<Shared>) {
     loop {
         let now = elector.try_lead().await.unwrap_or_else(|e| {
-            eprintln!("{}: leader election: {e}", elector.identity);
+            tracing::warn!(identity = %elector.identity, "{}: leader election: {e}", elector.identity);
             false
         });
         let was = leading.swap(now, Ordering::SeqCst);
         if now != was {
-            println!(
+            tracing::info!(
+                identity = %elector.identity,
+                leader = now,
                 "{}: {}",
                 elector.identity,
                 if now {
@@ -175,13 +179,13 @@ async fn watch_signals(stop: Arc<AtomicBool>, shared: Arc<Shared>) {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-    println!("stopping after the current pass");
+    tracing::info!("stopping after the current pass");
     stop.store(true, Ordering::SeqCst);
     shared.sync_now.notify_one();
 }
 
 /// One pass: fetch, and reconcile when the commit is new or drift correction is due.
-async fn pass(cluster: &Cluster, cfg: &Config, shared: &Shared, state: &mut State) {
+async fn pass(cluster: &Cluster, cfg: &Config, shared: &Arc<Shared>, state: &mut State) {
     let started = Instant::now();
     let remote = cfg.remote.clone();
     let fetched = tokio::task::spawn_blocking(move || remote.fetch())
@@ -195,7 +199,7 @@ async fn pass(cluster: &Cluster, cfg: &Config, shared: &Shared, state: &mut Stat
             // Keep the last applied state; say since when git is out of reach.
             state.status.result = "fetch-failed".into();
             state.status.errors = e.clone();
-            eprintln!("error: {e}");
+            tracing::error!(result = "fetch-failed", "{e}");
         }
         Ok(f) => {
             state.status.last_fetch = now_rfc3339();
@@ -230,7 +234,7 @@ async fn pass(cluster: &Cluster, cfg: &Config, shared: &Shared, state: &mut Stat
 async fn reconcile_commit(
     cluster: &Cluster,
     cfg: &Config,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     state: &mut State,
     f: &Fetched,
 ) {
@@ -240,7 +244,7 @@ async fn reconcile_commit(
     if let Some(allowed) = &cfg.allowed_signers
         && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
     {
-        println!("commit {short}: refused: {why}");
+        tracing::warn!(commit = %f.commit, result = "refused", "commit {short}: refused: {why}");
         state.status.result = "refused".into();
         state.status.errors = why;
         count(shared, "refused", started);
@@ -250,7 +254,9 @@ async fn reconcile_commit(
         Ok(c) => c,
         Err(diags) => {
             let errors: Vec<String> = diags.iter().map(ToString::to_string).collect();
-            println!(
+            tracing::warn!(
+                commit = %f.commit,
+                result = "invalid",
                 "commit {short}: cluster.yaml invalid ({} error(s)); not applied, the cluster stays at {}",
                 errors.len(),
                 if state.status.last_applied_commit.is_empty() {
@@ -265,20 +271,31 @@ async fn reconcile_commit(
             return;
         }
     };
-    if c.spec.policy.suspend {
+    if c.spec.policy.suspend || cfg.suspend {
         state.status.result = "suspended".into();
         state.status.errors.clear();
-        state.status.summary = "spec.policy.suspend is set: nothing applied".into();
+        state.status.summary = if cfg.suspend {
+            "suspended (--suspend): nothing applied".into()
+        } else {
+            "spec.policy.suspend is set: nothing applied".into()
+        };
         count(shared, "suspended", started);
         return;
     }
     let r = render::render(&c);
     let outcome = match &cfg.slurm {
         Some(slurm) => {
+            let progress = shared.clone();
             let how = How {
                 apply: cfg.apply.clone(),
                 roll: true,
-                ..How::default()
+                rollout: crate::rollout::Settings {
+                    observer: crate::rollout::Observer::new(move |set, e| {
+                        tracing::info!(node_set = set, "{set}: {e}");
+                        progress.metrics.lock().expect("metrics").rollout(e);
+                    }),
+                    ..Default::default()
+                },
             };
             reconcile::reconcile(cluster, slurm, &c, &f.text, &r, &how)
                 .await
@@ -292,7 +309,7 @@ async fn reconcile_commit(
     };
     match outcome {
         Ok((text, drifted)) => {
-            println!("commit {short}: applied: {text}");
+            tracing::info!(commit = %f.commit, result = "applied", "commit {short}: applied: {text}");
             state.status.result = "applied".into();
             state.status.errors.clear();
             state.status.summary = text;
@@ -306,7 +323,7 @@ async fn reconcile_commit(
             count(shared, "applied", started);
         }
         Err(e) => {
-            println!("commit {short}: apply failed: {e}");
+            tracing::error!(commit = %f.commit, result = "failed", "commit {short}: apply failed: {e}");
             state.status.result = "failed".into();
             state.status.errors = e;
             count(shared, "failed", started);
@@ -353,8 +370,50 @@ async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut State) {
     if fresh {
         return;
     }
+    let transition = state.written.as_ref().is_none_or(|(w, _)| {
+        w.result != state.status.result || w.result_commit != state.status.result_commit
+    });
+    if transition && !state.status.result.is_empty() {
+        record_result(cluster, cfg, &state.status).await;
+    }
     match configmap::write(&cluster.client, &cfg.namespace, &state.status).await {
         Ok(()) => state.written = Some((state.status.clone(), Instant::now())),
-        Err(e) => eprintln!("error: writing the status ConfigMap: {e}"),
+        Err(e) => tracing::error!("writing the status ConfigMap: {e}"),
+    }
+}
+
+/// An Event on the status ConfigMap when the result changes (for `kubectl get events`).
+async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
+    let short = s.result_commit.get(..12).unwrap_or(&s.result_commit);
+    let (reason, warning) = match s.result.as_str() {
+        "applied" => ("Applied", false),
+        "suspended" => ("Suspended", false),
+        "invalid" => ("InvalidCommit", true),
+        "refused" => ("RefusedCommit", true),
+        "fetch-failed" => ("FetchFailed", true),
+        _ => ("ApplyFailed", true),
+    };
+    let message = match s.result.as_str() {
+        "applied" => format!("commit {short} applied: {}", s.summary),
+        "fetch-failed" => format!("cannot fetch {}: {}", s.repository, s.errors),
+        _ => format!(
+            "commit {short}: {}",
+            s.errors.lines().next().unwrap_or(&s.result)
+        ),
+    };
+    let note = crate::status::Note {
+        involved: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(configmap::NAME.into()),
+            namespace: Some(cfg.namespace.clone()),
+            ..Default::default()
+        },
+        reason,
+        message,
+        warning,
+    };
+    if let Err(e) = crate::status::record(&cluster.client, note).await {
+        tracing::warn!("recording an Event: {e}");
     }
 }
