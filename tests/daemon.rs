@@ -61,31 +61,19 @@ impl Repo {
         self.push_signed(text, message, None)
     }
 
-    /// As `push`, with an SSH signature by the private key SIGNER when given.
-    fn push_signed(&self, text: &str, message: &str, signer: Option<&Path>) -> String {
+    /// As `push`, signed (`commit -S`) with the git settings SIGNING (`key=value`) when given.
+    fn push_signed(&self, text: &str, message: &str, signing: Option<&[String]>) -> String {
         std::fs::write(self.src.join("cluster.yaml"), text).unwrap();
         git(&self.src, &["add", "."]);
-        match signer {
-            Some(key) => {
-                let key = format!("user.signingkey={}", key.display());
-                git(
-                    &self.src,
-                    &[
-                        "-c",
-                        "gpg.format=ssh",
-                        "-c",
-                        &key,
-                        "commit",
-                        "-S",
-                        "-qm",
-                        message,
-                    ],
-                );
-            }
-            None => {
-                git(&self.src, &["commit", "-qm", message]);
-            }
+        let mut args: Vec<&str> = Vec::new();
+        for kv in signing.unwrap_or_default() {
+            args.extend(["-c", kv.as_str()]);
         }
+        args.extend(["commit", "-qm", message]);
+        if signing.is_some() {
+            args.push("-S");
+        }
+        git(&self.src, &args);
         git(
             &self.src,
             &["push", "-qf", self.bare.to_str().unwrap(), "main"],
@@ -157,7 +145,26 @@ impl Daemon {
         self.child.wait().unwrap().code()
     }
 
-    fn kill(mut self) {
+    fn kill(self) {}
+
+    /// GET /readyz answers 200: the daemon finished its first pass.
+    fn ready(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = write!(
+            s,
+            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.starts_with("HTTP/1.1 200")
+    }
+}
+
+/// A daemon never outlives its test, even one that fails.
+impl Drop for Daemon {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -250,8 +257,9 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
         "b",
         &["--interval", "10m", "--webhook-secret-file", secret],
     );
-    eventually("daemon b serving", Duration::from_secs(30), async || {
-        TcpStream::connect(("127.0.0.1", b.port)).ok()
+    // Ready once its first pass is done (it leads, fetched and reconciled the current commit).
+    eventually("daemon b ready", Duration::from_secs(60), async || {
+        b.ready().then_some(())
     })
     .await;
     let c3 = repo.push(&cluster_yaml(&env.ns, "3:00:00"), "even longer");
@@ -583,10 +591,16 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
         "an unsigned commit was applied"
     );
 
+    let ssh = |key: &Path| {
+        vec![
+            "gpg.format=ssh".to_string(),
+            format!("user.signingkey={}", key.display()),
+        ]
+    };
     let c2 = repo.push_signed(
         &cluster_yaml(&env.ns, "2:00:00"),
         "signed",
-        Some(allowed_key),
+        Some(&ssh(allowed_key)),
     );
     once("s2");
     let s = status(&env).await.unwrap();
@@ -602,7 +616,11 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
             .contains("MaxTime=2:00:00")
     );
 
-    let c3 = repo.push_signed(&cluster_yaml(&env.ns, "3:00:00"), "wrong key", Some(&other));
+    let c3 = repo.push_signed(
+        &cluster_yaml(&env.ns, "3:00:00"),
+        "wrong key",
+        Some(&ssh(&other)),
+    );
     once("s3");
     let s = status(&env).await.unwrap();
     assert_eq!(
@@ -620,6 +638,102 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
             .await
             .unwrap()
             .contains("MaxTime=2:00:00")
+    );
+
+    // OpenPGP: a commit signed by the allowed GPG key is applied, one by another GPG key refused.
+    let home = dir.path().join("gnupg");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let gpg = dir.path().join("gpg.sh");
+    std::fs::write(
+        &gpg,
+        format!(
+            "#!/bin/sh\nexec gpg --homedir {} --batch --pinentry-mode loopback --passphrase '' \"$@\"\n",
+            home.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gpg, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for who in ["ops <ops@slurmops.dev>", "eve <eve@example.org>"] {
+        let ok = Command::new(&gpg)
+            .args(["--quick-gen-key", who, "ed25519", "sign", "never"])
+            .output()
+            .unwrap();
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+    }
+    let exported = Command::new(&gpg)
+        .args(["--armor", "--export", "ops@slurmops.dev"])
+        .output()
+        .unwrap();
+    let gpg_keys = dir.path().join("allowed.asc");
+    std::fs::write(&gpg_keys, &exported.stdout).unwrap();
+    let with_gpg = |identity: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
+            .args([
+                "--identity",
+                identity,
+                "--listen",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .arg("--allowed-signers")
+            .arg(&allowed)
+            .arg("--allowed-gpg-keys")
+            .arg(&gpg_keys)
+            .arg("--mirror")
+            .arg(dir.path().join("mirror"))
+            .env("KUBECONFIG", &bed().kubeconfig_restricted)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let pgp = |who: &str| {
+        vec![
+            format!("gpg.program={}", gpg.display()),
+            format!("user.signingkey={who}"),
+        ]
+    };
+    let c4 = repo.push_signed(
+        &cluster_yaml(&env.ns, "4:00:00"),
+        "gpg signed",
+        Some(&pgp("ops@slurmops.dev")),
+    );
+    with_gpg("s4");
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.last_applied_commit.as_str()),
+        ("applied", c4.as_str()),
+        "{s:?}"
+    );
+    let c5 = repo.push_signed(
+        &cluster_yaml(&env.ns, "5:00:00"),
+        "gpg, other key",
+        Some(&pgp("eve@example.org")),
+    );
+    with_gpg("s5");
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.result_commit.as_str()),
+        ("refused", c5.as_str())
+    );
+    assert!(
+        s.errors.contains("not valid for any allowed key"),
+        "{}",
+        s.errors
+    );
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=4:00:00")
     );
     env.cleanup().await;
 }

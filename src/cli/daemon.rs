@@ -68,6 +68,10 @@ pub struct RunArgs {
     /// format); unsigned and other commits are refused and reported.
     #[arg(long, env = "SLURMOPS_ALLOWED_SIGNERS")]
     allowed_signers: Option<PathBuf>,
+    /// Apply only commits with an OpenPGP signature by one of these armored public keys
+    /// (`gpg --armor --export`); with --allowed-signers too, either kind of signature is accepted.
+    #[arg(long, env = "SLURMOPS_ALLOWED_GPG_KEYS")]
+    allowed_gpg_keys: Option<PathBuf>,
     /// One pass, then exit.
     #[arg(long)]
     once: bool,
@@ -103,6 +107,24 @@ fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path)
         .map(|b| b.trim_ascii().to_vec())
         .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+fn allowed_signers(
+    a: &RunArgs,
+) -> Result<Option<crate::source::signature::AllowedSigners>, String> {
+    use crate::source::signature::AllowedSigners;
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    let mut allowed = match &a.allowed_signers {
+        Some(p) => AllowedSigners::parse(&p.display().to_string(), &read(p)?)?,
+        None if a.allowed_gpg_keys.is_some() => AllowedSigners::default(),
+        None => return Ok(None),
+    };
+    if let Some(p) = &a.allowed_gpg_keys {
+        allowed.add_gpg(&p.display().to_string(), &read(p)?)?;
+    }
+    Ok(Some(allowed))
 }
 
 fn config(a: &RunArgs) -> Result<Config, String> {
@@ -143,17 +165,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             detect_only: a.detect_only,
             ..Options::default()
         },
-        allowed_signers: match &a.allowed_signers {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-                Some(crate::source::signature::AllowedSigners::parse(
-                    &p.display().to_string(),
-                    &text,
-                )?)
-            }
-            None => None,
-        },
+        allowed_signers: allowed_signers(a)?,
         once: a.once,
         suspend: a.suspend,
     })

@@ -1,16 +1,35 @@
-//! Commit signature verification: the daemon applies only commits signed by a key in an
+//! Commit signature verification: the daemon applies only commits signed by an allowed key,
+//! verified in-process. SSH signatures (`gpg.format=ssh`, namespace `git`) against an
 //! allowed-signers file (git's `gpg.ssh.allowedSignersFile` format: `PRINCIPALS [OPTIONS] KEYTYPE
-//! BASE64 [COMMENT]`). SSH signatures (`gpg.format=ssh`, namespace `git`) are verified in-process;
-//! an unsigned commit, an unknown key, a bad signature or a GPG signature is refused with the
-//! reason.
+//! BASE64 [COMMENT]`); OpenPGP signatures against armored public keys (`gpg --armor --export`).
+//! An unsigned commit, an unknown key or a bad signature is refused with the reason.
 
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::types::KeyDetails;
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
-/// Principals and their public keys.
+/// Principals and their SSH public keys, and allowed OpenPGP keys.
 #[derive(Debug, Clone, Default)]
-pub struct AllowedSigners(Vec<(String, PublicKey)>);
+pub struct AllowedSigners {
+    ssh: Vec<(String, PublicKey)>,
+    gpg: Vec<SignedPublicKey>,
+}
 
 impl AllowedSigners {
+    /// Adds the armored OpenPGP public keys in TEXT (one or more blocks).
+    pub fn add_gpg(&mut self, name: &str, text: &str) -> Result<(), String> {
+        let (keys, _) = SignedPublicKey::from_string_many(text)
+            .map_err(|e| format!("{name}: cannot read OpenPGP keys: {e}"))?;
+        for k in keys {
+            self.gpg
+                .push(k.map_err(|e| format!("{name}: cannot read an OpenPGP key: {e}"))?);
+        }
+        if self.gpg.is_empty() {
+            return Err(format!("{name}: no OpenPGP public key in it"));
+        }
+        Ok(())
+    }
+
     /// Parses an allowed-signers file; every line must hold a key slurmops can read.
     pub fn parse(name: &str, text: &str) -> Result<AllowedSigners, String> {
         let mut out = Vec::new();
@@ -38,7 +57,10 @@ impl AllowedSigners {
         if out.is_empty() {
             return Err(format!("{name}: no allowed signers listed"));
         }
-        Ok(AllowedSigners(out))
+        Ok(AllowedSigners {
+            ssh: out,
+            gpg: Vec::new(),
+        })
     }
 
     /// Verifies COMMIT's SIGNATURE over its signed DATA; the signer's principal, or why the
@@ -56,15 +78,13 @@ impl AllowedSigners {
         };
         let text = String::from_utf8_lossy(sig);
         if text.contains("BEGIN PGP SIGNATURE") {
-            return Err(format!(
-                "commit {short} has a GPG signature; slurmops verifies SSH signatures (git config gpg.format ssh)"
-            ));
+            return self.verify_gpg(short, &text, data);
         }
         let sig = SshSig::from_pem(text.trim())
             .map_err(|e| format!("commit {short}: unreadable signature: {e}"))?;
         let fingerprint = sig.public_key().fingerprint(HashAlg::Sha256);
         let Some((who, key)) = self
-            .0
+            .ssh
             .iter()
             .find(|(_, k)| k.key_data() == sig.public_key())
         else {
@@ -75,5 +95,27 @@ impl AllowedSigners {
         key.verify("git", data, &sig)
             .map_err(|e| format!("commit {short}: bad signature by {who} ({fingerprint}): {e}"))?;
         Ok(who.clone())
+    }
+
+    fn verify_gpg(&self, short: &str, text: &str, data: &[u8]) -> Result<String, String> {
+        let (sig, _) = DetachedSignature::from_string(text)
+            .map_err(|e| format!("commit {short}: unreadable OpenPGP signature: {e}"))?;
+        for key in &self.gpg {
+            let by_primary = sig.verify(key, data).is_ok();
+            let by_subkey = key
+                .public_subkeys
+                .iter()
+                .any(|s| sig.verify(s, data).is_ok());
+            if by_primary || by_subkey {
+                return Ok(format!("{:X}", key.fingerprint()));
+            }
+        }
+        Err(if self.gpg.is_empty() {
+            format!(
+                "commit {short} has an OpenPGP signature, and no OpenPGP key is allowed (--allowed-gpg-keys)"
+            )
+        } else {
+            format!("commit {short}: its OpenPGP signature is not valid for any allowed key")
+        })
     }
 }
