@@ -318,6 +318,18 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
         "{printed}"
     );
     assert!(printed.contains("replicaz"), "{printed}");
+
+    // History rewritten (the invalid commit dropped, a new one force-pushed): followed.
+    git(&repo.src, &["reset", "-q", "--hard", &c3]);
+    let c5 = repo.push(&cluster_yaml(&env.ns, "5:00:00"), "rewritten");
+    assert_eq!(b.webhook(push, Some(&sign(b"s3cret", push))), 202);
+    applied(&env, &c5, Duration::from_secs(20)).await;
+    assert!(
+        live_slurm_conf(&env)
+            .await
+            .unwrap()
+            .contains("MaxTime=5:00:00")
+    );
     b.kill();
     env.cleanup().await;
 }
