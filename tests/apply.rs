@@ -15,22 +15,15 @@ use serde_json::json;
 use support::{TestEnv, bed, eventually};
 
 fn small_cluster(ns: &str, node_sets: &str, policy: &str) -> String {
-    format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: c, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
 {node_sets}
   partitions:
     - {{name: all, nodeSets: [ALL], default: true}}
 {policy}
 "#
-    )
+        )
 }
 
 fn node_set(name: &str, replicas: u32) -> String {

@@ -12,23 +12,16 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
-use slurmops::slurm::auth::{Credentials, Secret};
-use slurmops::slurm::{Client, Config, SlurmNodes};
+use slurmops::slurm::SlurmNodes;
 
+use support::slurm::client as slurm;
 use support::slurm::{job_state, submit_to_partition};
 use support::{TestEnv, bed, eventually};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
-    format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: c, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
     - name: {w}
       replicas: 1
       cpu: "1"
@@ -39,19 +32,7 @@ spec:
     - {{name: all, nodeSets: [ALL], default: true}}
     - {{name: burst, nodeSets: [{w}]}}
 "#
-    )
-}
-
-fn slurm() -> Client {
-    let b = bed();
-    Client::new(Config::new(
-        b.slurmrestd_url.clone(),
-        Credentials::Token {
-            token: Secret::new(b.slurm_jwt.clone()),
-            user: None,
-        },
-    ))
-    .unwrap()
+        )
 }
 
 fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {

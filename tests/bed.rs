@@ -19,25 +19,17 @@ use support::{Event, SLURM_INSTANCE, TestEnv, bed, eventually, git, git_command,
 /// A worker StatefulSet exactly as slurmops renders it for a one-NodeSet cluster in the test's
 /// namespace.
 fn worker_statefulset(env: &TestEnv, node_set: &str, replicas: u32) -> StatefulSet {
-    let yaml = format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: bed, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    let yaml = support::cluster_head("bed", &env.ns)
+        + &format!(
+            r#"  nodeSets:
     - name: {node_set}
       replicas: {replicas}
       cpu: "1"
       memory: 256Mi
   partitions:
     - {{name: all, nodeSets: [ALL], default: true}}
-"#,
-        ns = env.ns
-    );
+"#
+        );
     let cluster = load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let rendered = render(&cluster);
     let obj = rendered

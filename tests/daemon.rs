@@ -20,21 +20,14 @@ use slurmops::status::configmap::{self, Status};
 use support::{TestEnv, bed, eventually, git, served_repo};
 
 fn cluster_yaml(ns: &str, max_time: &str) -> String {
-    format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: c, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
     - {{name: w, replicas: 0, cpu: "1", memory: 256Mi}}
   partitions:
     - {{name: all, nodeSets: [ALL], default: true, maxTime: "{max_time}"}}
 "#
-    )
+        )
 }
 
 /// A work tree pushing to a bare repository the bed serves.
@@ -189,6 +182,17 @@ fn sign(secret: &[u8], body: &str) -> String {
     format!("sha256={hex}")
 }
 
+/// A test namespace with the slurmops Role for the restricted identity, a repository the bed
+/// serves over smart HTTP (and its URL), and a scratch directory.
+async fn gitops(test: &str) -> (TestEnv, Repo, String, tempfile::TempDir) {
+    let env = TestEnv::new(test).await;
+    env.grant_slurmops_role().await;
+    let name = env.name("repo");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    (env, repo, url, tempfile::tempdir().unwrap())
+}
+
 async fn status(env: &TestEnv) -> Option<Status> {
     configmap::read(&env.client, &env.ns).await.ok().flatten()
 }
@@ -215,12 +219,7 @@ async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not_applied() {
-    let env = TestEnv::new("daemon").await;
-    env.grant_slurmops_role().await;
-    let name = env.name("gitops");
-    let repo = Repo::new(&name);
-    let url = format!("{}/{name}.git", bed().git.http_url);
-    let dir = tempfile::tempdir().unwrap();
+    let (env, repo, url, dir) = gitops("daemon").await;
     let secret_file = dir.path().join("webhook-secret");
     std::fs::write(&secret_file, "s3cret\n").unwrap();
     let secret = secret_file.to_str().unwrap();
@@ -336,12 +335,7 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_only_the_leader_applies_and_killing_it_hands_over() {
-    let env = TestEnv::new("leader").await;
-    env.grant_slurmops_role().await;
-    let name = env.name("ha");
-    let repo = Repo::new(&name);
-    let url = format!("{}/{name}.git", bed().git.http_url);
-    let dir = tempfile::tempdir().unwrap();
+    let (env, repo, url, dir) = gitops("leader").await;
     let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
     let x = Daemon::start(&env, dir.path(), &url, "x", &["--interval", "1s"]);
     let y = Daemon::start(&env, dir.path(), &url, "y", &["--interval", "1s"]);
@@ -540,12 +534,7 @@ async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_t
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_applied() {
-    let env = TestEnv::new("signed").await;
-    env.grant_slurmops_role().await;
-    let name = env.name("sig");
-    let repo = Repo::new(&name);
-    let url = format!("{}/{name}.git", bed().git.http_url);
-    let dir = tempfile::tempdir().unwrap();
+    let (env, repo, url, dir) = gitops("signed").await;
     // The bed's client key is the allowed signer; another key is not.
     let allowed_key = &bed().git.ssh_key;
     let public = std::fs::read_to_string(format!("{}.pub", allowed_key.display())).unwrap();
@@ -558,9 +547,11 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
         .status()
         .unwrap();
     assert!(made.success());
+    // One pass of the daemon with signature verification; GPG keys allowed too once they exist.
+    let gpg_keys = dir.path().join("allowed.asc");
     let once = |identity: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+        cmd.args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
             .args([
                 "--identity",
                 identity,
@@ -571,9 +562,11 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
             .arg(&allowed)
             .arg("--mirror")
             .arg(dir.path().join("mirror"))
-            .env("KUBECONFIG", &bed().kubeconfig_restricted)
-            .output()
-            .unwrap();
+            .env("KUBECONFIG", &bed().kubeconfig_restricted);
+        if gpg_keys.exists() {
+            cmd.arg("--allowed-gpg-keys").arg(&gpg_keys);
+        }
+        let out = cmd.output().unwrap();
         assert!(
             out.status.success(),
             "{}",
@@ -681,32 +674,7 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
         .args(["--armor", "--export", "ops@slurmops.dev"])
         .output()
         .unwrap();
-    let gpg_keys = dir.path().join("allowed.asc");
     std::fs::write(&gpg_keys, &exported.stdout).unwrap();
-    let with_gpg = |identity: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
-            .args([
-                "--identity",
-                identity,
-                "--listen",
-                &format!("127.0.0.1:{}", free_port()),
-            ])
-            .arg("--allowed-signers")
-            .arg(&allowed)
-            .arg("--allowed-gpg-keys")
-            .arg(&gpg_keys)
-            .arg("--mirror")
-            .arg(dir.path().join("mirror"))
-            .env("KUBECONFIG", &bed().kubeconfig_restricted)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let pgp = |who: &str| {
         vec![
             format!("gpg.program={}", gpg.display()),
@@ -718,7 +686,7 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
         "gpg signed",
         Some(&pgp("ops@slurmops.dev")),
     );
-    with_gpg("s4");
+    once("s4");
     let s = status(&env).await.unwrap();
     assert_eq!(
         (s.result.as_str(), s.last_applied_commit.as_str()),
@@ -730,7 +698,7 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
         "gpg, other key",
         Some(&pgp("eve@example.org")),
     );
-    with_gpg("s5");
+    once("s5");
     let s = status(&env).await.unwrap();
     assert_eq!(
         (s.result.as_str(), s.result_commit.as_str()),

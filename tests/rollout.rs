@@ -13,20 +13,14 @@ use kube::api::{Api, ListParams};
 use slurmops::slurm::auth::{Credentials, Secret};
 use slurmops::slurm::{Client, Config, SlurmNodes};
 
+use support::slurm::client as slurm;
 use support::slurm::{job_state, submit_sleep};
 use support::{TestEnv, bed, eventually};
 
 fn cluster_yaml(ns: &str, node_set: &str, image: &str) -> String {
-    format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: c, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
     - name: {node_set}
       replicas: 4
       cpu: "1"
@@ -36,19 +30,7 @@ spec:
   partitions:
     - {{name: all, nodeSets: [ALL], default: true}}
 "#
-    )
-}
-
-fn slurm() -> Client {
-    let b = bed();
-    Client::new(Config::new(
-        b.slurmrestd_url.clone(),
-        Credentials::Token {
-            token: Secret::new(b.slurm_jwt.clone()),
-            user: None,
-        },
-    ))
-    .unwrap()
+        )
 }
 
 fn ready(p: &Pod) -> bool {

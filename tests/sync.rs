@@ -10,39 +10,20 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use slurmops::slurm::auth::{Credentials, Secret};
-use slurmops::slurm::{Client, Config, SlurmNodes};
+use slurmops::slurm::SlurmNodes;
 
+use support::slurm::client as slurm;
 use support::{SLURM_INSTANCE, TestEnv, bed, eventually};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
-    format!(
-        r#"apiVersion: slurmops.dev/v1alpha1
-kind: SlurmCluster
-metadata: {{name: c, namespace: {ns}}}
-spec:
-  slurmVersion: "24.11"
-  auth:
-    slurmKey: {{name: slurm-auth, key: slurm.key}}
-    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
-  nodeSets:
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
     - {{name: {w}, replicas: 2, cpu: "1", memory: 256Mi}}
   partitions:
     - {{name: all, nodeSets: [ALL], default: true}}
 "#
-    )
-}
-
-fn slurm() -> Client {
-    let b = bed();
-    Client::new(Config::new(
-        b.slurmrestd_url.clone(),
-        Credentials::Token {
-            token: Secret::new(b.slurm_jwt.clone()),
-            user: None,
-        },
-    ))
-    .unwrap()
+        )
 }
 
 fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {

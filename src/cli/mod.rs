@@ -10,6 +10,7 @@ mod autoscale;
 mod daemon;
 mod slurm;
 mod sync;
+mod watch;
 
 use crate::plan::{self, Side, format};
 use crate::render::{self, Rendered};

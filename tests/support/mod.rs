@@ -201,3 +201,19 @@ pub fn served_repo(name: &str) -> PathBuf {
     );
     path
 }
+
+/// The head of a test cluster.yaml (metadata and the auth Secrets the bed provides); a test
+/// appends its `nodeSets:` and `partitions:` (indented under `spec:`).
+pub fn cluster_head(name: &str, namespace: &str) -> String {
+    format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+"#
+    )
+}

@@ -258,3 +258,16 @@ pub async fn job_state(id: u64) -> Vec<String> {
         .expect("job answer");
     serde_json::from_value(resp["jobs"][0]["job_state"].clone()).unwrap_or_default()
 }
+
+/// A slurmops Slurm client for the bed's slurmrestd (root's JWT).
+pub fn client() -> slurmops::slurm::Client {
+    let b = super::bed();
+    slurmops::slurm::Client::new(slurmops::slurm::Config::new(
+        b.slurmrestd_url.clone(),
+        slurmops::slurm::auth::Credentials::Token {
+            token: slurmops::slurm::auth::Secret::new(b.slurm_jwt.clone()),
+            user: None,
+        },
+    ))
+    .expect("slurmrestd client")
+}

@@ -1,0 +1,71 @@
+//! What `slurmops autoscale` and `slurmops sync` share: a cluster.yaml, a slurmrestd connection,
+//! the cluster, and a pass run once or every interval. In a loop, Slurm or the API being away is a
+//! pass skipped (and said), not the end; with `--once` it is exit code 1.
+
+use std::path::PathBuf;
+
+use super::apply::{KubeArgs, runtime};
+use super::{EXIT_ERROR, EXIT_OK, load, read};
+use crate::apply::Cluster;
+use crate::slurm::Client;
+use crate::spec::ClusterFile;
+use crate::spec::values::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// slurmrestd URL (node states and jobs come from Slurm).
+    #[arg(long, env = "SLURMRESTD_URL")]
+    pub slurmrestd_url: String,
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    pub slurm_jwt: String,
+    /// One pass, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Time between passes.
+    #[arg(long, default_value = "15s", value_parser = Duration::parse)]
+    pub interval: Duration,
+}
+
+/// Loads cluster.yaml and connects; None (after saying why) when that fails.
+pub fn prepare(a: &Args) -> Option<(ClusterFile, Client)> {
+    let loaded = read(&a.path).ok()?;
+    let c = load(&loaded).ok()?;
+    match super::token_client(&a.slurmrestd_url, &a.slurm_jwt) {
+        Ok(s) => Some((c, s)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            None
+        }
+    }
+}
+
+/// Runs PASS once (`--once`) or every interval; PASS prints what it did.
+pub fn every(a: &Args, mut pass: impl AsyncFnMut(&Cluster) -> Result<(), String>) -> i32 {
+    let interval = std::time::Duration::from_secs(a.interval.as_secs().max(1));
+    runtime().block_on(async {
+        let cluster =
+            match Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return EXIT_ERROR;
+                }
+            };
+        loop {
+            match pass(&cluster).await {
+                Ok(()) if a.once => return EXIT_OK,
+                Ok(()) => {}
+                Err(e) if a.once => {
+                    eprintln!("error: {e}");
+                    return EXIT_ERROR;
+                }
+                Err(e) => eprintln!("error: {e}"),
+            }
+            tokio::time::sleep(interval).await;
+        }
+    })
+}
