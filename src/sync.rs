@@ -1,7 +1,9 @@
 //! `sync`: keeps Kubernetes and Slurm telling the same story about each worker.
 //!
 //! - Slurm's view of a worker becomes a pod condition (`slurmops.dev/slurm-node`), so `kubectl`
-//!   shows which pods are idle, busy, draining, drained or not registered.
+//!   shows which pods are idle, busy, draining, drained or not registered; a worker running jobs
+//!   carries the label `slurmops.dev/busy=true`, which the NodeSet's busy PodDisruptionBudget
+//!   selects, so `kubectl drain` and cluster autoscalers cannot evict it.
 //! - A cordoned Kubernetes node drains the workers on it in Slurm (running jobs finish, no new
 //!   ones start); uncordoning resumes them, but only drains slurmops set for that cordon.
 //! - A Ready worker whose Slurm node stays unknown for the registration grace is replaced: Slurm
@@ -17,7 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions
 use serde_json::json;
 
 use crate::apply::Cluster;
-use crate::render::names::LABEL_NODESET;
+use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::rollout::pod_ready;
 use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
 use crate::spec::ClusterFile;
@@ -46,6 +48,9 @@ fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
 pub struct Report {
     /// Pods whose Slurm condition changed.
     pub conditions: Vec<String>,
+    /// Pods labelled busy (jobs run there) / no longer busy.
+    pub marked_busy: Vec<String>,
+    pub marked_idle: Vec<String>,
     pub drained_for_cordon: Vec<String>,
     pub resumed_after_uncordon: Vec<String>,
     pub replaced_unregistered: Vec<String>,
@@ -99,6 +104,11 @@ impl Syncer {
                 let node = nodes.get(&name);
                 if set_condition(&pods_api, p, node).await? {
                     report.conditions.push(name.clone());
+                }
+                match mark_busy(&pods_api, p, node.is_some_and(|n| n.state.is_busy())).await? {
+                    Some(true) => report.marked_busy.push(name.clone()),
+                    Some(false) => report.marked_idle.push(name.clone()),
+                    None => {}
                 }
                 if let (Some(n), Some(cordoned)) = (node, &cordoned) {
                     let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -234,6 +244,29 @@ async fn set_condition(api: &Api<Pod>, p: &Pod, node: Option<&Node>) -> Result<b
         .await
         .map_err(kube_err(format!("set the Slurm condition of pod {name}")))?;
     Ok(true)
+}
+
+/// Sets or clears the busy label; Some(busy) when it changed.
+async fn mark_busy(api: &Api<Pod>, p: &Pod, busy: bool) -> Result<Option<bool>, SyncError> {
+    let labelled = p
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_BUSY))
+        .is_some_and(|v| v == "true");
+    if labelled == busy {
+        return Ok(None);
+    }
+    let value = if busy { json!("true") } else { json!(null) };
+    let name = p.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {LABEL_BUSY: value}}})),
+    )
+    .await
+    .map_err(kube_err(format!("label pod {name} busy={busy}")))?;
+    Ok(Some(busy))
 }
 
 async fn replace(api: &Api<Pod>, p: &Pod) -> Result<(), SyncError> {

@@ -108,6 +108,43 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     assert_eq!((status.as_str(), reason.as_str()), ("True", "Idle"));
     assert_eq!(sync_once(dir.path()), "", "a steady pass wrote something");
 
+    // A job on a worker: labelled busy (the NodeSet's busy PDB blocks its eviction), and back.
+    let job = support::slurm::submit_sleep(&w0, 4).await;
+    eventually("job running", Duration::from_secs(20), async || {
+        (support::slurm::job_state(job).await == vec!["RUNNING".to_string()]).then_some(())
+    })
+    .await;
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{w0}: labelled busy")),
+        "{printed}"
+    );
+    let busy = |p: Pod| {
+        p.metadata
+            .labels
+            .unwrap_or_default()
+            .get("slurmops.dev/busy")
+            .cloned()
+    };
+    assert_eq!(busy(pods.get(&w0).await.unwrap()).as_deref(), Some("true"));
+    assert_eq!(busy(pods.get(&w1).await.unwrap()), None);
+    let (status, reason, _) = condition(&pods, &w0).await.unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Allocated"));
+    eventually("job done", Duration::from_secs(30), async || {
+        (support::slurm::job_state(job).await == vec!["COMPLETED".to_string()]).then_some(())
+    })
+    .await;
+    eventually("node idle", Duration::from_secs(20), async || {
+        (!s.get(&w0).await.ok()?.state.is_busy()).then_some(())
+    })
+    .await;
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{w0}: busy label removed")),
+        "{printed}"
+    );
+    assert_eq!(busy(pods.get(&w0).await.unwrap()), None);
+
     // An administrator's drain shows as Drained, with their reason.
     support::slurm::sh(&[
         "exec",

@@ -31,6 +31,11 @@ pub fn run(a: Args) -> i32 {
         for (what, list) in [
             ("Slurm condition updated", &r.conditions),
             (
+                "labelled busy: jobs run there, evictions blocked",
+                &r.marked_busy,
+            ),
+            ("busy label removed: no job runs there", &r.marked_idle),
+            (
                 "drained: its Kubernetes node is cordoned",
                 &r.drained_for_cordon,
             ),

@@ -54,6 +54,8 @@ struct State {
     applied_at: Option<Instant>,
     /// The last commit applied, for drift correction while newer commits are invalid.
     last_good: Option<Fetched>,
+    /// Worker state sync between passes (with Slurm).
+    syncer: Option<crate::sync::Syncer>,
 }
 
 fn now_rfc3339() -> String {
@@ -227,8 +229,44 @@ async fn pass(cluster: &Cluster, cfg: &Config, shared: &Arc<Shared>, state: &mut
             }
         }
     }
+    if let Some(slurm) = &cfg.slurm {
+        keep_workers(cluster, cfg, slurm, state).await;
+    }
     write_status(cluster, cfg, state).await;
     shared.metrics.lock().expect("metrics").ready = true;
+}
+
+/// With Slurm, every pass also runs autoscale and worker state sync for the applied cluster.yaml.
+async fn keep_workers(cluster: &Cluster, cfg: &Config, slurm: &Client, state: &mut State) {
+    let Some(good) = &state.last_good else { return };
+    let Ok(c) = spec::load(&good.name, &good.text) else {
+        return;
+    };
+    if c.spec.policy.suspend || cfg.suspend {
+        return;
+    }
+    match crate::autoscale::run::tick(cluster, slurm, &c).await {
+        Ok(outcomes) => {
+            for o in outcomes.iter().filter(|o| o.from != o.to) {
+                tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
+            }
+        }
+        Err(e) => tracing::warn!("autoscale: {e}"),
+    }
+    let syncer = state
+        .syncer
+        .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
+    match syncer.tick(cluster, slurm, &c).await {
+        Ok(r) => {
+            for n in &r.replaced_unregistered {
+                tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");
+            }
+            for n in &r.drained_for_cordon {
+                tracing::info!(pod = %n, "{n}: drained: its Kubernetes node is cordoned");
+            }
+        }
+        Err(e) => tracing::warn!("sync: {e}"),
+    }
 }
 
 async fn reconcile_commit(
