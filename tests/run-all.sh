@@ -73,6 +73,8 @@ rm -f "$install"
 step "static binary"
 RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
 static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
-ldd "$static" 2>&1 | tee /dev/stderr | grep -Eq "statically linked|not a dynamic executable"
+linkage=$(ldd "$static" 2>&1 || true)
+echo "ldd $static: $linkage"
+echo "$linkage" | grep -Eq "statically linked|not a dynamic executable"
 "$static" --version
 echo "all checks passed"

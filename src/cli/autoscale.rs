@@ -6,7 +6,7 @@ use super::{EXIT_ERROR, EXIT_OK};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    watch: watch::Args,
+    watch: watch::WatchArgs,
 }
 
 pub fn run(a: Args) -> i32 {

@@ -355,3 +355,14 @@ fn plan_inner(
         target,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap checks the whole command tree (unique names and groups, valid defaults) here, not
+    /// only when a user happens to run the broken subcommand.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -9,7 +9,7 @@ use crate::sync::Syncer;
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    watch: watch::Args,
+    watch: watch::WatchArgs,
     /// A Ready worker unknown to Slurm this long is replaced.
     #[arg(long, default_value = "5m", value_parser = Duration::parse)]
     registration_grace: Duration,

@@ -12,7 +12,7 @@ use crate::spec::ClusterFile;
 use crate::spec::values::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub struct WatchArgs {
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 /// Loads cluster.yaml and connects; None (after saying why) when that fails.
-pub fn prepare(a: &Args) -> Option<(ClusterFile, Client)> {
+pub fn prepare(a: &WatchArgs) -> Option<(ClusterFile, Client)> {
     let loaded = read(&a.path).ok()?;
     let c = load(&loaded).ok()?;
     match super::token_client(&a.slurmrestd_url, &a.slurm_jwt) {
@@ -44,7 +44,7 @@ pub fn prepare(a: &Args) -> Option<(ClusterFile, Client)> {
 }
 
 /// Runs PASS once (`--once`) or every interval; PASS prints what it did.
-pub fn every(a: &Args, mut pass: impl AsyncFnMut(&Cluster) -> Result<(), String>) -> i32 {
+pub fn every(a: &WatchArgs, mut pass: impl AsyncFnMut(&Cluster) -> Result<(), String>) -> i32 {
     let interval = std::time::Duration::from_secs(a.interval.as_secs().max(1));
     runtime().block_on(async {
         let cluster =
