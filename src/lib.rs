@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod autoscale;
+pub mod bench;
 pub mod cli;
 pub mod daemon;
 pub mod plan;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod apply;
 mod autoscale;
+mod bench;
 mod daemon;
 mod slurm;
 mod sync;
@@ -90,6 +91,8 @@ enum Cmd {
     Status(daemon::StatusArgs),
     /// The daemon's own objects (Deployment, ServiceAccount, Role, RoleBinding, Service).
     Install(daemon::InstallArgs),
+    /// Measure: offline plan at scale, render scaling, parser throughput, footprint.
+    Bench(bench::Args),
     /// Print the JSON Schema of cluster.yaml.
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
@@ -163,6 +166,7 @@ pub fn main() -> i32 {
         Cmd::Run(args) => daemon::run(args),
         Cmd::Status(args) => daemon::status(args),
         Cmd::Install(args) => daemon::install(args),
+        Cmd::Bench(args) => bench::run(args),
     }
 }
 

@@ -11,6 +11,7 @@
 #                                           start a dynamic slurmd (-Z) whose hostname (own UTS
 #                                           namespace) and Slurm node name is NAME
 #   slurm.sh stop-slurmd INST NAME          stop that slurmd by PID
+#   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
 #   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
 #   slurm.sh log INST NAME                  print a daemon's output (slurmctld, slurmrestd, slurmd-NAME)
@@ -160,6 +161,9 @@ case "$cmd" in
     ;;
   stop-slurmd)
     kill_pidfile "$RUN/slurmd-$1.pid"
+    ;;
+  slurmd-alive)
+    alive "$RUN/slurmd-$1.pid"
     ;;
   run-as-node)
     name=$1

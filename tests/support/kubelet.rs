@@ -14,7 +14,7 @@
 //! Pods without a slurmd container are made Running/Ready without running anything.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,12 +33,15 @@ pub enum Event {
     SlurmdStarted { pod: String, uid: String },
     SlurmdStopped { pod: String, uid: String },
     PreStop { pod: String, ok: bool },
+    /// slurmd died before the pod became Ready and was started again (restartPolicy Always).
+    SlurmdRestarted { pod: String, uid: String },
 }
 
 struct Running {
     pod: String,
     hostname: String,
     port: Option<u16>,
+    started: std::time::Instant,
 }
 
 pub struct Kubelet {
@@ -189,6 +192,7 @@ impl State {
                     pod: name.clone(),
                     hostname,
                     port,
+                    started: std::time::Instant::now(),
                 },
             );
             self.set_status(pod, &name, false).await;
@@ -199,8 +203,32 @@ impl State {
             let ready = port.is_none_or(|p| TcpStream::connect(("127.0.0.1", p)).is_ok());
             if ready && self.set_status(pod, &name, true).await {
                 self.ready.insert(uid.to_string());
+            } else if !ready && self.slurmd_died(uid) {
+                // As a real kubelet restarts a crashed container: the next pass starts it again
+                // (on a new port, in case the old one was taken).
+                self.running.lock().unwrap().remove(uid);
+                self.event(Event::SlurmdRestarted {
+                    pod: name,
+                    uid: uid.to_string(),
+                });
             }
         }
+    }
+
+    /// slurmd of this pod exited (checked at most every 2 s, from 2 s after its start).
+    fn slurmd_died(&self, uid: &str) -> bool {
+        let (hostname, due) = {
+            let running = self.running.lock().unwrap();
+            let Some(r) = running.get(uid).filter(|r| r.port.is_some()) else {
+                return false;
+            };
+            let age = r.started.elapsed().as_millis();
+            (r.hostname.clone(), age > 2000 && age % 2000 < 160)
+        };
+        due && !std::process::Command::new("bash")
+            .args(["tests/bed/slurm.sh", "slurmd-alive", SLURM_INSTANCE, &hostname])
+            .status()
+            .is_ok_and(|s| s.success())
     }
 
     async fn terminate(&mut self, pod: &Pod, uid: &str) {
@@ -289,14 +317,9 @@ fn now() -> String {
 }
 
 /// A free port on 127.0.0.1 for one slurmd.
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().unwrap().port()
-}
-
 /// Starts the container's slurmd command line; returns the port it serves instead of 6818.
 fn start_slurmd(c: &Container, hostname: &str) -> u16 {
-    let port = free_port();
+    let port = slurm::slurmd_port();
     let args = c.args.clone().unwrap_or_default();
     let mut conf = String::new();
     let mut rest: Vec<String> = Vec::new();

@@ -143,26 +143,67 @@ pub struct Slurmd {
     pub name: String,
 }
 
+/// A port for a slurmd, outside the kernel's ephemeral range (32768-60999), so that no outgoing
+/// connection can take it between this check and slurmd's bind. Each test process draws from its
+/// own block of 20 ports (by PID) and skips ports in use.
+pub fn slurmd_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let block = 20000 + (std::process::id() % 500) as u16 * 20;
+    for _ in 0..20 {
+        let port = block + NEXT.fetch_add(1, Ordering::SeqCst) % 20;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free slurmd port in 127.0.0.1:{block}..{}", block + 20);
+}
+
+/// Whether slurmd NAME answers on PORT within a few seconds; false when its process died.
+pub fn slurmd_listens(name: &str, port: u16) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(10) {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        let alive = Command::new("bash")
+            .args([SLURM_SH, "slurmd-alive", super::SLURM_INSTANCE, name])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !alive {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
 impl Slurmd {
-    /// Starts NAME with Slurm features FEATURES (comma-separated).
+    /// Starts NAME with Slurm features FEATURES (comma-separated), and makes sure it listens
+    /// (started again, on another port, if it died at start).
     pub fn start(name: &str, features: &str) -> Slurmd {
         let bed = super::bed();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        sh(&[
-            "start-slurmd",
-            super::SLURM_INSTANCE,
-            name,
-            &port.to_string(),
-            &format!("Features={features} CPUs=1 RealMemory=256"),
-            "-D",
-            "-Z",
-            "--conf-server",
-            &format!("localhost:{}", bed.slurmctld_port),
-        ]);
-        Slurmd { name: name.into() }
+        for _ in 0..3 {
+            let port = slurmd_port();
+            sh(&[
+                "start-slurmd",
+                super::SLURM_INSTANCE,
+                name,
+                &port.to_string(),
+                &format!("Features={features} CPUs=1 RealMemory=256"),
+                "-D",
+                "-Z",
+                "--conf-server",
+                &format!("localhost:{}", bed.slurmctld_port),
+            ]);
+            if slurmd_listens(name, port) {
+                return Slurmd { name: name.into() };
+            }
+        }
+        panic!(
+            "slurmd {name} never listened; its log:\n{}",
+            sh(&["log", super::SLURM_INSTANCE, &format!("slurmd-{name}")])
+        );
     }
 }
 
