@@ -10,12 +10,43 @@ pub struct Args {
     /// Also write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A cluster to measure against (the test bed's kubeconfig): no-op reconcile cost and the
+    /// daemon's idle memory. Without it those figures are skipped, and say so.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> i32 {
-    let figures = crate::bench::offline();
+    let mut figures = crate::bench::offline();
     for f in &figures {
         println!("{f}");
+    }
+    match &a.kubeconfig {
+        Some(kc) => {
+            let live = super::apply::runtime().block_on(async {
+                let cluster = crate::apply::Cluster::connect(Some(kc), None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut out = crate::bench::live::noop_reconcile(&cluster).await?;
+                out.extend(crate::bench::live::daemon_idle_rss(kc).await?);
+                Ok::<_, String>(out)
+            });
+            match live {
+                Ok(more) => {
+                    for f in &more {
+                        println!("{f}");
+                    }
+                    figures.extend(more);
+                }
+                Err(e) => {
+                    eprintln!("error: live figures: {e}");
+                    return EXIT_ERROR;
+                }
+            }
+        }
+        None => println!(
+            "noop.* and daemon.idle_rss skipped: pass --kubeconfig (e.g. the test bed's) to measure them"
+        ),
     }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&figures).expect("figures serialize");

@@ -30,11 +30,23 @@ use super::slurm;
 /// What the kubelet did, in order, for assertions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    SlurmdStarted { pod: String, uid: String },
-    SlurmdStopped { pod: String, uid: String },
-    PreStop { pod: String, ok: bool },
+    SlurmdStarted {
+        pod: String,
+        uid: String,
+    },
+    SlurmdStopped {
+        pod: String,
+        uid: String,
+    },
+    PreStop {
+        pod: String,
+        ok: bool,
+    },
     /// slurmd died before the pod became Ready and was started again (restartPolicy Always).
-    SlurmdRestarted { pod: String, uid: String },
+    SlurmdRestarted {
+        pod: String,
+        uid: String,
+    },
 }
 
 struct Running {
@@ -226,7 +238,12 @@ impl State {
             (r.hostname.clone(), age > 2000 && age % 2000 < 160)
         };
         due && !std::process::Command::new("bash")
-            .args(["tests/bed/slurm.sh", "slurmd-alive", SLURM_INSTANCE, &hostname])
+            .args([
+                "tests/bed/slurm.sh",
+                "slurmd-alive",
+                SLURM_INSTANCE,
+                &hostname,
+            ])
             .status()
             .is_ok_and(|s| s.success())
     }

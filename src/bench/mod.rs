@@ -2,6 +2,8 @@
 //! the ratio each is judged by, and written as JSON for comparison across commits. Inputs are
 //! generated here (a cluster.yaml of N NodeSets); nothing is read from disk but the binary itself.
 
+pub mod live;
+
 use std::time::{Duration, Instant};
 
 use serde::Serialize;

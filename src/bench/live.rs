@@ -1,0 +1,171 @@
+//! Figures against a real cluster (the test bed's kube-apiserver): the cost of a no-op reconcile
+//! and the daemon's idle memory. Each run works in a namespace of its own and removes it.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+
+use super::{Figure, fig, generate, ms, rss_mib};
+use crate::apply::{self, Cluster, NoSlurm, Options};
+use crate::{render, spec};
+
+const EXAMPLE: &str = include_str!("../../examples/repo/cluster.yaml");
+
+async fn namespace(cluster: &Cluster, name: &str, create: bool) -> Result<(), String> {
+    let api: Api<Namespace> = Api::all(cluster.client.clone());
+    if create {
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Namespace::default()
+        };
+        api.create(&PostParams::default(), &ns)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("create namespace {name}: {e}"))
+    } else {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        Ok(())
+    }
+}
+
+/// Applies TEXT twice; the second apply's requests, writes and wall time.
+async fn noop(cluster: &Cluster, label: &str, text: &str) -> Result<Vec<Figure>, String> {
+    let c = spec::load(label, text).map_err(|d| format!("{label}: {} errors", d.len()))?;
+    let r = render::render(&c);
+    let opts = Options::default();
+    apply::apply(cluster, &c, text, &r, &opts, &NoSlurm)
+        .await
+        .map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let rep = apply::apply(cluster, &c, text, &r, &opts, &NoSlurm)
+        .await
+        .map_err(|e| e.to_string())?;
+    let wall = t.elapsed();
+    let kinds: std::collections::BTreeSet<&str> =
+        r.objects.iter().map(|o| o.kind.as_str()).collect();
+    Ok(vec![
+        fig(
+            &format!("noop.{label}.requests"),
+            rep.requests.total as f64,
+            "requests",
+            format!(
+                "{} objects of {} kinds; limit one list per kind (+ the ApplySet parent)",
+                r.objects.len(),
+                kinds.len()
+            ),
+        ),
+        fig(
+            &format!("noop.{label}.writes"),
+            rep.requests.writes as f64,
+            "writes",
+            "must be 0",
+        ),
+        fig(&format!("noop.{label}.wall"), ms(wall), "ms", ""),
+    ])
+}
+
+/// The no-op reconcile of the example and of a 200-NodeSet cluster.
+pub async fn noop_reconcile(cluster: &Cluster) -> Result<Vec<Figure>, String> {
+    let ns = format!("slurmops-bench-{}", std::process::id());
+    namespace(cluster, &ns, true).await?;
+    let example = EXAMPLE.replace("namespace: slurm", &format!("namespace: {ns}"));
+    let big = generate(200, 0, 20, 0).replace("namespace: slurm", &format!("namespace: {ns}"));
+    let mut out = noop(cluster, "example", &example).await;
+    if let Ok(f) = out.as_mut() {
+        // A second namespace's objects would share names: the big cluster is named apart.
+        match noop(
+            cluster,
+            "200_nodesets",
+            &big.replace("name: big", "name: big200"),
+        )
+        .await
+        {
+            Ok(more) => f.extend(more),
+            Err(e) => out = Err(e),
+        }
+    }
+    namespace(cluster, &ns, false).await?;
+    out
+}
+
+/// The daemon's resident memory once idle after reconciling the example from a local
+/// repository (the bench creates it with libgit2).
+pub async fn daemon_idle_rss(kubeconfig: &std::path::Path) -> Result<Vec<Figure>, String> {
+    let dir = std::env::temp_dir().join(format!("slurmops-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let repo = git2::Repository::init(dir.join("repo")).map_err(|e| e.to_string())?;
+    let ns = format!("slurmops-bench-d{}", std::process::id());
+    let cluster = Cluster::connect(Some(kubeconfig), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    namespace(&cluster, &ns, true).await?;
+    let text = EXAMPLE.replace("namespace: slurm", &format!("namespace: {ns}"));
+    std::fs::write(dir.join("repo/cluster.yaml"), text).map_err(|e| e.to_string())?;
+    commit(&repo).map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(exe)
+        .args(["run", "--interval", "1h", "--branch", "main"])
+        .arg("--repo")
+        .arg(format!("file://{}", dir.join("repo").display()))
+        .arg("--mirror")
+        .arg(dir.join("mirror"))
+        .args(["--namespace", &ns, "--listen", &format!("127.0.0.1:{port}")])
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let mut ready = false;
+    while t.elapsed() < Duration::from_secs(60) && !ready {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        ready = ready_at(port);
+    }
+    // Idle: let the first pass's buffers settle, then read.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss = rss_mib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    namespace(&cluster, &ns, false).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !ready {
+        return Err("the daemon did not become ready within 60 s".into());
+    }
+    Ok(vec![fig(
+        "daemon.idle_rss",
+        rss,
+        "MiB",
+        "limit 25 MiB; after reconciling the example",
+    )])
+}
+
+fn ready_at(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = write!(
+        s,
+        "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
+}
+
+fn commit(repo: &git2::Repository) -> Result<(), git2::Error> {
+    let mut index = repo.index()?;
+    index.add_path(std::path::Path::new("cluster.yaml"))?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let sig = git2::Signature::now("slurmops bench", "bench@slurmops.dev")?;
+    let id = repo.commit(None, &sig, &sig, "bench", &tree, &[])?;
+    repo.reference("refs/heads/main", id, true, "bench")?;
+    repo.set_head("refs/heads/main")
+}
