@@ -4,7 +4,7 @@
 
 pub mod format;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -190,11 +190,12 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
     let new = head.rendered;
     let mut changes = Vec::new();
     let mut warnings = Vec::new();
-    let old_by_id: BTreeMap<String, &Object> = old.objects.iter().map(|o| (o.id(), o)).collect();
-    let new_ids: BTreeMap<String, &Object> = new.objects.iter().map(|o| (o.id(), o)).collect();
+    let key = |o: &'_ Object| (o.kind.clone(), o.namespace.clone(), o.name.clone());
+    let old_by_id: BTreeMap<_, &Object> = old.objects.iter().map(|o| (key(o), o)).collect();
+    let new_ids: BTreeSet<_> = new.objects.iter().map(key).collect();
     for o in &new.objects {
-        let before = old_by_id.get(&o.id()).copied();
-        if before.map(|b| &b.body) == Some(&o.body) {
+        let before = old_by_id.get(&key(o)).copied();
+        if before.is_some_and(|b| same(&b.body, &o.body)) {
             continue;
         }
         let mut action = if before.is_some() {
@@ -238,7 +239,7 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
         .objects
         .iter()
         .rev()
-        .filter(|o| !new_ids.contains_key(&o.id()))
+        .filter(|o| !new_ids.contains(&key(o)))
     {
         let diff = unified(&yaml(Some(o)), "", &format!("a/{}", o.id()), "/dev/null");
         changes.push(Change {
@@ -288,17 +289,21 @@ fn immutable_warning(o: &Object, fields: &[&str], allow: bool) -> String {
 }
 
 fn template_diff(old: &Object, new: &Object) -> Vec<String> {
-    let t = |o: &Object| {
-        o.body
-            .pointer("/spec/template")
-            .cloned()
-            .unwrap_or(Json::Null)
+    let (Some(a), Some(b)) = (template(old), template(new)) else {
+        return if template(old) == template(new) {
+            Vec::new()
+        } else {
+            vec!["pod template".into()]
+        };
     };
-    let (a, b) = (t(old), t(new));
     if a == b {
         return Vec::new();
     }
-    let container = |v: &Json, f: &str| v.pointer(&format!("/spec/containers/0/{f}")).cloned();
+    let container = |v: &Json, f: &str| {
+        v.pointer("/spec/containers/0")
+            .and_then(|c| c.get(f))
+            .cloned()
+    };
     let mut because: Vec<String> = [
         "image",
         "args",
@@ -309,7 +314,7 @@ fn template_diff(old: &Object, new: &Object) -> Vec<String> {
         "securityContext",
     ]
     .into_iter()
-    .filter(|f| container(&a, f) != container(&b, f))
+    .filter(|f| container(a, f) != container(b, f))
     .map(|f| format!("container {f}"))
     .collect();
     for f in [
@@ -334,8 +339,48 @@ fn template_diff(old: &Object, new: &Object) -> Vec<String> {
     because
 }
 
-fn node_set_of<'a>(c: &'a ClusterFile, name: &str) -> Option<&'a NodeSet> {
-    c.spec.node_sets.iter().find(|n| n.name == name)
+/// JSON equality with a fast path: both sides come from the same renderer, so equal objects
+/// almost always have their keys in the same order, and comparing in order avoids hashing every
+/// key (the order-insensitive `==` decides when the orders differ).
+fn same(a: &Json, b: &Json) -> bool {
+    fn in_order(a: &Json, b: &Json) -> bool {
+        match (a, b) {
+            (Json::Object(x), Json::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y.iter())
+                        .all(|((ka, va), (kb, vb))| ka == kb && in_order(va, vb))
+            }
+            (Json::Array(x), Json::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| in_order(p, q))
+            }
+            _ => a == b,
+        }
+    }
+    in_order(a, b) || a == b
+}
+
+fn template(o: &Object) -> Option<&Json> {
+    o.body.pointer("/spec/template")
+}
+
+/// The slurmctld StatefulSet.
+fn ctl(r: &Rendered) -> Option<&Object> {
+    r.objects.iter().find(|o| {
+        o.kind == "StatefulSet"
+            && o.body
+                .pointer("/metadata/labels/app.kubernetes.io~1component")
+                .and_then(Json::as_str)
+                == Some("controller")
+    })
+}
+
+fn stateful_sets(r: &Rendered) -> BTreeMap<&str, &Object> {
+    r.objects
+        .iter()
+        .filter(|o| o.kind == "StatefulSet")
+        .map(|o| (o.name.as_str(), o))
+        .collect()
 }
 
 fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendered) -> SlurmSummary {
@@ -382,25 +427,32 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
         .cloned()
         .collect();
     let (old_sets, new_sets) = (names(base_c, sets), sets(head.cluster));
+    let (old_set_names, new_set_names): (BTreeSet<&String>, BTreeSet<&String>) =
+        (old_sets.iter().collect(), new_sets.iter().collect());
     s.node_sets_added = new_sets
         .iter()
-        .filter(|n| !old_sets.contains(n))
+        .filter(|n| !old_set_names.contains(n))
         .cloned()
         .collect();
     s.node_sets_removed = old_sets
         .iter()
-        .filter(|n| !new_sets.contains(n))
+        .filter(|n| !new_set_names.contains(n))
         .cloned()
         .collect();
     let Some(base_c) = base_c else { return s };
+    // Indexed once: a cluster has hundreds of NodeSets and thousands of objects.
+    let before_sets: BTreeMap<&str, &NodeSet> = base_c
+        .spec
+        .node_sets
+        .iter()
+        .map(|n| (n.name.as_str(), n))
+        .collect();
+    let (old_sts, new_sts) = (stateful_sets(old), stateful_sets(new));
     for ns in &head.cluster.spec.node_sets {
-        let Some(before) = node_set_of(base_c, &ns.name) else {
+        let Some(before) = before_sets.get(ns.name.as_str()).copied() else {
             continue;
         };
-        if let (Some(a), Some(b)) = (
-            old.get("StatefulSet", &ns.name),
-            new.get("StatefulSet", &ns.name),
-        ) {
+        if let (Some(a), Some(b)) = (old_sts.get(ns.name.as_str()), new_sts.get(ns.name.as_str())) {
             let because = template_diff(a, b);
             if !because.is_empty() {
                 let workers = before.replicas.min(ns.replicas);
@@ -438,18 +490,25 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
             ));
         }
     }
-    let ctl = |r: &Rendered| {
-        r.objects
-            .iter()
-            .find(|o| {
-                o.kind == "StatefulSet"
-                    && o.body
-                        .pointer("/metadata/labels/app.kubernetes.io~1component")
-                        == Some(&Json::String("controller".into()))
-            })
-            .cloned()
-    };
     s.controller_restarts =
-        matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(&a, &b).is_empty());
+        matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(a, b).is_empty());
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+    use serde_json::json;
+
+    #[test]
+    fn equality_ignores_key_order_and_sees_every_value() {
+        let a = json!({"spec": {"replicas": 2, "template": {"x": [1, {"a": 1, "b": 2}]}}});
+        let reordered = json!({"spec": {"template": {"x": [1, {"b": 2, "a": 1}]}, "replicas": 2}});
+        let changed = json!({"spec": {"replicas": 2, "template": {"x": [1, {"a": 1, "b": 3}]}}});
+        let longer = json!({"spec": {"replicas": 2, "template": {"x": [1, {"a": 1, "b": 2}, 3]}}});
+        assert!(same(&a, &a.clone()));
+        assert!(same(&a, &reordered));
+        assert!(!same(&a, &changed));
+        assert!(!same(&a, &longer));
+    }
 }
