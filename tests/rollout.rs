@@ -17,22 +17,6 @@ use support::slurm::client as slurm;
 use support::slurm::{job_state, submit_sleep};
 use support::{TestEnv, bed, eventually};
 
-fn cluster_yaml(ns: &str, node_set: &str, image: &str) -> String {
-    support::cluster_head("c", ns)
-        + &format!(
-            r#"  nodeSets:
-    - name: {node_set}
-      replicas: 4
-      cpu: "1"
-      memory: 256Mi
-      image: {image}
-      update: {{maxUnavailable: 1}}
-  partitions:
-    - {{name: all, nodeSets: [ALL], default: true}}
-"#
-        )
-}
-
 fn ready(p: &Pod) -> bool {
     p.status
         .as_ref()
@@ -68,14 +52,14 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     let write = |image: &str| {
         std::fs::write(
             dir.path().join("cluster.yaml"),
-            cluster_yaml(&env.ns, &w, image),
+            support::four_workers(&env.ns, &w, image),
         )
         .unwrap()
     };
     write("registry.example/slurmd:24.11-a");
     let c = slurmops::spec::load(
         "cluster.yaml",
-        &cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-a"),
+        &support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-a"),
     )
     .unwrap();
     let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
@@ -156,10 +140,10 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     // The image changes in git; apply updates the StatefulSet; pods stay until rolled.
     let c2 = slurmops::spec::load(
         "cluster.yaml",
-        &cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-b"),
+        &support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-b"),
     )
     .unwrap();
-    let text2 = cluster_yaml(&env.ns, &w, "registry.example/slurmd:24.11-b");
+    let text2 = support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-b");
     let opts0 = slurmops::apply::Options::default();
     slurmops::apply::apply(
         &cluster,
@@ -287,7 +271,7 @@ async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) {
         ("registry.example/slurmd:a", Some(Duration::from_secs(90))),
         ("registry.example/slurmd:b", None),
     ] {
-        let text = cluster_yaml(&env.ns, w, image)
+        let text = support::four_workers(&env.ns, w, image)
             .replace("replicas: 4", &format!("replicas: {replicas}"));
         let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
         let opts = slurmops::apply::Options {
@@ -489,7 +473,7 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
     let w = env.name("s");
     let dir = tempfile::tempdir().unwrap();
     let yaml = |replicas: u32| {
-        cluster_yaml(&env.ns, &w, "registry.example/slurmd:a")
+        support::four_workers(&env.ns, &w, "registry.example/slurmd:a")
             .replace("replicas: 4", &format!("replicas: {replicas}"))
     };
     let run_with = |args: &[&str], with_slurm: bool| {

@@ -9,16 +9,7 @@ step() { printf '\n== %s\n' "$*"; }
 export CARGO_TERM_COLOR=never
 
 step "system packages"
-need=()
-command -v debootstrap >/dev/null || need+=(debootstrap)
-python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
-# git2 builds libgit2 and libssh2 from source against the system OpenSSL and zlib.
-dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
-dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
-command -v pkg-config >/dev/null || need+=(pkg-config)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
-fi
+bash tests/bed/packages.sh
 
 step "test bed: build or reuse every part (Slurm chroot, kube-apiserver, git servers)"
 # The bed (tests/bed/bed.sh) is started by the first test that needs it and stopped here, by PID,

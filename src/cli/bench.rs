@@ -14,10 +14,25 @@ pub struct Args {
     /// daemon's idle memory. Without it those figures are skipped, and say so.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The binary whose size, cold start and daemon memory are measured (e.g. the static build
+    /// that ships); default: this one.
+    #[arg(long)]
+    binary: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> i32 {
-    let mut figures = crate::bench::offline();
+    let exe = match a.binary.clone().map_or_else(std::env::current_exe, Ok) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot find the binary to measure: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    if !exe.is_file() {
+        eprintln!("error: --binary {}: no such file", exe.display());
+        return EXIT_ERROR;
+    }
+    let mut figures = crate::bench::offline(&exe);
     for f in &figures {
         println!("{f}");
     }
@@ -28,7 +43,7 @@ pub fn run(a: Args) -> i32 {
                     .await
                     .map_err(|e| e.to_string())?;
                 let mut out = crate::bench::live::noop_reconcile(&cluster).await?;
-                out.extend(crate::bench::live::daemon_idle_rss(kc).await?);
+                out.extend(crate::bench::live::daemon_idle_rss(&exe, kc).await?);
                 Ok::<_, String>(out)
             });
             match live {

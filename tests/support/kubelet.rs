@@ -49,6 +49,14 @@ pub enum Event {
     },
 }
 
+/// When this kubelet marked a pod Ready (for the bench's rollout overhead).
+#[derive(Debug, Clone)]
+pub struct Readied {
+    pub pod: String,
+    pub uid: String,
+    pub at: std::time::Instant,
+}
+
 struct Running {
     pod: String,
     hostname: String,
@@ -59,6 +67,7 @@ struct Running {
 pub struct Kubelet {
     pub node: String,
     events: Arc<Mutex<Vec<Event>>>,
+    readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -86,11 +95,13 @@ impl Kubelet {
             .await
             .expect("mark the fake Node Ready");
         let events = Arc::new(Mutex::new(Vec::new()));
+        let readied = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(Mutex::new(BTreeMap::new()));
         let state = State {
             pods: Api::namespaced(client, ns),
             node: node.to_string(),
             events: events.clone(),
+            readied: readied.clone(),
             running: running.clone(),
             ready: BTreeSet::new(),
         };
@@ -98,6 +109,7 @@ impl Kubelet {
         Kubelet {
             node: node.to_string(),
             events,
+            readied,
             running,
             task,
         }
@@ -105,6 +117,11 @@ impl Kubelet {
 
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().unwrap().clone()
+    }
+
+    /// Every time a pod was marked Ready, in order.
+    pub fn readied(&self) -> Vec<Readied> {
+        self.readied.lock().unwrap().clone()
     }
 }
 
@@ -128,6 +145,7 @@ struct State {
     pods: Api<Pod>,
     node: String,
     events: Arc<Mutex<Vec<Event>>>,
+    readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
     ready: BTreeSet<String>,
 }
@@ -215,6 +233,11 @@ impl State {
             let ready = port.is_none_or(|p| TcpStream::connect(("127.0.0.1", p)).is_ok());
             if ready && self.set_status(pod, &name, true).await {
                 self.ready.insert(uid.to_string());
+                self.readied.lock().unwrap().push(Readied {
+                    pod: name,
+                    uid: uid.to_string(),
+                    at: std::time::Instant::now(),
+                });
             } else if !ready && self.slurmd_died(uid) {
                 // As a real kubelet restarts a crashed container: the next pass starts it again
                 // (on a new port, in case the old one was taken).

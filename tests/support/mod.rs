@@ -217,3 +217,21 @@ spec:
 "#
     )
 }
+
+/// A cluster of one NodeSet NODE_SET: 4 small workers running IMAGE, rolled one at a time
+/// (maxUnavailable 1), in one default partition.
+pub fn four_workers(ns: &str, node_set: &str, image: &str) -> String {
+    cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
+    - name: {node_set}
+      replicas: 4
+      cpu: "1"
+      memory: 256Mi
+      image: {image}
+      update: {{maxUnavailable: 1}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        )
+}

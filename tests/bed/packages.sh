@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The Debian packages the build and the test bed need on the host (bookworm), installed when
+# missing. Needs root. Used by tests/run-all.sh and tests/bench.sh.
+set -euo pipefail
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
+# git2 builds libgit2 and libssh2 from source against the system OpenSSL and zlib.
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
