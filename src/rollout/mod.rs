@@ -200,12 +200,18 @@ pub async fn roll(
     let mut r = pass::Rolling::new(client, slurm, namespace, node_set, settings, reason);
     let mut outage: Option<Instant> = None;
     loop {
+        let before = r.progress_at;
         match r.pass().await {
             Ok(true) => return Ok(r.report),
             Ok(false) => {
                 if outage.take().is_some() {
                     r.event(Event::SlurmBack);
                     r.progress_at = Instant::now();
+                } else if r.progress_at != before {
+                    // The pass acted (drained, deleted, finished a worker): look again at once,
+                    // since an idle node is drained within milliseconds. Bounded: every such pass
+                    // moves a worker one step on.
+                    continue;
                 }
             }
             Err(RolloutError::SlurmUnknown { source, .. }) if source.is_transient() => {
