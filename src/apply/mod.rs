@@ -111,6 +111,24 @@ pub struct Report {
     pub requests: Requests,
 }
 
+impl Report {
+    /// One line: what happened to the objects and the API requests it took.
+    pub fn counts(&self) -> String {
+        format!(
+            "{} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes, {} dry runs)",
+            self.created.len(),
+            self.updated.len(),
+            self.unchanged.len(),
+            self.recreated.len(),
+            self.pruned.len(),
+            self.drifted.len(),
+            self.requests.total,
+            self.requests.writes,
+            self.requests.dry_runs
+        )
+    }
+}
+
 /// Answers whether pruning a worker StatefulSet may delete its pods: every pod's Slurm node must
 /// be known drained (or gone). Implemented over slurmrestd by the caller; absent → refuse.
 pub trait PruneGuard: Sync {

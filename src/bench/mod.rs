@@ -120,24 +120,29 @@ fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     (best, last.expect("n > 0"))
 }
 
+/// What `slurmops plan` does offline between two cluster.yaml texts: load, render, diff.
+fn plan_between(old: &str, new: &str) -> plan::Plan {
+    let a = spec::load("old/cluster.yaml", old).expect("generated input is valid");
+    let b = spec::load("new/cluster.yaml", new).expect("generated input is valid");
+    let (ra, rb) = (render::render(&a), render::render(&b));
+    plan::plan(
+        Some(Side {
+            cluster: &a,
+            rendered: &ra,
+        }),
+        Side {
+            cluster: &b,
+            rendered: &rb,
+        },
+    )
+}
+
 /// The offline plan of the 500-NodeSet case against plain YAML serialization of its objects.
 pub fn offline_plan() -> Vec<Figure> {
     let old = generate(500, 20, 50, 0);
     let new = generate(500, 20, 50, 25);
     let (plan_time, changes) = best(7, || {
-        let a = spec::load("old/cluster.yaml", &old).expect("generated input is valid");
-        let b = spec::load("new/cluster.yaml", &new).expect("generated input is valid");
-        let (ra, rb) = (render::render(&a), render::render(&b));
-        let p = plan::plan(
-            Some(Side {
-                cluster: &a,
-                rendered: &ra,
-            }),
-            Side {
-                cluster: &b,
-                rendered: &rb,
-            },
-        );
+        let p = plan_between(&old, &new);
         let text = plan::format::text(&p, "bench");
         (p.changes.len(), text.len())
     });
@@ -309,24 +314,10 @@ mod tests {
     fn generated_clusters_are_valid_and_the_changed_share_rolls() {
         let old = generate(40, 3, 4, 0);
         let new = generate(40, 3, 4, 2);
-        let (a, b) = (
-            spec::load("a", &old).unwrap(),
-            spec::load("b", &new).unwrap(),
-        );
+        let a = spec::load("a", &old).unwrap();
         assert_eq!(a.spec.node_sets.len(), 40);
         assert_eq!(a.spec.partitions.len(), 4);
-        let (ra, rb) = (render::render(&a), render::render(&b));
-        let p = plan::plan(
-            Some(Side {
-                cluster: &a,
-                rendered: &ra,
-            }),
-            Side {
-                cluster: &b,
-                rendered: &rb,
-            },
-        );
-        assert_eq!(p.slurm.node_sets_rolled.len(), 2);
+        assert_eq!(plan_between(&old, &new).slurm.node_sets_rolled.len(), 2);
     }
 
     #[test]

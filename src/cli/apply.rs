@@ -125,19 +125,7 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                     println!("{what}: {id}");
                 }
             }
-            println!(
-                "{}: {} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes, {} dry runs)",
-                loaded.name,
-                rep.created.len(),
-                rep.updated.len(),
-                rep.unchanged.len(),
-                rep.recreated.len(),
-                rep.pruned.len(),
-                rep.drifted.len(),
-                rep.requests.total,
-                rep.requests.writes,
-                rep.requests.dry_runs
-            );
+            println!("{}: {}", loaded.name, rep.counts());
             EXIT_OK
         }
         Err(e) => {

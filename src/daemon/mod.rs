@@ -377,17 +377,7 @@ fn count(shared: &Shared, result: &str, started: Instant) {
 
 /// (one-line summary, drifted objects left in place).
 fn summary(rep: &apply::Report, rolled: &[(String, Vec<String>)]) -> (String, usize) {
-    let mut s = format!(
-        "{} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes)",
-        rep.created.len(),
-        rep.updated.len(),
-        rep.unchanged.len(),
-        rep.recreated.len(),
-        rep.pruned.len(),
-        rep.drifted.len(),
-        rep.requests.total,
-        rep.requests.writes
-    );
+    let mut s = rep.counts();
     for (set, nodes) in rolled {
         s.push_str(&format!("; NodeSet {set} rolled: {}", nodes.join(", ")));
     }
