@@ -138,7 +138,7 @@ async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
         Observer::new(move |_, e| log.lock().unwrap().push((Instant::now(), e.clone())))
     };
     let t = Instant::now();
-    rollout::roll(&cluster.client, &s, &env.ns, &w, &settings, "bench rollout")
+    rollout::roll(&cluster.client, &s, &env.ns, &w, &settings)
         .await
         .map_err(|e| e.to_string())?;
     let total = t.elapsed();

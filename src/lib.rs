@@ -5,7 +5,8 @@
 //! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
 //! Slurm, replace pods), `autoscale` (replicas from Slurm's queue) and `sync` (Slurm state on pods,
-//! cordons into drains) → `status` (Events). `reconcile` chains drain, apply and rollout.
+//! cordons into drains) → `status` (Events). `controller` runs them as one level-triggered pass
+//! (observe, decide, act, return) for the daemon and for `apply`.
 //! `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
 //! the cluster and the terminal.
 
@@ -13,9 +14,9 @@ pub mod apply;
 pub mod autoscale;
 pub mod bench;
 pub mod cli;
+pub mod controller;
 pub mod daemon;
 pub mod plan;
-pub mod reconcile;
 pub mod render;
 pub mod rollout;
 pub mod slurm;

@@ -95,6 +95,9 @@ pub struct Options {
     pub wait: Option<Duration>,
     /// Report drift (hand edits) without correcting it.
     pub detect_only: bool,
+    /// Worker StatefulSets not to prune yet, though they left cluster.yaml (their workers still
+    /// drain: the controller prunes them on a later pass).
+    pub keep: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -351,6 +354,10 @@ async fn prune_set(
         .objects
         .iter()
         .filter(|(k, _)| !want.contains(*k))
+        .filter(|(k, _)| {
+            k.strip_prefix("StatefulSet/")
+                .is_none_or(|n| !opts.keep.contains(n))
+        })
         .map(|(k, (v, _))| {
             let (kind, name) = k.split_once('/').unwrap_or((k, ""));
             (v.clone(), kind.to_string(), name.to_string())

@@ -4,8 +4,10 @@ use std::path::{Path, PathBuf};
 
 use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
 use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options};
+use crate::controller::drive::{Driven, drive};
+use crate::controller::{Env, PassError, Target};
+use crate::rollout::{Observer, RolloutError};
 use crate::plan::format;
-use crate::reconcile;
 use crate::render;
 use crate::spec::{self, values::Duration};
 
@@ -75,6 +77,7 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
         allow_mass_prune: a.allow_mass_prune,
         detect_only: a.detect_only,
         wait: (a.wait.as_secs() > 0).then(|| std::time::Duration::from_secs(a.wait.as_secs())),
+        ..Options::default()
     };
     let result = runtime().block_on(async {
         let cluster =
@@ -83,27 +86,21 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
             (Some(url), Some(token)) => {
                 let slurm = super::token_client(url, token)
                     .map_err(|e| ApplyError::Connect(e.to_string()))?;
-                let how = reconcile::How {
-                    apply: opts,
-                    rollout: crate::rollout::Settings {
-                        observer: crate::rollout::Observer::new(|set, e| println!("{set}: {e}")),
-                        ..Default::default()
-                    },
-                    roll: !a.no_rollout,
-                };
-                let done = reconcile::reconcile(&cluster, &slurm, &c, &loaded.text, &r, &how)
+                let done = with_slurm(&cluster, &slurm, &c, &loaded.text, &r, &opts, !a.no_rollout)
                     .await
                     .map_err(|e| match e {
-                        reconcile::ReconcileError::Apply(e) => e,
+                        RolloutError::Pass(PassError::Apply(e)) => e,
                         other => ApplyError::Connect(other.to_string()),
                     })?;
-                for (set, nodes) in &done.drained {
+                for (set, nodes) in &done.drained_leaving {
                     println!("{set}: drained before removal: {}", nodes.join(", "));
                 }
-                for (set, nodes) in &done.rolled {
-                    println!("{set}: replaced {}", nodes.join(", "));
+                for (set, r) in &done.rollouts {
+                    if !r.replaced.is_empty() {
+                        println!("{set}: replaced {}", r.replaced.join(", "));
+                    }
                 }
-                Ok(done.applied)
+                Ok(done.applied.unwrap_or_default())
             }
             _ => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
         }
@@ -133,6 +130,51 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// `apply` with Slurm: the controller's pass, looped until nothing is left to do. The first pass
+/// applies and waits for availability; later ones apply again (without waiting) only to lower the
+/// replicas of scale-ins and prune removed NodeSets once their workers are drained.
+async fn with_slurm(
+    cluster: &Cluster,
+    slurm: &crate::slurm::Client,
+    c: &spec::ClusterFile,
+    text: &str,
+    r: &render::Rendered,
+    opts: &Options,
+    roll: bool,
+) -> Result<Driven, RolloutError> {
+    let observer = Observer::new(|set, e| println!("{set}: {e}"));
+    let always = || true;
+    let env = Env {
+        cluster,
+        slurm: Some(slurm),
+        cache: None,
+        fence: &always,
+        observer: &observer,
+        registration_grace: 300,
+    };
+    let later = Options {
+        wait: None,
+        ..opts.clone()
+    };
+    let until = crate::rollout::Settings::default().split().1;
+    let (env, later) = (&env, &later);
+    drive(
+        |n| async move {
+            let t = Target {
+                c,
+                text,
+                rendered: r,
+                apply: Some(if n == 0 { opts } else { later }),
+                roll,
+            };
+            crate::controller::pass(env, &t).await
+        },
+        &until,
+        &observer,
+    )
+    .await
 }
 
 /// `plan --cluster`: desired (the work tree) against the live cluster.
@@ -212,7 +254,7 @@ async fn last_applied(
 pub struct RolloutArgs {
     #[arg(default_value = ".")]
     path: PathBuf,
-    /// The NodeSet whose workers to replace (default: every NodeSet, one after another).
+    /// The NodeSet whose workers to replace (default: every NodeSet, all at once).
     #[arg(long)]
     node_set: Option<String>,
     #[command(flatten)]
@@ -253,42 +295,27 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    let observer = crate::rollout::Observer::new(|set, e| println!("{set}: {e}"));
+    let observer = Observer::new(|set, e| println!("{set}: {e}"));
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        // Scale-ins and removed NodeSets: drain the leaving workers and wait; `slurmops apply`
-        // then removes them.
-        let step = crate::rollout::Settings {
-            observer: observer.clone(),
-            ..Default::default()
-        };
-        let drained = reconcile::drain_leaving(&cluster, &slurm, &c, &step, a.node_set.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
-        for (set, nodes) in &drained {
-            println!(
-                "{set}: drained for removal: {} (run slurmops apply to remove them)",
-                nodes.join(", ")
-            );
-        }
-        for ns in sets {
+        // Every NodeSet at once, each within its own maxUnavailable.
+        let rolls = sets.iter().map(|ns| {
             let settings = crate::rollout::Settings {
                 observer: observer.clone(),
                 ..crate::rollout::Settings::of(ns)
             };
-            let report = crate::rollout::roll(
-                &cluster.client,
-                &slurm,
-                &c.metadata.namespace,
-                &ns.name,
-                &settings,
-                "rollout",
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            println!("{}: {} worker(s) replaced", ns.name, report.replaced.len());
+            let (client, slurm, namespace) = (&cluster.client, &slurm, &c.metadata.namespace);
+            async move {
+                crate::rollout::roll(client, slurm, namespace, &ns.name, &settings)
+                    .await
+                    .map(|r| (ns.name.clone(), r))
+            }
+        });
+        for done in futures::future::join_all(rolls).await {
+            let (name, report) = done.map_err(|e| e.to_string())?;
+            println!("{name}: {} worker(s) replaced", report.replaced.len());
         }
         Ok::<(), String>(())
     });

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::apply::{KubeArgs, runtime};
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::apply::{Cluster, Options};
-use crate::daemon::{self, Config};
+use crate::daemon::{self, Config, SlurmSource};
 use crate::source::remote::{Auth, Remote};
 use crate::spec::values::Duration;
 
@@ -56,11 +56,19 @@ pub struct RunArgs {
     identity: String,
     #[command(flatten)]
     kube: KubeArgs,
-    /// slurmrestd URL: with it, scale-ins and removals drain first and changed NodeSets roll.
+    /// slurmrestd URL (default: the slurmrestd Service cluster.yaml renders, with tokens minted
+    /// from its spec.auth.jwtKey Secret).
     #[arg(long, env = "SLURMRESTD_URL")]
     slurmrestd_url: Option<String>,
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    /// A fixed JWT instead of minting tokens from the JWT key Secret (needs --slurmrestd-url).
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true, requires = "slurmrestd_url")]
     slurm_jwt: Option<String>,
+    /// Slurm user of minted tokens: a Slurm admin (the SlurmUser or root).
+    #[arg(long, env = "SLURMOPS_SLURM_USER", default_value = "slurm")]
+    slurm_user: String,
+    /// Run without Slurm: nothing rolls, and scale-ins or prunes over workers are refused.
+    #[arg(long, env = "SLURMOPS_NO_SLURM", conflicts_with_all = ["slurmrestd_url", "slurm_jwt"])]
+    no_slurm: bool,
     /// Report drift without correcting it.
     #[arg(long)]
     detect_only: bool,
@@ -140,8 +148,14 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         _ => Auth::Anonymous,
     };
     let slurm = match (&a.slurmrestd_url, &a.slurm_jwt) {
-        (Some(u), Some(t)) => Some(super::token_client(u, t).map_err(|e| e.to_string())?),
-        _ => None,
+        _ if a.no_slurm => SlurmSource::Off,
+        (Some(u), Some(t)) => SlurmSource::Static(std::sync::Arc::new(
+            super::token_client(u, t).map_err(|e| e.to_string())?,
+        )),
+        (url, _) => SlurmSource::Cluster {
+            url: url.clone(),
+            user: a.slurm_user.clone(),
+        },
     };
     Ok(Config {
         remote: Remote {

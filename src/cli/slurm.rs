@@ -146,46 +146,15 @@ async fn from_cluster(c: &Connection, path: &std::path::Path) -> Result<Client, 
         let lines: Vec<String> = d.iter().map(ToString::to_string).collect();
         SlurmError::Config(lines.join("\n"))
     })?;
-    let ns = &cluster.metadata.namespace;
-    let secret = &cluster.spec.auth.jwt_key;
     let kube = crate::apply::Cluster::connect(c.kubeconfig.as_deref(), c.context.as_deref())
         .await
         .map_err(|e| SlurmError::Config(e.to_string()))?;
-    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(kube.client.clone(), ns);
-    let s = api.get(&secret.name).await.map_err(|e| {
-        SlurmError::Config(format!(
-            "cannot read Secret {ns}/{} (spec.auth.jwtKey): {e}",
-            secret.name
-        ))
-    })?;
-    let key = s
-        .data
-        .and_then(|d| d.get(&secret.key).cloned())
-        .ok_or_else(|| {
-            SlurmError::Config(format!(
-                "Secret {ns}/{} has no key {:?} (spec.auth.jwtKey.key)",
-                secret.name, secret.key
-            ))
-        })?;
-    let names = crate::render::Names::new(&cluster);
-    let url = c.url.clone().unwrap_or_else(|| {
-        format!(
-            "http://{}.{ns}.svc:{}",
-            names.restapi(),
-            crate::render::slurm::SLURMRESTD_PORT
-        )
-    });
-    let mut config = Config::new(
-        url,
-        Credentials::Key {
-            key: KeyBytes(key.0),
-            user: c.user.clone(),
-            lifetime: Duration::from_secs(600),
-        },
-    );
-    config.parser = c.data_parser.as_deref().and_then(DataParser::parse);
-    Client::new(config)
+    let mut client =
+        crate::slurm::connect::from_secret(&kube.client, &cluster, c.url.clone(), &c.user).await?;
+    if let Some(p) = c.data_parser.as_deref().and_then(DataParser::parse) {
+        client.set_parser(p);
+    }
+    Ok(client)
 }
 
 /// The NodeSet of a worker node: its name is `NODESET-ORDINAL` and it carries the NodeSet's

@@ -38,6 +38,10 @@ pub struct Metrics {
     pub rollout_drains: u64,
     pub rollout_replaced: u64,
     pub rollout_slurm_unreachable: u64,
+    /// Workers per (NodeSet, state): updated, in-flight, waiting, leaving.
+    pub rollout_workers: std::collections::BTreeMap<(String, &'static str), u64>,
+    /// Workers waiting for jobs to end, across NodeSets.
+    pub waiting_on_jobs: u64,
 }
 
 impl Metrics {
@@ -49,6 +53,24 @@ impl Metrics {
             Event::Ready { .. } => self.rollout_replaced += 1,
             Event::SlurmUnreachable { .. } => self.rollout_slurm_unreachable += 1,
             _ => {}
+        }
+    }
+
+    /// Sets the rollout gauges from the last pass.
+    pub fn progress(&mut self, p: &[crate::controller::decide::Progress]) {
+        self.rollout_workers.clear();
+        self.waiting_on_jobs = 0;
+        for s in p {
+            let waiting = s.waiting.len() as u64;
+            for (state, n) in [
+                ("updated", u64::from(s.updated)),
+                ("in_flight", s.in_flight.len() as u64),
+                ("waiting", waiting),
+                ("leaving", s.leaving.len() as u64),
+            ] {
+                self.rollout_workers.insert((s.node_set.clone(), state), n);
+            }
+            self.waiting_on_jobs += waiting;
         }
     }
 
@@ -110,16 +132,41 @@ impl Metrics {
         ] {
             out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
         }
+        out.push_str("# TYPE slurmops_rollout_workers gauge\n");
+        for ((set, state), n) in &self.rollout_workers {
+            out.push_str(&format!(
+                "slurmops_rollout_workers{{node_set=\"{}\",state=\"{state}\"}} {n}\n",
+                escape(set)
+            ));
+        }
+        out.push_str(&format!(
+            "# TYPE slurmops_waiting_on_jobs gauge\nslurmops_waiting_on_jobs {}\n",
+            self.waiting_on_jobs
+        ));
         out
     }
+}
+
+/// A label value as the exposition format wants it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// What the handlers share with the reconcile loop.
 pub struct Shared {
     pub secret: Option<Vec<u8>>,
     pub branch: String,
-    pub sync_now: Notify,
+    /// Wakes the loop for a pass now (webhook, watch event, new leadership).
+    pub sync_now: Arc<Notify>,
+    /// The next pass fetches git even if the poll interval has not passed.
+    pub fetch_now: std::sync::atomic::AtomicBool,
     pub metrics: Mutex<Metrics>,
+    /// When the loop last finished an iteration: `/healthz` fails when that is older than
+    /// `stale_after` (a stuck loop), so Kubernetes restarts the daemon and the lease moves.
+    pub last_pass: Mutex<Option<std::time::Instant>>,
+    pub stale_after: std::time::Duration,
 }
 
 /// Whether SIGNATURE (`sha256=HEX`) is the HMAC-SHA256 of BODY under SECRET (constant time).
@@ -159,7 +206,16 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_string();
     Ok(match (req.method().clone(), path.as_str()) {
-        (Method::GET, "/healthz") => reply(StatusCode::OK, "ok"),
+        (Method::GET, "/healthz") => {
+            let last = *shared.last_pass.lock().expect("last pass");
+            match last {
+                Some(t) if t.elapsed() > shared.stale_after => reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("stuck: no pass finished for {}s", t.elapsed().as_secs()),
+                ),
+                _ => reply(StatusCode::OK, "ok"),
+            }
+        }
         (Method::GET, "/readyz") => {
             if shared.metrics.lock().expect("metrics").ready {
                 reply(StatusCode::OK, "ready")
@@ -216,6 +272,9 @@ async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes
     if other_branch {
         return reply(StatusCode::ACCEPTED, "push to another branch: ignored");
     }
+    shared
+        .fetch_now
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     shared.sync_now.notify_one();
     reply(StatusCode::ACCEPTED, "sync triggered")
 }

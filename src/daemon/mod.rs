@@ -1,15 +1,20 @@
-//! `daemon`: git → cluster, continuously. Each pass fetches the branch, reads cluster.yaml from
-//! the fetched commit, and — when the commit is new, or the drift interval passed — validates and
-//! reconciles it through the same code as `slurmops apply`. An invalid commit is never applied:
-//! the last good state stays and the status ConfigMap names the commit and its errors. An
-//! unreachable remote keeps the last applied state and reports since when it could not fetch.
+//! `daemon`: git → cluster, continuously, as a level-triggered controller. Each pass (see
+//! `pass`) fetches when due, adopts the newest valid commit, runs the controller's pass (apply
+//! what is safe now, move every NodeSet's workers on by the steps safe now) and returns. Passes
+//! come every `--interval`, at once after a pass that acted, on a signed webhook, and on every
+//! change of a watched worker pod or StatefulSet. No pass waits for a job: a new commit is
+//! applied while another NodeSet's worker waits for its job to end.
 //!
-//! Only the replica holding the Lease applies; the others wait. SIGTERM finishes the current pass,
-//! releases the lease and exits.
+//! An invalid commit is never applied: the last good target stays and the status ConfigMap names
+//! the commit and its errors. Only the replica holding the Lease writes, and a pass stops before
+//! its next write once the lease is lost. SIGTERM finishes the current pass, releases the lease
+//! and exits.
 
 pub mod http;
 pub mod install;
 pub mod lease;
+mod pass;
+mod report;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,13 +22,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use self::http::{Metrics, Shared};
-use crate::apply::{self, Cluster, NoSlurm, Options};
-use crate::reconcile::{self, How};
-use crate::render;
+use crate::apply::{Cluster, Options};
+use crate::controller::watch::Cache;
 use crate::slurm::Client;
 use crate::source::remote::{Fetched, Remote};
-use crate::spec;
 use crate::status::configmap::{self, Status};
+
+/// Where the daemon's Slurm client comes from.
+pub enum SlurmSource {
+    /// No Slurm: apply refuses what could kill a job, and nothing rolls.
+    Off,
+    /// A client given on the command line (`--slurmrestd-url` with `--slurm-jwt`).
+    Static(Arc<Client>),
+    /// Tokens minted from the target cluster.yaml's JWT key Secret, sent to its slurmrestd
+    /// Service (or URL), as USER.
+    Cluster { url: Option<String>, user: String },
+}
 
 /// Everything the daemon runs with.
 pub struct Config {
@@ -36,7 +50,7 @@ pub struct Config {
     /// Namespace of the status ConfigMap and the leader Lease.
     pub namespace: String,
     pub identity: String,
-    pub slurm: Option<Client>,
+    pub slurm: SlurmSource,
     pub apply: Options,
     /// Apply only commits signed by one of these keys.
     pub allowed_signers: Option<crate::source::signature::AllowedSigners>,
@@ -46,20 +60,31 @@ pub struct Config {
     pub suspend: bool,
 }
 
-/// What the loop remembers between passes.
+/// A valid commit: its cluster.yaml parsed and rendered.
+struct Loaded {
+    fetched: Fetched,
+    c: crate::spec::ClusterFile,
+    r: crate::render::Rendered,
+}
+
+/// What the loop remembers between passes (a cache: everything that matters is derivable from the
+/// cluster, Slurm and git; a restarted daemon rebuilds it in one pass).
 #[derive(Default)]
 struct State {
     status: Status,
     written: Option<(Status, Instant)>,
     applied_at: Option<Instant>,
-    /// The last commit applied, for drift correction while newer commits are invalid.
-    last_good: Option<Fetched>,
+    fetched_at: Option<Instant>,
+    /// The newest valid commit: what the controller works towards.
+    target: Option<Loaded>,
+    /// The last pass held a scale-in or a removal back: apply again.
+    held: bool,
     /// Worker state sync between passes (with Slurm).
     syncer: Option<crate::sync::Syncer>,
-}
-
-fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now().to_string()
+    /// Watched workers of the target.
+    cache: Option<Cache>,
+    /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
+    slurm: Option<(String, Arc<Client>, Instant)>,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).
@@ -67,8 +92,11 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
     let shared = Arc::new(Shared {
         secret: cfg.webhook_secret.clone(),
         branch: cfg.remote.branch.clone(),
-        sync_now: tokio::sync::Notify::new(),
+        sync_now: Arc::new(tokio::sync::Notify::new()),
+        fetch_now: AtomicBool::new(true),
         metrics: std::sync::Mutex::new(Metrics::default()),
+        last_pass: std::sync::Mutex::new(None),
+        stale_after: cfg.interval * 5 + Duration::from_secs(60),
     });
     if let Some(addr) = cfg.listen {
         let listener = http::bind(addr).await?;
@@ -121,20 +149,32 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         state.status = prev;
     }
     let mut waiting_said = false;
+    // Fencing: a pass writes only while this replica holds the lease.
+    let fence = || leading.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
     loop {
+        let mut acted = false;
         if leading.load(Ordering::SeqCst) {
-            pass(&cluster, &cfg, &shared, &mut state).await;
+            acted = pass::pass(&cluster, &cfg, &shared, &mut state, &fence).await;
             waiting_said = false;
-        } else if !waiting_said {
-            tracing::info!(identity = %cfg.identity, "{}: not the leader; waiting", cfg.identity);
-            waiting_said = true;
+        } else {
+            // A standby keeps no watches; it rebuilds everything when it leads.
+            state.cache = None;
+            if !waiting_said {
+                tracing::info!(identity = %cfg.identity, "{}: not the leader; waiting", cfg.identity);
+                waiting_said = true;
+            }
         }
+        *shared.last_pass.lock().expect("last pass") = Some(Instant::now());
         if cfg.once || stop.load(Ordering::SeqCst) {
             break;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(cfg.interval) => {}
-            _ = shared.sync_now.notified() => {}
+        if !acted {
+            tokio::select! {
+                _ = tokio::time::sleep(cfg.interval) => {}
+                _ = shared.sync_now.notified() => {}
+            }
+            // Events come in bursts (a pod's several status updates): take them as one.
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if stop.load(Ordering::SeqCst) {
             break;
@@ -164,6 +204,7 @@ async fn keep_leading(elector: Arc<lease::Elector>, leading: Arc<AtomicBool>, sh
                 }
             );
             if now {
+                shared.fetch_now.store(true, Ordering::SeqCst);
                 shared.sync_now.notify_one();
             }
         }
@@ -186,262 +227,3 @@ async fn watch_signals(stop: Arc<AtomicBool>, shared: Arc<Shared>) {
     shared.sync_now.notify_one();
 }
 
-/// One pass: fetch, and reconcile when the commit is new or drift correction is due.
-async fn pass(cluster: &Cluster, cfg: &Config, shared: &Arc<Shared>, state: &mut State) {
-    let started = Instant::now();
-    let remote = cfg.remote.clone();
-    let fetched = tokio::task::spawn_blocking(move || remote.fetch())
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    shared.metrics.lock().expect("metrics").last_fetch_seconds = started.elapsed().as_secs_f64();
-    state.status.last_attempt = now_rfc3339();
-    match fetched {
-        Err(e) => {
-            // Keep the last applied state; say since when git is out of reach.
-            state.status.result = "fetch-failed".into();
-            state.status.errors = e.clone();
-            tracing::error!(result = "fetch-failed", "{e}");
-        }
-        Ok(f) => {
-            state.status.last_fetch = now_rfc3339();
-            state.status.last_seen_commit = f.commit.clone();
-            let drift_due = state
-                .applied_at
-                .is_none_or(|t| t.elapsed() >= cfg.drift_interval);
-            let known_invalid = matches!(state.status.result.as_str(), "invalid" | "refused")
-                && state.status.result_commit == f.commit;
-            if known_invalid {
-                // The last good commit stays applied, and drift against it is still corrected.
-                if let Some(good) = state.last_good.clone().filter(|_| drift_due) {
-                    let (result, errors) =
-                        (state.status.result.clone(), state.status.errors.clone());
-                    reconcile_commit(cluster, cfg, shared, state, &good).await;
-                    state.status.result = result;
-                    state.status.errors = errors;
-                    state.status.result_commit = f.commit.clone();
-                }
-            } else if f.commit != state.status.last_applied_commit
-                || drift_due
-                || state.status.result != "applied"
-            {
-                reconcile_commit(cluster, cfg, shared, state, &f).await;
-            }
-        }
-    }
-    if let Some(slurm) = &cfg.slurm {
-        keep_workers(cluster, cfg, slurm, state).await;
-    }
-    write_status(cluster, cfg, state).await;
-    shared.metrics.lock().expect("metrics").ready = true;
-}
-
-/// With Slurm, every pass also runs autoscale and worker state sync for the applied cluster.yaml.
-async fn keep_workers(cluster: &Cluster, cfg: &Config, slurm: &Client, state: &mut State) {
-    let Some(good) = &state.last_good else { return };
-    let Ok(c) = spec::load(&good.name, &good.text) else {
-        return;
-    };
-    if c.spec.policy.suspend || cfg.suspend {
-        return;
-    }
-    match crate::autoscale::run::tick(cluster, slurm, &c).await {
-        Ok(outcomes) => {
-            for o in outcomes.iter().filter(|o| o.from != o.to) {
-                tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
-            }
-        }
-        Err(e) => tracing::warn!("autoscale: {e}"),
-    }
-    let syncer = state
-        .syncer
-        .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
-    match syncer.tick(cluster, slurm, &c).await {
-        Ok(r) => {
-            for n in &r.replaced_unregistered {
-                tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");
-            }
-            for n in &r.drained_for_cordon {
-                tracing::info!(pod = %n, "{n}: drained: its Kubernetes node is cordoned");
-            }
-        }
-        Err(e) => tracing::warn!("sync: {e}"),
-    }
-}
-
-async fn reconcile_commit(
-    cluster: &Cluster,
-    cfg: &Config,
-    shared: &Arc<Shared>,
-    state: &mut State,
-    f: &Fetched,
-) {
-    let started = Instant::now();
-    let short = &f.commit[..12];
-    state.status.result_commit = f.commit.clone();
-    if let Some(allowed) = &cfg.allowed_signers
-        && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
-    {
-        tracing::warn!(commit = %f.commit, result = "refused", "commit {short}: refused: {why}");
-        state.status.result = "refused".into();
-        state.status.errors = why;
-        count(shared, "refused", started);
-        return;
-    }
-    let c = match spec::load(&f.name, &f.text) {
-        Ok(c) => c,
-        Err(diags) => {
-            let errors: Vec<String> = diags.iter().map(ToString::to_string).collect();
-            tracing::warn!(
-                commit = %f.commit,
-                result = "invalid",
-                "commit {short}: cluster.yaml invalid ({} error(s)); not applied, the cluster stays at {}",
-                errors.len(),
-                if state.status.last_applied_commit.is_empty() {
-                    "its current state".to_string()
-                } else {
-                    state.status.last_applied_commit[..12].to_string()
-                }
-            );
-            state.status.result = "invalid".into();
-            state.status.errors = errors.join("\n");
-            count(shared, "invalid", started);
-            return;
-        }
-    };
-    if c.spec.policy.suspend || cfg.suspend {
-        state.status.result = "suspended".into();
-        state.status.errors.clear();
-        state.status.summary = if cfg.suspend {
-            "suspended (--suspend): nothing applied".into()
-        } else {
-            "spec.policy.suspend is set: nothing applied".into()
-        };
-        count(shared, "suspended", started);
-        return;
-    }
-    let r = render::render(&c);
-    let outcome = match &cfg.slurm {
-        Some(slurm) => {
-            let progress = shared.clone();
-            let how = How {
-                apply: cfg.apply.clone(),
-                roll: true,
-                rollout: crate::rollout::Settings {
-                    observer: crate::rollout::Observer::new(move |set, e| {
-                        tracing::info!(node_set = set, "{set}: {e}");
-                        progress.metrics.lock().expect("metrics").rollout(e);
-                    }),
-                    ..Default::default()
-                },
-            };
-            reconcile::reconcile(cluster, slurm, &c, &f.text, &r, &how)
-                .await
-                .map(|done| summary(&done.applied, &done.rolled))
-                .map_err(|e| e.to_string())
-        }
-        None => apply::apply(cluster, &c, &f.text, &r, &cfg.apply, &NoSlurm)
-            .await
-            .map(|rep| summary(&rep, &[]))
-            .map_err(|e| e.to_string()),
-    };
-    match outcome {
-        Ok((text, drifted)) => {
-            tracing::info!(commit = %f.commit, result = "applied", "commit {short}: applied: {text}");
-            state.status.result = "applied".into();
-            state.status.errors.clear();
-            state.status.summary = text;
-            state.status.last_applied_commit = f.commit.clone();
-            state.applied_at = Some(Instant::now());
-            state.last_good = Some(f.clone());
-            let mut m = shared.metrics.lock().expect("metrics");
-            m.drifted_objects = drifted;
-            m.last_applied_timestamp = k8s_openapi::jiff::Timestamp::now().as_second();
-            drop(m);
-            count(shared, "applied", started);
-        }
-        Err(e) => {
-            tracing::error!(commit = %f.commit, result = "failed", "commit {short}: apply failed: {e}");
-            state.status.result = "failed".into();
-            state.status.errors = e;
-            count(shared, "failed", started);
-        }
-    }
-}
-
-fn count(shared: &Shared, result: &str, started: Instant) {
-    let mut m = shared.metrics.lock().expect("metrics");
-    *m.reconciles.entry(result.to_string()).or_default() += 1;
-    m.last_reconcile_seconds = started.elapsed().as_secs_f64();
-}
-
-/// (one-line summary, drifted objects left in place).
-fn summary(rep: &apply::Report, rolled: &[(String, Vec<String>)]) -> (String, usize) {
-    let mut s = rep.counts();
-    for (set, nodes) in rolled {
-        s.push_str(&format!("; NodeSet {set} rolled: {}", nodes.join(", ")));
-    }
-    (s, rep.drifted.len())
-}
-
-async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut State) {
-    // lastAttempt and lastFetch change every pass: write when anything else changed, or once a
-    // minute so that their age tells how fresh the daemon's view is.
-    let facts = |s: &Status| Status {
-        last_attempt: String::new(),
-        last_fetch: String::new(),
-        ..s.clone()
-    };
-    let fresh = state.written.as_ref().is_some_and(|(w, at)| {
-        facts(w) == facts(&state.status) && at.elapsed() < Duration::from_secs(60)
-    });
-    if fresh {
-        return;
-    }
-    let transition = state.written.as_ref().is_none_or(|(w, _)| {
-        w.result != state.status.result || w.result_commit != state.status.result_commit
-    });
-    if transition && !state.status.result.is_empty() {
-        record_result(cluster, cfg, &state.status).await;
-    }
-    match configmap::write(&cluster.client, &cfg.namespace, &state.status).await {
-        Ok(()) => state.written = Some((state.status.clone(), Instant::now())),
-        Err(e) => tracing::error!("writing the status ConfigMap: {e}"),
-    }
-}
-
-/// An Event on the status ConfigMap when the result changes (for `kubectl get events`).
-async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
-    let short = s.result_commit.get(..12).unwrap_or(&s.result_commit);
-    let (reason, warning) = match s.result.as_str() {
-        "applied" => ("Applied", false),
-        "suspended" => ("Suspended", false),
-        "invalid" => ("InvalidCommit", true),
-        "refused" => ("RefusedCommit", true),
-        "fetch-failed" => ("FetchFailed", true),
-        _ => ("ApplyFailed", true),
-    };
-    let message = match s.result.as_str() {
-        "applied" => format!("commit {short} applied: {}", s.summary),
-        "fetch-failed" => format!("cannot fetch {}: {}", s.repository, s.errors),
-        _ => format!(
-            "commit {short}: {}",
-            s.errors.lines().next().unwrap_or(&s.result)
-        ),
-    };
-    let note = crate::status::Note {
-        involved: k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: Some(configmap::NAME.into()),
-            namespace: Some(cfg.namespace.clone()),
-            ..Default::default()
-        },
-        reason,
-        message,
-        warning,
-    };
-    if let Err(e) = crate::status::record(&cluster.client, note).await {
-        tracing::warn!("recording an Event: {e}");
-    }
-}

@@ -2,44 +2,30 @@
 //! StatefulSets, so nothing changes until slurmops deletes a pod, and slurmops deletes a pod only
 //! once Slurm says its node is drained: DRAIN set and nothing allocated or completing.
 //!
-//! Each pass reads the StatefulSet, its pods and their Slurm nodes, then: deletes outdated pods
-//! whose nodes are drained; resumes nodes slurmops drained once their new pod is Ready and
-//! registered; and starts draining the next outdated workers while fewer than `maxUnavailable` are
-//! out (draining, deleted, not Ready, or missing). Any doubt about Slurm stops the rollout before
-//! anything is deleted (fail closed); a rollout that stops progressing halts with the reason.
-//!
-//! slurmrestd going away mid-rollout pauses the rollout: nothing is deleted while Slurm cannot be
-//! asked, and it picks up where it was once Slurm answers again (or gives up after
-//! `slurm_outage_timeout`). A worker Slurm does not know is replaced only when its pod is not
-//! Ready (slurmd is not up there) or after `registration_grace` (it never registered).
+//! The steps themselves are the controller's (`controller::decide`): not-Ready workers first, then
+//! idle, then soonest-finishing; at most `maxUnavailable` out; our drains resumed once the new pod
+//! is registered; an administrator's drain kept. This module holds the rollout's vocabulary
+//! (settings, events, the report) and `roll`, which loops the controller's pass over one NodeSet
+//! until it is done (`slurmops rollout`). Slurm unreachable pauses it (nothing is deleted) until
+//! Slurm answers again or `slurm_outage_timeout` passes.
 
-mod pass;
 pub mod select;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 
-use crate::render::names::LABEL_NODESET;
-use crate::slurm::{SlurmError, SlurmNodes};
+use crate::controller::PassError;
+use crate::controller::drive::{Until, drive};
+use crate::slurm::SlurmNodes;
 pub use select::{Candidate, order};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
-    #[error("NodeSet {node_set}: Slurm state unknown, so nothing was deleted: {source}")]
-    SlurmUnknown {
-        node_set: String,
-        #[source]
-        source: SlurmError,
-    },
-    #[error("NodeSet {node_set}: {what}: {source}")]
-    Kube {
-        node_set: String,
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error("NodeSet {node_set}: Slurm state unknown, so nothing was deleted: {error}")]
+    SlurmUnknown { node_set: String, error: String },
+    #[error(transparent)]
+    Pass(#[from] PassError),
     #[error(
         "NodeSet {node_set}: rollout halted, no progress for {after:?}: {waiting}. No further node is drained until this is resolved"
     )]
@@ -79,7 +65,7 @@ impl Observer {
     pub fn new(f: impl Fn(&str, &Event) + Send + Sync + 'static) -> Observer {
         Observer(Some(std::sync::Arc::new(f)))
     }
-    fn emit(&self, node_set: &str, e: &Event) {
+    pub fn emit(&self, node_set: &str, e: &Event) {
         if let Some(f) = &self.0 {
             f(node_set, e)
         }
@@ -188,6 +174,25 @@ pub fn pod_ready(p: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+impl Settings {
+    /// The controller's policy and the driver's limits for these settings.
+    pub fn split(&self) -> (crate::controller::decide::Policy, Until) {
+        (
+            crate::controller::decide::Policy {
+                max_unavailable: self.max_unavailable.max(1),
+                drain_timeout: self.drain_timeout.map(|d| d.as_secs() as i64),
+                force: self.force_after_timeout,
+                registration_grace: self.registration_grace.as_secs() as i64,
+            },
+            Until {
+                poll: self.poll,
+                progress_timeout: self.progress_timeout,
+                slurm_outage_timeout: self.slurm_outage_timeout,
+            },
+        )
+    }
+}
+
 /// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision.
 pub async fn roll(
     client: &kube::Client,
@@ -195,109 +200,18 @@ pub async fn roll(
     namespace: &str,
     node_set: &str,
     settings: &Settings,
-    reason: &str,
 ) -> Result<Report, RolloutError> {
-    let mut r = pass::Rolling::new(client, slurm, namespace, node_set, settings, reason);
-    let mut outage: Option<Instant> = None;
-    loop {
-        let before = r.progress_at;
-        match r.pass().await {
-            Ok(true) => return Ok(r.report),
-            Ok(false) => {
-                if outage.take().is_some() {
-                    r.event(Event::SlurmBack);
-                    r.progress_at = Instant::now();
-                } else if r.progress_at != before {
-                    // The pass acted (drained, deleted, finished a worker): look again at once,
-                    // since an idle node is drained within milliseconds. Bounded: every such pass
-                    // moves a worker one step on.
-                    continue;
-                }
-            }
-            Err(RolloutError::SlurmUnknown { source, .. }) if source.is_transient() => {
-                let since = *outage.get_or_insert_with(|| {
-                    r.event(Event::SlurmUnreachable {
-                        error: source.to_string(),
-                    });
-                    Instant::now()
-                });
-                if since.elapsed() > settings.slurm_outage_timeout {
-                    return Err(RolloutError::SlurmUnknown {
-                        node_set: node_set.to_string(),
-                        source,
-                    });
-                }
-            }
-            Err(e) => return Err(e),
-        }
-        tokio::time::sleep(settings.poll).await;
-    }
-}
-
-/// Scale-in preparation: drains the workers a StatefulSet will remove when its replicas go down to
-/// TARGET (the highest ordinals) and waits until Slurm reports every one drained, so that the
-/// apply lowering `spec.replicas` deletes no pod that runs a job.
-pub async fn drain_for_scale_in(
-    client: &kube::Client,
-    slurm: &impl SlurmNodes,
-    namespace: &str,
-    node_set: &str,
-    target: u32,
-    settings: &Settings,
-    reason: &str,
-) -> Result<Vec<String>, RolloutError> {
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={node_set}"));
-    let pods = pods_api
-        .list(&lp)
-        .await
-        .map_err(|source| RolloutError::Kube {
-            node_set: node_set.into(),
-            what: "list pods".into(),
-            source,
-        })?;
-    let mut leaving: Vec<(u32, String)> = pods
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .filter_map(|n| {
-            let i: u32 = n.rsplit_once('-')?.1.parse().ok()?;
-            (i >= target).then_some((i, n))
-        })
-        .collect();
-    leaving.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-    let slurm_err = |source| RolloutError::SlurmUnknown {
-        node_set: node_set.to_string(),
-        source,
-    };
-    for (_, n) in &leaving {
-        match slurm.drain(n, reason).await {
-            Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
-            Err(e) => return Err(slurm_err(e)),
-        }
-    }
-    let start = Instant::now();
-    loop {
-        let mut waiting = Vec::new();
-        for (_, n) in &leaving {
-            match slurm.is_drained(n).await {
-                Ok(true) | Err(SlurmError::UnknownNode(_)) => {}
-                Ok(false) => waiting.push(n.clone()),
-                Err(e) => return Err(slurm_err(e)),
-            }
-        }
-        if waiting.is_empty() {
-            return Ok(leaving.into_iter().map(|(_, n)| n).collect());
-        }
-        if let Some(t) = settings.drain_timeout
-            && start.elapsed() > t
-        {
-            return Err(RolloutError::Stalled {
-                node_set: node_set.into(),
-                after: t,
-                waiting: format!("{} still running jobs", waiting.join(", ")),
-            });
-        }
-        tokio::time::sleep(settings.poll).await;
-    }
+    let (policy, until) = settings.split();
+    let (policy, always, observer) = (&policy, &|| true, &settings.observer);
+    let driven = drive(
+        |_| {
+            crate::controller::pass_node_set(
+                client, slurm, namespace, node_set, policy, always, observer,
+            )
+        },
+        &until,
+        &settings.observer,
+    )
+    .await?;
+    Ok(driven.rollouts.get(node_set).cloned().unwrap_or_default())
 }

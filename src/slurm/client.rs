@@ -112,6 +112,11 @@ impl Client {
         })
     }
 
+    /// Speak data parser P instead of probing.
+    pub fn set_parser(&mut self, p: DataParser) {
+        *self.parser.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    }
+
     pub fn url(&self) -> &str {
         &self.base
     }

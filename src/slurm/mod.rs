@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod connect;
 pub mod hostlist;
 pub mod model;
 
@@ -121,6 +122,10 @@ pub trait SlurmNodes: Send + Sync {
     fn jobs_on(&self, node: &str) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
     /// The node as Slurm sees it (`UnknownNode` when it is not registered).
     fn get(&self, node: &str) -> impl Future<Output = Result<Node, SlurmError>> + Send;
+    /// Every node, in one request.
+    fn all_nodes(&self) -> impl Future<Output = Result<Vec<Node>, SlurmError>> + Send;
+    /// Every job, in one request.
+    fn all_jobs(&self) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -192,6 +197,14 @@ impl SlurmNodes for Client {
 
     async fn get(&self, node: &str) -> Result<Node, SlurmError> {
         self.node(node).await
+    }
+
+    async fn all_nodes(&self) -> Result<Vec<Node>, SlurmError> {
+        self.nodes().await
+    }
+
+    async fn all_jobs(&self) -> Result<Vec<Job>, SlurmError> {
+        self.jobs().await
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {

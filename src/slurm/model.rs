@@ -82,7 +82,7 @@ impl std::fmt::Display for NodeState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Node {
     pub name: String,
     pub state: NodeState,

@@ -33,6 +33,18 @@ pub struct Status {
     /// When the last fetch succeeded (RFC 3339); the age tells how stale the view of git is.
     pub last_fetch: String,
     pub last_attempt: String,
+    /// Where each NodeSet stands (JSON list of `controller::decide::Progress`): revision, workers
+    /// updated, in flight, and the jobs each waiting worker waits for.
+    pub node_sets: String,
+    /// Slurm as the last pass saw it: empty when it answered, else why not.
+    pub slurm: String,
+}
+
+impl Status {
+    /// The NodeSets' progress (empty when none was recorded or it does not parse).
+    pub fn progress(&self) -> Vec<crate::controller::decide::Progress> {
+        serde_json::from_str(&self.node_sets).unwrap_or_default()
+    }
 }
 
 impl Status {
@@ -48,6 +60,8 @@ impl Status {
             ("summary", &self.summary),
             ("lastFetch", &self.last_fetch),
             ("lastAttempt", &self.last_attempt),
+            ("nodeSets", &self.node_sets),
+            ("slurm", &self.slurm),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -67,6 +81,8 @@ impl Status {
             summary: g("summary"),
             last_fetch: g("lastFetch"),
             last_attempt: g("lastAttempt"),
+            node_sets: g("nodeSets"),
+            slurm: g("slurm"),
         }
     }
 }

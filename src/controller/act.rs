@@ -1,0 +1,87 @@
+//! Act: carries out the steps `decide` found safe, each one call with its own deadline (the Slurm
+//! client's and kube's timeouts), checking before every write that this process may still write
+//! (fencing: a replica that lost the Lease stops before its next write).
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Preconditions};
+
+use super::decide::Action;
+use super::{Fence, PassError};
+use crate::rollout::{Event, Observer};
+use crate::slurm::{Drain, SlurmError, SlurmNodes};
+
+/// What acting on one NodeSet did, and the Slurm error that stopped it (its other steps wait for
+/// the next pass: nothing is deleted on an unknown).
+#[derive(Debug, Default)]
+pub struct Acted {
+    pub events: Vec<Event>,
+    pub slurm_error: Option<SlurmError>,
+}
+
+pub async fn act<S: SlurmNodes>(
+    pods: &Api<Pod>,
+    slurm: &S,
+    node_set: &str,
+    actions: &[Action],
+    fence: &Fence<'_>,
+    observer: &Observer,
+) -> Result<Acted, PassError> {
+    let mut out = Acted::default();
+    for a in actions {
+        if !fence() {
+            return Err(PassError::Fenced);
+        }
+        let event = match a {
+            Action::Drain { node, reason } => match slurm.drain(node, reason).await {
+                Ok(d) => Event::Drain {
+                    node: node.clone(),
+                    ours: !matches!(d, Drain::HeldByOther { .. }),
+                },
+                Err(SlurmError::UnknownNode(_)) => continue,
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
+            Action::Resume { node } => match slurm.resume(node).await {
+                Ok(crate::slurm::Resume::Resumed) => Event::Resume { node: node.clone() },
+                Ok(_) | Err(SlurmError::UnknownNode(_)) => continue,
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
+            Action::Delete { pod, uid, forced } => {
+                if !delete(pods, pod, uid).await.map_err(|source| PassError::Kube {
+                    what: format!("delete pod {pod}"),
+                    source,
+                })? {
+                    continue;
+                }
+                Event::Delete {
+                    pod: pod.clone(),
+                    forced: *forced,
+                }
+            }
+        };
+        observer.emit(node_set, &event);
+        out.events.push(event);
+    }
+    Ok(out)
+}
+
+/// Deletes POD if it is still the one observed (uid); false when it is already gone or replaced.
+async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Error> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(pod, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}

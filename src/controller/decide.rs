@@ -1,0 +1,391 @@
+//! The pure heart of a pass: from what was observed (a NodeSet's StatefulSet and pods, Slurm's
+//! nodes and jobs) to the steps that are safe **now**, and a description of what waits and why.
+//! No IO, no clock (the caller passes `now`), deterministic, table-tested.
+//!
+//! Nothing here remembers anything: whether a worker is being replaced is read from the cluster
+//! (its pod's revision) and from Slurm (a drain reason slurmops set, and since when). That is what
+//! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
+
+use std::collections::BTreeMap;
+
+use crate::rollout::{Candidate, order};
+use crate::slurm::{Job, Node, REASON_PREFIX};
+
+/// Drain reasons (after `slurmops: `) the controller sets, and recognises as its own work.
+pub const REASON_ROLLOUT: &str = "rollout";
+pub const REASON_SCALE_IN: &str = "scale-in";
+pub const REASON_REMOVED: &str = "NodeSet removed";
+
+/// A drain slurmops set for a rollout, scale-in or removal (not a cordon, autoscale or a hand drain
+/// through `slurmops slurm drain`): the controller may resume it once the worker is wanted again.
+pub fn controller_drain(n: &Node) -> bool {
+    n.state.has("DRAIN")
+        && [REASON_ROLLOUT, REASON_SCALE_IN, REASON_REMOVED]
+            .iter()
+            .any(|r| n.reason == format!("{REASON_PREFIX} {r}"))
+}
+
+/// One worker pod as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worker {
+    pub name: String,
+    pub uid: String,
+    pub ordinal: Option<u32>,
+    /// `controller-revision-hash` of the pod.
+    pub revision: String,
+    pub ready: bool,
+    pub deleting: bool,
+    /// Pod creation (UNIX seconds).
+    pub created: Option<i64>,
+}
+
+/// A NodeSet's StatefulSet as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetView {
+    pub name: String,
+    /// `spec.replicas` of the live StatefulSet.
+    pub replicas: u32,
+    /// The update revision, once the StatefulSet controller saw the current generation.
+    pub update_revision: Option<String>,
+    pub workers: Vec<Worker>,
+}
+
+/// What git wants of the NodeSet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// In cluster.yaml with this many replicas (workers at or above it leave).
+    Replicas(u32),
+    /// The live replicas stay: an autoscaled NodeSet (autoscale drains its own scale-ins), or a
+    /// rollout-only pass.
+    Current,
+    /// Gone from cluster.yaml: every worker leaves, then the StatefulSet is pruned.
+    Removed,
+}
+
+/// The NodeSet's `update` policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub max_unavailable: u32,
+    /// Seconds a drain may wait for jobs before `force` deletes the pod anyway.
+    pub drain_timeout: Option<i64>,
+    pub force: bool,
+    /// Seconds a Ready worker may stay unknown to Slurm before it is replaced.
+    pub registration_grace: i64,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            max_unavailable: 1,
+            drain_timeout: None,
+            force: false,
+            registration_grace: 300,
+        }
+    }
+}
+
+/// Slurm as read once for the pass.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmView {
+    pub nodes: BTreeMap<String, Node>,
+    pub jobs: Vec<Job>,
+}
+
+impl SlurmView {
+    pub fn new(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
+        SlurmView {
+            nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
+            jobs,
+        }
+    }
+
+    /// Jobs holding NODE (running, suspended, completing).
+    pub fn jobs_on(&self, node: &str) -> Vec<Job> {
+        self.jobs
+            .iter()
+            .filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A step that is safe now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// DRAIN with `slurmops: REASON`.
+    Drain { node: String, reason: &'static str },
+    /// Delete the pod (uid precondition): its node is drained, unknown to Slurm, or forced.
+    Delete {
+        pod: String,
+        uid: String,
+        forced: bool,
+    },
+    /// RESUME a drain the controller set, for a worker that is wanted as it is.
+    Resume { node: String },
+}
+
+/// A job that holds a worker.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Holder {
+    pub id: u64,
+    pub user: String,
+    /// Expected end (UNIX seconds), when Slurm knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<i64>,
+}
+
+/// A worker that waits for jobs to end before it can go.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Waiting {
+    pub node: String,
+    /// Why it goes: rollout, scale-in, NodeSet removed.
+    pub why: String,
+    pub jobs: Vec<Holder>,
+    /// Draining since (UNIX seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+}
+
+/// Where a NodeSet stands: what `slurmops status` shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    pub node_set: String,
+    /// The StatefulSet's update revision (empty until its controller saw the change).
+    pub revision: String,
+    pub replicas: u32,
+    /// Workers on the update revision and Ready.
+    pub updated: u32,
+    /// Workers out of service for this NodeSet's work: draining, deleted, starting.
+    pub in_flight: Vec<String>,
+    /// Workers that wait for jobs (the jobs, their users and expected ends).
+    pub waiting: Vec<Waiting>,
+    /// Workers leaving for a scale-in or removal.
+    pub leaving: Vec<String>,
+    pub done: bool,
+}
+
+/// The outcome for one NodeSet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    pub progress: Progress,
+    /// Scale-in not yet safe: the StatefulSet keeps this many replicas for now.
+    pub hold_replicas: Option<u32>,
+    /// Removed NodeSet whose workers are not all drained: its StatefulSet is not pruned yet.
+    pub keep: bool,
+}
+
+/// The workers of a NodeSet in ordinal order.
+fn sorted(set: &SetView) -> Vec<&Worker> {
+    let mut ws: Vec<&Worker> = set.workers.iter().collect();
+    ws.sort_by_key(|w| (w.ordinal, w.name.clone()));
+    ws
+}
+
+/// Decides the NodeSet's next steps. NOW is UNIX seconds.
+pub fn decide(set: &SetView, want: Want, policy: &Policy, slurm: &SlurmView, now: i64) -> Decision {
+    let mut d = Decision {
+        progress: Progress {
+            node_set: set.name.clone(),
+            revision: set.update_revision.clone().unwrap_or_default(),
+            replicas: set.replicas,
+            ..Progress::default()
+        },
+        ..Decision::default()
+    };
+    let target = match want {
+        Want::Replicas(n) => Some(n),
+        Want::Removed => Some(0),
+        Want::Current => None,
+    };
+    let why = if want == Want::Removed {
+        REASON_REMOVED
+    } else {
+        REASON_SCALE_IN
+    };
+    let leaving_ordinal = |w: &Worker| target.is_some_and(|t| w.ordinal.is_none_or(|i| i >= t));
+    let (mut leaving, staying): (Vec<&Worker>, Vec<&Worker>) =
+        sorted(set).into_iter().partition(|w| leaving_ordinal(w));
+    // The highest ordinals first, as the StatefulSet removes them.
+    leaving.reverse();
+    let all_gone = leave(&leaving, why, slurm, &mut d);
+    if !all_gone {
+        match want {
+            Want::Removed => d.keep = true,
+            _ => d.hold_replicas = Some(set.replicas),
+        }
+    }
+    let expected = set.replicas.min(target.unwrap_or(set.replicas));
+    if let Some(rev) = &set.update_revision {
+        roll(&staying, expected, rev, policy, slurm, now, &mut d);
+    }
+    let settled = staying.len() as u32 == expected && d.progress.updated == expected;
+    d.progress.done = set.update_revision.is_some()
+        && d.actions.is_empty()
+        && d.progress.waiting.is_empty()
+        && d.progress.in_flight.is_empty()
+        && leaving.is_empty()
+        && settled;
+    d
+}
+
+/// Workers that leave: drain them; true when every one is drained or unknown to Slurm (nothing
+/// can run there), so the StatefulSet may lose them.
+fn leave(leaving: &[&Worker], why: &'static str, slurm: &SlurmView, d: &mut Decision) -> bool {
+    let mut all = true;
+    for w in leaving {
+        d.progress.leaving.push(w.name.clone());
+        let Some(n) = slurm.nodes.get(&w.name) else {
+            continue;
+        };
+        if n.state.is_drained() {
+            continue;
+        }
+        all = false;
+        if !n.state.has("DRAIN") {
+            d.actions.push(Action::Drain {
+                node: w.name.clone(),
+                reason: why,
+            });
+        }
+        d.progress.waiting.push(waiting(&w.name, why, n, slurm));
+    }
+    all
+}
+
+fn waiting(node: &str, why: &str, n: &Node, slurm: &SlurmView) -> Waiting {
+    Waiting {
+        node: node.to_string(),
+        why: why.to_string(),
+        jobs: slurm
+            .jobs_on(node)
+            .iter()
+            .map(|j| Holder {
+                id: j.id,
+                user: j.user.clone(),
+                end: j.end_time,
+            })
+            .collect(),
+        since: n.state.has("DRAIN").then_some(n.reason_changed_at).flatten(),
+    }
+}
+
+/// The rollout of the staying workers onto REV.
+fn roll(
+    staying: &[&Worker],
+    expected: u32,
+    rev: &str,
+    p: &Policy,
+    slurm: &SlurmView,
+    now: i64,
+    d: &mut Decision,
+) {
+    let mut out = (expected as usize).saturating_sub(staying.len());
+    let mut candidates = Vec::new();
+    for w in staying {
+        let node = slurm.nodes.get(&w.name);
+        if w.deleting {
+            out += 1;
+            d.progress.in_flight.push(w.name.clone());
+            continue;
+        }
+        if w.revision == *rev {
+            updated(w, node, d);
+            if !w.ready {
+                out += 1;
+            }
+            continue;
+        }
+        // Outdated.
+        let Some(n) = node else {
+            // Unknown to Slurm: nothing can run there when slurmd is not up, or when it never
+            // registered within the grace.
+            let age = w.created.map_or(0, |c| now - c);
+            if !w.ready || age > p.registration_grace {
+                out += 1;
+                d.progress.in_flight.push(w.name.clone());
+                d.actions.push(delete(w, false));
+            }
+            continue;
+        };
+        if n.state.has("DRAIN") {
+            out += 1;
+            d.progress.in_flight.push(w.name.clone());
+            if n.state.is_drained() {
+                d.actions.push(delete(w, false));
+            } else if timed_out(n, p, now) {
+                d.actions.push(delete(w, true));
+            } else {
+                d.progress
+                    .waiting
+                    .push(waiting(&w.name, REASON_ROLLOUT, n, slurm));
+            }
+            continue;
+        }
+        if !w.ready {
+            out += 1;
+        }
+        candidates.push(Candidate {
+            pod: w.name.clone(),
+            ready: w.ready,
+            jobs: slurm.jobs_on(&w.name),
+        });
+    }
+    let mut room = (p.max_unavailable.max(1) as usize).saturating_sub(out);
+    for pod in order(&candidates) {
+        let ready = candidates.iter().any(|c| c.pod == pod && c.ready);
+        // A worker that is not Ready is out already: draining it costs no room.
+        if ready {
+            if room == 0 {
+                continue;
+            }
+            room -= 1;
+        }
+        d.progress.in_flight.push(pod.clone());
+        d.actions.push(Action::Drain {
+            node: pod,
+            reason: REASON_ROLLOUT,
+        });
+    }
+}
+
+/// An updated worker: counted when Ready; a drain the controller set is resumed once its slurmd
+/// answers (replaced and registered, or a change that was reverted before its pod went).
+fn updated(w: &Worker, node: Option<&Node>, d: &mut Decision) {
+    if !w.ready {
+        d.progress.in_flight.push(w.name.clone());
+        return;
+    }
+    let Some(n) = node else {
+        d.progress.updated += 1;
+        return;
+    };
+    if controller_drain(n) {
+        if !n.state.has("NOT_RESPONDING") {
+            d.actions.push(Action::Resume {
+                node: w.name.clone(),
+            });
+        }
+        d.progress.in_flight.push(w.name.clone());
+        return;
+    }
+    d.progress.updated += 1;
+}
+
+fn timed_out(n: &Node, p: &Policy, now: i64) -> bool {
+    p.force
+        && p.drain_timeout
+            .zip(n.reason_changed_at)
+            .is_some_and(|(t, since)| now - since > t)
+}
+
+fn delete(w: &Worker, forced: bool) -> Action {
+    Action::Delete {
+        pod: w.name.clone(),
+        uid: w.uid.clone(),
+        forced,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+//! The driver for people: `slurmops apply` (with Slurm) and `slurmops rollout` loop the same
+//! pass the daemon runs until nothing is left to do, printing each step as it happens. A pass that
+//! acted is followed at once by the next (an idle node drains within milliseconds); otherwise the
+//! driver sleeps `poll`. Slurm unreachable pauses (nothing is deleted meanwhile) up to
+//! `slurm_outage_timeout`; a replaced worker that never comes back halts after `progress_timeout`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::decide::controller_drain;
+use super::{Outcome, PassError};
+use crate::rollout::{Event, Observer, Report, RolloutError};
+
+/// How long to keep going.
+#[derive(Debug, Clone)]
+pub struct Until {
+    pub poll: Duration,
+    pub progress_timeout: Duration,
+    pub slurm_outage_timeout: Duration,
+}
+
+/// What the passes did, for the summary.
+#[derive(Debug, Default)]
+pub struct Driven {
+    /// The first pass's apply report (later passes only lower held replicas and prune).
+    pub applied: Option<crate::apply::Report>,
+    /// Per NodeSet: what happened to its workers.
+    pub rollouts: std::collections::BTreeMap<String, Report>,
+    /// Per NodeSet: workers drained because they leave (scale-in, NodeSet removed).
+    pub drained_leaving: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Runs STEP (one pass; its argument is the pass number) until a pass reports done.
+pub async fn drive<F, Fut>(
+    mut step: F,
+    until: &Until,
+    observer: &Observer,
+) -> Result<Driven, RolloutError>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<Outcome, PassError>>,
+{
+    let mut driven = Driven::default();
+    let mut deleted: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut outage: Option<Instant> = None;
+    let mut progress_at = Instant::now();
+    let mut n = 0;
+    loop {
+        let out = step(n).await?;
+        n += 1;
+        if driven.applied.is_none() {
+            driven.applied = out.applied.clone();
+        }
+        for (set, e) in &out.events {
+            let r = driven.rollouts.entry(set.clone()).or_default();
+            r.events.push(e.clone());
+            match e {
+                Event::Delete { pod, .. } => {
+                    deleted.insert((set.clone(), pod.clone()));
+                }
+                Event::Drain { node, .. } if leaving(&out, set, node) => {
+                    let d = driven.drained_leaving.entry(set.clone()).or_default();
+                    if !d.contains(node) {
+                        d.push(node.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (set, pod) in back(&out, &deleted) {
+            let e = Event::Ready { pod: pod.clone() };
+            observer.emit(&set, &e);
+            let r = driven.rollouts.entry(set.clone()).or_default();
+            r.events.push(e);
+            r.replaced.push(pod.clone());
+            deleted.remove(&(set, pod));
+            progress_at = Instant::now();
+        }
+        match (&out.slurm_error, outage) {
+            (Some(error), None) => {
+                outage = Some(Instant::now());
+                say(observer, &out, Event::SlurmUnreachable { error: error.clone() });
+            }
+            (Some(error), Some(since)) if since.elapsed() > until.slurm_outage_timeout => {
+                return Err(RolloutError::SlurmUnknown {
+                    node_set: sets(&out),
+                    error: error.clone(),
+                });
+            }
+            (None, Some(_)) => {
+                outage = None;
+                progress_at = Instant::now();
+                say(observer, &out, Event::SlurmBack);
+            }
+            _ => {}
+        }
+        if out.done && deleted.is_empty() {
+            return Ok(driven);
+        }
+        if !out.events.is_empty() {
+            progress_at = Instant::now();
+            continue;
+        }
+        stalled(&out, progress_at, until)?;
+        tokio::time::sleep(until.poll).await;
+    }
+}
+
+fn leaving(out: &Outcome, set: &str, node: &String) -> bool {
+    out.progress
+        .iter()
+        .any(|p| p.node_set == set && p.leaving.contains(node))
+}
+
+fn sets(out: &Outcome) -> String {
+    let names: Vec<&str> = out.progress.iter().map(|p| p.node_set.as_str()).collect();
+    names.join(", ")
+}
+
+/// An event about the whole pass, told once per NodeSet it concerns.
+fn say(observer: &Observer, out: &Outcome, e: Event) {
+    for p in &out.progress {
+        observer.emit(&p.node_set, &e);
+    }
+}
+
+/// Pods this driver deleted that are back: updated, Ready, registered and not drained by us.
+fn back(out: &Outcome, deleted: &BTreeSet<(String, String)>) -> Vec<(String, String)> {
+    let Some(slurm) = &out.slurm else {
+        return Vec::new();
+    };
+    deleted
+        .iter()
+        .filter(|(set, pod)| {
+            let Some(s) = out.sets.get(set) else {
+                return false;
+            };
+            let Some(rev) = &s.update_revision else {
+                return false;
+            };
+            let fresh = s
+                .workers
+                .iter()
+                .any(|w| w.name == *pod && w.ready && !w.deleting && w.revision == *rev);
+            let registered = slurm
+                .nodes
+                .get(pod)
+                .is_some_and(|n| !n.state.has("NOT_RESPONDING") && !controller_drain(n));
+            fresh && registered
+        })
+        .cloned()
+        .collect()
+}
+
+/// Replaced workers that do not come back within the progress timeout halt the driver. Workers
+/// waiting for jobs do not: jobs may run for days.
+fn stalled(out: &Outcome, since: Instant, until: &Until) -> Result<(), RolloutError> {
+    if since.elapsed() <= until.progress_timeout {
+        return Ok(());
+    }
+    for p in &out.progress {
+        let stuck: Vec<String> = p
+            .in_flight
+            .iter()
+            .filter(|n| !p.waiting.iter().any(|w| w.node == **n))
+            .map(|n| format!("{n} (replaced, not Ready and registered)"))
+            .collect();
+        if !stuck.is_empty() {
+            return Err(RolloutError::Stalled {
+                node_set: p.node_set.clone(),
+                after: until.progress_timeout,
+                waiting: stuck.join(", "),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! `controller`: one level-triggered reconcile pass — observe, decide, act, return.
+//!
+//! A pass never waits for the world: it reads the workers (watch cache or one LIST per kind) and
+//! Slurm (all nodes, all jobs) once, applies what is safe now (a scale-in whose leaving workers
+//! still run jobs keeps its replicas; a removed NodeSet's StatefulSet stays until its workers are
+//! drained), then moves every NodeSet on by the steps that are safe now — drain the next worker,
+//! delete drained pods, resume drains that are no longer needed — each within its own
+//! `maxUnavailable`. Whatever must wait (a draining worker with a job) is looked at again by the
+//! next pass, which a watch event or the poll interval brings. Progress is read from the cluster
+//! and from Slurm's drain reasons, so a restarted daemon or a new leader carries on.
+//!
+//! Two drivers run this one engine: the daemon (a pass per trigger, forever) and `slurmops apply`
+//! / `slurmops rollout` (passes until nothing is left to do).
+
+pub mod act;
+pub mod decide;
+pub mod drive;
+pub mod observe;
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use serde_json::json;
+
+use self::decide::{Action, Decision, Policy, Progress, SetView, SlurmView, Want};
+use self::observe::{Observation, Scope, observe};
+use self::watch::Cache;
+use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard, Report};
+use crate::render::Rendered;
+use crate::rollout::{Event, Observer};
+use crate::slurm::SlurmNodes;
+use crate::spec::ClusterFile;
+
+/// May this process still write? Checked before every write of a pass.
+pub type Fence<'a> = dyn Fn() -> bool + Send + Sync + 'a;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("this replica lost the Lease: the pass stopped before its next write")]
+    Fenced,
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// What a pass works towards.
+pub struct Target<'a> {
+    pub c: &'a ClusterFile,
+    pub text: &'a str,
+    pub rendered: &'a Rendered,
+    /// Server-side apply and prune with these options first; None: only move workers.
+    pub apply: Option<&'a Options>,
+    /// Replace outdated workers; false: only scale-ins and removals move (`apply --no-rollout`).
+    pub roll: bool,
+}
+
+/// What a pass runs with.
+pub struct Env<'a, S> {
+    pub cluster: &'a Cluster,
+    /// None: no Slurm configured; apply refuses what could kill a job and nothing rolls.
+    pub slurm: Option<&'a S>,
+    pub cache: Option<&'a Cache>,
+    pub fence: &'a Fence<'a>,
+    pub observer: &'a Observer,
+    /// Seconds a Ready worker may stay unknown to Slurm before it is replaced.
+    pub registration_grace: i64,
+}
+
+/// What one pass saw and did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub applied: Option<Report>,
+    pub events: Vec<(String, Event)>,
+    pub progress: Vec<Progress>,
+    /// Slurm could not be read, or failed a step: destructive steps wait for a later pass.
+    pub slurm_error: Option<String>,
+    /// Nothing left to do: every NodeSet settled on its revision, nothing held or waiting.
+    pub done: bool,
+    /// A scale-in kept its replicas or a removed NodeSet its StatefulSet: apply again later.
+    pub held: bool,
+    /// The workers as observed at the start of the pass.
+    pub sets: BTreeMap<String, SetView>,
+    pub slurm: Option<SlurmView>,
+}
+
+impl Outcome {
+    /// Workers waiting on jobs, across NodeSets.
+    pub fn waiting(&self) -> usize {
+        self.progress.iter().map(|p| p.waiting.len()).sum()
+    }
+}
+
+fn kube_err(what: &str) -> impl FnOnce(kube::Error) -> PassError + '_ {
+    move |source| PassError::Kube {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// One pass for T.
+pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outcome, PassError> {
+    let c = t.c;
+    let ns = &c.metadata.namespace;
+    let Some(slurm) = env.slurm else {
+        // Without Slurm nothing can be known drained: apply refuses scale-ins and prunes over
+        // workers, and no worker is replaced.
+        let mut out = Outcome::default();
+        if let Some(opts) = t.apply {
+            fenced(env)?;
+            out.applied = Some(apply::apply(env.cluster, c, t.text, t.rendered, opts, &NoSlurm).await?);
+        }
+        out.done = true;
+        return Ok(out);
+    };
+    let scope = Scope::cluster(ns, &c.metadata.name);
+    let obs = observe(&env.cluster.client, &scope, env.cache, Some(slurm))
+        .await
+        .map_err(kube_err("observe the workers"))?;
+    let decisions = decide_all(c, &obs, env.registration_grace);
+    let mut out = Outcome {
+        slurm_error: obs.slurm.as_ref().err().cloned(),
+        ..Outcome::default()
+    };
+    let mut changed = BTreeSet::new();
+    if let Some(opts) = t.apply {
+        fenced(env)?;
+        let rep = apply_held(env, t, opts, &obs, &decisions).await?;
+        for id in rep.updated.iter().chain(&rep.created).chain(&rep.recreated) {
+            if let Some(name) = id.strip_prefix("StatefulSet/") {
+                changed.insert(name.to_string());
+            }
+        }
+        out.applied = Some(rep);
+    }
+    let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
+    let mut all_done = out.slurm_error.is_none();
+    for (name, mut d) in decisions {
+        if changed.contains(&name) {
+            // Decided on the old StatefulSet: the next pass sees the new revision.
+            d.progress.done = false;
+            d.actions.clear();
+        }
+        if !t.roll {
+            // Only the workers that leave move; the others wait for `slurmops rollout`.
+            let leaving = &d.progress.leaving;
+            d.actions.retain(|a| match a {
+                Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
+                Action::Delete { .. } => false,
+            });
+            d.progress.done = leaving.is_empty();
+        }
+        out.held |= d.hold_replicas.is_some() || d.keep;
+        all_done &= d.progress.done && d.hold_replicas.is_none() && !d.keep;
+        if out.slurm_error.is_none() && !d.actions.is_empty() {
+            let acted = act::act(&pods, slurm, &name, &d.actions, env.fence, env.observer).await?;
+            out.events
+                .extend(acted.events.into_iter().map(|e| (name.clone(), e)));
+            if let Some(e) = acted.slurm_error {
+                out.slurm_error = Some(e.to_string());
+            }
+        }
+        out.progress.push(d.progress);
+    }
+    // A NodeSet of cluster.yaml whose StatefulSet is not observed yet is not done.
+    all_done &= c.spec.node_sets.iter().all(|n| obs.sets.contains_key(&n.name));
+    out.done = all_done && out.events.is_empty();
+    out.sets = obs.sets;
+    out.slurm = obs.slurm.ok();
+    Ok(out)
+}
+
+/// One rollout-only pass over one NodeSet (`slurmops rollout`): the same observe, decide and act,
+/// without applying anything.
+pub async fn pass_node_set<S: SlurmNodes>(
+    client: &kube::Client,
+    slurm: &S,
+    namespace: &str,
+    node_set: &str,
+    policy: &Policy,
+    fence: &Fence<'_>,
+    observer: &Observer,
+) -> Result<Outcome, PassError> {
+    let scope = Scope::node_set(namespace, node_set);
+    let obs = observe(client, &scope, None, Some(slurm))
+        .await
+        .map_err(kube_err("observe the workers"))?;
+    let mut out = Outcome {
+        slurm_error: obs.slurm.as_ref().err().cloned(),
+        ..Outcome::default()
+    };
+    let Some(set) = obs.sets.get(node_set) else {
+        return Err(PassError::Missing(format!(
+            "NodeSet {node_set}: no StatefulSet {namespace}/{node_set} (apply cluster.yaml first)"
+        )));
+    };
+    let d = match &obs.slurm {
+        Ok(view) => decide::decide(set, Want::Current, policy, view, obs.now),
+        Err(_) => unknown(set, Want::Current),
+    };
+    if out.slurm_error.is_none() && !d.actions.is_empty() {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let acted = act::act(&pods, slurm, node_set, &d.actions, fence, observer).await?;
+        out.events = acted.events.into_iter().map(|e| (node_set.to_string(), e)).collect();
+        out.slurm_error = acted.slurm_error.map(|e| e.to_string());
+    }
+    out.done = d.progress.done && out.events.is_empty() && out.slurm_error.is_none();
+    out.progress.push(d.progress);
+    out.sets = obs.sets;
+    out.slurm = obs.slurm.ok();
+    Ok(out)
+}
+
+fn fenced<S>(env: &Env<'_, S>) -> Result<(), PassError> {
+    if (env.fence)() {
+        Ok(())
+    } else {
+        Err(PassError::Fenced)
+    }
+}
+
+/// The NodeSet's rollout policy from cluster.yaml.
+pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64) -> Policy {
+    let u = &ns.update;
+    Policy {
+        max_unavailable: u.max_unavailable.resolve(ns.replicas).max(1),
+        drain_timeout: Some(u.drain_timeout.as_secs() as i64),
+        force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
+        registration_grace,
+    }
+}
+
+/// Every observed NodeSet's decision, by name.
+fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String, Decision> {
+    obs.sets
+        .values()
+        .map(|s| {
+            let spec = c.spec.node_sets.iter().find(|n| n.name == s.name);
+            let want = match spec {
+                Some(n) if n.autoscale.is_some() => Want::Current,
+                Some(n) => Want::Replicas(n.replicas),
+                None => Want::Removed,
+            };
+            let p = spec.map_or(
+                Policy {
+                    registration_grace: grace,
+                    ..Policy::default()
+                },
+                |n| policy(n, grace),
+            );
+            let d = match &obs.slurm {
+                Ok(view) => decide::decide(s, want, &p, view, obs.now),
+                Err(_) => unknown(s, want),
+            };
+            (s.name.clone(), d)
+        })
+        .collect()
+}
+
+/// Slurm's state is unknown: nothing moves, and nothing that could remove a worker is applied.
+fn unknown(s: &SetView, want: Want) -> Decision {
+    let leaving: Vec<String> = s
+        .workers
+        .iter()
+        .filter(|w| match want {
+            Want::Replicas(n) => w.ordinal.is_none_or(|i| i >= n),
+            Want::Removed => true,
+            Want::Current => false,
+        })
+        .map(|w| w.name.clone())
+        .collect();
+    Decision {
+        hold_replicas: (!leaving.is_empty() && want != Want::Removed).then_some(s.replicas),
+        keep: !leaving.is_empty() && want == Want::Removed,
+        progress: Progress {
+            node_set: s.name.clone(),
+            revision: s.update_revision.clone().unwrap_or_default(),
+            replicas: s.replicas,
+            leaving,
+            ..Progress::default()
+        },
+        actions: Vec::new(),
+    }
+}
+
+/// A worker StatefulSet may lose pods whose Slurm nodes are all drained, or unknown to Slurm.
+impl PruneGuard for SlurmView {
+    async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
+        Ok(nodes
+            .iter()
+            .all(|n| self.nodes.get(n).is_none_or(|x| x.state.is_drained())))
+    }
+}
+
+/// Applies T, with the StatefulSets of unfinished scale-ins kept at their live replicas and those
+/// of removed NodeSets with undrained workers kept (both go on a later pass, once drained).
+async fn apply_held<S>(
+    env: &Env<'_, S>,
+    t: &Target<'_>,
+    opts: &Options,
+    obs: &Observation,
+    decisions: &BTreeMap<String, Decision>,
+) -> Result<Report, PassError> {
+    let holds: Vec<(&String, u32)> = decisions
+        .iter()
+        .filter_map(|(n, d)| d.hold_replicas.map(|r| (n, r)))
+        .collect();
+    let mut opts = opts.clone();
+    opts.keep = decisions
+        .iter()
+        .filter(|(_, d)| d.keep)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let held;
+    let r = if holds.is_empty() {
+        t.rendered
+    } else {
+        let mut r = t.rendered.clone();
+        for (name, replicas) in holds {
+            if let Some(o) = r
+                .objects
+                .iter_mut()
+                .find(|o| o.kind == "StatefulSet" && o.name == *name)
+            {
+                o.body["spec"]["replicas"] = json!(replicas);
+            }
+        }
+        held = r;
+        &held
+    };
+    let rep = match &obs.slurm {
+        Ok(view) => apply::apply(env.cluster, t.c, t.text, r, &opts, view).await?,
+        Err(_) => apply::apply(env.cluster, t.c, t.text, r, &opts, &NoSlurm).await?,
+    };
+    Ok(rep)
+}

@@ -1,0 +1,157 @@
+//! Observe: the cluster's worker StatefulSets and pods (from the watch cache when the daemon runs
+//! one, else one LIST each, never one per NodeSet) and Slurm's nodes and jobs, read once per
+//! pass. Turns them into the plain views `decide` works on.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use super::decide::{SetView, SlurmView, Worker};
+use super::watch::Cache;
+use crate::render::names::LABEL_NODESET;
+use crate::rollout::pod_ready;
+use crate::slurm::{SlurmError, SlurmNodes};
+
+/// Which workers a pass looks at: a label selector matching both the worker StatefulSets and
+/// their pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub namespace: String,
+    pub selector: String,
+}
+
+impl Scope {
+    /// Every worker of cluster NAME in NAMESPACE (also those of NodeSets removed from git).
+    pub fn cluster(namespace: &str, name: &str) -> Scope {
+        use crate::render::names::{LABEL_COMPONENT, LABEL_INSTANCE};
+        Scope {
+            namespace: namespace.into(),
+            selector: format!("{LABEL_INSTANCE}={name},{LABEL_COMPONENT}=worker"),
+        }
+    }
+
+    /// One NodeSet's workers.
+    pub fn node_set(namespace: &str, node_set: &str) -> Scope {
+        Scope {
+            namespace: namespace.into(),
+            selector: format!("{LABEL_NODESET}={node_set}"),
+        }
+    }
+}
+
+/// What one pass saw.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub sets: BTreeMap<String, SetView>,
+    /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
+    pub slurm: Result<SlurmView, String>,
+    /// UNIX seconds.
+    pub now: i64,
+}
+
+/// Reads the scope's StatefulSets and pods (cache or LIST) and Slurm (when given).
+pub async fn observe<S: SlurmNodes>(
+    client: &kube::Client,
+    scope: &Scope,
+    cache: Option<&Cache>,
+    slurm: Option<&S>,
+) -> Result<Observation, kube::Error> {
+    let (sts, pods) = match cache.filter(|c| c.serves(scope)) {
+        Some(c) => (c.stateful_sets(), c.pods()),
+        None => {
+            let lp = ListParams::default().labels(&scope.selector);
+            let sts = Api::<StatefulSet>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items;
+            let pods = Api::<Pod>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items;
+            (sts, pods)
+        }
+    };
+    let slurm = match slurm {
+        Some(s) => read_slurm(s).await.map_err(|e| e.to_string()),
+        None => Err("no slurmrestd configured".to_string()),
+    };
+    Ok(Observation {
+        sets: views(&sts, &pods),
+        slurm,
+        now: k8s_openapi::jiff::Timestamp::now().as_second(),
+    })
+}
+
+/// Slurm's nodes and jobs: two requests, whatever the size of the cluster.
+pub async fn read_slurm<S: SlurmNodes>(s: &S) -> Result<SlurmView, SlurmError> {
+    let nodes = s.all_nodes().await?;
+    let jobs = s.all_jobs().await?;
+    Ok(SlurmView::new(nodes, jobs))
+}
+
+/// The NodeSets' views: each StatefulSet with the pods carrying its NodeSet label.
+pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
+    let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for p in pods {
+        if let Some(set) = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_NODESET))
+        {
+            by_set.entry(set).or_default().push(p);
+        }
+    }
+    sts.iter()
+        .filter_map(|s| {
+            let name = s.metadata.name.clone()?;
+            let pods = by_set.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            Some((name.clone(), view(name, s, pods)))
+        })
+        .collect()
+}
+
+fn view(name: String, s: &StatefulSet, pods: &[&Pod]) -> SetView {
+    let replicas = s
+        .spec
+        .as_ref()
+        .and_then(|x| x.replicas)
+        .unwrap_or(1)
+        .max(0) as u32;
+    let status = s.status.clone().unwrap_or_default();
+    // The update revision only means something once the controller saw this generation.
+    let seen = status.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0);
+    SetView {
+        name,
+        replicas,
+        update_revision: status.update_revision.filter(|_| seen),
+        workers: pods.iter().filter_map(|p| worker(p)).collect(),
+    }
+}
+
+fn worker(p: &Pod) -> Option<Worker> {
+    let name = p.metadata.name.clone()?;
+    let label = |k: &str| {
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .cloned()
+            .unwrap_or_default()
+    };
+    Some(Worker {
+        ordinal: name.rsplit_once('-').and_then(|(_, i)| i.parse().ok()),
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        revision: label("controller-revision-hash"),
+        ready: pod_ready(p),
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        created: p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
+        name,
+    })
+}

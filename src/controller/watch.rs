@@ -1,0 +1,126 @@
+//! Watches, not polls: kube-runtime reflectors keep the worker StatefulSets and pods of one scope
+//! in memory, and every change wakes the daemon's next pass at once (a worker that becomes Ready
+//! or goes away starts the next wave without waiting for the poll interval). A pass reads the
+//! stores instead of listing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::observe::Scope;
+
+/// Watched workers of one scope; the watches stop when it is dropped.
+pub struct Cache {
+    scope: Scope,
+    sts: Store<StatefulSet>,
+    pods: Store<Pod>,
+    ready: [Arc<AtomicBool>; 2],
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Cache {
+    /// Starts watching SCOPE; each change notifies TRIGGER.
+    pub fn start(client: &kube::Client, scope: Scope, trigger: Arc<Notify>) -> Cache {
+        let cfg = watcher::Config::default().labels(&scope.selector);
+        let (sts, sts_w) = reflector::store();
+        let (pods, pods_w) = reflector::store();
+        let ready = [
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        ];
+        let tasks = vec![
+            tokio::spawn(follow(
+                reflector::reflector(
+                    sts_w,
+                    watcher(
+                        Api::<StatefulSet>::namespaced(client.clone(), &scope.namespace),
+                        cfg.clone(),
+                    )
+                    .default_backoff(),
+                ),
+                ready[0].clone(),
+                trigger.clone(),
+            )),
+            tokio::spawn(follow(
+                reflector::reflector(
+                    pods_w,
+                    watcher(
+                        Api::<Pod>::namespaced(client.clone(), &scope.namespace),
+                        cfg,
+                    )
+                    .default_backoff(),
+                ),
+                ready[1].clone(),
+                trigger,
+            )),
+        ];
+        Cache {
+            scope,
+            sts,
+            pods,
+            ready,
+            tasks,
+        }
+    }
+
+    /// True when this cache watches SCOPE and both stores hold a complete listing.
+    pub fn serves(&self, scope: &Scope) -> bool {
+        self.scope == *scope && self.ready.iter().all(|r| r.load(Ordering::SeqCst))
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn stateful_sets(&self) -> Vec<StatefulSet> {
+        self.sts.state().iter().map(|s| (**s).clone()).collect()
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        self.pods.state().iter().map(|p| (**p).clone()).collect()
+    }
+}
+
+/// Drives one reflector: marks the store ready after the initial listing, wakes the next pass on
+/// every later change, and keeps going through errors (the watcher backs off and re-lists by
+/// itself; each distinct error is logged once).
+async fn follow<K, S>(stream: S, ready: Arc<AtomicBool>, trigger: Arc<Notify>)
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut last_error = String::new();
+    while let Some(e) = stream.next().await {
+        match e {
+            Ok(watcher::Event::InitDone) => {
+                ready.store(true, Ordering::SeqCst);
+                trigger.notify_one();
+            }
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => trigger.notify_one(),
+            Ok(_) => {}
+            Err(err) => {
+                let text = err.to_string();
+                if text != last_error {
+                    tracing::warn!("watch: {text} (retrying)");
+                    last_error = text;
+                }
+            }
+        }
+    }
+}

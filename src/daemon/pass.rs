@@ -1,0 +1,336 @@
+//! One daemon pass: fetch when due, adopt the newest valid commit as the target, run the
+//! controller's pass for the target (apply when the commit is new, drift correction is due, or a
+//! scale-in/removal was held back last time; always move the workers on), keep the workers in sync
+//! with Slurm, and record where everything stands. Never waits for a job, a pod or a NodeSet.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::http::Shared;
+use super::{Config, Loaded, SlurmSource, State};
+use crate::apply::Cluster;
+use crate::controller::observe::Scope;
+use crate::controller::watch::Cache;
+use crate::controller::{self, Env, Outcome, Target};
+use crate::slurm::Client;
+use crate::source::remote::Fetched;
+use crate::spec;
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// One pass; returns true when it acted (the next pass follows at once).
+pub async fn pass(
+    cluster: &Cluster,
+    cfg: &Config,
+    shared: &Arc<Shared>,
+    state: &mut State,
+    fence: &controller::Fence<'_>,
+) -> bool {
+    let started = Instant::now();
+    let mut apply_now = false;
+    let fetch_due = shared.fetch_now.swap(false, Ordering::SeqCst)
+        || state.fetched_at.is_none_or(|t| t.elapsed() >= cfg.interval);
+    if fetch_due {
+        apply_now |= fetch(cfg, shared, state).await;
+    }
+    state.status.last_attempt = now_rfc3339();
+    if cfg.suspend
+        || state
+            .target
+            .as_ref()
+            .is_some_and(|t| t.c.spec.policy.suspend)
+    {
+        suspended(cfg, state);
+        super::report::write_status(cluster, cfg, state).await;
+        return false;
+    }
+    let drift_due = state
+        .applied_at
+        .is_none_or(|t| t.elapsed() >= cfg.drift_interval);
+    apply_now |= drift_due || state.held;
+    let acted = match state.target.take() {
+        Some(t) => {
+            let acted = reconcile(cluster, cfg, shared, state, &t, apply_now, fence, started).await;
+            state.target = Some(t);
+            acted
+        }
+        None => false,
+    };
+    super::report::write_status(cluster, cfg, state).await;
+    shared.metrics.lock().expect("metrics").ready = true;
+    acted
+}
+
+/// Fetches the branch; true when a new valid commit became the target.
+async fn fetch(cfg: &Config, shared: &Arc<Shared>, state: &mut State) -> bool {
+    let started = Instant::now();
+    let remote = cfg.remote.clone();
+    let fetched = tokio::task::spawn_blocking(move || remote.fetch())
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    shared.metrics.lock().expect("metrics").last_fetch_seconds = started.elapsed().as_secs_f64();
+    state.fetched_at = Some(Instant::now());
+    let f = match fetched {
+        Err(e) => {
+            // Keep the last applied state; say since when git is out of reach.
+            state.status.result = "fetch-failed".into();
+            state.status.errors = e.clone();
+            tracing::error!(result = "fetch-failed", "{e}");
+            return false;
+        }
+        Ok(f) => f,
+    };
+    state.status.last_fetch = now_rfc3339();
+    state.status.last_seen_commit = f.commit.clone();
+    let known = state.target.as_ref().is_some_and(|t| t.fetched.commit == f.commit)
+        || (matches!(state.status.result.as_str(), "invalid" | "refused")
+            && state.status.result_commit == f.commit);
+    if known {
+        if state.status.result == "fetch-failed" {
+            state.status.result = if state.status.last_applied_commit == f.commit {
+                "applied".into()
+            } else {
+                String::new()
+            };
+            state.status.errors.clear();
+        }
+        return false;
+    }
+    match adopt(cfg, shared, state, &f) {
+        Some(loaded) => {
+            state.target = Some(loaded);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Verifies and validates commit F; the target it becomes, or None (status says why; the last
+/// good target stays).
+fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Option<Loaded> {
+    let started = Instant::now();
+    if let Some(allowed) = &cfg.allowed_signers
+        && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
+    {
+        tracing::warn!(commit = %f.commit, result = "refused", "commit {}: refused: {why}", short(&f.commit));
+        state.status.result = "refused".into();
+        state.status.result_commit = f.commit.clone();
+        state.status.errors = why;
+        super::report::count(shared, "refused", started);
+        return None;
+    }
+    match spec::load(&f.name, &f.text) {
+        Ok(c) => {
+            let r = crate::render::render(&c);
+            Some(Loaded {
+                fetched: f.clone(),
+                c,
+                r,
+            })
+        }
+        Err(diags) => {
+            let errors: Vec<String> = diags.iter().map(ToString::to_string).collect();
+            let stays = if state.status.last_applied_commit.is_empty() {
+                "its current state".to_string()
+            } else {
+                short(&state.status.last_applied_commit).to_string()
+            };
+            tracing::warn!(
+                commit = %f.commit,
+                result = "invalid",
+                "commit {}: cluster.yaml invalid ({} error(s)); not applied, the cluster stays at {stays}",
+                short(&f.commit),
+                errors.len(),
+            );
+            state.status.result = "invalid".into();
+            state.status.result_commit = f.commit.clone();
+            state.status.errors = errors.join("\n");
+            super::report::count(shared, "invalid", started);
+            None
+        }
+    }
+}
+
+fn suspended(cfg: &Config, state: &mut State) {
+    state.status.result = "suspended".into();
+    state.status.errors.clear();
+    state.status.summary = if cfg.suspend {
+        "suspended (--suspend): nothing applied".into()
+    } else {
+        "spec.policy.suspend is set: nothing applied".into()
+    };
+}
+
+/// The controller's pass for target T, and everything that follows from it.
+#[allow(clippy::too_many_arguments)]
+async fn reconcile(
+    cluster: &Cluster,
+    cfg: &Config,
+    shared: &Arc<Shared>,
+    state: &mut State,
+    t: &Loaded,
+    apply_now: bool,
+    fence: &controller::Fence<'_>,
+    started: Instant,
+) -> bool {
+    let slurm = connect(cluster, cfg, state, &t.c).await;
+    if slurm.is_some() {
+        watch(cluster, shared, state, &t.c);
+    }
+    let progress = shared.clone();
+    let observer = crate::rollout::Observer::new(move |set, e| {
+        tracing::info!(node_set = set, "{set}: {e}");
+        progress.metrics.lock().expect("metrics").rollout(e);
+    });
+    let env = Env {
+        cluster,
+        slurm: slurm.as_deref(),
+        cache: state.cache.as_ref(),
+        fence,
+        observer: &observer,
+        registration_grace: 300,
+    };
+    let target = Target {
+        c: &t.c,
+        text: &t.fetched.text,
+        rendered: &t.r,
+        apply: apply_now.then_some(&cfg.apply),
+        roll: true,
+    };
+    match controller::pass(&env, &target).await {
+        Ok(out) => {
+            record(shared, state, t, &out, started);
+            let acted = !out.events.is_empty();
+            if let Some(s) = &slurm {
+                keep_workers(cluster, s, &t.c, state).await;
+            }
+            acted
+        }
+        Err(e) => {
+            let commit = &t.fetched.commit;
+            tracing::error!(commit = %commit, result = "failed", "commit {}: {e}", short(commit));
+            state.status.result = "failed".into();
+            state.status.result_commit = commit.clone();
+            state.status.errors = e.to_string();
+            super::report::count(shared, "failed", started);
+            false
+        }
+    }
+}
+
+/// Records what the pass did: the applied commit, each NodeSet's progress, Slurm's reachability.
+fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started: Instant) {
+    let commit = &t.fetched.commit;
+    if let Some(rep) = &out.applied {
+        let summary = rep.counts();
+        if state.status.last_applied_commit != *commit || state.status.result != "applied" {
+            tracing::info!(commit = %commit, result = "applied", "commit {}: applied: {summary}", short(commit));
+        }
+        state.status.result = "applied".into();
+        state.status.result_commit = commit.clone();
+        state.status.errors.clear();
+        state.status.summary = summary;
+        state.status.last_applied_commit = commit.clone();
+        state.applied_at = Some(Instant::now());
+        let mut m = shared.metrics.lock().expect("metrics");
+        m.drifted_objects = rep.drifted.len();
+        m.last_applied_timestamp = k8s_openapi::jiff::Timestamp::now().as_second();
+        drop(m);
+        super::report::count(shared, "applied", started);
+    }
+    state.held = out.held;
+    state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
+    state.status.slurm = match &out.slurm_error {
+        Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),
+        None => String::new(),
+    };
+    shared.metrics.lock().expect("metrics").progress(&out.progress);
+}
+
+/// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
+/// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
+async fn connect(
+    cluster: &Cluster,
+    cfg: &Config,
+    state: &mut State,
+    c: &spec::ClusterFile,
+) -> Option<Arc<Client>> {
+    let (url, user) = match &cfg.slurm {
+        SlurmSource::Off => return None,
+        SlurmSource::Static(client) => return Some(client.clone()),
+        SlurmSource::Cluster { url, user } => (url, user),
+    };
+    let ns = &c.metadata.namespace;
+    let key = format!(
+        "{ns}/{}/{}/{}",
+        c.spec.auth.jwt_key.name,
+        c.spec.auth.jwt_key.key,
+        url.as_deref().unwrap_or("")
+    );
+    if let Some((k, client, at)) = &state.slurm
+        && *k == key
+        && at.elapsed() < Duration::from_secs(600)
+    {
+        return Some(client.clone());
+    }
+    match crate::slurm::connect::from_secret(&cluster.client, c, url.clone(), user).await {
+        Ok(client) => {
+            let client = Arc::new(client);
+            state.slurm = Some((key, client.clone(), Instant::now()));
+            Some(client)
+        }
+        Err(e) => {
+            state.slurm = None;
+            state.status.slurm = format!("not connected: {e}");
+            tracing::warn!("Slurm: {e}");
+            None
+        }
+    }
+}
+
+/// Watches the target's workers, so that a pod becoming Ready or going away wakes the next pass.
+fn watch(cluster: &Cluster, shared: &Shared, state: &mut State, c: &spec::ClusterFile) {
+    let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
+    if state.cache.as_ref().is_some_and(|w| *w.scope() == scope) {
+        return;
+    }
+    state.cache = Some(Cache::start(
+        &cluster.client,
+        scope,
+        shared.sync_now.clone(),
+    ));
+}
+
+/// With Slurm, every pass also runs autoscale and worker state sync for the target.
+async fn keep_workers(cluster: &Cluster, slurm: &Client, c: &spec::ClusterFile, state: &mut State) {
+    match crate::autoscale::run::tick(cluster, slurm, c).await {
+        Ok(outcomes) => {
+            for o in outcomes.iter().filter(|o| o.from != o.to) {
+                tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
+            }
+        }
+        Err(e) => tracing::warn!("autoscale: {e}"),
+    }
+    let syncer = state
+        .syncer
+        .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
+    match syncer.tick(cluster, slurm, c).await {
+        Ok(r) => {
+            for n in &r.replaced_unregistered {
+                tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");
+            }
+            for n in &r.drained_for_cordon {
+                tracing::info!(pod = %n, "{n}: drained: its Kubernetes node is cordoned");
+            }
+        }
+        Err(e) => tracing::warn!("sync: {e}"),
+    }
+}

@@ -1,0 +1,77 @@
+//! What the daemon tells people: the status ConfigMap (written when something changed, or once a
+//! minute so its age shows the daemon is alive), Events on result changes, and reconcile counts.
+
+use std::time::{Duration, Instant};
+
+use super::http::Shared;
+use super::{Config, State};
+use crate::apply::Cluster;
+use crate::status::configmap::{self, Status};
+
+pub(super) fn count(shared: &Shared, result: &str, started: Instant) {
+    let mut m = shared.metrics.lock().expect("metrics");
+    *m.reconciles.entry(result.to_string()).or_default() += 1;
+    m.last_reconcile_seconds = started.elapsed().as_secs_f64();
+}
+
+pub(super) async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut State) {
+    // lastAttempt and lastFetch change every pass: write when anything else changed, or once a
+    // minute so that their age tells how fresh the daemon's view is.
+    let facts = |s: &Status| Status {
+        last_attempt: String::new(),
+        last_fetch: String::new(),
+        ..s.clone()
+    };
+    let fresh = state.written.as_ref().is_some_and(|(w, at)| {
+        facts(w) == facts(&state.status) && at.elapsed() < Duration::from_secs(60)
+    });
+    if fresh {
+        return;
+    }
+    let transition = state.written.as_ref().is_none_or(|(w, _)| {
+        w.result != state.status.result || w.result_commit != state.status.result_commit
+    });
+    if transition && !state.status.result.is_empty() {
+        record_result(cluster, cfg, &state.status).await;
+    }
+    match configmap::write(&cluster.client, &cfg.namespace, &state.status).await {
+        Ok(()) => state.written = Some((state.status.clone(), Instant::now())),
+        Err(e) => tracing::error!("writing the status ConfigMap: {e}"),
+    }
+}
+
+/// An Event on the status ConfigMap when the result changes (for `kubectl get events`).
+async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
+    let short = s.result_commit.get(..12).unwrap_or(&s.result_commit);
+    let (reason, warning) = match s.result.as_str() {
+        "applied" => ("Applied", false),
+        "suspended" => ("Suspended", false),
+        "invalid" => ("InvalidCommit", true),
+        "refused" => ("RefusedCommit", true),
+        "fetch-failed" => ("FetchFailed", true),
+        _ => ("ApplyFailed", true),
+    };
+    let message = match s.result.as_str() {
+        "applied" => format!("commit {short} applied: {}", s.summary),
+        "fetch-failed" => format!("cannot fetch {}: {}", s.repository, s.errors),
+        _ => format!(
+            "commit {short}: {}",
+            s.errors.lines().next().unwrap_or(&s.result)
+        ),
+    };
+    let note = crate::status::Note {
+        involved: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(configmap::NAME.into()),
+            namespace: Some(cfg.namespace.clone()),
+            ..Default::default()
+        },
+        reason,
+        message,
+        warning,
+    };
+    if let Err(e) = crate::status::record(&cluster.client, note).await {
+        tracing::warn!("recording an Event: {e}");
+    }
+}

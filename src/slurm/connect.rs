@@ -1,0 +1,68 @@
+//! A Slurm client for a cluster.yaml, the way the daemon runs by default: tokens minted (and
+//! renewed before they expire) from the cluster's JWT key Secret (`spec.auth.jwtKey`), sent to the
+//! slurmrestd Service the cluster renders. Only that one Secret is read, and its bytes never leave
+//! the client (redacted in Debug, never logged).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+
+use super::auth::{Credentials, KeyBytes};
+use super::{Client, Config, SlurmError};
+use crate::spec::ClusterFile;
+
+/// Lifetime of a minted token (renewed at 80%).
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(600);
+
+/// The in-cluster URL of C's slurmrestd Service.
+pub fn service_url(c: &ClusterFile) -> String {
+    let names = crate::render::Names::new(c);
+    format!(
+        "http://{}.{}.svc:{}",
+        names.restapi(),
+        c.metadata.namespace,
+        crate::render::slurm::SLURMRESTD_PORT
+    )
+}
+
+/// Reads C's JWT key Secret and builds a client that mints tokens for USER (a Slurm admin: the
+/// SlurmUser or root) against URL (default: C's slurmrestd Service).
+pub async fn from_secret(
+    kube: &kube::Client,
+    c: &ClusterFile,
+    url: Option<String>,
+    user: &str,
+) -> Result<Client, SlurmError> {
+    let ns = &c.metadata.namespace;
+    let s = &c.spec.auth.jwt_key;
+    let api: kube::Api<Secret> = kube::Api::namespaced(kube.clone(), ns);
+    let secret = api.get_opt(&s.name).await.map_err(|e| {
+        SlurmError::Config(format!(
+            "cannot read Secret {ns}/{} (spec.auth.jwtKey): {e}",
+            s.name
+        ))
+    })?;
+    let secret = secret.ok_or_else(|| {
+        SlurmError::Config(format!(
+            "Secret {ns}/{} (spec.auth.jwtKey) does not exist: create it with the cluster's JWT key, or pass --slurm-jwt",
+            s.name
+        ))
+    })?;
+    let key = secret
+        .data
+        .and_then(|d| d.get(&s.key).cloned())
+        .ok_or_else(|| {
+            SlurmError::Config(format!(
+                "Secret {ns}/{} has no key {:?} (spec.auth.jwtKey.key)",
+                s.name, s.key
+            ))
+        })?;
+    Client::new(Config::new(
+        url.unwrap_or_else(|| service_url(c)),
+        Credentials::Key {
+            key: KeyBytes(key.0),
+            user: user.to_string(),
+            lifetime: TOKEN_LIFETIME,
+        },
+    ))
+}
