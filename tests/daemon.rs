@@ -4,20 +4,18 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use sha2::Sha256;
 use slurmops::source::remote::{Auth, Remote, RemoteError};
-use slurmops::status::configmap::{self, Status};
 
-use support::{TestEnv, bed, eventually, git, served_repo};
+use support::daemon::{Daemon, Repo, applied, as_installed, free_port, gitops, status};
+use support::{TestEnv, bed, eventually, git};
 
 fn cluster_yaml(ns: &str, max_time: &str) -> String {
     support::cluster_head("c", ns)
@@ -28,146 +26,6 @@ fn cluster_yaml(ns: &str, max_time: &str) -> String {
     - {{name: all, nodeSets: [ALL], default: true, maxTime: "{max_time}"}}
 "#
         )
-}
-
-/// A work tree pushing to a bare repository the bed serves.
-struct Repo {
-    bare: PathBuf,
-    src: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new(name: &str) -> Repo {
-        let bare = served_repo(name);
-        let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q", "-b", "main", "src"]);
-        Repo {
-            bare,
-            src: dir.path().join("src"),
-            _dir: dir,
-        }
-    }
-
-    /// Commits TEXT as cluster.yaml, pushes, returns the commit id.
-    fn push(&self, text: &str, message: &str) -> String {
-        self.push_signed(text, message, None)
-    }
-
-    /// As `push`, signed (`commit -S`) with the git settings SIGNING (`key=value`) when given.
-    fn push_signed(&self, text: &str, message: &str, signing: Option<&[String]>) -> String {
-        std::fs::write(self.src.join("cluster.yaml"), text).unwrap();
-        git(&self.src, &["add", "."]);
-        let mut args: Vec<&str> = Vec::new();
-        for kv in signing.unwrap_or_default() {
-            args.extend(["-c", kv.as_str()]);
-        }
-        args.extend(["commit", "-qm", message]);
-        if signing.is_some() {
-            args.push("-S");
-        }
-        git(&self.src, &args);
-        git(
-            &self.src,
-            &["push", "-qf", self.bare.to_str().unwrap(), "main"],
-        );
-        git(&self.src, &["rev-parse", "HEAD"])
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-    port: u16,
-}
-
-impl Daemon {
-    fn start(env: &TestEnv, dir: &Path, repo_url: &str, identity: &str, extra: &[&str]) -> Daemon {
-        let port = free_port();
-        let log = dir.join(format!("{identity}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .args(["run", "--repo", repo_url, "--namespace", &env.ns])
-            .args([
-                "--identity",
-                identity,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .arg("--mirror")
-            .arg(dir.join(format!("mirror-{identity}")))
-            .args(extra)
-            .env("KUBECONFIG", &bed().kubeconfig_restricted)
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        Daemon { child, log, port }
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// POST /webhook with BODY and SIGNATURE; the HTTP status code.
-    fn webhook(&self, body: &str, signature: Option<&str>) -> u16 {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let sig = signature
-            .map(|v| format!("X-Hub-Signature-256: {v}\r\n"))
-            .unwrap_or_default();
-        write!(
-            s,
-            "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-
-    fn terminate(mut self) -> Option<i32> {
-        unsafe_kill(self.child.id(), "TERM");
-        self.child.wait().unwrap().code()
-    }
-
-    fn kill(self) {}
-
-    /// GET /readyz answers 200: the daemon finished its first pass.
-    fn ready(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = write!(
-            s,
-            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.starts_with("HTTP/1.1 200")
-    }
-}
-
-/// A daemon never outlives its test, even one that fails.
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn unsafe_kill(pid: u32, sig: &str) {
-    Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap();
 }
 
 fn sign(secret: &[u8], body: &str) -> String {
@@ -182,21 +40,6 @@ fn sign(secret: &[u8], body: &str) -> String {
     format!("sha256={hex}")
 }
 
-/// A test namespace with the slurmops Role for the restricted identity, a repository the bed
-/// serves over smart HTTP (and its URL), and a scratch directory.
-async fn gitops(test: &str) -> (TestEnv, Repo, String, tempfile::TempDir) {
-    let env = TestEnv::new(test).await;
-    env.grant_slurmops_role().await;
-    let name = env.name("repo");
-    let repo = Repo::new(&name);
-    let url = format!("{}/{name}.git", bed().git.http_url);
-    (env, repo, url, tempfile::tempdir().unwrap())
-}
-
-async fn status(env: &TestEnv) -> Option<Status> {
-    configmap::read(&env.client, &env.ns).await.ok().flatten()
-}
-
 /// The rendered slurm.conf in the cluster (from the ConfigMap that carries it).
 async fn live_slurm_conf(env: &TestEnv) -> Option<String> {
     Api::<ConfigMap>::namespaced(env.client.clone(), &env.ns)
@@ -206,15 +49,6 @@ async fn live_slurm_conf(env: &TestEnv) -> Option<String> {
         .items
         .into_iter()
         .find_map(|cm| cm.data?.get("slurm.conf").cloned())
-}
-
-async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration {
-    let t0 = Instant::now();
-    eventually(&format!("commit {commit} applied"), within, async || {
-        (status(env).await?.last_applied_commit == commit).then_some(())
-    })
-    .await;
-    t0.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -407,20 +241,13 @@ fn ssh_fetch_works_with_the_pinned_host_key_and_a_changed_key_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_they_declare() {
-    use kube::api::{DynamicObject, Patch, PatchParams};
-    use kube::discovery::ApiResource;
     let env = TestEnv::new("install").await;
     let name = env.name("inst");
     let repo = Repo::new(&name);
     let url = format!("{}/{name}.git", bed().git.http_url);
     let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
-    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-        .args(["install", "--print", "--repo", &url, "--namespace", &env.ns])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, kubeconfig) = as_installed(&env, &url, dir.path()).await;
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -428,76 +255,12 @@ async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_t
             "ServiceAccount",
             "Role",
             "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "Deployment",
             "Service"
         ]
     );
-    // RBAC and the ServiceAccount for real; the Deployment and Service through a server-side dry
-    // run (the real apiserver validates them; no pod of the daemon image runs here).
-    for d in &docs {
-        let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
-        };
-        let kind = d["kind"].as_str().unwrap();
-        let plural = match kind {
-            "Deployment" => "deployments".to_string(),
-            k => format!("{}s", k.to_lowercase()),
-        };
-        let ar = ApiResource {
-            group: group.clone(),
-            version: version.clone(),
-            api_version: d["apiVersion"].as_str().unwrap().into(),
-            kind: kind.into(),
-            plural,
-        };
-        let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &ar);
-        let mut pp = PatchParams::apply("test-install");
-        pp.dry_run = matches!(kind, "Deployment" | "Service");
-        api.patch(
-            d["metadata"]["name"].as_str().unwrap(),
-            &pp,
-            &Patch::Apply(d),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{kind} refused: {e}"));
-    }
-    // The ServiceAccount's token (minted by the controller-manager) in a kubeconfig.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(env.client.clone(), &env.ns);
-    let token = eventually(
-        "service account token",
-        Duration::from_secs(30),
-        async || {
-            secrets
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find_map(|s| {
-                    let sa = s
-                        .metadata
-                        .annotations
-                        .as_ref()?
-                        .get("kubernetes.io/service-account.name")?;
-                    if sa != "slurmops" {
-                        return None;
-                    }
-                    String::from_utf8(s.data?.get("token")?.0.clone()).ok()
-                })
-        },
-    )
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let restricted = std::fs::read_to_string(&bed().kubeconfig_restricted).unwrap();
-    let old_token = restricted
-        .split("token: \"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap();
-    let kubeconfig = dir.path().join("sa.kubeconfig");
-    std::fs::write(&kubeconfig, restricted.replace(old_token, &token)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
         .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
         .args([

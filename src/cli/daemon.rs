@@ -221,49 +221,42 @@ pub struct StatusArgs {
     namespace: String,
     #[command(flatten)]
     kube: KubeArgs,
+    /// Redraw every 2 seconds (a table to follow a long rollout).
+    #[arg(long)]
+    watch: bool,
 }
 
-/// `slurmops status`: the daemon's status ConfigMap, readable.
+/// `slurmops status`: the daemon's status ConfigMap, readable; `--watch` redraws it.
 pub fn status(a: StatusArgs) -> i32 {
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        crate::status::configmap::read(&cluster.client, &a.namespace)
-            .await
-            .map_err(|e| e.to_string())
+        loop {
+            let s = crate::status::configmap::read(&cluster.client, &a.namespace)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| {
+                    format!(
+                        "no status in namespace {} (is the daemon running there?)",
+                        a.namespace
+                    )
+                })?;
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let text = crate::status::show::text(&s, now.as_second());
+            if !a.watch {
+                print!("{text}");
+                return Ok::<(), String>(());
+            }
+            // Clear the screen and draw again, like watch(1).
+            print!("\x1b[2J\x1b[H{now}  (every 2s, Ctrl-C to stop)\n\n{text}");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
     });
     match result {
-        Ok(Some(s)) => {
-            let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
-            println!("repository:   {} (branch {})", s.repository, s.branch);
-            println!("last seen:    {}", short(&s.last_seen_commit));
-            println!("applied:      {}", short(&s.last_applied_commit));
-            println!(
-                "result:       {} (commit {})",
-                s.result,
-                short(&s.result_commit)
-            );
-            println!("last fetch:   {}", s.last_fetch);
-            println!("last attempt: {}", s.last_attempt);
-            if !s.summary.is_empty() {
-                println!("summary:      {}", s.summary);
-            }
-            if !s.errors.is_empty() {
-                println!("errors:");
-                for l in s.errors.lines() {
-                    println!("  {l}");
-                }
-            }
-            EXIT_OK
-        }
-        Ok(None) => {
-            eprintln!(
-                "error: no status in namespace {} (is the daemon running there?)",
-                a.namespace
-            );
-            EXIT_ERROR
-        }
+        Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_ERROR
@@ -299,6 +292,10 @@ pub struct InstallArgs {
     /// Secret with the webhook HMAC key under `secret`.
     #[arg(long)]
     webhook_secret: Option<String>,
+    /// Leave out the ClusterRole that lets the daemon read Nodes (cordoned Kubernetes nodes then
+    /// do not drain their workers; the daemon says so).
+    #[arg(long)]
+    no_node_reader: bool,
 }
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
@@ -315,6 +312,7 @@ pub fn install(a: InstallArgs) -> i32 {
         replicas: a.replicas,
         git_secret: a.git_secret,
         webhook_secret: a.webhook_secret,
+        node_reader: !a.no_node_reader,
     };
     let docs: Vec<String> = crate::daemon::install::objects(&i)
         .iter()

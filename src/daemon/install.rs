@@ -1,6 +1,11 @@
 //! `slurmops install --print`: the daemon's own objects — ServiceAccount, the least-privilege Role
-//! and RoleBinding (the same rules the tests run every command under), a Deployment of
-//! non-root, read-only replicas with leader election, and a Service for webhooks and metrics.
+//! and RoleBinding (the same rules the tests run every command under), the ClusterRole that lets
+//! it read Nodes (to follow cordons), a Deployment of non-root, read-only replicas with leader
+//! election, and a Service for webhooks and metrics.
+//!
+//! As installed, the daemon talks to Slurm: it reaches the slurmrestd Service each cluster.yaml
+//! renders and mints short-lived tokens from that cluster's JWT key Secret (read with the Role's
+//! `get` on Secrets of the cluster namespace); no token is ever put on its command line.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +16,7 @@ use k8s_openapi::api::core::v1::{
     ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
     ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
-use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -38,6 +43,14 @@ pub struct Install {
     pub git_secret: Option<String>,
     /// Secret with the webhook HMAC key under `secret`.
     pub webhook_secret: Option<String>,
+    /// The ClusterRole (and binding) to read Nodes, so that cordons drain workers.
+    pub node_reader: bool,
+}
+
+/// Name of the cluster-scoped node reader of the daemon installed in NAMESPACE (one per install,
+/// so several installs do not share a binding).
+pub fn node_reader_name(namespace: &str) -> String {
+    format!("{NAME}-{namespace}-node-reader")
 }
 
 fn meta(name: &str, namespace: &str) -> ObjectMeta {
@@ -79,6 +92,30 @@ pub fn objects(i: &Install) -> Vec<Json> {
                 api_group: "rbac.authorization.k8s.io".into(),
                 kind: "Role".into(),
                 name: NAME.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: NAME.into(),
+                namespace: Some(i.namespace.clone()),
+                ..Subject::default()
+            }]),
+        }));
+    }
+    if i.node_reader {
+        let name = node_reader_name(&i.namespace);
+        let mut role = rbac::node_reader(&name);
+        role.metadata.labels = Some(labels());
+        out.push(to_json(&role));
+        out.push(to_json(&ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(labels()),
+                ..ObjectMeta::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name,
             },
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".into(),

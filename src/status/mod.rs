@@ -4,6 +4,7 @@
 //! rollout progress, the plan summary.
 
 pub mod configmap;
+pub mod show;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};

@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod bed;
+pub mod daemon;
 pub mod kubelet;
 pub mod slurm;
 

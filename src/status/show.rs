@@ -1,0 +1,164 @@
+//! The daemon's status as people read it (`slurmops status`, and `--watch` redrawing it): what
+//! was applied, and per NodeSet the revision, workers updated / total, in flight, and each worker
+//! that waits with the jobs that hold it, their users and expected ends. Pure: the caller gives
+//! the time.
+
+use super::configmap::Status;
+use crate::controller::decide::{Progress, Waiting};
+
+fn short(c: &str) -> &str {
+    c.get(..12).unwrap_or(c)
+}
+
+fn when(t: i64, now: i64) -> String {
+    let at = k8s_openapi::jiff::Timestamp::from_second(t)
+        .map(|x| x.to_string())
+        .unwrap_or_else(|_| t.to_string());
+    let d = t - now;
+    if d >= 0 {
+        format!("{at}, in {}", span(d))
+    } else {
+        format!("{at}, {} ago", span(-d))
+    }
+}
+
+fn span(s: i64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The status as text, at NOW (UNIX seconds).
+pub fn text(s: &Status, now: i64) -> String {
+    let mut out = format!(
+        "repository:   {} (branch {})\nlast seen:    {}\napplied:      {}\nresult:       {} (commit {})\nlast fetch:   {}\nlast attempt: {}\n",
+        s.repository,
+        s.branch,
+        short(&s.last_seen_commit),
+        short(&s.last_applied_commit),
+        s.result,
+        short(&s.result_commit),
+        s.last_fetch,
+        s.last_attempt
+    );
+    if !s.summary.is_empty() {
+        out += &format!("summary:      {}\n", s.summary);
+    }
+    if !s.slurm.is_empty() {
+        out += &format!("slurm:        {}\n", s.slurm);
+    }
+    if !s.errors.is_empty() {
+        out += "errors:\n";
+        for l in s.errors.lines() {
+            out += &format!("  {l}\n");
+        }
+    }
+    let progress = s.progress();
+    if !progress.is_empty() {
+        out += &node_sets(&progress, now);
+    }
+    out
+}
+
+fn node_sets(ps: &[Progress], now: i64) -> String {
+    let width = ps.iter().map(|p| p.node_set.len()).max().unwrap_or(0).max(7);
+    let mut out = format!(
+        "\n{:width$}  {:12}  {:>7}  {:10}  in flight\n",
+        "NodeSet", "revision", "updated", "state"
+    );
+    for p in ps {
+        let state = if p.done {
+            "done"
+        } else if !p.waiting.is_empty() {
+            "waiting"
+        } else if !p.leaving.is_empty() {
+            "scaling in"
+        } else {
+            "rolling"
+        };
+        out += &format!(
+            "{:width$}  {:12}  {:>7}  {:10}  {}\n",
+            p.node_set,
+            short(&p.revision),
+            format!("{}/{}", p.updated, p.replicas),
+            state,
+            if p.in_flight.is_empty() {
+                "-".to_string()
+            } else {
+                p.in_flight.join(", ")
+            }
+        );
+        for w in &p.waiting {
+            out += &format!("  {}\n", waiting(w, now));
+        }
+    }
+    out
+}
+
+fn waiting(w: &Waiting, now: i64) -> String {
+    let jobs: Vec<String> = w
+        .jobs
+        .iter()
+        .map(|j| match j.end {
+            Some(end) => format!("job {} ({}, expected end {})", j.id, j.user, when(end, now)),
+            None => format!("job {} ({}, no end time)", j.id, j.user),
+        })
+        .collect();
+    let since = w
+        .since
+        .map(|t| format!("; draining since {}", when(t, now)))
+        .unwrap_or_default();
+    let what = if jobs.is_empty() {
+        "jobs to finish".to_string()
+    } else {
+        jobs.join(", ")
+    };
+    format!("{} waits for {what} [{}]{since}", w.node, w.why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Holder;
+
+    #[test]
+    fn a_waiting_worker_names_its_jobs_users_and_expected_ends() {
+        let p = vec![Progress {
+            node_set: "gpu".into(),
+            revision: "gpu-7d9f8c6b5".into(),
+            replicas: 4,
+            updated: 2,
+            in_flight: vec!["gpu-0".into()],
+            waiting: vec![Waiting {
+                node: "gpu-0".into(),
+                why: "rollout".into(),
+                jobs: vec![Holder {
+                    id: 4242,
+                    user: "alice".into(),
+                    end: Some(1_000_000 + 5400),
+                }],
+                since: Some(1_000_000 - 90),
+            }],
+            leaving: vec![],
+            done: false,
+        }];
+        let s = Status {
+            result: "applied".into(),
+            node_sets: serde_json::to_string(&p).unwrap(),
+            ..Status::default()
+        };
+        let t = text(&s, 1_000_000);
+        assert!(
+            t.contains("gpu      gpu-7d9f8c6b      2/4  waiting     gpu-0"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "  gpu-0 waits for job 4242 (alice, expected end 1970-01-12T15:16:40Z, in 1h30m) [rollout]; draining since 1970-01-12T13:45:10Z, 1m30s ago"
+            ),
+            "{t}"
+        );
+    }
+}

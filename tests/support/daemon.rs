@@ -1,0 +1,282 @@
+//! The daemon under test: a repository the bed's git servers serve, `slurmops run` as a child
+//! process (killed when the test ends, whatever happens), and its status.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use slurmops::status::configmap::{self, Status};
+
+use super::{TestEnv, bed, eventually, git, served_repo};
+
+/// A work tree pushing to a bare repository the bed serves.
+pub struct Repo {
+    pub bare: PathBuf,
+    pub src: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Repo {
+    pub fn new(name: &str) -> Repo {
+        let bare = served_repo(name);
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main", "src"]);
+        Repo {
+            bare,
+            src: dir.path().join("src"),
+            _dir: dir,
+        }
+    }
+
+    /// Commits TEXT as cluster.yaml, pushes, returns the commit id.
+    pub fn push(&self, text: &str, message: &str) -> String {
+        self.push_signed(text, message, None)
+    }
+
+    /// As `push`, signed (`commit -S`) with the git settings SIGNING (`key=value`) when given.
+    pub fn push_signed(&self, text: &str, message: &str, signing: Option<&[String]>) -> String {
+        std::fs::write(self.src.join("cluster.yaml"), text).unwrap();
+        git(&self.src, &["add", "."]);
+        let mut args: Vec<&str> = Vec::new();
+        for kv in signing.unwrap_or_default() {
+            args.extend(["-c", kv.as_str()]);
+        }
+        args.extend(["commit", "-qm", message]);
+        if signing.is_some() {
+            args.push("-S");
+        }
+        git(&self.src, &args);
+        git(
+            &self.src,
+            &["push", "-qf", self.bare.to_str().unwrap(), "main"],
+        );
+        git(&self.src, &["rev-parse", "HEAD"])
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub log: PathBuf,
+    pub port: u16,
+}
+
+impl Daemon {
+    pub fn start(env: &TestEnv, dir: &Path, repo_url: &str, identity: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_as(
+            env,
+            dir,
+            repo_url,
+            identity,
+            extra,
+            &bed().kubeconfig_restricted,
+        )
+    }
+
+    /// As `start`, with the identity of KUBECONFIG.
+    pub fn start_as(
+        env: &TestEnv,
+        dir: &Path,
+        repo_url: &str,
+        identity: &str,
+        extra: &[&str],
+        kubeconfig: &Path,
+    ) -> Daemon {
+        let port = free_port();
+        let log = dir.join(format!("{identity}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(["run", "--repo", repo_url, "--namespace", &env.ns])
+            .args([
+                "--identity",
+                identity,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--mirror")
+            .arg(dir.join(format!("mirror-{identity}")))
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        Daemon { child, log, port }
+    }
+
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// POST /webhook with BODY and SIGNATURE; the HTTP status code.
+    pub fn webhook(&self, body: &str, signature: Option<&str>) -> u16 {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let sig = signature
+            .map(|v| format!("X-Hub-Signature-256: {v}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{sig}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    pub fn terminate(mut self) -> Option<i32> {
+        unsafe_kill(self.child.id(), "TERM");
+        self.child.wait().unwrap().code()
+    }
+
+    pub fn kill(self) {}
+
+    /// GET /readyz answers 200: the daemon finished its first pass.
+    pub fn ready(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = write!(
+            s,
+            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.starts_with("HTTP/1.1 200")
+    }
+}
+
+/// A daemon never outlives its test, even one that fails.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn unsafe_kill(pid: u32, sig: &str) {
+    Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+/// A test namespace with the slurmops Role for the restricted identity, a repository the bed
+/// serves over smart HTTP (and its URL), and a scratch directory.
+pub async fn gitops(test: &str) -> (TestEnv, Repo, String, tempfile::TempDir) {
+    let env = TestEnv::new(test).await;
+    env.grant_slurmops_role().await;
+    let name = env.name("repo");
+    let repo = Repo::new(&name);
+    let url = format!("{}/{name}.git", bed().git.http_url);
+    (env, repo, url, tempfile::tempdir().unwrap())
+}
+
+pub async fn status(env: &TestEnv) -> Option<Status> {
+    configmap::read(&env.client, &env.ns).await.ok().flatten()
+}
+
+pub async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    eventually(&format!("commit {commit} applied"), within, async || {
+        (status(env).await?.last_applied_commit == commit).then_some(())
+    })
+    .await;
+    t0.elapsed()
+}
+
+
+/// Applies what `slurmops install --print --repo URL --namespace NS` prints in the test namespace
+/// — ServiceAccount and RBAC for real, the Deployment and Service through a server-side dry run
+/// (the real apiserver validates them; no pod of the daemon image runs here) — and returns the
+/// objects and a kubeconfig for the ServiceAccount (its token minted by the controller-manager):
+/// the daemon then runs with exactly the rights it is installed with.
+pub async fn as_installed(env: &TestEnv, url: &str, dir: &Path) -> (Vec<serde_json::Value>, PathBuf) {
+    use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["install", "--print", "--repo", url, "--namespace", &env.ns])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    // RBAC and the ServiceAccount for real; the Deployment and Service through a server-side dry
+    // run (the real apiserver validates them; no pod of the daemon image runs here).
+    for d in &docs {
+        let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let kind = d["kind"].as_str().unwrap();
+        let plural = match kind {
+            "Deployment" => "deployments".to_string(),
+            k => format!("{}s", k.to_lowercase()),
+        };
+        let ar = ApiResource {
+            group: group.clone(),
+            version: version.clone(),
+            api_version: d["apiVersion"].as_str().unwrap().into(),
+            kind: kind.into(),
+            plural,
+        };
+        let api: Api<DynamicObject> = match d["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(env.client.clone(), ns, &ar),
+            None => Api::all_with(env.client.clone(), &ar),
+        };
+        let mut pp = PatchParams::apply("test-install");
+        pp.dry_run = matches!(kind, "Deployment" | "Service");
+        api.patch(
+            d["metadata"]["name"].as_str().unwrap(),
+            &pp,
+            &Patch::Apply(d),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind} refused: {e}"));
+    }
+    // The ServiceAccount's token (minted by the controller-manager) in a kubeconfig.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    let token = eventually(
+        "service account token",
+        Duration::from_secs(30),
+        async || {
+            secrets
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|s| {
+                    let sa = s
+                        .metadata
+                        .annotations
+                        .as_ref()?
+                        .get("kubernetes.io/service-account.name")?;
+                    if sa != "slurmops" {
+                        return None;
+                    }
+                    String::from_utf8(s.data?.get("token")?.0.clone()).ok()
+                })
+        },
+    )
+    .await;
+    let restricted = std::fs::read_to_string(&bed().kubeconfig_restricted).unwrap();
+    let old_token = restricted
+        .split("token: \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap();
+    let kubeconfig = dir.join("sa.kubeconfig");
+    std::fs::write(&kubeconfig, restricted.replace(old_token, &token)).unwrap();
+    (docs, kubeconfig)
+}
