@@ -72,31 +72,52 @@ impl Syncer {
         }
     }
 
-    /// One pass over every NodeSet of C.
+    /// One pass over every NodeSet of C, reading Slurm's nodes.
     pub async fn tick(
         &mut self,
         cluster: &Cluster,
         slurm: &Client,
         c: &ClusterFile,
     ) -> Result<Report, SyncError> {
-        let nodes: BTreeMap<String, Node> = slurm
-            .nodes()
-            .await?
-            .into_iter()
-            .map(|n| (n.name.clone(), n))
-            .collect();
+        let nodes = slurm.nodes().await?;
+        self.tick_with(cluster, slurm, c, nodes).await
+    }
+
+    /// One pass over every NodeSet of C with Slurm's NODES as read by the caller (the daemon
+    /// reads Slurm once per pass). One LIST of the workers, whatever the number of NodeSets.
+    pub async fn tick_with(
+        &mut self,
+        cluster: &Cluster,
+        slurm: &Client,
+        c: &ClusterFile,
+        nodes: Vec<Node>,
+    ) -> Result<Report, SyncError> {
+        let nodes: BTreeMap<String, Node> =
+            nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut report = Report::default();
         let cordoned = cordoned_nodes(cluster, &mut report).await;
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
+        let all = pods_api
+            .list(&ListParams::default().labels(LABEL_NODESET))
+            .await
+            .map_err(kube_err("list worker pods"))?
+            .items;
+        let mut by_set: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        for p in all {
+            let set = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODESET))
+                .cloned();
+            if let Some(set) = set {
+                by_set.entry(set).or_default().push(p);
+            }
+        }
         for set in &c.spec.node_sets {
-            let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={}", set.name));
-            let pods = pods_api
-                .list(&lp)
-                .await
-                .map_err(kube_err(format!("list pods of {}", set.name)))?;
+            let pods = by_set.remove(&set.name).unwrap_or_default();
             let mut replaced_here = false;
             for p in pods
-                .items
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
             {

@@ -133,10 +133,14 @@ impl Bed {
         for (set, n) in sets {
             for i in 0..*n {
                 let node = format!("{set}-{i}");
-                eventually(&format!("{node} idle"), Duration::from_secs(60), async || {
-                    let x = s.get(&node).await.ok()?;
-                    (x.state.has("IDLE") && !x.state.has("NOT_RESPONDING")).then_some(())
-                })
+                eventually(
+                    &format!("{node} idle"),
+                    Duration::from_secs(60),
+                    async || {
+                        let x = s.get(&node).await.ok()?;
+                        (x.state.has("IDLE") && !x.state.has("NOT_RESPONDING")).then_some(())
+                    },
+                )
                 .await;
             }
         }
@@ -161,13 +165,17 @@ impl Bed {
 }
 
 async fn running(job: u64) {
-    eventually(&format!("job {job} running"), Duration::from_secs(30), async || {
-        job_state(job)
-            .await
-            .iter()
-            .any(|s| s == "RUNNING")
-            .then_some(())
-    })
+    eventually(
+        &format!("job {job} running"),
+        Duration::from_secs(30),
+        async || {
+            job_state(job)
+                .await
+                .iter()
+                .any(|s| s == "RUNNING")
+                .then_some(())
+        },
+    )
     .await;
 }
 
@@ -207,19 +215,27 @@ async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
     // b's image changes while a-0 waits: applied and rolled within a minute.
     let c3 = t.repo.push(&yaml("img:2", "img:2"), "b: new image");
     let t0 = Instant::now();
-    eventually("b rolled and commit 3 applied", Duration::from_secs(60), async || {
-        let s = status(&t.env).await?;
-        let now = t.pods(&b).await;
-        let replaced = now.len() == 2
-            && now
-                .iter()
-                .all(|(n, (uid, ready))| *ready && b_before.get(n).is_some_and(|(u, _)| u != uid));
-        (replaced && s.last_applied_commit == c3).then_some(())
-    })
+    eventually(
+        "b rolled and commit 3 applied",
+        Duration::from_secs(60),
+        async || {
+            let s = status(&t.env).await?;
+            let now = t.pods(&b).await;
+            let replaced = now.len() == 2
+                && now.iter().all(|(n, (uid, ready))| {
+                    *ready && b_before.get(n).is_some_and(|(u, _)| u != uid)
+                });
+            (replaced && s.last_applied_commit == c3).then_some(())
+        },
+    )
     .await;
     let took = t0.elapsed();
     println!("commit 3 applied and b rolled {took:?} after the push");
-    assert_eq!(job_state(job).await, ["RUNNING"], "the job on {a0} was touched");
+    assert_eq!(
+        job_state(job).await,
+        ["RUNNING"],
+        "the job on {a0} was touched"
+    );
     assert_eq!(
         t.pods(&a).await.get(&a0).map(|p| &p.0),
         a_before.get(&a0).map(|p| &p.0),
@@ -229,7 +245,11 @@ async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
     // Status names what a-0 waits for, in the ConfigMap and in `slurmops status`.
     let s = status(&t.env).await.unwrap();
     let pa = s.progress().into_iter().find(|p| p.node_set == a).unwrap();
-    let w = pa.waiting.iter().find(|w| w.node == a0).expect("a-0 waiting");
+    let w = pa
+        .waiting
+        .iter()
+        .find(|w| w.node == a0)
+        .expect("a-0 waiting");
     assert_eq!(w.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [job]);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
         .args(["status", "--namespace", &t.env.ns])
@@ -281,10 +301,14 @@ async fn a_reverted_change_resumes_the_drained_worker_without_replacing_it() {
     let reverted = t.repo.push(&yaml("img:1"), "revert");
     applied(&t.env, &reverted, Duration::from_secs(30)).await;
     let s = support::slurm::client();
-    eventually(&format!("{a1} resumed"), Duration::from_secs(30), async || {
-        let n = s.get(&a1).await.ok()?;
-        (!n.state.has("DRAIN")).then_some(())
-    })
+    eventually(
+        &format!("{a1} resumed"),
+        Duration::from_secs(30),
+        async || {
+            let n = s.get(&a1).await.ok()?;
+            (!n.state.has("DRAIN")).then_some(())
+        },
+    )
     .await;
     assert_eq!(t.pods(&a).await[&a1].0, uid, "{a1} was replaced");
     assert_eq!(job_state(job).await, ["RUNNING"]);
@@ -332,14 +356,18 @@ async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
     drained_by_us(&busy, Duration::from_secs(90)).await;
     again.kill();
     // The standby takes over once the lease expires and finishes the rollout after the job.
-    eventually("every worker replaced", Duration::from_secs(150), async || {
-        let now = t.pods(&a).await;
-        (now.len() == 3
-            && now
-                .iter()
-                .all(|(n, (uid, ready))| *ready && before.get(n).is_some_and(|p| p.0 != *uid)))
-        .then_some(())
-    })
+    eventually(
+        "every worker replaced",
+        Duration::from_secs(150),
+        async || {
+            let now = t.pods(&a).await;
+            (now.len() == 3
+                && now
+                    .iter()
+                    .all(|(n, (uid, ready))| *ready && before.get(n).is_some_and(|p| p.0 != *uid)))
+            .then_some(())
+        },
+    )
     .await;
     assert!(
         standby.output().contains("became the leader"),
@@ -347,7 +375,8 @@ async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
         standby.output()
     );
     assert_eq!(job_state(job).await, ["COMPLETED"], "the job was killed");
-    t.none_drained_by_us(&[(&a, 3)], Duration::from_secs(60)).await;
+    t.none_drained_by_us(&[(&a, 3)], Duration::from_secs(60))
+        .await;
     drop(standby);
     t.env.cleanup().await;
 }

@@ -91,19 +91,28 @@ pub async fn tick(
         return Ok(Vec::new());
     }
     let jobs = slurm.jobs().await?;
-    let nodes: BTreeMap<String, Node> = slurm
-        .nodes()
-        .await?
-        .into_iter()
-        .map(|n| (n.name.clone(), n))
-        .collect();
+    let nodes = slurm.nodes().await?;
+    tick_with(cluster, slurm, c, &jobs, nodes).await
+}
+
+/// One pass with Slurm's JOBS and NODES as read by the caller (the daemon reads Slurm once per
+/// pass).
+pub async fn tick_with(
+    cluster: &Cluster,
+    slurm: &Client,
+    c: &ClusterFile,
+    jobs: &[crate::slurm::Job],
+    nodes: Vec<Node>,
+) -> Result<Vec<Outcome>, AutoscaleError> {
+    let sets = c.spec.node_sets.iter().filter(|n| n.autoscale.is_some());
+    let nodes: BTreeMap<String, Node> = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
     let mut out = Vec::new();
     for ns in sets {
         let rule = ns.autoscale.as_ref().expect("autoscaled");
         let Some(mut o) = observe(cluster, c, ns, &nodes).await? else {
             continue;
         };
-        o.pending = pending_for(c, &ns.name, &jobs);
+        o.pending = pending_for(c, &ns.name, jobs);
         let decision = decide(rule, &o);
         let to = act(cluster, slurm, c, ns, &o, &decision).await?;
         out.push(Outcome {

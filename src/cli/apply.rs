@@ -6,9 +6,9 @@ use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
 use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options};
 use crate::controller::drive::{Driven, drive};
 use crate::controller::{Env, PassError, Target};
-use crate::rollout::{Observer, RolloutError};
 use crate::plan::format;
 use crate::render;
+use crate::rollout::{Observer, RolloutError};
 use crate::spec::{self, values::Duration};
 
 #[derive(clap::Args)]

@@ -61,7 +61,12 @@ pub struct RunArgs {
     #[arg(long, env = "SLURMRESTD_URL")]
     slurmrestd_url: Option<String>,
     /// A fixed JWT instead of minting tokens from the JWT key Secret (needs --slurmrestd-url).
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true, requires = "slurmrestd_url")]
+    #[arg(
+        long,
+        env = "SLURM_JWT",
+        hide_env_values = true,
+        requires = "slurmrestd_url"
+    )]
     slurm_jwt: Option<String>,
     /// Slurm user of minted tokens: a Slurm admin (the SlurmUser or root).
     #[arg(long, env = "SLURMOPS_SLURM_USER", default_value = "slurm")]

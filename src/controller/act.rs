@@ -52,10 +52,13 @@ pub async fn act<S: SlurmNodes>(
                 }
             },
             Action::Delete { pod, uid, forced } => {
-                if !delete(pods, pod, uid).await.map_err(|source| PassError::Kube {
-                    what: format!("delete pod {pod}"),
-                    source,
-                })? {
+                if !delete(pods, pod, uid)
+                    .await
+                    .map_err(|source| PassError::Kube {
+                        what: format!("delete pod {pod}"),
+                        source,
+                    })?
+                {
                     continue;
                 }
                 Event::Delete {

@@ -266,7 +266,11 @@ fn waiting(node: &str, why: &str, n: &Node, slurm: &SlurmView) -> Waiting {
                 end: j.end_time,
             })
             .collect(),
-        since: n.state.has("DRAIN").then_some(n.reason_changed_at).flatten(),
+        since: n
+            .state
+            .has("DRAIN")
+            .then_some(n.reason_changed_at)
+            .flatten(),
     }
 }
 
@@ -312,6 +316,14 @@ fn roll(
             out += 1;
             d.progress.in_flight.push(w.name.clone());
             if n.state.is_drained() {
+                if !n.reason.starts_with(REASON_PREFIX) {
+                    // Someone else's drain: said once (drain leaves their reason alone) before the
+                    // pod goes.
+                    d.actions.push(Action::Drain {
+                        node: w.name.clone(),
+                        reason: REASON_ROLLOUT,
+                    });
+                }
                 d.actions.push(delete(w, false));
             } else if timed_out(n, p, now) {
                 d.actions.push(delete(w, true));

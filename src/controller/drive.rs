@@ -79,7 +79,13 @@ where
         match (&out.slurm_error, outage) {
             (Some(error), None) => {
                 outage = Some(Instant::now());
-                say(observer, &out, Event::SlurmUnreachable { error: error.clone() });
+                say(
+                    observer,
+                    &out,
+                    Event::SlurmUnreachable {
+                        error: error.clone(),
+                    },
+                );
             }
             (Some(error), Some(since)) if since.elapsed() > until.slurm_outage_timeout => {
                 return Err(RolloutError::SlurmUnknown {

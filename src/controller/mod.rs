@@ -116,7 +116,8 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         let mut out = Outcome::default();
         if let Some(opts) = t.apply {
             fenced(env)?;
-            out.applied = Some(apply::apply(env.cluster, c, t.text, t.rendered, opts, &NoSlurm).await?);
+            out.applied =
+                Some(apply::apply(env.cluster, c, t.text, t.rendered, opts, &NoSlurm).await?);
         }
         out.done = true;
         return Ok(out);
@@ -171,7 +172,11 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         out.progress.push(d.progress);
     }
     // A NodeSet of cluster.yaml whose StatefulSet is not observed yet is not done.
-    all_done &= c.spec.node_sets.iter().all(|n| obs.sets.contains_key(&n.name));
+    all_done &= c
+        .spec
+        .node_sets
+        .iter()
+        .all(|n| obs.sets.contains_key(&n.name));
     out.done = all_done && out.events.is_empty();
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
@@ -209,7 +214,11 @@ pub async fn pass_node_set<S: SlurmNodes>(
     if out.slurm_error.is_none() && !d.actions.is_empty() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let acted = act::act(&pods, slurm, node_set, &d.actions, fence, observer).await?;
-        out.events = acted.events.into_iter().map(|e| (node_set.to_string(), e)).collect();
+        out.events = acted
+            .events
+            .into_iter()
+            .map(|e| (node_set.to_string(), e))
+            .collect();
         out.slurm_error = acted.slurm_error.map(|e| e.to_string());
     }
     out.done = d.progress.done && out.events.is_empty() && out.slurm_error.is_none();

@@ -114,12 +114,7 @@ pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
 }
 
 fn view(name: String, s: &StatefulSet, pods: &[&Pod]) -> SetView {
-    let replicas = s
-        .spec
-        .as_ref()
-        .and_then(|x| x.replicas)
-        .unwrap_or(1)
-        .max(0) as u32;
+    let replicas = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1).max(0) as u32;
     let status = s.status.clone().unwrap_or_default();
     // The update revision only means something once the controller saw this generation.
     let seen = status.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0);

@@ -1,5 +1,5 @@
 //! The daemon's HTTP side: the webhook receiver (a signed push triggers a sync at once),
-//! `/healthz`, `/readyz` and Prometheus `/metrics`.
+//! `/healthz` (fails when the loop is stuck), `/readyz` and Prometheus `/metrics` (OpenMetrics).
 //!
 //! Webhook signatures are HMAC-SHA256 of the raw body with the shared secret, hex, prefixed
 //! `sha256=`: GitHub's `X-Hub-Signature-256`, or `X-Slurmops-Signature` for any other sender.
@@ -23,136 +23,7 @@ use tokio::sync::Notify;
 /// Bodies larger than this are refused (GitHub caps payloads at 25 MB; pushes are far smaller).
 const MAX_BODY: usize = 1 << 20;
 
-/// Counters and gauges for `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub reconciles: std::collections::BTreeMap<String, u64>,
-    pub last_reconcile_seconds: f64,
-    pub last_fetch_seconds: f64,
-    pub last_applied_timestamp: i64,
-    pub drifted_objects: usize,
-    pub webhooks_accepted: u64,
-    pub webhooks_rejected: u64,
-    pub leader: bool,
-    pub ready: bool,
-    pub rollout_drains: u64,
-    pub rollout_replaced: u64,
-    pub rollout_slurm_unreachable: u64,
-    /// Workers per (NodeSet, state): updated, in-flight, waiting, leaving.
-    pub rollout_workers: std::collections::BTreeMap<(String, &'static str), u64>,
-    /// Workers waiting for jobs to end, across NodeSets.
-    pub waiting_on_jobs: u64,
-}
-
-impl Metrics {
-    /// Counts a rollout event.
-    pub fn rollout(&mut self, e: &crate::rollout::Event) {
-        use crate::rollout::Event;
-        match e {
-            Event::Drain { .. } => self.rollout_drains += 1,
-            Event::Ready { .. } => self.rollout_replaced += 1,
-            Event::SlurmUnreachable { .. } => self.rollout_slurm_unreachable += 1,
-            _ => {}
-        }
-    }
-
-    /// Sets the rollout gauges from the last pass.
-    pub fn progress(&mut self, p: &[crate::controller::decide::Progress]) {
-        self.rollout_workers.clear();
-        self.waiting_on_jobs = 0;
-        for s in p {
-            let waiting = s.waiting.len() as u64;
-            for (state, n) in [
-                ("updated", u64::from(s.updated)),
-                ("in_flight", s.in_flight.len() as u64),
-                ("waiting", waiting),
-                ("leaving", s.leaving.len() as u64),
-            ] {
-                self.rollout_workers.insert((s.node_set.clone(), state), n);
-            }
-            self.waiting_on_jobs += waiting;
-        }
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::new();
-        out.push_str("# TYPE slurmops_reconcile_total counter\n");
-        for (result, n) in &self.reconciles {
-            out.push_str(&format!(
-                "slurmops_reconcile_total{{result=\"{result}\"}} {n}\n"
-            ));
-        }
-        for (name, kind, v) in [
-            (
-                "slurmops_reconcile_duration_seconds",
-                "gauge",
-                self.last_reconcile_seconds,
-            ),
-            (
-                "slurmops_git_fetch_duration_seconds",
-                "gauge",
-                self.last_fetch_seconds,
-            ),
-            (
-                "slurmops_last_applied_timestamp_seconds",
-                "gauge",
-                self.last_applied_timestamp as f64,
-            ),
-            (
-                "slurmops_drifted_objects",
-                "gauge",
-                self.drifted_objects as f64,
-            ),
-            (
-                "slurmops_webhooks_accepted_total",
-                "counter",
-                self.webhooks_accepted as f64,
-            ),
-            (
-                "slurmops_webhooks_rejected_total",
-                "counter",
-                self.webhooks_rejected as f64,
-            ),
-            ("slurmops_leader", "gauge", u8::from(self.leader) as f64),
-            (
-                "slurmops_rollout_drains_total",
-                "counter",
-                self.rollout_drains as f64,
-            ),
-            (
-                "slurmops_rollout_replaced_total",
-                "counter",
-                self.rollout_replaced as f64,
-            ),
-            (
-                "slurmops_rollout_slurm_unreachable_total",
-                "counter",
-                self.rollout_slurm_unreachable as f64,
-            ),
-        ] {
-            out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
-        }
-        out.push_str("# TYPE slurmops_rollout_workers gauge\n");
-        for ((set, state), n) in &self.rollout_workers {
-            out.push_str(&format!(
-                "slurmops_rollout_workers{{node_set=\"{}\",state=\"{state}\"}} {n}\n",
-                escape(set)
-            ));
-        }
-        out.push_str(&format!(
-            "# TYPE slurmops_waiting_on_jobs gauge\nslurmops_waiting_on_jobs {}\n",
-            self.waiting_on_jobs
-        ));
-        out
-    }
-}
-
-/// A label value as the exposition format wants it.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+pub use super::metrics::Metrics;
 
 /// What the handlers share with the reconcile loop.
 pub struct Shared {
@@ -231,7 +102,9 @@ async fn handle(
             let mut r = reply(StatusCode::OK, text.trim_end());
             r.headers_mut().insert(
                 http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("text/plain; version=0.0.4"),
+                http::HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
             );
             r
         }
@@ -257,13 +130,10 @@ async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes
         Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "body too large"),
     };
     let ok = signature.is_some_and(|s| signature_ok(secret, &body, &s));
-    let mut m = shared.metrics.lock().expect("metrics");
+    shared.metrics.lock().expect("metrics").webhook(ok);
     if !ok {
-        m.webhooks_rejected += 1;
         return reply(StatusCode::UNAUTHORIZED, "bad or missing signature");
     }
-    m.webhooks_accepted += 1;
-    drop(m);
     // A GitHub push names its ref; a push to another branch needs no sync.
     let other_branch = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()

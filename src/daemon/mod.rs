@@ -13,6 +13,7 @@
 pub mod http;
 pub mod install;
 pub mod lease;
+pub mod metrics;
 mod pass;
 mod report;
 
@@ -208,7 +209,7 @@ async fn keep_leading(elector: Arc<lease::Elector>, leading: Arc<AtomicBool>, sh
                 shared.sync_now.notify_one();
             }
         }
-        shared.metrics.lock().expect("metrics").leader = now;
+        shared.metrics.lock().expect("metrics").leader(now);
         tokio::time::sleep(elector.duration / 3).await;
     }
 }
@@ -226,4 +227,3 @@ async fn watch_signals(stop: Arc<AtomicBool>, shared: Arc<Shared>) {
     stop.store(true, Ordering::SeqCst);
     shared.sync_now.notify_one();
 }
-

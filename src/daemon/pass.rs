@@ -76,7 +76,11 @@ async fn fetch(cfg: &Config, shared: &Arc<Shared>, state: &mut State) -> bool {
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()));
-    shared.metrics.lock().expect("metrics").last_fetch_seconds = started.elapsed().as_secs_f64();
+    shared
+        .metrics
+        .lock()
+        .expect("metrics")
+        .fetched(started.elapsed().as_secs_f64());
     state.fetched_at = Some(Instant::now());
     let f = match fetched {
         Err(e) => {
@@ -90,7 +94,10 @@ async fn fetch(cfg: &Config, shared: &Arc<Shared>, state: &mut State) -> bool {
     };
     state.status.last_fetch = now_rfc3339();
     state.status.last_seen_commit = f.commit.clone();
-    let known = state.target.as_ref().is_some_and(|t| t.fetched.commit == f.commit)
+    let known = state
+        .target
+        .as_ref()
+        .is_some_and(|t| t.fetched.commit == f.commit)
         || (matches!(state.status.result.as_str(), "invalid" | "refused")
             && state.status.result_commit == f.commit);
     if known {
@@ -209,8 +216,8 @@ async fn reconcile(
         Ok(out) => {
             record(shared, state, t, &out, started);
             let acted = !out.events.is_empty();
-            if let Some(s) = &slurm {
-                keep_workers(cluster, s, &t.c, state).await;
+            if let (Some(s), Some(view)) = (&slurm, out.slurm) {
+                keep_workers(cluster, s, &t.c, view, state).await;
             }
             acted
         }
@@ -240,10 +247,11 @@ fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started
         state.status.summary = summary;
         state.status.last_applied_commit = commit.clone();
         state.applied_at = Some(Instant::now());
-        let mut m = shared.metrics.lock().expect("metrics");
-        m.drifted_objects = rep.drifted.len();
-        m.last_applied_timestamp = k8s_openapi::jiff::Timestamp::now().as_second();
-        drop(m);
+        shared
+            .metrics
+            .lock()
+            .expect("metrics")
+            .applied(rep.drifted.len());
         super::report::count(shared, "applied", started);
     }
     state.held = out.held;
@@ -252,7 +260,11 @@ fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started
         Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),
         None => String::new(),
     };
-    shared.metrics.lock().expect("metrics").progress(&out.progress);
+    shared
+        .metrics
+        .lock()
+        .expect("metrics")
+        .progress(&out.progress);
 }
 
 /// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
@@ -309,9 +321,17 @@ fn watch(cluster: &Cluster, shared: &Shared, state: &mut State, c: &spec::Cluste
     ));
 }
 
-/// With Slurm, every pass also runs autoscale and worker state sync for the target.
-async fn keep_workers(cluster: &Cluster, slurm: &Client, c: &spec::ClusterFile, state: &mut State) {
-    match crate::autoscale::run::tick(cluster, slurm, c).await {
+/// With Slurm, every pass also runs autoscale and worker state sync for the target, on the view
+/// of Slurm the controller read (Slurm is read once per pass).
+async fn keep_workers(
+    cluster: &Cluster,
+    slurm: &Client,
+    c: &spec::ClusterFile,
+    view: crate::controller::decide::SlurmView,
+    state: &mut State,
+) {
+    let nodes: Vec<crate::slurm::Node> = view.nodes.into_values().collect();
+    match crate::autoscale::run::tick_with(cluster, slurm, c, &view.jobs, nodes.clone()).await {
         Ok(outcomes) => {
             for o in outcomes.iter().filter(|o| o.from != o.to) {
                 tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
@@ -322,7 +342,7 @@ async fn keep_workers(cluster: &Cluster, slurm: &Client, c: &spec::ClusterFile, 
     let syncer = state
         .syncer
         .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
-    match syncer.tick(cluster, slurm, c).await {
+    match syncer.tick_with(cluster, slurm, c, nodes).await {
         Ok(r) => {
             for n in &r.replaced_unregistered {
                 tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");

@@ -9,9 +9,11 @@ use crate::apply::Cluster;
 use crate::status::configmap::{self, Status};
 
 pub(super) fn count(shared: &Shared, result: &str, started: Instant) {
-    let mut m = shared.metrics.lock().expect("metrics");
-    *m.reconciles.entry(result.to_string()).or_default() += 1;
-    m.last_reconcile_seconds = started.elapsed().as_secs_f64();
+    shared
+        .metrics
+        .lock()
+        .expect("metrics")
+        .reconciled(result, started.elapsed().as_secs_f64());
 }
 
 pub(super) async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut State) {

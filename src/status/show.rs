@@ -63,7 +63,12 @@ pub fn text(s: &Status, now: i64) -> String {
 }
 
 fn node_sets(ps: &[Progress], now: i64) -> String {
-    let width = ps.iter().map(|p| p.node_set.len()).max().unwrap_or(0).max(7);
+    let width = ps
+        .iter()
+        .map(|p| p.node_set.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
     let mut out = format!(
         "\n{:width$}  {:12}  {:>7}  {:10}  in flight\n",
         "NodeSet", "revision", "updated", "state"

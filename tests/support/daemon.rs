@@ -71,7 +71,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn start(env: &TestEnv, dir: &Path, repo_url: &str, identity: &str, extra: &[&str]) -> Daemon {
+    pub fn start(
+        env: &TestEnv,
+        dir: &Path,
+        repo_url: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Daemon {
         Daemon::start_as(
             env,
             dir,
@@ -194,13 +200,16 @@ pub async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration 
     t0.elapsed()
 }
 
-
 /// Applies what `slurmops install --print --repo URL --namespace NS` prints in the test namespace
 /// — ServiceAccount and RBAC for real, the Deployment and Service through a server-side dry run
 /// (the real apiserver validates them; no pod of the daemon image runs here) — and returns the
 /// objects and a kubeconfig for the ServiceAccount (its token minted by the controller-manager):
 /// the daemon then runs with exactly the rights it is installed with.
-pub async fn as_installed(env: &TestEnv, url: &str, dir: &Path) -> (Vec<serde_json::Value>, PathBuf) {
+pub async fn as_installed(
+    env: &TestEnv,
+    url: &str,
+    dir: &Path,
+) -> (Vec<serde_json::Value>, PathBuf) {
     use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
     use kube::discovery::ApiResource;
     let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))

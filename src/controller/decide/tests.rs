@@ -135,7 +135,15 @@ fn drained_outdated_workers_are_deleted_whoever_drained_them() {
         vec![],
     );
     let d = decide(&s, Want::Replicas(2), &Policy::default(), &slurm, NOW);
-    assert_eq!(d.actions, vec![delete("a-0", false), delete("a-1", false)]);
+    // The administrator's drain is left as it is (drain says so without touching it).
+    assert_eq!(
+        d.actions,
+        vec![
+            delete("a-0", false),
+            drain("a-1", REASON_ROLLOUT),
+            delete("a-1", false)
+        ]
+    );
 }
 
 #[test]
@@ -185,7 +193,13 @@ fn a_replaced_worker_is_resumed_only_once_its_slurmd_answers() {
     );
     assert!(d.actions.is_empty());
     assert!(!d.progress.done);
-    let d = decide(&s, Want::Replicas(1), &Policy::default(), &drained(&[]), NOW);
+    let d = decide(
+        &s,
+        Want::Replicas(1),
+        &Policy::default(),
+        &drained(&[]),
+        NOW,
+    );
     assert_eq!(d.actions, vec![Action::Resume { node: "a-0".into() }]);
 }
 
@@ -273,7 +287,10 @@ fn a_drain_past_its_timeout_is_forced_only_with_the_force_policy() {
     };
     let d = decide(&s, Want::Replicas(1), &wait, &slurm, NOW);
     assert!(d.actions.is_empty());
-    let force = Policy { force: true, ..wait };
+    let force = Policy {
+        force: true,
+        ..wait
+    };
     let d = decide(&s, Want::Replicas(1), &force, &slurm, NOW);
     assert_eq!(d.actions, vec![delete("a-0", true)]);
 }

@@ -1,0 +1,238 @@
+//! The daemon's Prometheus metrics, kept and encoded by the Prometheus project's
+//! `prometheus-client` (OpenMetrics text, label escaping, histograms): reconcile results and
+//! durations, git fetch time, drift, webhooks, leadership, and the rollout — workers per NodeSet
+//! and state, workers waiting on jobs, and the steps taken.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::controller::decide::Progress;
+use crate::rollout::Event;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A label value escaped as the exposition formats require: prometheus-client writes label
+/// values as given (prometheus/client_rust#151), and a stray quote would make a whole scrape fail.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Counters and gauges for `/metrics`.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<Labels, Counter>,
+    reconcile_seconds: Histogram,
+    fetch_seconds: Gauge<f64, AtomicU64>,
+    last_applied: Gauge,
+    drifted: Gauge,
+    webhooks: Family<Labels, Counter>,
+    leader: Gauge,
+    rollout_steps: Family<Labels, Counter>,
+    rollout_workers: Family<Labels, Gauge>,
+    waiting_on_jobs: Gauge,
+    /// The first pass finished (`/readyz`).
+    pub ready: bool,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::default(),
+            reconciles: Family::default(),
+            reconcile_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            fetch_seconds: Gauge::default(),
+            last_applied: Gauge::default(),
+            drifted: Gauge::default(),
+            webhooks: Family::default(),
+            leader: Gauge::default(),
+            rollout_steps: Family::default(),
+            rollout_workers: Family::default(),
+            waiting_on_jobs: Gauge::default(),
+            ready: false,
+        };
+        let r = &mut m.registry;
+        r.register(
+            "slurmops_reconcile",
+            "Reconcile attempts by result (applied, invalid, refused, failed)",
+            m.reconciles.clone(),
+        );
+        r.register(
+            "slurmops_reconcile_duration_seconds",
+            "Time of the reconciles that applied or failed",
+            m.reconcile_seconds.clone(),
+        );
+        r.register(
+            "slurmops_git_fetch_duration_seconds",
+            "Time of the last git fetch",
+            m.fetch_seconds.clone(),
+        );
+        r.register(
+            "slurmops_last_applied_timestamp_seconds",
+            "When a commit was last applied (UNIX seconds)",
+            m.last_applied.clone(),
+        );
+        r.register(
+            "slurmops_drifted_objects",
+            "Objects edited by hand and left so (detect-only)",
+            m.drifted.clone(),
+        );
+        r.register(
+            "slurmops_webhooks",
+            "Webhook requests by outcome (accepted, rejected)",
+            m.webhooks.clone(),
+        );
+        r.register(
+            "slurmops_leader",
+            "1 while this replica holds the lease",
+            m.leader.clone(),
+        );
+        r.register(
+            "slurmops_rollout_steps",
+            "Rollout steps taken (drain, delete, resume, ready, slurm_unreachable)",
+            m.rollout_steps.clone(),
+        );
+        r.register(
+            "slurmops_rollout_workers",
+            "Workers per NodeSet and state (updated, in_flight, waiting, leaving) at the last pass",
+            m.rollout_workers.clone(),
+        );
+        r.register(
+            "slurmops_waiting_on_jobs",
+            "Workers waiting for running jobs to end before they can be replaced or removed",
+            m.waiting_on_jobs.clone(),
+        );
+        m
+    }
+}
+
+impl Metrics {
+    /// Counts a reconcile with RESULT that took SECONDS.
+    pub fn reconciled(&self, result: &str, seconds: f64) {
+        self.reconciles
+            .get_or_create(&vec![("result", escape(result))])
+            .inc();
+        if matches!(result, "applied" | "failed") {
+            self.reconcile_seconds.observe(seconds);
+        }
+    }
+
+    pub fn fetched(&self, seconds: f64) {
+        self.fetch_seconds.set(seconds);
+    }
+
+    pub fn applied(&self, drifted: usize) {
+        self.drifted.set(drifted as i64);
+        self.last_applied
+            .set(k8s_openapi::jiff::Timestamp::now().as_second());
+    }
+
+    pub fn webhook(&self, accepted: bool) {
+        let outcome = if accepted { "accepted" } else { "rejected" };
+        self.webhooks
+            .get_or_create(&vec![("outcome", outcome.to_string())])
+            .inc();
+    }
+
+    pub fn leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a rollout step.
+    pub fn rollout(&self, e: &Event) {
+        let step = match e {
+            Event::Drain { .. } => "drain",
+            Event::Delete { .. } => "delete",
+            Event::Resume { .. } => "resume",
+            Event::Ready { .. } => "ready",
+            Event::SlurmUnreachable { .. } => "slurm_unreachable",
+            Event::SlurmBack => "slurm_back",
+        };
+        self.rollout_steps
+            .get_or_create(&vec![("step", step.to_string())])
+            .inc();
+    }
+
+    /// Sets the rollout gauges from the last pass (NodeSets that left are dropped).
+    pub fn progress(&self, p: &[Progress]) {
+        self.rollout_workers.clear();
+        let mut waiting = 0;
+        for s in p {
+            for (state, n) in [
+                ("updated", s.updated as usize),
+                ("in_flight", s.in_flight.len()),
+                ("waiting", s.waiting.len()),
+                ("leaving", s.leaving.len()),
+            ] {
+                self.rollout_workers
+                    .get_or_create(&vec![
+                        ("node_set", escape(&s.node_set)),
+                        ("state", state.to_string()),
+                    ])
+                    .set(n as i64);
+            }
+            waiting += s.waiting.len();
+        }
+        self.waiting_on_jobs.set(waiting as i64);
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Waiting;
+
+    #[test]
+    fn rollout_progress_is_exposed_per_node_set_and_state_with_escaped_labels() {
+        let m = Metrics::default();
+        m.reconciled("applied", 0.3);
+        m.rollout(&Event::Drain {
+            node: "a-0".into(),
+            ours: true,
+        });
+        let p = Progress {
+            node_set: "gpu \"a\"".into(),
+            replicas: 2,
+            updated: 1,
+            in_flight: vec!["x-0".into()],
+            waiting: vec![Waiting {
+                node: "x-0".into(),
+                why: "rollout".into(),
+                jobs: vec![],
+                since: None,
+            }],
+            ..Progress::default()
+        };
+        m.progress(&[p]);
+        let text = m.render();
+        for line in [
+            "slurmops_reconcile_total{result=\"applied\"} 1",
+            "slurmops_rollout_steps_total{step=\"drain\"} 1",
+            "slurmops_rollout_workers{node_set=\"gpu \\\"a\\\"\",state=\"updated\"} 1",
+            "slurmops_rollout_workers{node_set=\"gpu \\\"a\\\"\",state=\"waiting\"} 1",
+            "slurmops_waiting_on_jobs 1",
+            "slurmops_reconcile_duration_seconds_count 1",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        // A NodeSet that left cluster.yaml leaves the metrics.
+        m.progress(&[]);
+        assert!(!m.render().contains("gpu"));
+    }
+}
