@@ -5,13 +5,19 @@
 //! per worker pod) and measures:
 //! - the rollout's own overhead per wave: a wave (drain → new pod Ready and its node registered)
 //!   minus the time Kubernetes and slurmd took to replace the pod (pod deleted → marked Ready);
-//! - drain-to-drained latency of an idle node through slurmrestd.
+//! - drain-to-drained latency of an idle node through slurmrestd;
+//! - the controller's figures (`controller.rs`): NodeSets rolling concurrently, the daemon's
+//!   reaction to a commit and to a replaced worker, requests of an idle pass at 200 NodeSets.
 //!
 //! `-- --json FILE` writes every figure as JSON too; `-- --binary PATH` measures the footprint
-//! (size, cold start, daemon memory) of PATH instead of the bench's own build.
+//! (size, cold start, daemon memory) of PATH instead of the bench's own build; `-- --only
+//! controller` runs the controller's figures alone.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+
+#[path = "bed/controller.rs"]
+mod controller;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,7 +40,8 @@ fn main() {
     };
     let json = value("--json");
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match rt.block_on(run(value("--binary"))) {
+    let only_controller = value("--only").as_deref() == Some("controller");
+    match rt.block_on(run(value("--binary"), only_controller)) {
         Ok(figures) => {
             if let Some(path) = json {
                 let text = serde_json::to_string_pretty(&figures).expect("figures serialize");
@@ -49,13 +56,27 @@ fn main() {
     }
 }
 
-async fn run(binary: Option<String>) -> Result<Vec<Figure>, String> {
-    let mut figures = binary_figures(binary)?;
-    let rollout = rollout_figures().await?;
-    for f in &rollout {
-        println!("{f}");
+/// Every figure; with ONLY_CONTROLLER (`-- --only controller`) the controller's alone.
+async fn run(binary: Option<String>, only_controller: bool) -> Result<Vec<Figure>, String> {
+    let mut figures = Vec::new();
+    if !only_controller {
+        figures = binary_figures(binary)?;
+        let rollout = rollout_figures().await?;
+        for f in &rollout {
+            println!("{f}");
+        }
+        figures.extend(rollout);
     }
-    figures.extend(rollout);
+    for part in [
+        controller::idle_pass().await?,
+        controller::concurrency().await?,
+        controller::reaction().await?,
+    ] {
+        for f in &part {
+            println!("{f}");
+        }
+        figures.extend(part);
+    }
     Ok(figures)
 }
 

@@ -12,9 +12,9 @@ use kube::core::GroupVersionKind;
 
 use super::ApplyError;
 
-/// Every request sent, as `METHOD /path?query`.
+/// Requests sent, counted (a long-running daemon keeps counters, not a list that grows).
 #[derive(Debug, Default)]
-pub struct RequestLog(Mutex<Vec<(String, String)>>);
+pub struct RequestLog(Mutex<Requests>);
 
 /// Requests by kind of effect.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -28,30 +28,20 @@ pub struct Requests {
 
 impl RequestLog {
     fn record(&self, method: &http::Method, uri: &http::Uri) {
-        let path = uri
-            .path_and_query()
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        self.0.lock().unwrap().push((method.to_string(), path));
-    }
-
-    pub fn entries(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().clone()
+        let dry_run = uri.query().is_some_and(|q| q.contains("dryRun=All"));
+        let mut r = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        r.total += 1;
+        if method == http::Method::GET {
+            r.reads += 1;
+        } else if dry_run {
+            r.dry_runs += 1;
+        } else {
+            r.writes += 1;
+        }
     }
 
     pub fn summary(&self) -> Requests {
-        let mut r = Requests::default();
-        for (m, path) in self.0.lock().unwrap().iter() {
-            r.total += 1;
-            if m == "GET" {
-                r.reads += 1;
-            } else if path.contains("dryRun=All") {
-                r.dry_runs += 1;
-            } else {
-                r.writes += 1;
-            }
-        }
-        r
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -305,6 +305,11 @@ fn roll(
             // Unknown to Slurm: nothing can run there when slurmd is not up, or when it never
             // registered within the grace.
             let age = w.created.map_or(0, |c| now - c);
+            let jobs = slurm.jobs_on(&w.name);
+            if !jobs.is_empty() {
+                // Unknown as a node, yet a job holds it: Slurm's answers disagree; wait.
+                continue;
+            }
             if !w.ready || age > p.registration_grace {
                 out += 1;
                 d.progress.in_flight.push(w.name.clone());

@@ -123,9 +123,10 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         return Ok(out);
     };
     let scope = Scope::cluster(ns, &c.metadata.name);
-    let obs = observe(&env.cluster.client, &scope, env.cache, Some(slurm))
+    let mut obs = observe(&env.cluster.client, &scope, env.cache, Some(slurm))
         .await
         .map_err(kube_err("observe the workers"))?;
+    distrust_empty(&mut obs);
     let decisions = decide_all(c, &obs, env.registration_grace);
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
@@ -195,9 +196,10 @@ pub async fn pass_node_set<S: SlurmNodes>(
     observer: &Observer,
 ) -> Result<Outcome, PassError> {
     let scope = Scope::node_set(namespace, node_set);
-    let obs = observe(client, &scope, None, Some(slurm))
+    let mut obs = observe(client, &scope, None, Some(slurm))
         .await
         .map_err(kube_err("observe the workers"))?;
+    distrust_empty(&mut obs);
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -226,6 +228,23 @@ pub async fn pass_node_set<S: SlurmNodes>(
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
     Ok(out)
+}
+
+/// An answer listing no Slurm node at all while workers are Ready is not believed: "unknown to
+/// Slurm" lets a Ready worker be replaced after the registration grace, and a slurmrestd or
+/// slurmctld in a bad state must not turn into deleted pods. Slurm's state counts as unknown.
+fn distrust_empty(obs: &mut Observation) {
+    let ready = obs
+        .sets
+        .values()
+        .flat_map(|s| &s.workers)
+        .filter(|w| w.ready)
+        .count();
+    if ready > 0 && obs.slurm.as_ref().is_ok_and(|v| v.nodes.is_empty()) {
+        obs.slurm = Err(format!(
+            "slurmrestd listed no nodes while {ready} worker(s) are Ready: not trusted, nothing is deleted"
+        ));
+    }
 }
 
 fn fenced<S>(env: &Env<'_, S>) -> Result<(), PassError> {
@@ -350,4 +369,42 @@ async fn apply_held<S>(
         Err(_) => apply::apply(env.cluster, t.c, t.text, r, &opts, &NoSlurm).await?,
     };
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_node_list_while_workers_are_ready_counts_as_slurm_unknown() {
+        let w = decide::Worker {
+            name: "a-0".into(),
+            uid: "u".into(),
+            ordinal: Some(0),
+            revision: "r".into(),
+            ready: true,
+            deleting: false,
+            created: Some(0),
+        };
+        let sets = BTreeMap::from([(
+            "a".to_string(),
+            SetView {
+                name: "a".into(),
+                replicas: 1,
+                update_revision: Some("r2".into()),
+                workers: vec![w],
+            },
+        )]);
+        let mut obs = Observation {
+            sets,
+            slurm: Ok(SlurmView::default()),
+            now: 10_000,
+        };
+        distrust_empty(&mut obs);
+        let err = obs.slurm.unwrap_err();
+        assert!(
+            err.contains("listed no nodes while 1 worker(s) are Ready"),
+            "{err}"
+        );
+    }
 }

@@ -63,6 +63,10 @@ pub async fn pass(
         }
         None => false,
     };
+    if !fence() {
+        // The lease moved during the pass: the new leader writes the status now.
+        return false;
+    }
     super::report::write_status(cluster, cfg, state).await;
     shared.metrics.lock().expect("metrics").ready = true;
     acted
@@ -220,6 +224,10 @@ async fn reconcile(
                 keep_workers(cluster, s, &t.c, view, state).await;
             }
             acted
+        }
+        Err(controller::PassError::Fenced) => {
+            tracing::warn!("lost the lease during a pass: stopped before its next write");
+            false
         }
         Err(e) => {
             let commit = &t.fetched.commit;

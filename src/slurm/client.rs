@@ -60,6 +60,8 @@ pub struct Client {
     base: String,
     issued: Mutex<Option<Issued>>,
     parser: Mutex<Option<DataParser>>,
+    /// Requests sent (attempts included), for the benchmark's per-pass figure.
+    sent: std::sync::atomic::AtomicU64,
 }
 
 /// One answer of the ping endpoint.
@@ -109,7 +111,13 @@ impl Client {
             config,
             base,
             issued: Mutex::new(None),
+            sent: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Requests sent so far.
+    pub fn requests(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Speak data parser P instead of probing.
@@ -279,6 +287,7 @@ impl Client {
         url: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Vec<u8>, SlurmError> {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let creds = self.credentials();
         let mut req = self
             .http

@@ -337,3 +337,12 @@ fn a_missing_or_starting_worker_uses_the_budget() {
     let d = decide(&all, Want::Replicas(2), &Policy::default(), &slurm, NOW);
     assert!(d.progress.done);
 }
+
+#[test]
+fn a_worker_unknown_as_a_node_but_held_by_a_job_is_not_replaced() {
+    let mut s = set("a", 1, &["old"]);
+    s.workers[0].ready = false;
+    let slurm = SlurmView::new(vec![], vec![job(8, "a-0", NOW + 60)]);
+    let d = decide(&s, Want::Replicas(1), &Policy::default(), &slurm, NOW);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+}
