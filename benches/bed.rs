@@ -92,6 +92,8 @@ fn binary_figures(binary: Option<String>) -> Result<Vec<Figure>, String> {
     let status = cmd
         .arg("--kubeconfig")
         .arg(&bed().kubeconfig_admin)
+        .args(["--slurmrestd-url", &bed().slurmrestd_url])
+        .env("SLURM_JWT", &bed().slurm_jwt)
         .arg("--json")
         .arg(out.path())
         .status()

@@ -120,6 +120,7 @@ pub async fn noop_reconcile(cluster: &Cluster) -> Result<Vec<Figure>, String> {
 pub async fn daemon_idle_rss(
     exe: &std::path::Path,
     kubeconfig: &std::path::Path,
+    slurmrestd: Option<&str>,
 ) -> Result<Vec<Figure>, String> {
     let dir = std::env::temp_dir().join(format!("slurmops-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -136,8 +137,14 @@ pub async fn daemon_idle_rss(
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
-    let mut child = std::process::Command::new(exe)
-        .args(["run", "--interval", "1h", "--branch", "main"])
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["run", "--interval", "1h", "--branch", "main"]);
+    match slurmrestd {
+        // With Slurm (the token comes from SLURM_JWT in the environment) and worker watches.
+        Some(url) => cmd.args(["--slurmrestd-url", url]),
+        None => cmd.arg("--no-slurm").env_remove("SLURM_JWT"),
+    };
+    let mut child = cmd
         .arg("--repo")
         .arg(format!("file://{}", dir.join("repo").display()))
         .arg("--mirror")
@@ -168,8 +175,13 @@ pub async fn daemon_idle_rss(
         rss,
         "MiB",
         format!(
-            "limit 25 MiB; VmRSS of {} after reconciling the example",
-            exe.display()
+            "limit 25 MiB; VmRSS of {} after reconciling the example{}",
+            exe.display(),
+            if slurmrestd.is_some() {
+                ", with Slurm and its worker watches"
+            } else {
+                " (without Slurm: pass --slurmrestd-url to include the watches)"
+            }
         ),
     )])
 }

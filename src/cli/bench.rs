@@ -18,6 +18,10 @@ pub struct Args {
     /// that ships); default: this one.
     #[arg(long)]
     binary: Option<PathBuf>,
+    /// slurmrestd of the measured cluster: the idle daemon then runs as installed, with Slurm and
+    /// its worker watches (the token from SLURM_JWT, never on a command line).
+    #[arg(long, env = "SLURMRESTD_URL", requires = "kubeconfig")]
+    slurmrestd_url: Option<String>,
 }
 
 pub fn run(a: Args) -> i32 {
@@ -43,7 +47,10 @@ pub fn run(a: Args) -> i32 {
                     .await
                     .map_err(|e| e.to_string())?;
                 let mut out = crate::bench::live::noop_reconcile(&cluster).await?;
-                out.extend(crate::bench::live::daemon_idle_rss(&exe, kc).await?);
+                out.extend(
+                    crate::bench::live::daemon_idle_rss(&exe, kc, a.slurmrestd_url.as_deref())
+                        .await?,
+                );
                 Ok::<_, String>(out)
             });
             match live {
