@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use slurmops::bench::Figure;
-use slurmops::rollout::{self, Event, Observer, Settings};
+use slurmops::rollout::{Event, Observer, Settings};
 use slurmops::slurm::SlurmNodes;
 
 use support::{TestEnv, bed, eventually};
@@ -161,7 +161,7 @@ async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
         Observer::new(move |_, e| log.lock().unwrap().push((Instant::now(), e.clone())))
     };
     let t = Instant::now();
-    rollout::roll(&cluster.client, &s, &env.ns, &w, &settings)
+    slurmops::controller::drive::roll(&cluster.client, &s, &env.ns, &w, &settings)
         .await
         .map_err(|e| e.to_string())?;
     let total = t.elapsed();

@@ -314,7 +314,7 @@ async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothin
         slurm_outage_timeout: Duration::from_secs(3),
         ..Default::default()
     };
-    let err = slurmops::rollout::roll(&env.client, &dead, &env.ns, &w, &settings)
+    let err = slurmops::controller::drive::roll(&env.client, &dead, &env.ns, &w, &settings)
         .await
         .unwrap_err();
     assert!(
@@ -389,9 +389,9 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     };
     let rolling = {
         let (client, ns, w) = (env.client.clone(), env.ns.clone(), w.clone());
-        tokio::spawn(
-            async move { slurmops::rollout::roll(&client, &own, &ns, &w, &settings).await },
-        )
+        tokio::spawn(async move {
+            slurmops::controller::drive::roll(&client, &own, &ns, &w, &settings).await
+        })
     };
     let next = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, what: &str| {
         tokio::time::timeout(Duration::from_secs(60), rx.recv())

@@ -70,8 +70,20 @@ async fn reconcile(cluster: &slurmops::apply::Cluster, text: &str) -> Result<Dur
         registration_grace: 300,
     };
     let opts = slurmops::apply::Options::default();
+    // As `slurmops apply` runs it: watched workers wake the next pass.
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let cache = Cache::start(
+        &cluster.client,
+        Scope::cluster(&c.metadata.namespace, &c.metadata.name),
+        wake.clone(),
+    );
+    let env = Env {
+        cache: Some(&cache),
+        ..env
+    };
     let until = Until {
         poll: Duration::from_millis(500),
+        wake: Some(wake),
         progress_timeout: Duration::from_secs(120),
         slurm_outage_timeout: Duration::from_secs(30),
     };

@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 
 use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
 use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options};
-use crate::controller::drive::{Driven, drive};
+use crate::controller::drive::{Driven, RolloutError, drive};
 use crate::controller::{Env, PassError, Target};
 use crate::plan::format;
 use crate::render;
-use crate::rollout::{Observer, RolloutError};
+use crate::rollout::Observer;
 use crate::spec::{self, values::Duration};
 
 #[derive(clap::Args)]
@@ -146,10 +146,14 @@ async fn with_slurm(
 ) -> Result<Driven, RolloutError> {
     let observer = Observer::new(|set, e| println!("{set}: {e}"));
     let always = || true;
+    // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let scope = crate::controller::observe::Scope::cluster(&c.metadata.namespace, &c.metadata.name);
+    let cache = crate::controller::watch::Cache::start(&cluster.client, scope, wake.clone());
     let env = Env {
         cluster,
         slurm: Some(slurm),
-        cache: None,
+        cache: Some(&cache),
         fence: &always,
         observer: &observer,
         registration_grace: 300,
@@ -158,7 +162,10 @@ async fn with_slurm(
         wait: None,
         ..opts.clone()
     };
-    let until = crate::rollout::Settings::default().split().1;
+    let until = crate::controller::drive::Until {
+        wake: Some(wake),
+        ..crate::controller::drive::split(&crate::rollout::Settings::default()).1
+    };
     let (env, later) = (&env, &later);
     drive(
         |n| async move {
@@ -308,7 +315,7 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             };
             let (client, slurm, namespace) = (&cluster.client, &slurm, &c.metadata.namespace);
             async move {
-                crate::rollout::roll(client, slurm, namespace, &ns.name, &settings)
+                crate::controller::drive::roll(client, slurm, namespace, &ns.name, &settings)
                     .await
                     .map(|r| (ns.name.clone(), r))
             }

@@ -1,5 +1,5 @@
-//! The driver for people: `slurmops apply` (with Slurm) and `slurmops rollout` loop the same
-//! pass the daemon runs until nothing is left to do, printing each step as it happens. A pass that
+//! The driver for people: `slurmops apply` (with Slurm) and `slurmops rollout` (`roll`) loop the
+//! same pass the daemon runs until nothing is left to do, printing each step as it happens. A pass that
 //! acted is followed at once by the next (an idle node drains within milliseconds); otherwise the
 //! driver sleeps `poll`. Slurm unreachable pauses (nothing is deleted meanwhile) up to
 //! `slurm_outage_timeout`; a replaced worker that never comes back halts after `progress_timeout`.
@@ -7,14 +7,92 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::decide::controller_drain;
+use super::decide::{Policy, controller_drain};
 use super::{Outcome, PassError};
-use crate::rollout::{Event, Observer, Report, RolloutError};
+use crate::rollout::{Event, Observer, Report, Settings};
+use crate::slurm::SlurmNodes;
+
+/// Why a driver stopped before the work was done.
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    #[error("NodeSet {node_set}: Slurm state unknown, so nothing was deleted: {error}")]
+    SlurmUnknown { node_set: String, error: String },
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    #[error(
+        "NodeSet {node_set}: rollout halted, no progress for {after:?}: {waiting}. No further node is drained until this is resolved"
+    )]
+    Stalled {
+        node_set: String,
+        after: Duration,
+        waiting: String,
+    },
+}
+
+/// The controller's policy and the driver's limits for rollout SETTINGS.
+pub fn split(settings: &Settings) -> (Policy, Until) {
+    (
+        Policy {
+            max_unavailable: settings.max_unavailable.max(1),
+            drain_timeout: settings.drain_timeout.map(|d| d.as_secs() as i64),
+            force: settings.force_after_timeout,
+            registration_grace: settings.registration_grace.as_secs() as i64,
+        },
+        Until {
+            poll: settings.poll,
+            wake: None,
+            progress_timeout: settings.progress_timeout,
+            slurm_outage_timeout: settings.slurm_outage_timeout,
+        },
+    )
+}
+
+/// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision
+/// (`slurmops rollout`): the controller's pass over that NodeSet alone, applying nothing.
+pub async fn roll(
+    client: &kube::Client,
+    slurm: &impl SlurmNodes,
+    namespace: &str,
+    node_set: &str,
+    settings: &Settings,
+) -> Result<Report, RolloutError> {
+    let (policy, mut until) = split(settings);
+    // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let cache = super::watch::Cache::start(
+        client,
+        super::observe::Scope::node_set(namespace, node_set),
+        wake.clone(),
+    );
+    until.wake = Some(wake);
+    let (policy, always, observer, cache) = (&policy, &|| true, &settings.observer, &cache);
+    let driven = drive(
+        |_| {
+            super::pass_node_set(
+                client,
+                slurm,
+                namespace,
+                node_set,
+                policy,
+                Some(cache),
+                always,
+                observer,
+            )
+        },
+        &until,
+        &settings.observer,
+    )
+    .await?;
+    Ok(driven.rollouts.get(node_set).cloned().unwrap_or_default())
+}
 
 /// How long to keep going.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Until {
+    /// The longest wait between passes that did nothing.
     pub poll: Duration,
+    /// Wakes the next pass before `poll` (a watched worker changed).
+    pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
     pub progress_timeout: Duration,
     pub slurm_outage_timeout: Duration,
 }
@@ -108,7 +186,15 @@ where
             continue;
         }
         stalled(&out, progress_at, until)?;
-        tokio::time::sleep(until.poll).await;
+        match &until.wake {
+            Some(w) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(until.poll) => {}
+                    _ = w.notified() => {}
+                }
+            }
+            None => tokio::time::sleep(until.poll).await,
+        }
     }
 }
 

@@ -186,17 +186,19 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
 
 /// One rollout-only pass over one NodeSet (`slurmops rollout`): the same observe, decide and act,
 /// without applying anything.
+#[allow(clippy::too_many_arguments)]
 pub async fn pass_node_set<S: SlurmNodes>(
     client: &kube::Client,
     slurm: &S,
     namespace: &str,
     node_set: &str,
     policy: &Policy,
+    cache: Option<&Cache>,
     fence: &Fence<'_>,
     observer: &Observer,
 ) -> Result<Outcome, PassError> {
     let scope = Scope::node_set(namespace, node_set);
-    let mut obs = observe(client, &scope, None, Some(slurm))
+    let mut obs = observe(client, &scope, cache, Some(slurm))
         .await
         .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);

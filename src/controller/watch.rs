@@ -15,7 +15,34 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::observe::Scope;
+use crate::render::names::LABEL_NODESET;
+
+/// Which workers a pass looks at: a label selector matching both the worker StatefulSets and
+/// their pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub namespace: String,
+    pub selector: String,
+}
+
+impl Scope {
+    /// Every worker of cluster NAME in NAMESPACE (also those of NodeSets removed from git).
+    pub fn cluster(namespace: &str, name: &str) -> Scope {
+        use crate::render::names::{LABEL_COMPONENT, LABEL_INSTANCE};
+        Scope {
+            namespace: namespace.into(),
+            selector: format!("{LABEL_INSTANCE}={name},{LABEL_COMPONENT}=worker"),
+        }
+    }
+
+    /// One NodeSet's workers.
+    pub fn node_set(namespace: &str, node_set: &str) -> Scope {
+        Scope {
+            namespace: namespace.into(),
+            selector: format!("{LABEL_NODESET}={node_set}"),
+        }
+    }
+}
 
 /// Watched workers of one scope; the watches stop when it is dropped.
 pub struct Cache {

@@ -54,7 +54,8 @@ pub async fn pass(
     let drift_due = state
         .applied_at
         .is_none_or(|t| t.elapsed() >= cfg.drift_interval);
-    apply_now |= drift_due || state.held;
+    // A failed apply is retried every pass; a held scale-in or removal is applied again.
+    apply_now |= drift_due || state.held || state.status.result == "failed";
     let acted = match state.target.take() {
         Some(t) => {
             let acted = reconcile(cluster, cfg, shared, state, &t, apply_now, fence, started).await;
@@ -249,9 +250,18 @@ fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started
         if state.status.last_applied_commit != *commit || state.status.result != "applied" {
             tracing::info!(commit = %commit, result = "applied", "commit {}: applied: {summary}", short(commit));
         }
-        state.status.result = "applied".into();
-        state.status.result_commit = commit.clone();
-        state.status.errors.clear();
+        // A newer commit that was refused, or git out of reach, stays the news: the last good
+        // commit applied again (drift) does not hide it.
+        let newer_news = match state.status.result.as_str() {
+            "invalid" | "refused" => state.status.result_commit != *commit,
+            "fetch-failed" => true,
+            _ => false,
+        };
+        if !newer_news {
+            state.status.result = "applied".into();
+            state.status.result_commit = commit.clone();
+            state.status.errors.clear();
+        }
         state.status.summary = summary;
         state.status.last_applied_commit = commit.clone();
         state.applied_at = Some(Instant::now());

@@ -3,11 +3,10 @@
 //! once Slurm says its node is drained: DRAIN set and nothing allocated or completing.
 //!
 //! The steps themselves are the controller's (`controller::decide`): not-Ready workers first, then
-//! idle, then soonest-finishing; at most `maxUnavailable` out; our drains resumed once the new pod
-//! is registered; an administrator's drain kept. This module holds the rollout's vocabulary
-//! (settings, events, the report) and `roll`, which loops the controller's pass over one NodeSet
-//! until it is done (`slurmops rollout`). Slurm unreachable pauses it (nothing is deleted) until
-//! Slurm answers again or `slurm_outage_timeout` passes.
+//! idle, then soonest-finishing (`select`); at most `maxUnavailable` out; our drains resumed once
+//! the new pod is registered; an administrator's drain kept. This module holds the rollout's
+//! vocabulary — settings, events, the report — that the controller and its drivers speak
+//! (`controller::drive::roll` loops the pass over one NodeSet for `slurmops rollout`).
 
 pub mod select;
 
@@ -15,26 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::controller::PassError;
-use crate::controller::drive::{Until, drive};
-use crate::slurm::SlurmNodes;
 pub use select::{Candidate, order};
-
-#[derive(Debug, thiserror::Error)]
-pub enum RolloutError {
-    #[error("NodeSet {node_set}: Slurm state unknown, so nothing was deleted: {error}")]
-    SlurmUnknown { node_set: String, error: String },
-    #[error(transparent)]
-    Pass(#[from] PassError),
-    #[error(
-        "NodeSet {node_set}: rollout halted, no progress for {after:?}: {waiting}. No further node is drained until this is resolved"
-    )]
-    Stalled {
-        node_set: String,
-        after: Duration,
-        waiting: String,
-    },
-}
 
 /// How a rollout behaves (from the NodeSet's `update` settings).
 #[derive(Debug, Clone)]
@@ -172,46 +152,4 @@ pub fn pod_ready(p: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-impl Settings {
-    /// The controller's policy and the driver's limits for these settings.
-    pub fn split(&self) -> (crate::controller::decide::Policy, Until) {
-        (
-            crate::controller::decide::Policy {
-                max_unavailable: self.max_unavailable.max(1),
-                drain_timeout: self.drain_timeout.map(|d| d.as_secs() as i64),
-                force: self.force_after_timeout,
-                registration_grace: self.registration_grace.as_secs() as i64,
-            },
-            Until {
-                poll: self.poll,
-                progress_timeout: self.progress_timeout,
-                slurm_outage_timeout: self.slurm_outage_timeout,
-            },
-        )
-    }
-}
-
-/// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision.
-pub async fn roll(
-    client: &kube::Client,
-    slurm: &impl SlurmNodes,
-    namespace: &str,
-    node_set: &str,
-    settings: &Settings,
-) -> Result<Report, RolloutError> {
-    let (policy, until) = settings.split();
-    let (policy, always, observer) = (&policy, &|| true, &settings.observer);
-    let driven = drive(
-        |_| {
-            crate::controller::pass_node_set(
-                client, slurm, namespace, node_set, policy, always, observer,
-            )
-        },
-        &until,
-        &settings.observer,
-    )
-    .await?;
-    Ok(driven.rollouts.get(node_set).cloned().unwrap_or_default())
 }

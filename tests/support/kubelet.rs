@@ -11,7 +11,9 @@
 //! - on deletion runs the container's preStop hook in the chroot under the pod's hostname, stops the
 //!   slurmd, and completes the deletion (grace period 0), as a kubelet confirms termination.
 //!
-//! Pods without a slurmd container are made Running/Ready without running anything.
+//! Pods without a slurmd container are made Running/Ready without running anything. Pods are
+//! handled concurrently (the slow parts — slurmd start, preStop, stop — on blocking threads), as
+//! the kubelets of a real cluster's nodes do for their one worker each.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpStream;
@@ -103,7 +105,7 @@ impl Kubelet {
             events: events.clone(),
             readied: readied.clone(),
             running: running.clone(),
-            ready: BTreeSet::new(),
+            ready: Arc::default(),
         };
         let task = tokio::spawn(state.serve());
         Kubelet {
@@ -147,11 +149,11 @@ struct State {
     events: Arc<Mutex<Vec<Event>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
-    ready: BTreeSet<String>,
+    ready: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl State {
-    async fn serve(mut self) {
+    async fn serve(self) {
         loop {
             if let Ok(list) = self.pods.list(&Default::default()).await {
                 self.sync(list.items).await;
@@ -160,17 +162,20 @@ impl State {
         }
     }
 
-    async fn sync(&mut self, pods: Vec<Pod>) {
-        let mut seen = BTreeSet::new();
-        for pod in pods {
+    async fn sync(&self, pods: Vec<Pod>) {
+        let seen: BTreeSet<String> = pods
+            .iter()
+            .map(|p| p.metadata.uid.clone().unwrap_or_default())
+            .collect();
+        futures::future::join_all(pods.iter().map(|pod| async move {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
-            seen.insert(uid.clone());
             if pod.metadata.deletion_timestamp.is_some() {
-                self.terminate(&pod, &uid).await;
+                self.terminate(pod, &uid).await;
             } else {
-                self.run(&pod, &uid).await;
+                self.run(pod, &uid).await;
             }
-        }
+        }))
+        .await;
         // Pods removed behind our back (force delete): their containers stop too.
         let gone: Vec<String> = {
             let running = self.running.lock().unwrap();
@@ -181,11 +186,11 @@ impl State {
                 .collect()
         };
         for uid in gone {
-            self.stop(&uid);
+            self.stop(&uid).await;
         }
     }
 
-    async fn run(&mut self, pod: &Pod, uid: &str) {
+    async fn run(&self, pod: &Pod, uid: &str) {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let spec = pod.spec.clone().unwrap_or_default();
         if spec.node_name.is_none() {
@@ -205,11 +210,18 @@ impl State {
         let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
         let started = self.running.lock().unwrap().contains_key(uid);
         if !started {
-            let port = spec
-                .containers
-                .iter()
-                .find(|c| c.name == "slurmd")
-                .map(|c| start_slurmd(c, &hostname));
+            let slurmd = spec.containers.iter().find(|c| c.name == "slurmd").cloned();
+            let port = match slurmd {
+                Some(c) => {
+                    let h = hostname.clone();
+                    Some(
+                        tokio::task::spawn_blocking(move || start_slurmd(&c, &h))
+                            .await
+                            .expect("start slurmd"),
+                    )
+                }
+                None => None,
+            };
             if port.is_some() {
                 self.event(Event::SlurmdStarted {
                     pod: name.clone(),
@@ -228,17 +240,17 @@ impl State {
             self.set_status(pod, &name, false).await;
             return;
         }
-        if !self.ready.contains(uid) {
+        if !self.ready.lock().unwrap().contains(uid) {
             let port = self.running.lock().unwrap().get(uid).and_then(|r| r.port);
             let ready = port.is_none_or(|p| TcpStream::connect(("127.0.0.1", p)).is_ok());
             if ready && self.set_status(pod, &name, true).await {
-                self.ready.insert(uid.to_string());
+                self.ready.lock().unwrap().insert(uid.to_string());
                 self.readied.lock().unwrap().push(Readied {
                     pod: name,
                     uid: uid.to_string(),
                     at: std::time::Instant::now(),
                 });
-            } else if !ready && self.slurmd_died(uid) {
+            } else if !ready && self.slurmd_died(uid).await {
                 // As a real kubelet restarts a crashed container: the next pass starts it again
                 // (on a new port, in case the old one was taken).
                 self.running.lock().unwrap().remove(uid);
@@ -251,7 +263,7 @@ impl State {
     }
 
     /// slurmd of this pod exited (checked at most every 2 s, from 2 s after its start).
-    fn slurmd_died(&self, uid: &str) -> bool {
+    async fn slurmd_died(&self, uid: &str) -> bool {
         let (hostname, due) = {
             let running = self.running.lock().unwrap();
             let Some(r) = running.get(uid).filter(|r| r.port.is_some()) else {
@@ -260,38 +272,50 @@ impl State {
             let age = r.started.elapsed().as_millis();
             (r.hostname.clone(), age > 2000 && age % 2000 < 160)
         };
-        due && !std::process::Command::new("bash")
-            .args([
-                "tests/bed/slurm.sh",
-                "slurmd-alive",
-                SLURM_INSTANCE,
-                &hostname,
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
+        due && !tokio::task::spawn_blocking(move || {
+            std::process::Command::new("bash")
+                .args([
+                    "tests/bed/slurm.sh",
+                    "slurmd-alive",
+                    SLURM_INSTANCE,
+                    &hostname,
+                ])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .await
+        .unwrap_or(false)
     }
 
-    async fn terminate(&mut self, pod: &Pod, uid: &str) {
+    async fn terminate(&self, pod: &Pod, uid: &str) {
         let name = pod.metadata.name.clone().unwrap_or_default();
         if self.running.lock().unwrap().contains_key(uid) {
             let spec = pod.spec.clone().unwrap_or_default();
             let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
             for c in &spec.containers {
                 if let Some(cmd) = pre_stop(c, &name) {
-                    let mut args = vec!["run-as-node", SLURM_INSTANCE, &hostname];
-                    args.extend(cmd.iter().map(String::as_str));
-                    let ok = std::process::Command::new("bash")
-                        .arg("tests/bed/slurm.sh")
-                        .args(&args)
-                        .output()
-                        .is_ok_and(|o| o.status.success());
+                    let mut args = vec![
+                        "run-as-node".to_string(),
+                        SLURM_INSTANCE.to_string(),
+                        hostname.clone(),
+                    ];
+                    args.extend(cmd);
+                    let ok = tokio::task::spawn_blocking(move || {
+                        std::process::Command::new("bash")
+                            .arg("tests/bed/slurm.sh")
+                            .args(&args)
+                            .output()
+                            .is_ok_and(|o| o.status.success())
+                    })
+                    .await
+                    .unwrap_or(false);
                     self.event(Event::PreStop {
                         pod: name.clone(),
                         ok,
                     });
                 }
             }
-            self.stop(uid);
+            self.stop(uid).await;
         }
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
@@ -304,13 +328,17 @@ impl State {
         let _ = self.pods.delete(&name, &dp).await;
     }
 
-    fn stop(&mut self, uid: &str) {
+    async fn stop(&self, uid: &str) {
         let Some(r) = self.running.lock().unwrap().remove(uid) else {
             return;
         };
-        self.ready.remove(uid);
+        self.ready.lock().unwrap().remove(uid);
         if r.port.is_some() {
-            slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &r.hostname]);
+            let hostname = r.hostname.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &hostname])
+            })
+            .await;
             self.event(Event::SlurmdStopped {
                 pod: r.pod,
                 uid: uid.to_string(),

@@ -145,18 +145,18 @@ pub struct Slurmd {
 
 /// A port for a slurmd, outside the kernel's ephemeral range (32768-60999), so that no outgoing
 /// connection can take it between this check and slurmd's bind. Each test process draws from its
-/// own block of 20 ports (by PID) and skips ports in use.
+/// own block of 40 ports (by PID) and skips ports in use.
 pub fn slurmd_port() -> u16 {
     use std::sync::atomic::{AtomicU16, Ordering};
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    let block = 20000 + (std::process::id() % 500) as u16 * 20;
-    for _ in 0..20 {
-        let port = block + NEXT.fetch_add(1, Ordering::SeqCst) % 20;
+    let block = 20000 + (std::process::id() % 250) as u16 * 40;
+    for _ in 0..40 {
+        let port = block + NEXT.fetch_add(1, Ordering::SeqCst) % 40;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
-    panic!("no free slurmd port in 127.0.0.1:{block}..{}", block + 20);
+    panic!("no free slurmd port in 127.0.0.1:{block}..{}", block + 40);
 }
 
 /// Whether slurmd NAME answers on PORT within a few seconds; false when its process died.
