@@ -533,13 +533,27 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
     let before = uids(&pods, &w).await;
     assert_eq!(before.len(), 4, "apply removed workers anyway");
 
-    // With Slurm: the two leaving workers are drained, apply waits for the job, then scales in.
-    let (code, out, err) = run(&["apply", "--wait", "60s"]);
+    // With Slurm, one pass (--no-wait): the two leaving workers are drained, the StatefulSet
+    // keeps its 4 replicas while the job runs, and apply says what waits for which job.
+    let (code, out, err) = run(&["apply", "--wait", "0s", "--no-wait"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains(&format!("{w}: drained before removal: {w}-3, {w}-2")),
         "{out}"
     );
+    assert!(out.contains("not finished (--no-wait)"), "{out}");
+    assert!(
+        out.contains(&format!("{top} waits for job {job} (root")),
+        "{out}"
+    );
+    assert_eq!(
+        uids(&pods, &w).await.len(),
+        4,
+        "a worker left while its job ran"
+    );
+    // Looping the pass: apply waits for the job, then scales in.
+    let (code, out, err) = run(&["apply", "--wait", "60s"]);
+    assert_eq!(code, Some(0), "{out}{err}");
     assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
     eventually(
         "the two highest workers gone",

@@ -84,19 +84,21 @@ async fn reconcile(cluster: &slurmops::apply::Cluster, text: &str) -> Result<Dur
     let until = Until {
         poll: Duration::from_millis(500),
         wake: Some(wake),
+        max_passes: None,
         progress_timeout: Duration::from_secs(120),
         slurm_outage_timeout: Duration::from_secs(30),
     };
     let (env, c, r, opts) = (&env, &c, &r, &opts);
     let t = Instant::now();
     drive(
-        |_| async move {
+        |s: slurmops::controller::drive::Step| async move {
             let target = Target {
                 c,
                 text,
                 rendered: r,
                 apply: Some(opts),
                 roll: true,
+                fresh: s.fresh,
             };
             slurmops::controller::pass(env, &target).await
         },
@@ -362,6 +364,7 @@ async fn idle_requests(env: &TestEnv) -> Result<Vec<Figure>, String> {
             rendered: &r,
             apply: None,
             roll: true,
+            fresh: false,
         };
         let (k, s) = (cluster.log.summary(), slurm.requests());
         let out = slurmops::controller::pass(&env, &target)

@@ -115,6 +115,28 @@ pub struct Report {
 }
 
 impl Report {
+    /// Adds what a later apply of the same cluster.yaml did (a scale-in lowered, a removed
+    /// NodeSet pruned once drained): one report for a driver's passes.
+    pub fn absorb(&mut self, later: &Report) {
+        for (mine, theirs) in [
+            (&mut self.created, &later.created),
+            (&mut self.updated, &later.updated),
+            (&mut self.recreated, &later.recreated),
+            (&mut self.pruned, &later.pruned),
+        ] {
+            for id in theirs {
+                if !mine.contains(id) {
+                    mine.push(id.clone());
+                }
+            }
+        }
+        self.unchanged.retain(|id| !later.updated.contains(id));
+        self.requests.total += later.requests.total;
+        self.requests.reads += later.requests.reads;
+        self.requests.writes += later.requests.writes;
+        self.requests.dry_runs += later.requests.dry_runs;
+    }
+
     /// One line: what happened to the objects and the API requests it took.
     pub fn counts(&self) -> String {
         format!(

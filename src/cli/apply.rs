@@ -48,6 +48,10 @@ pub struct ApplyArgs {
     /// With Slurm: do not roll outdated workers after applying (`slurmops rollout` does it later).
     #[arg(long)]
     no_rollout: bool,
+    /// With Slurm: one pass — apply what is safe now, take the steps that are safe now — then
+    /// print what waits (and for which jobs) and return; the daemon, or another apply, goes on.
+    #[arg(long)]
+    no_wait: bool,
 }
 
 pub(super) fn runtime() -> tokio::runtime::Runtime {
@@ -86,7 +90,11 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
             (Some(url), Some(token)) => {
                 let slurm = super::token_client(url, token)
                     .map_err(|e| ApplyError::Connect(e.to_string()))?;
-                let done = with_slurm(&cluster, &slurm, &c, &loaded.text, &r, &opts, !a.no_rollout)
+                let how = How {
+                    roll: !a.no_rollout,
+                    one_pass: a.no_wait,
+                };
+                let done = with_slurm(&cluster, &slurm, &c, &loaded.text, &r, &opts, how)
                     .await
                     .map_err(|e| match e {
                         RolloutError::Pass(PassError::Apply(e)) => e,
@@ -99,6 +107,13 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                     if !r.replaced.is_empty() {
                         println!("{set}: replaced {}", r.replaced.join(", "));
                     }
+                }
+                if !done.done {
+                    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+                    print!(
+                        "not finished (--no-wait); where the NodeSets stand:\n{}",
+                        crate::status::show::node_sets(&done.progress, now)
+                    );
                 }
                 Ok(done.applied.unwrap_or_default())
             }
@@ -135,6 +150,14 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
 /// `apply` with Slurm: the controller's pass, looped until nothing is left to do. The first pass
 /// applies and waits for availability; later ones apply again (without waiting) only to lower the
 /// replicas of scale-ins and prune removed NodeSets once their workers are drained.
+/// What `apply` with Slurm drives.
+struct How {
+    /// Replace outdated workers too (not only leaving ones).
+    roll: bool,
+    /// One pass, then return (`--no-wait`).
+    one_pass: bool,
+}
+
 async fn with_slurm(
     cluster: &Cluster,
     slurm: &crate::slurm::Client,
@@ -142,8 +165,9 @@ async fn with_slurm(
     text: &str,
     r: &render::Rendered,
     opts: &Options,
-    roll: bool,
+    how: How,
 ) -> Result<Driven, RolloutError> {
+    let roll = how.roll;
     let observer = Observer::new(|set, e| println!("{set}: {e}"));
     let always = || true;
     // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
@@ -164,17 +188,19 @@ async fn with_slurm(
     };
     let until = crate::controller::drive::Until {
         wake: Some(wake),
+        max_passes: how.one_pass.then_some(1),
         ..crate::controller::drive::split(&crate::rollout::Settings::default()).1
     };
     let (env, later) = (&env, &later);
     drive(
-        |n| async move {
+        |s: crate::controller::drive::Step| async move {
             let t = Target {
                 c,
                 text,
                 rendered: r,
-                apply: Some(if n == 0 { opts } else { later }),
+                apply: Some(if s.n == 0 { opts } else { later }),
                 roll,
+                fresh: s.fresh,
             };
             crate::controller::pass(env, &t).await
         },

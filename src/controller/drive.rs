@@ -41,6 +41,7 @@ pub fn split(settings: &Settings) -> (Policy, Until) {
         Until {
             poll: settings.poll,
             wake: None,
+            max_passes: None,
             progress_timeout: settings.progress_timeout,
             slurm_outage_timeout: settings.slurm_outage_timeout,
         },
@@ -67,14 +68,14 @@ pub async fn roll(
     until.wake = Some(wake);
     let (policy, always, observer, cache) = (&policy, &|| true, &settings.observer, &cache);
     let driven = drive(
-        |_| {
+        |s: Step| {
             super::pass_node_set(
                 client,
                 slurm,
                 namespace,
                 node_set,
                 policy,
-                Some(cache),
+                (!s.fresh).then_some(cache),
                 always,
                 observer,
             )
@@ -93,6 +94,8 @@ pub struct Until {
     pub poll: Duration,
     /// Wakes the next pass before `poll` (a watched worker changed).
     pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Stop after this many passes, done or not (`apply --no-wait`: one).
+    pub max_passes: Option<u32>,
     pub progress_timeout: Duration,
     pub slurm_outage_timeout: Duration,
 }
@@ -100,22 +103,37 @@ pub struct Until {
 /// What the passes did, for the summary.
 #[derive(Debug, Default)]
 pub struct Driven {
-    /// The first pass's apply report (later passes only lower held replicas and prune).
+    /// What the passes' applies did (later passes lower held replicas and prune).
     pub applied: Option<crate::apply::Report>,
     /// Per NodeSet: what happened to its workers.
     pub rollouts: std::collections::BTreeMap<String, Report>,
     /// Per NodeSet: workers drained because they leave (scale-in, NodeSet removed).
     pub drained_leaving: std::collections::BTreeMap<String, Vec<String>>,
+    /// Where the NodeSets stood after the last pass.
+    pub progress: Vec<super::decide::Progress>,
+    /// Nothing was left to do (false when `max_passes` ended the drive first).
+    pub done: bool,
 }
 
-/// Runs STEP (one pass; its argument is the pass number) until a pass reports done.
+/// One step of a drive.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// 0 for the first pass.
+    pub n: u32,
+    /// A pass acted within `FRESH_AFTER_WRITE`: read the workers afresh, not from a watch cache
+    /// that may not have seen those writes yet (a stale read could drain a replaced worker's new
+    /// pod).
+    pub fresh: bool,
+}
+
+/// Runs STEP (one pass) until a pass reports done.
 pub async fn drive<F, Fut>(
     mut step: F,
     until: &Until,
     observer: &Observer,
 ) -> Result<Driven, RolloutError>
 where
-    F: FnMut(u32) -> Fut,
+    F: FnMut(Step) -> Fut,
     Fut: std::future::Future<Output = Result<Outcome, PassError>>,
 {
     let mut driven = Driven::default();
@@ -123,11 +141,18 @@ where
     let mut outage: Option<Instant> = None;
     let mut progress_at = Instant::now();
     let mut n = 0;
+    let mut wrote: Option<Instant> = None;
     loop {
-        let out = step(n).await?;
+        let fresh = wrote.is_some_and(|t| t.elapsed() < super::FRESH_AFTER_WRITE);
+        let out = step(Step { n, fresh }).await?;
         n += 1;
-        if driven.applied.is_none() {
-            driven.applied = out.applied.clone();
+        if !out.events.is_empty() {
+            wrote = Some(Instant::now());
+        }
+        match (&mut driven.applied, &out.applied) {
+            (Some(first), Some(later)) => first.absorb(later),
+            (None, later) => driven.applied = later.clone(),
+            _ => {}
         }
         for (set, e) in &out.events {
             let r = driven.rollouts.entry(set.clone()).or_default();
@@ -178,7 +203,12 @@ where
             }
             _ => {}
         }
+        driven.progress = out.progress.clone();
         if out.done && deleted.is_empty() {
+            driven.done = true;
+            return Ok(driven);
+        }
+        if until.max_passes.is_some_and(|m| n >= m) {
             return Ok(driven);
         }
         if !out.events.is_empty() {

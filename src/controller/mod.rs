@@ -33,6 +33,10 @@ use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
 use crate::spec::ClusterFile;
 
+/// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
+/// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
+pub const FRESH_AFTER_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// May this process still write? Checked before every write of a pass.
 pub type Fence<'a> = dyn Fn() -> bool + Send + Sync + 'a;
 
@@ -61,6 +65,9 @@ pub struct Target<'a> {
     pub apply: Option<&'a Options>,
     /// Replace outdated workers; false: only scale-ins and removals move (`apply --no-rollout`).
     pub roll: bool,
+    /// Read the workers with a LIST, not from the watch cache: the previous pass acted, and the
+    /// cache may not have seen its writes yet.
+    pub fresh: bool,
 }
 
 /// What a pass runs with.
@@ -123,7 +130,8 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         return Ok(out);
     };
     let scope = Scope::cluster(ns, &c.metadata.name);
-    let mut obs = observe(&env.cluster.client, &scope, env.cache, Some(slurm))
+    let cache = env.cache.filter(|_| !t.fresh);
+    let mut obs = observe(&env.cluster.client, &scope, cache, Some(slurm))
         .await
         .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);

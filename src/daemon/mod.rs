@@ -80,6 +80,8 @@ struct State {
     target: Option<Loaded>,
     /// The last pass held a scale-in or a removal back: apply again.
     held: bool,
+    /// When a pass last acted: passes read the workers afresh shortly after (read-after-write).
+    acted_at: Option<Instant>,
     /// Worker state sync between passes (with Slurm).
     syncer: Option<crate::sync::Syncer>,
     /// Watched workers of the target.

@@ -216,11 +216,17 @@ async fn reconcile(
         rendered: &t.r,
         apply: apply_now.then_some(&cfg.apply),
         roll: true,
+        fresh: state
+            .acted_at
+            .is_some_and(|t| t.elapsed() < controller::FRESH_AFTER_WRITE),
     };
     match controller::pass(&env, &target).await {
         Ok(out) => {
             record(shared, state, t, &out, started);
             let acted = !out.events.is_empty();
+            if acted {
+                state.acted_at = Some(Instant::now());
+            }
             if let (Some(s), Some(view)) = (&slurm, out.slurm) {
                 keep_workers(cluster, s, &t.c, view, state).await;
             }
@@ -253,7 +259,10 @@ fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started
         // A newer commit that was refused, or git out of reach, stays the news: the last good
         // commit applied again (drift) does not hide it.
         let newer_news = match state.status.result.as_str() {
-            "invalid" | "refused" => state.status.result_commit != *commit,
+            "invalid" | "refused" => {
+                state.status.result_commit != *commit
+                    && state.status.result_commit == state.status.last_seen_commit
+            }
             "fetch-failed" => true,
             _ => false,
         };

@@ -62,7 +62,9 @@ pub fn text(s: &Status, now: i64) -> String {
     out
 }
 
-fn node_sets(ps: &[Progress], now: i64) -> String {
+/// The NodeSets' table (revision, updated / total, state, in flight, and what each waiting
+/// worker waits for) at NOW.
+pub fn node_sets(ps: &[Progress], now: i64) -> String {
     let width = ps
         .iter()
         .map(|p| p.node_set.len())
