@@ -261,6 +261,23 @@ async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
         text.contains(&format!("{a0} waits for job {job} (root")),
         "{text}"
     );
+    // And an Event on a's StatefulSet says the same.
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let told = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={a}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WaitingForJobs"))
+        .filter_map(|e| e.message)
+        .collect::<Vec<_>>();
+    assert!(
+        told.iter()
+            .any(|m| m.starts_with(&format!("{a0} waits for job {job} (root"))),
+        "{told:?}"
+    );
 
     // The job ends: a finishes, and no node stays drained by slurmops.
     scancel(job);

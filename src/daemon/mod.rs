@@ -82,6 +82,8 @@ struct State {
     held: bool,
     /// When a pass last acted: passes read the workers afresh shortly after (read-after-write).
     acted_at: Option<Instant>,
+    /// Waiting workers (NodeSet/node/jobs) already told in an Event.
+    waiting_told: std::collections::BTreeSet<String>,
     /// Worker state sync between passes (with Slurm).
     syncer: Option<crate::sync::Syncer>,
     /// Watched workers of the target.

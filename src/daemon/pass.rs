@@ -223,6 +223,13 @@ async fn reconcile(
     match controller::pass(&env, &target).await {
         Ok(out) => {
             record(shared, state, t, &out, started);
+            super::report::rollout_events(
+                cluster,
+                &t.c.metadata.namespace,
+                &out,
+                &mut state.waiting_told,
+            )
+            .await;
             let acted = !out.events.is_empty();
             if acted {
                 state.acted_at = Some(Instant::now());

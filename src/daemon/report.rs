@@ -77,3 +77,58 @@ async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
         tracing::warn!("recording an Event: {e}");
     }
 }
+
+/// Events on each NodeSet's StatefulSet for what the pass did to its workers, and when a worker
+/// starts waiting for jobs (once per worker and set of jobs; SEEN remembers which were told).
+pub(super) async fn rollout_events(
+    cluster: &Cluster,
+    namespace: &str,
+    out: &crate::controller::Outcome,
+    seen: &mut std::collections::BTreeSet<String>,
+) {
+    use crate::rollout::Event as E;
+    let mut notes: Vec<(String, &'static str, String)> = out
+        .events
+        .iter()
+        .filter_map(|(set, e)| {
+            let reason = match e {
+                E::Drain { .. } => "Draining",
+                E::Delete { .. } => "WorkerReplaced",
+                E::Resume { .. } => "Resumed",
+                _ => return None,
+            };
+            Some((set.clone(), reason, e.to_string()))
+        })
+        .collect();
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let mut waiting_now = std::collections::BTreeSet::new();
+    for p in &out.progress {
+        for w in &p.waiting {
+            let jobs: Vec<String> = w.jobs.iter().map(|j| j.id.to_string()).collect();
+            let key = format!("{}/{}/{}", p.node_set, w.node, jobs.join(","));
+            if !seen.contains(&key) {
+                let told = crate::status::show::waiting(w, now);
+                notes.push((p.node_set.clone(), "WaitingForJobs", told));
+            }
+            waiting_now.insert(key);
+        }
+    }
+    *seen = waiting_now;
+    for (set, reason, message) in notes {
+        let note = crate::status::Note {
+            involved: k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("apps/v1".into()),
+                kind: Some("StatefulSet".into()),
+                name: Some(set),
+                namespace: Some(namespace.to_string()),
+                ..Default::default()
+            },
+            reason,
+            message,
+            warning: false,
+        };
+        if let Err(e) = crate::status::record(&cluster.client, note).await {
+            tracing::warn!("recording an Event: {e}");
+        }
+    }
+}

@@ -104,7 +104,8 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
     out
 }
 
-fn waiting(w: &Waiting, now: i64) -> String {
+/// One waiting worker in words: `NODE waits for job ID (USER, expected end …) [why]; draining since …`.
+pub fn waiting(w: &Waiting, now: i64) -> String {
     let jobs: Vec<String> = w
         .jobs
         .iter()
