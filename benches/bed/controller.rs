@@ -54,12 +54,30 @@ async fn idle(names: &[String], workers: u32) {
     }
 }
 
-/// Applies TEXT and loops the controller's pass until done; the wall time.
-async fn reconcile(cluster: &slurmops::apply::Cluster, text: &str) -> Result<Duration, String> {
+/// (when, NodeSet, pod) of every pod deletion a drive made.
+type Deletions = Arc<std::sync::Mutex<Vec<(Instant, String, String)>>>;
+
+/// Applies TEXT and loops the controller's pass until done; the wall time. Pod deletions are
+/// recorded in DELETED.
+async fn reconcile(
+    cluster: &slurmops::apply::Cluster,
+    text: &str,
+    deleted: &Deletions,
+) -> Result<Duration, String> {
     let c = slurmops::spec::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
     let r = slurmops::render::render(&c);
     let slurm = crate::support::slurm::client();
-    let observer = Observer::default();
+    let observer = {
+        let deleted = deleted.clone();
+        Observer::new(move |set, e| {
+            if let slurmops::rollout::Event::Delete { pod, .. } = e {
+                deleted
+                    .lock()
+                    .unwrap()
+                    .push((Instant::now(), set.to_string(), pod.clone()));
+            }
+        })
+    };
     let always = || true;
     let env = Env {
         cluster,
@@ -110,17 +128,40 @@ async fn reconcile(cluster: &slurmops::apply::Cluster, text: &str) -> Result<Dur
     Ok(t.elapsed())
 }
 
-/// The time to roll SETS NodeSets of 4 idle workers, from the commit's apply to done.
-async fn roll_sets(sets: usize) -> Result<Duration, String> {
+/// A rollout of several NodeSets: its wall time, and the part of it that is Kubernetes' and
+/// slurmd's (the NodeSet whose pod replacements — deleted → new pod Ready — add up the longest:
+/// its workers are replaced one after another).
+struct Rolled {
+    wall: Duration,
+    pods: Duration,
+}
+
+/// Rolls SETS NodeSets of 4 idle workers, from the commit's apply to done.
+async fn roll_sets(sets: usize) -> Result<Rolled, String> {
     let env = TestEnv::new(&format!("bench-conc{sets}")).await;
     let result = async {
         let names: Vec<String> = (0..sets).map(|i| env.name(&format!("q{i}"))).collect();
         let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
             .await
             .map_err(|e| e.to_string())?;
-        reconcile(&cluster, &cluster_text(&env, &names, "img:1")).await?;
+        let deleted = Deletions::default();
+        reconcile(&cluster, &cluster_text(&env, &names, "img:1"), &deleted).await?;
         idle(&names, 4).await;
-        reconcile(&cluster, &cluster_text(&env, &names, "img:2")).await
+        deleted.lock().unwrap().clear();
+        let wall = reconcile(&cluster, &cluster_text(&env, &names, "img:2"), &deleted).await?;
+        let readied = env.kubelet.readied();
+        let mut per_set: std::collections::BTreeMap<String, Duration> = Default::default();
+        for (at, set, pod) in deleted.lock().unwrap().iter() {
+            let ready = readied
+                .iter()
+                .filter(|r| r.pod == *pod && r.at > *at)
+                .map(|r| r.at)
+                .min()
+                .ok_or(format!("{pod}: the new pod was never marked Ready"))?;
+            *per_set.entry(set.clone()).or_default() += ready - *at;
+        }
+        let pods = per_set.values().max().copied().unwrap_or_default();
+        Ok(Rolled { wall, pods })
     }
     .await;
     env.cleanup().await;
@@ -134,19 +175,38 @@ fn cluster_text(env: &TestEnv, names: &[String], image: &str) -> String {
 pub async fn concurrency() -> Result<Vec<Figure>, String> {
     let one = roll_sets(1).await?;
     let four = roll_sets(4).await?;
-    let ratio = four.as_secs_f64() / one.as_secs_f64();
+    let ratio = four.wall.as_secs_f64() / one.wall.as_secs_f64();
+    let own = |r: &Rolled| r.wall.saturating_sub(r.pods).as_secs_f64();
     Ok(vec![
         fig(
             "controller.rollout.one_node_set",
-            one.as_secs_f64(),
+            one.wall.as_secs_f64(),
             "s",
             "one NodeSet of 4 idle workers (maxUnavailable 1), commit applied → every worker replaced, Ready and registered".into(),
         ),
         fig(
             "controller.rollout.four_node_sets",
-            four.as_secs_f64(),
+            four.wall.as_secs_f64(),
             "s",
             "four NodeSets of 4 idle workers changed in one commit, same policy".into(),
+        ),
+        fig(
+            "controller.rollout.pod_replacement",
+            four.pods.as_secs_f64(),
+            "s",
+            format!(
+                "of the four NodeSets' rollout, the time Kubernetes and slurmd took to replace the pods of the slowest NodeSet (deleted → new pod Ready, 4 in a row); {:.1} s for one NodeSet alone: 16 real slurmds share 2 cores",
+                one.pods.as_secs_f64()
+            ),
+        ),
+        fig(
+            "controller.rollout.own_time",
+            own(&four),
+            "s",
+            format!(
+                "slurmops' own share of the four NodeSets' rollout (wall minus that pod time; {:.2} s for one NodeSet): drains, passes, the watch",
+                own(&one)
+            ),
         ),
         fig(
             "controller.rollout.concurrency_ratio",

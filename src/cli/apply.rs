@@ -333,10 +333,13 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        // Every NodeSet at once, each within its own maxUnavailable.
+        // Every NodeSet at once, each within its own maxUnavailable; one NodeSet is watched, many
+        // are polled (no watch streams per NodeSet).
+        let watch = sets.len() == 1;
         let rolls = sets.iter().map(|ns| {
             let settings = crate::rollout::Settings {
                 observer: observer.clone(),
+                watch,
                 ..crate::rollout::Settings::of(ns)
             };
             let (client, slurm, namespace) = (&cluster.client, &slurm, &c.metadata.namespace);

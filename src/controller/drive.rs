@@ -60,12 +60,16 @@ pub async fn roll(
     let (policy, mut until) = split(settings);
     // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    let cache = super::watch::Cache::start(
-        client,
-        super::observe::Scope::node_set(namespace, node_set),
-        wake.clone(),
-    );
-    until.wake = Some(wake);
+    let cache = settings.watch.then(|| {
+        super::watch::Cache::start(
+            client,
+            super::observe::Scope::node_set(namespace, node_set),
+            wake.clone(),
+        )
+    });
+    if cache.is_some() {
+        until.wake = Some(wake);
+    }
     let (policy, always, observer, cache) = (&policy, &|| true, &settings.observer, &cache);
     let driven = drive(
         |s: Step| {
@@ -75,7 +79,7 @@ pub async fn roll(
                 namespace,
                 node_set,
                 policy,
-                (!s.fresh).then_some(cache),
+                cache.as_ref().filter(|_| !s.fresh),
                 always,
                 observer,
             )

@@ -114,6 +114,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         Duration::from_secs(15),
     ));
     let leading = Arc::new(AtomicBool::new(false));
+    let renewed: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
     if cfg.once {
         // One pass, and only as the leader: a one-off run never races a running daemon.
         let lead = elector
@@ -128,10 +129,12 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
             ));
         }
         leading.store(true, Ordering::SeqCst);
+        *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     } else {
         tokio::spawn(keep_leading(
             elector.clone(),
             leading.clone(),
+            renewed.clone(),
             shared.clone(),
         ));
     }
@@ -154,8 +157,17 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         state.status = prev;
     }
     let mut waiting_said = false;
-    // Fencing: a pass writes only while this replica holds the lease.
-    let fence = || leading.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+    // Fencing: a pass writes only while this replica holds the lease and renewed it within two
+    // thirds of its duration (a replica stalled longer may have been replaced already).
+    let (holding, renewed) = (leading.clone(), renewed.clone());
+    let fresh_for = elector.duration * 2 / 3;
+    let fence = move || {
+        holding.load(Ordering::SeqCst)
+            && renewed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|t| t.elapsed() < fresh_for)
+    };
     loop {
         let mut acted = false;
         if leading.load(Ordering::SeqCst) {
@@ -189,12 +201,20 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
     Ok(())
 }
 
-async fn keep_leading(elector: Arc<lease::Elector>, leading: Arc<AtomicBool>, shared: Arc<Shared>) {
+async fn keep_leading(
+    elector: Arc<lease::Elector>,
+    leading: Arc<AtomicBool>,
+    renewed: Arc<std::sync::Mutex<Option<Instant>>>,
+    shared: Arc<Shared>,
+) {
     loop {
         let now = elector.try_lead().await.unwrap_or_else(|e| {
             tracing::warn!(identity = %elector.identity, "{}: leader election: {e}", elector.identity);
             false
         });
+        if now {
+            *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
         let was = leading.swap(now, Ordering::SeqCst);
         if now != was {
             tracing::info!(

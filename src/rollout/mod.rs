@@ -31,6 +31,9 @@ pub struct Settings {
     /// A Ready worker whose Slurm node is unknown this long never registered: replaced.
     pub registration_grace: Duration,
     pub poll: Duration,
+    /// Watch the NodeSet's workers, so that a new pod Ready starts the next wave at once (two
+    /// watch streams per rollout; off when many NodeSets roll from one process).
+    pub watch: bool,
     /// Called with every event as it happens (progress on the terminal, logs).
     pub observer: Observer,
 }
@@ -85,6 +88,7 @@ impl Default for Settings {
             slurm_outage_timeout: Duration::from_secs(3600),
             registration_grace: Duration::from_secs(300),
             poll: Duration::from_millis(500),
+            watch: true,
             observer: Observer::default(),
         }
     }
