@@ -11,9 +11,10 @@
 //! - on deletion runs the container's preStop hook in the chroot under the pod's hostname, stops the
 //!   slurmd, and completes the deletion (grace period 0), as a kubelet confirms termination.
 //!
-//! Pods without a slurmd container are made Running/Ready without running anything. Pods are
-//! handled concurrently (the slow parts — slurmd start, preStop, stop — on blocking threads), as
-//! the kubelets of a real cluster's nodes do for their one worker each.
+//! Pods without a slurmd container are made Running/Ready without running anything. Each pod is
+//! handled by a task of its own (the slow parts — slurmd start, preStop, stop — on blocking
+//! threads), as the kubelets of a real cluster's nodes handle their one worker each: one pod's
+//! slow termination delays no other pod.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpStream;
@@ -71,6 +72,7 @@ pub struct Kubelet {
     events: Arc<Mutex<Vec<Event>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -99,6 +101,7 @@ impl Kubelet {
         let events = Arc::new(Mutex::new(Vec::new()));
         let readied = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(Mutex::new(BTreeMap::new()));
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let state = State {
             pods: Api::namespaced(client, ns),
             node: node.to_string(),
@@ -106,6 +109,8 @@ impl Kubelet {
             readied: readied.clone(),
             running: running.clone(),
             ready: Arc::default(),
+            busy: Arc::default(),
+            closed: closed.clone(),
         };
         let task = tokio::spawn(state.serve());
         Kubelet {
@@ -113,6 +118,7 @@ impl Kubelet {
             events,
             readied,
             running,
+            closed,
             task,
         }
     }
@@ -131,6 +137,7 @@ impl Drop for Kubelet {
     /// Stops every slurmd this kubelet started and removes their Slurm nodes, so a failed test
     /// leaves nothing running in the shared Slurm instance.
     fn drop(&mut self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.task.abort();
         for r in self.running.lock().unwrap().values() {
             slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &r.hostname]);
@@ -143,6 +150,7 @@ impl Drop for Kubelet {
     }
 }
 
+#[derive(Clone)]
 struct State {
     pods: Api<Pod>,
     node: String,
@@ -150,43 +158,63 @@ struct State {
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
     ready: Arc<Mutex<BTreeSet<String>>>,
+    /// Pods (uids) a task is handling now: each pod is handled on its own, as each node's kubelet
+    /// handles its pods, so one slow termination delays no other pod.
+    busy: Arc<Mutex<BTreeSet<String>>>,
+    /// The Kubelet was dropped: a slurmd that finishes starting now is stopped at once.
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl State {
     async fn serve(self) {
+        // Dropped with this task (when the Kubelet is dropped): the pod tasks end with it.
+        let mut tasks = tokio::task::JoinSet::new();
         loop {
             if let Ok(list) = self.pods.list(&Default::default()).await {
-                self.sync(list.items).await;
+                self.sync(list.items, &mut tasks);
             }
+            while tasks.try_join_next().is_some() {}
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     }
 
-    async fn sync(&self, pods: Vec<Pod>) {
+    fn sync(&self, pods: Vec<Pod>, tasks: &mut tokio::task::JoinSet<()>) {
         let seen: BTreeSet<String> = pods
             .iter()
             .map(|p| p.metadata.uid.clone().unwrap_or_default())
             .collect();
-        futures::future::join_all(pods.iter().map(|pod| async move {
+        for pod in pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if pod.metadata.deletion_timestamp.is_some() {
-                self.terminate(pod, &uid).await;
-            } else {
-                self.run(pod, &uid).await;
+            if !self.busy.lock().unwrap().insert(uid.clone()) {
+                continue;
             }
-        }))
-        .await;
+            let state = self.clone();
+            tasks.spawn(async move {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    state.terminate(&pod, &uid).await;
+                } else {
+                    state.run(&pod, &uid).await;
+                }
+                state.busy.lock().unwrap().remove(&uid);
+            });
+        }
         // Pods removed behind our back (force delete): their containers stop too.
         let gone: Vec<String> = {
             let running = self.running.lock().unwrap();
+            let busy = self.busy.lock().unwrap();
             running
                 .keys()
-                .filter(|u| !seen.contains(*u))
+                .filter(|u| !seen.contains(*u) && !busy.contains(*u))
                 .cloned()
                 .collect()
         };
         for uid in gone {
-            self.stop(&uid).await;
+            self.busy.lock().unwrap().insert(uid.clone());
+            let state = self.clone();
+            tasks.spawn(async move {
+                state.stop(&uid).await;
+                state.busy.lock().unwrap().remove(&uid);
+            });
         }
     }
 
@@ -222,6 +250,16 @@ impl State {
                 }
                 None => None,
             };
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                if port.is_some() {
+                    let h = hostname.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &h])
+                    })
+                    .await;
+                }
+                return;
+            }
             if port.is_some() {
                 self.event(Event::SlurmdStarted {
                     pod: name.clone(),
