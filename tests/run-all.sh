@@ -35,8 +35,10 @@ cargo nextest run --no-fail-fast
 
 step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-validate, strict)"
 [ -x .venv/bin/kubernetes-validate ] || { python3 -m venv .venv && .venv/bin/pip install -q kubernetes-validate==1.37.0; }
-cargo build -q --release
-bin="${CARGO_TARGET_DIR:-target}/release/slurmops"
+# The debug binary the tests built renders the same objects (render is pure and deterministic); a
+# release build here would add minutes to a cold run for nothing.
+cargo build -q
+bin="${CARGO_TARGET_DIR:-target}/debug/slurmops"
 for ex in examples/repo examples/minimal; do
   out=$(mktemp -d)
   "$bin" render "$ex" --output-dir "$out" 2>/dev/null
