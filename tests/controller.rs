@@ -107,6 +107,16 @@ impl Bed {
         )
     }
 
+    /// Pushes TEXT, starts the daemon IDENTITY and waits until the commit is applied and every
+    /// worker of SETS is idle in Slurm.
+    async fn deployed(&self, text: &str, identity: &str, sets: &[(&str, u32)]) -> Daemon {
+        let c1 = self.repo.push(text, "first");
+        let daemon = self.daemon(identity);
+        applied(&self.env, &c1, Duration::from_secs(60)).await;
+        self.idle(sets).await;
+        daemon
+    }
+
     /// name → (uid, Ready) of the NodeSet's pods that are not being deleted.
     async fn pods(&self, set: &str) -> BTreeMap<String, (String, bool)> {
         let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={set}"));
@@ -197,10 +207,9 @@ async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
     let t = Bed::new("ctl-ab").await;
     let (a, b) = (t.env.name("a"), t.env.name("b"));
     let yaml = |ia: &str, ib: &str| cluster(&t.env.ns, &[(&a, 2, ia), (&b, 2, ib)]);
-    let c1 = t.repo.push(&yaml("img:1", "img:1"), "two NodeSets");
-    let daemon = t.daemon("d");
-    applied(&t.env, &c1, Duration::from_secs(60)).await;
-    t.idle(&[(&a, 2), (&b, 2)]).await;
+    let daemon = t
+        .deployed(&yaml("img:1", "img:1"), "d", &[(&a, 2), (&b, 2)])
+        .await;
     let a0 = format!("{a}-0");
     let job = submit_sleep(&a0, 900).await;
     running(job).await;
@@ -304,10 +313,7 @@ async fn a_reverted_change_resumes_the_drained_worker_without_replacing_it() {
     let t = Bed::new("ctl-revert").await;
     let a = t.env.name("r");
     let yaml = |image: &str| cluster(&t.env.ns, &[(&a, 2, image)]);
-    let c1 = t.repo.push(&yaml("img:1"), "first");
-    let daemon = t.daemon("d");
-    applied(&t.env, &c1, Duration::from_secs(60)).await;
-    t.idle(&[(&a, 2)]).await;
+    let daemon = t.deployed(&yaml("img:1"), "d", &[(&a, 2)]).await;
     let a1 = format!("{a}-1");
     let job = submit_sleep(&a1, 900).await;
     running(job).await;
@@ -347,10 +353,7 @@ async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
     let t = Bed::new("ctl-kill").await;
     let a = t.env.name("k");
     let yaml = |image: &str| cluster(&t.env.ns, &[(&a, 3, image)]);
-    let c1 = t.repo.push(&yaml("img:1"), "first");
-    let first = t.daemon("d1");
-    applied(&t.env, &c1, Duration::from_secs(60)).await;
-    t.idle(&[(&a, 3)]).await;
+    let first = t.deployed(&yaml("img:1"), "d1", &[(&a, 3)]).await;
     let busy = format!("{a}-2");
     let job = submit_sleep(&busy, 50).await;
     running(job).await;
