@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::{Decision, Observation, WorkerState, decide, pending_for};
 use crate::apply::{AUTOSCALE_MANAGER, Cluster};
+use crate::controller::decide::SetView;
 use crate::render::names::LABEL_NODESET;
 use crate::rollout::pod_ready as ready;
 use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
@@ -92,24 +93,37 @@ pub async fn tick(
     }
     let jobs = slurm.jobs().await?;
     let nodes = slurm.nodes().await?;
-    tick_with(cluster, slurm, c, &jobs, nodes).await
+    tick_with(cluster, slurm, c, &jobs, nodes, None).await
 }
 
 /// One pass with Slurm's JOBS and NODES as read by the caller (the daemon reads Slurm once per
-/// pass).
+/// pass) and, when given, the workers as the controller observed them (SETS: no request per
+/// NodeSet); otherwise each autoscaled NodeSet's StatefulSet and pods are read.
 pub async fn tick_with(
     cluster: &Cluster,
     slurm: &Client,
     c: &ClusterFile,
     jobs: &[crate::slurm::Job],
     nodes: Vec<Node>,
+    observed: Option<&BTreeMap<String, SetView>>,
 ) -> Result<Vec<Outcome>, AutoscaleError> {
     let sets = c.spec.node_sets.iter().filter(|n| n.autoscale.is_some());
     let nodes: BTreeMap<String, Node> = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
     let mut out = Vec::new();
     for ns in sets {
         let rule = ns.autoscale.as_ref().expect("autoscaled");
-        let Some(mut o) = observe(cluster, c, ns, &nodes).await? else {
+        let seen = match observed {
+            Some(v) => v.get(&ns.name).map(|s| {
+                let ready = s
+                    .workers
+                    .iter()
+                    .map(|w| (w.name.clone(), w.ready))
+                    .collect();
+                observation(&ns.name, s.replicas, &ready, &nodes)
+            }),
+            None => observe(cluster, c, ns, &nodes).await?,
+        };
+        let Some(mut o) = seen else {
             continue;
         };
         o.pending = pending_for(c, &ns.name, jobs);
@@ -161,22 +175,33 @@ async fn observe(
         .into_iter()
         .filter_map(|p| Some((p.metadata.name.clone()?, ready(&p))))
         .collect();
+    Ok(Some(observation(&ns.name, replicas, &ready_pods, nodes)))
+}
+
+/// The autoscaler's view of NODE_SET: REPLICAS workers, their pods' readiness (READY_PODS by
+/// name) and their Slurm NODES.
+fn observation(
+    node_set: &str,
+    replicas: u32,
+    ready_pods: &BTreeMap<String, bool>,
+    nodes: &BTreeMap<String, Node>,
+) -> Observation {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let workers = (0..replicas)
         .map(|i| {
-            let name = format!("{}-{i}", ns.name);
+            let name = format!("{node_set}-{i}");
             let state = worker_state(ready_pods.get(&name).copied(), nodes.get(&name), now);
             (name, state)
         })
         .collect();
-    Ok(Some(Observation {
+    Observation {
         replicas,
         pending: 0,
         workers,
-    }))
+    }
 }
 
 fn worker_state(pod_ready: Option<bool>, node: Option<&Node>, now: i64) -> WorkerState {
@@ -315,4 +340,54 @@ async fn set_replicas(
     // The Event is for people; failing to record it does not undo the scale.
     let _ = status::record(&cluster.client, note).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::NodeState;
+
+    fn node(name: &str, flags: &[&str], reason: &str, last_busy: Option<i64>) -> Node {
+        Node {
+            name: name.into(),
+            state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
+            reason: reason.into(),
+            last_busy,
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn the_workers_come_from_pod_readiness_and_slurm_whoever_observed_them() {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let ready = BTreeMap::from([
+            ("s-0".to_string(), true),
+            ("s-1".to_string(), false),
+            ("s-2".to_string(), true),
+            ("s-3".to_string(), true),
+        ]);
+        let nodes: BTreeMap<String, Node> = [
+            node("s-0", &["IDLE"], "", Some(now - 100)),
+            node("s-1", &["IDLE"], "", Some(now)),
+            node("s-2", &["IDLE", "DRAIN"], "slurmops: autoscale", None),
+            node("s-3", &["MIXED"], "", None),
+        ]
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+        let o = observation("s", 5, &ready, &nodes);
+        assert_eq!(o.replicas, 5);
+        let states: Vec<&WorkerState> = o.workers.iter().map(|(_, s)| s).collect();
+        assert!(
+            matches!(states[0], WorkerState::Idle { for_ } if for_.as_secs() >= 100),
+            "{states:?}"
+        );
+        assert_eq!(states[1], &WorkerState::Starting, "pod not Ready");
+        assert_eq!(states[2], &WorkerState::DrainedByUs);
+        assert_eq!(states[3], &WorkerState::Busy);
+        assert_eq!(states[4], &WorkerState::Starting, "no pod yet");
+    }
 }

@@ -235,7 +235,7 @@ async fn reconcile(
                 state.acted_at = Some(Instant::now());
             }
             if let (Some(s), Some(view)) = (&slurm, out.slurm) {
-                keep_workers(cluster, s, &t.c, view, state).await;
+                keep_workers(cluster, s, &t.c, view, &out.sets, state).await;
             }
             acted
         }
@@ -362,10 +362,13 @@ async fn keep_workers(
     slurm: &Client,
     c: &spec::ClusterFile,
     view: crate::controller::decide::SlurmView,
+    sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
     state: &mut State,
 ) {
     let nodes: Vec<crate::slurm::Node> = view.nodes.into_values().collect();
-    match crate::autoscale::run::tick_with(cluster, slurm, c, &view.jobs, nodes.clone()).await {
+    let scaled =
+        crate::autoscale::run::tick_with(cluster, slurm, c, &view.jobs, nodes.clone(), Some(sets));
+    match scaled.await {
         Ok(outcomes) => {
             for o in outcomes.iter().filter(|o| o.from != o.to) {
                 tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
