@@ -12,6 +12,9 @@ use kube::core::GroupVersionKind;
 
 use super::ApplyError;
 
+/// Deadline of one Kubernetes API request (connect has kube's own 30 s).
+pub const API_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Requests sent, counted (a long-running daemon keeps counters, not a list that grows).
 #[derive(Debug, Default)]
 pub struct RequestLog(Mutex<Requests>);
@@ -121,6 +124,13 @@ impl Cluster {
             None => kube::Config::infer().await.map_err(|e| e.to_string()),
         }
         .map_err(|e| ApplyError::Connect(format!("kubeconfig: {e}")))?;
+        // Every request has a deadline: a Kubernetes API server that accepts and never answers
+        // fails the call (and the pass) instead of hanging it. Watches end server-side before it
+        // (`controller::watch`).
+        let mut config = config;
+        config.read_timeout = Some(API_TIMEOUT);
+        config.write_timeout = Some(API_TIMEOUT);
+        config.reset_reader_on_write = true;
         let log = Arc::new(RequestLog::default());
         let client = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| ApplyError::Connect(format!("kube client: {e}")))?

@@ -99,13 +99,6 @@ pub struct Outcome {
     pub slurm: Option<SlurmView>,
 }
 
-impl Outcome {
-    /// Workers waiting on jobs, across NodeSets.
-    pub fn waiting(&self) -> usize {
-        self.progress.iter().map(|p| p.waiting.len()).sum()
-    }
-}
-
 fn kube_err(what: &str) -> impl FnOnce(kube::Error) -> PassError + '_ {
     move |source| PassError::Kube {
         what: what.to_string(),

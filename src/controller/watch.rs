@@ -64,7 +64,12 @@ impl Drop for Cache {
 impl Cache {
     /// Starts watching SCOPE; each change notifies TRIGGER.
     pub fn start(client: &kube::Client, scope: Scope, trigger: Arc<Notify>) -> Cache {
-        let cfg = watcher::Config::default().labels(&scope.selector);
+        // The server ends each watch before the client's read deadline (`apply::live::API_TIMEOUT`);
+        // the watcher resumes it from the last resourceVersion, without a new listing.
+        let server_timeout = (crate::apply::live::API_TIMEOUT.as_secs() * 3 / 4) as u32;
+        let cfg = watcher::Config::default()
+            .labels(&scope.selector)
+            .timeout(server_timeout);
         let (sts, sts_w) = reflector::store();
         let (pods, pods_w) = reflector::store();
         let ready = [

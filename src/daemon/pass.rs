@@ -222,7 +222,7 @@ async fn reconcile(
     };
     match controller::pass(&env, &target).await {
         Ok(out) => {
-            record(shared, state, t, &out, started);
+            record(shared, state, t, &out, started, slurm.is_some());
             super::report::rollout_events(
                 cluster,
                 &t.c.metadata.namespace,
@@ -256,7 +256,15 @@ async fn reconcile(
 }
 
 /// Records what the pass did: the applied commit, each NodeSet's progress, Slurm's reachability.
-fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started: Instant) {
+/// CONNECTED: the pass had Slurm (otherwise `connect` already said why not).
+fn record(
+    shared: &Shared,
+    state: &mut State,
+    t: &Loaded,
+    out: &Outcome,
+    started: Instant,
+    connected: bool,
+) {
     let commit = &t.fetched.commit;
     if let Some(rep) = &out.applied {
         let summary = rep.counts();
@@ -290,10 +298,12 @@ fn record(shared: &Shared, state: &mut State, t: &Loaded, out: &Outcome, started
     }
     state.held = out.held;
     state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
-    state.status.slurm = match &out.slurm_error {
-        Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),
-        None => String::new(),
-    };
+    if connected {
+        state.status.slurm = match &out.slurm_error {
+            Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),
+            None => String::new(),
+        };
+    }
     shared
         .metrics
         .lock()
@@ -310,7 +320,12 @@ async fn connect(
     c: &spec::ClusterFile,
 ) -> Option<Arc<Client>> {
     let (url, user) = match &cfg.slurm {
-        SlurmSource::Off => return None,
+        SlurmSource::Off => {
+            state.status.slurm =
+                "off (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
+                    .into();
+            return None;
+        }
         SlurmSource::Static(client) => return Some(client.clone()),
         SlurmSource::Cluster { url, user } => (url, user),
     };
