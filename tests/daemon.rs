@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams};
 use sha2::Sha256;
 use slurmops::source::remote::{Auth, Remote, RemoteError};
 
-use support::daemon::{Daemon, Repo, applied, as_installed, free_port, gitops, status};
+use support::daemon::{Daemon, Repo, Tarpit, applied, as_installed, free_port, gitops, status};
 use support::{TestEnv, bed, eventually, git};
 
 fn cluster_yaml(ns: &str, max_time: &str) -> String {
@@ -215,6 +215,7 @@ fn ssh_fetch_works_with_the_pinned_host_key_and_a_changed_key_is_refused() {
             known_hosts,
         },
         mirror: dir.path().join(mirror),
+        timeout: slurmops::source::remote::READ_TIMEOUT,
     };
     let fetched = remote(g.known_hosts.clone(), "m1").fetch().unwrap();
     assert_eq!(fetched.commit, c1);
@@ -478,5 +479,72 @@ async fn with_signature_verification_only_commits_signed_by_an_allowed_key_are_a
             .unwrap()
             .contains("MaxTime=4:00:00")
     );
+    env.cleanup().await;
+}
+
+/// Issue 16: a git server that accepts and never answers. The fetch gives up within the read
+/// timeout and says so; meanwhile the loop keeps passing (fetches run beside it), `/healthz`
+/// stays green, the cluster keeps the last applied commit, and once the server answers again the
+/// newer commit is applied. The token in the repository URL shows nowhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_git_server_that_never_answers_fails_the_fetch_in_time_and_the_loop_goes_on() {
+    let (env, repo, url, dir) = gitops("tarpit").await;
+    let upstream = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let tarpit = Tarpit::start(&upstream);
+    let secret = "tok-s3cret-9f2";
+    let proxied = url.replace(
+        &format!("http://{upstream}"),
+        &format!("http://ci:{secret}@{}", tarpit.addr),
+    );
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &proxied,
+        "a",
+        &["--interval", "1s", "--git-timeout", "3s", "--no-slurm"],
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+
+    tarpit.set(true);
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "second");
+    let silenced = std::time::Instant::now();
+    let s = eventually(
+        "fetch-failed reported",
+        Duration::from_secs(60),
+        async || status(&env).await.filter(|s| s.result == "fetch-failed"),
+    )
+    .await;
+    let reported = silenced.elapsed();
+    eprintln!("tarpit: fetch-failed reported {reported:?} after the server went silent");
+    // One interval until the next fetch starts, the 3 s read timeout, the status write.
+    assert!(reported < Duration::from_secs(12), "took {reported:?}");
+    assert!(s.errors.contains("timed out"), "{}", s.errors);
+    assert_eq!(s.last_applied_commit, c1);
+
+    // The loop is not held by the fetches the tarpit keeps.
+    let before = d.metric("slurmops_passes_total").unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = d.metric("slurmops_passes_total").unwrap();
+    assert!(after >= before + 2.0, "passes {before} → {after}");
+    assert_eq!(d.get("/healthz").0, 200);
+
+    tarpit.set(false);
+    let recovered = applied(&env, &c2, Duration::from_secs(60)).await;
+    eprintln!("tarpit: commit applied {recovered:?} after the server answered again");
+
+    let s = status(&env).await.unwrap();
+    let shown = format!("{s:?}\n{}", d.output());
+    assert!(!shown.contains(secret), "the token leaked: {shown}");
+    assert!(
+        s.repository.starts_with("http://127.0.0.1:"),
+        "{}",
+        s.repository
+    );
+    drop(d);
     env.cleanup().await;
 }

@@ -2,6 +2,7 @@
 //! the ratio each is judged by, and written as JSON for comparison across commits. Inputs are
 //! generated here (a cluster.yaml of N NodeSets); nothing is read from disk but the binary itself.
 
+pub mod hostile;
 pub mod live;
 
 use std::path::Path;

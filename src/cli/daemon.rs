@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// Re-apply the current commit this often to correct drift.
     #[arg(long, env = "SLURMOPS_DRIFT_INTERVAL", default_value = "10m", value_parser = Duration::parse)]
     drift_interval: Duration,
+    /// How long the git server may stay silent (connect and every read); a fetch gives up after
+    /// six times this. Fetches run beside the passes: a silent server never holds them up.
+    #[arg(long, env = "SLURMOPS_GIT_TIMEOUT", default_value = "30s", value_parser = Duration::parse)]
+    git_timeout: Duration,
     /// Local bare mirror of the repository.
     #[arg(
         long,
@@ -169,6 +173,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             path: a.path.clone(),
             auth,
             mirror: a.mirror.clone(),
+            timeout: std::time::Duration::from_secs(a.git_timeout.as_secs().max(1)),
         },
         interval: std::time::Duration::from_secs(a.interval.as_secs().max(1)),
         drift_interval: std::time::Duration::from_secs(a.drift_interval.as_secs().max(1)),
@@ -210,6 +215,8 @@ pub fn run(a: RunArgs) -> i32 {
             .map_err(|e| e.to_string())?;
         daemon::run(cluster, cfg).await
     });
+    // A git fetch still in flight (a silent server) must not hold the exit: it is abandoned.
+    multi.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => EXIT_OK,
         Err(e) => {

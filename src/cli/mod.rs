@@ -86,7 +86,7 @@ enum Cmd {
     /// never registered replaced.
     Sync(sync::Args),
     /// The daemon: follow a git repository and keep the cluster at its cluster.yaml.
-    Run(daemon::RunArgs),
+    Run(Box<daemon::RunArgs>),
     /// What the daemon last did (its status ConfigMap).
     Status(daemon::StatusArgs),
     /// The daemon's own objects (Deployment, ServiceAccount, Role, RoleBinding, Service).
@@ -163,7 +163,7 @@ pub fn main() -> i32 {
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),
         Cmd::Sync(args) => sync::run(args),
-        Cmd::Run(args) => daemon::run(args),
+        Cmd::Run(args) => daemon::run(*args),
         Cmd::Status(args) => daemon::status(args),
         Cmd::Install(args) => daemon::install(args),
         Cmd::Bench(args) => bench::run(args),

@@ -38,6 +38,10 @@ pub struct Shared {
     /// `stale_after` (a stuck loop), so Kubernetes restarts the daemon and the lease moves.
     pub last_pass: Mutex<Option<std::time::Instant>>,
     pub stale_after: std::time::Duration,
+    /// When the fetch in flight started: `/healthz` fails once it is older than `fetch_stuck`
+    /// (its deadline, a read timeout and a minute: libgit2 could not give up, a restart frees it).
+    pub fetching_since: Mutex<Option<std::time::Instant>>,
+    pub fetch_stuck: std::time::Duration,
 }
 
 /// Whether SIGNATURE (`sha256=HEX`) is the HMAC-SHA256 of BODY under SECRET (constant time).
@@ -77,16 +81,7 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_string();
     Ok(match (req.method().clone(), path.as_str()) {
-        (Method::GET, "/healthz") => {
-            let last = *shared.last_pass.lock().expect("last pass");
-            match last {
-                Some(t) if t.elapsed() > shared.stale_after => reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("stuck: no pass finished for {}s", t.elapsed().as_secs()),
-                ),
-                _ => reply(StatusCode::OK, "ok"),
-            }
-        }
+        (Method::GET, "/healthz") => healthz(&shared),
         (Method::GET, "/readyz") => {
             if shared.metrics.lock().expect("metrics").ready {
                 reply(StatusCode::OK, "ready")
@@ -111,6 +106,22 @@ async fn handle(
         (Method::POST, "/webhook") => webhook(&shared, req).await,
         _ => reply(StatusCode::NOT_FOUND, "not found"),
     })
+}
+
+fn healthz(shared: &Shared) -> Response<Full<Bytes>> {
+    let last = *shared.last_pass.lock().expect("last pass");
+    let fetching = *shared.fetching_since.lock().expect("fetching");
+    match (last, fetching) {
+        (Some(t), _) if t.elapsed() > shared.stale_after => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("stuck: no pass finished for {}s", t.elapsed().as_secs()),
+        ),
+        (_, Some(t)) if t.elapsed() > shared.fetch_stuck => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("stuck: a git fetch has run for {}s", t.elapsed().as_secs()),
+        ),
+        _ => reply(StatusCode::OK, "ok"),
+    }
 }
 
 async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {

@@ -38,6 +38,7 @@ pub struct Metrics {
     rollout_steps: Family<Labels, Counter>,
     rollout_workers: Family<Labels, Gauge>,
     waiting_on_jobs: Gauge,
+    passes: Counter,
     /// The first pass finished (`/readyz`).
     pub ready: bool,
 }
@@ -56,6 +57,7 @@ impl Default for Metrics {
             rollout_steps: Family::default(),
             rollout_workers: Family::default(),
             waiting_on_jobs: Gauge::default(),
+            passes: Counter::default(),
             ready: false,
         };
         let r = &mut m.registry;
@@ -105,6 +107,11 @@ impl Default for Metrics {
             m.rollout_workers.clone(),
         );
         r.register(
+            "slurmops_passes",
+            "Loop iterations finished (flat while the loop is stuck; git fetches run beside them)",
+            m.passes.clone(),
+        );
+        r.register(
             "slurmops_waiting_on_jobs",
             "Workers waiting for running jobs to end before they can be replaced or removed",
             m.waiting_on_jobs.clone(),
@@ -114,6 +121,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts a finished loop iteration.
+    pub fn passed(&self) {
+        self.passes.inc();
+    }
+
     /// Counts a reconcile with RESULT that took SECONDS.
     pub fn reconciled(&self, result: &str, seconds: f64) {
         self.reconciles

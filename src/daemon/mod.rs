@@ -68,6 +68,9 @@ struct Loaded {
     r: crate::render::Rendered,
 }
 
+/// A fetch running beside the passes.
+type Fetching = tokio::task::JoinHandle<Result<Fetched, String>>;
+
 /// What the loop remembers between passes (a cache: everything that matters is derivable from the
 /// cluster, Slurm and git; a restarted daemon rebuilds it in one pass).
 #[derive(Default)]
@@ -76,6 +79,8 @@ struct State {
     written: Option<(Status, Instant)>,
     applied_at: Option<Instant>,
     fetched_at: Option<Instant>,
+    /// The fetch in flight, if any.
+    fetching: Option<Fetching>,
     /// The newest valid commit: what the controller works towards.
     target: Option<Loaded>,
     /// The last pass held a scale-in or a removal back: apply again.
@@ -102,6 +107,8 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         metrics: std::sync::Mutex::new(Metrics::default()),
         last_pass: std::sync::Mutex::new(None),
         stale_after: cfg.interval * 5 + Duration::from_secs(60),
+        fetching_since: std::sync::Mutex::new(None),
+        fetch_stuck: cfg.remote.deadline() + cfg.remote.timeout + Duration::from_secs(60),
     });
     if let Some(addr) = cfg.listen {
         let listener = http::bind(addr).await?;
@@ -143,7 +150,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
 
     let mut state = State {
         status: Status {
-            repository: cfg.remote.url.clone(),
+            repository: cfg.remote.shown_url(),
             branch: cfg.remote.branch.clone(),
             ..Status::default()
         },
@@ -151,7 +158,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
     };
     // A restarted daemon, or a new leader, carries on from the status the last one wrote.
     if let Ok(Some(prev)) = configmap::read(&cluster.client, &cfg.namespace).await
-        && prev.repository == cfg.remote.url
+        && prev.repository == cfg.remote.shown_url()
         && prev.branch == cfg.remote.branch
     {
         state.status = prev;
@@ -182,6 +189,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
             }
         }
         *shared.last_pass.lock().expect("last pass") = Some(Instant::now());
+        shared.metrics.lock().expect("metrics").passed();
         if cfg.once || stop.load(Ordering::SeqCst) {
             break;
         }

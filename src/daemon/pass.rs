@@ -1,4 +1,6 @@
-//! One daemon pass: fetch when due, adopt the newest valid commit as the target, run the
+//! One daemon pass: start a fetch when due (it runs beside the passes: a silent git server never
+//! holds up autoscale, sync or the workers), adopt the newest valid commit a finished fetch
+//! brought as the target, run the
 //! controller's pass for the target (apply when the commit is new, drift correction is due, or a
 //! scale-in/removal was held back last time; always move the workers on), keep the workers in sync
 //! with Slurm, and record where everything stands. Never waits for a job, a pod or a NodeSet.
@@ -35,10 +37,19 @@ pub async fn pass(
 ) -> bool {
     let started = Instant::now();
     let mut apply_now = false;
-    let fetch_due = shared.fetch_now.swap(false, Ordering::SeqCst)
-        || state.fetched_at.is_none_or(|t| t.elapsed() >= cfg.interval);
-    if fetch_due {
-        apply_now |= fetch(cfg, shared, state).await;
+    if state.fetching.is_none()
+        && (shared.fetch_now.swap(false, Ordering::SeqCst)
+            || state.fetched_at.is_none_or(|t| t.elapsed() >= cfg.interval))
+    {
+        state.fetching = Some(start_fetch(cfg, shared));
+    }
+    // `--once` waits for its fetch; the loop takes a fetch's result in the pass after it ended
+    // (its end wakes the loop).
+    if let Some(fetching) = state.fetching.take_if(|f| cfg.once || f.is_finished()) {
+        let fetched = fetching
+            .await
+            .unwrap_or_else(|e| Err(format!("the fetch task failed: {e}")));
+        apply_now |= fetched_commit(cfg, shared, state, fetched);
     }
     state.status.last_attempt = now_rfc3339();
     if cfg.suspend
@@ -73,19 +84,35 @@ pub async fn pass(
     acted
 }
 
-/// Fetches the branch; true when a new valid commit became the target.
-async fn fetch(cfg: &Config, shared: &Arc<Shared>, state: &mut State) -> bool {
-    let started = Instant::now();
+/// Fetches the branch on a blocking thread; wakes the loop when done.
+pub(super) fn start_fetch(cfg: &Config, shared: &Arc<Shared>) -> super::Fetching {
     let remote = cfg.remote.clone();
-    let fetched = tokio::task::spawn_blocking(move || remote.fetch())
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    shared
-        .metrics
-        .lock()
-        .expect("metrics")
-        .fetched(started.elapsed().as_secs_f64());
+    let shared = shared.clone();
+    *shared.fetching_since.lock().expect("fetching") = Some(Instant::now());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let fetched = tokio::task::spawn_blocking(move || remote.fetch())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        shared
+            .metrics
+            .lock()
+            .expect("metrics")
+            .fetched(started.elapsed().as_secs_f64());
+        *shared.fetching_since.lock().expect("fetching") = None;
+        shared.sync_now.notify_one();
+        fetched
+    })
+}
+
+/// Takes a finished fetch; true when a new valid commit became the target.
+fn fetched_commit(
+    cfg: &Config,
+    shared: &Arc<Shared>,
+    state: &mut State,
+    fetched: Result<Fetched, String>,
+) -> bool {
     state.fetched_at = Some(Instant::now());
     let f = match fetched {
         Err(e) => {

@@ -2,9 +2,15 @@
 //! mirror: over HTTP(S) (optionally with a token) or SSH with a private key and **pinned host
 //! keys** (a known_hosts file; a host key it does not list is refused). cluster.yaml is read from
 //! the fetched commit's tree, never from a work tree. Force-pushes are followed (`+` refspec).
+//!
+//! The server is untrusted: a fetch is shallow (the tip only), every socket has libgit2's connect
+//! and read timeouts, the whole transfer has a deadline, a refused credential is not offered
+//! again, and cluster.yaml's size is read from the object header before its content. Credentials
+//! in the URL never reach an error, a log line or the status ([`redact`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use git2::{CertificateCheckStatus, Cred, FetchOptions, RemoteCallbacks, Repository};
@@ -37,6 +43,71 @@ pub enum RemoteError {
     },
     #[error("git mirror {dir}: {message}")]
     Mirror { dir: String, message: String },
+    #[error(
+        "{url} at {commit}: {path} is {size} bytes; cluster.yaml may be at most {max} bytes (not read)",
+        max = crate::spec::yaml::MAX_BYTES
+    )]
+    TooLarge {
+        url: String,
+        commit: String,
+        path: String,
+        size: usize,
+    },
+}
+
+/// Most time a connection to the git server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default for how long the git server may stay silent while an answer is awaited.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A whole fetch may take this many read timeouts (checked between the chunks the server sends).
+pub const DEADLINE_READS: u32 = 6;
+
+/// URL without credentials (`https://user:token@host/x` → `https://host/x`): what errors, logs
+/// and the status may show.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // scp-like `user@host:path`: the user name is not a secret.
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => format!("{scheme}://{host}{path}"),
+        Some((_user, host)) if scheme.starts_with("http") => format!("{scheme}://{host}{path}"),
+        _ => url.to_string(),
+    }
+}
+
+/// MESSAGE with URL's credentials (if any) cut out: libgit2 may quote the URL.
+fn redact_in(message: &str, url: &str) -> String {
+    let shown = redact(url);
+    if shown == url {
+        message.to_string()
+    } else {
+        message.replace(url, &shown)
+    }
+}
+
+/// libgit2's socket timeouts, set once for the process (a global of the C library): the first
+/// fetch's READ timeout holds for the process (a daemon follows one repository).
+fn set_timeouts(read: Duration) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX).max(1);
+    ONCE.call_once(|| {
+        // SAFETY: libgit2 reads these two integers when it opens a socket; git2 initialises the
+        // library first. `Once` makes this the only write, before the first fetch of the process,
+        // so no thread reads them while they change.
+        #[allow(unsafe_code)]
+        let set = unsafe {
+            git2::opts::set_server_connect_timeout_in_milliseconds(millis(
+                CONNECT_TIMEOUT.min(read),
+            ))
+            .and_then(|()| git2::opts::set_server_timeout_in_milliseconds(millis(read)))
+        };
+        if let Err(e) = set {
+            tracing::warn!("cannot set git server timeouts: {}", e.message());
+        }
+    });
 }
 
 /// How to authenticate.
@@ -63,6 +134,9 @@ pub struct Remote {
     pub auth: Auth,
     /// Where the local bare mirror lives.
     pub mirror: PathBuf,
+    /// How long the server may stay silent ([`READ_TIMEOUT`] by default); a whole fetch may take
+    /// [`DEADLINE_READS`] times that.
+    pub timeout: Duration,
 }
 
 /// cluster.yaml at a fetched commit.
@@ -102,22 +176,53 @@ impl Remote {
         }
     }
 
-    /// Fetches the branch (blocking) and reads cluster.yaml at its tip.
+    /// The URL as errors, logs and the status show it (no credentials).
+    pub fn shown_url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// Most time a whole fetch may take.
+    pub fn deadline(&self) -> Duration {
+        self.timeout * DEADLINE_READS
+    }
+
+    /// Fetches the tip of the branch (blocking, at most [`Remote::deadline`]) and reads
+    /// cluster.yaml there.
     pub fn fetch(&self) -> Result<Fetched, RemoteError> {
+        set_timeouts(self.timeout);
+        let deadline = self.deadline();
         let repo = self.open_mirror()?;
         let refused: RefCell<Option<RemoteError>> = RefCell::new(None);
         let mut cb = RemoteCallbacks::new();
         let auth = self.auth.clone();
-        cb.credentials(move |_url, user, _allowed| match &auth {
-            Auth::Anonymous => Cred::default(),
-            Auth::Token(t) => Cred::userpass_plaintext(user.unwrap_or("x-access-token"), t),
-            Auth::Ssh { private_key, .. } => {
-                Cred::ssh_key(user.unwrap_or("git"), None, private_key, None)
+        let tries = Cell::new(0u32);
+        cb.credentials(move |_url, user, _allowed| {
+            // libgit2 asks again after the server refused a credential: give up instead.
+            tries.set(tries.get() + 1);
+            if tries.get() > 1 {
+                return Err(git2::Error::from_str(
+                    "the server refused the credentials (check the token or SSH key and its access to the repository)",
+                ));
             }
+            match &auth {
+                Auth::Anonymous => Cred::default(),
+                Auth::Token(t) => Cred::userpass_plaintext(user.unwrap_or("x-access-token"), t),
+                Auth::Ssh { private_key, .. } => {
+                    Cred::ssh_key(user.unwrap_or("git"), None, private_key, None)
+                }
+            }
+        });
+        let started = Instant::now();
+        let late = std::rc::Rc::new(Cell::new(false));
+        let late_in_cb = late.clone();
+        cb.transfer_progress(move |_| {
+            let in_time = started.elapsed() < deadline;
+            late_in_cb.set(!in_time);
+            in_time
         });
         if let Auth::Ssh { known_hosts, .. } = &self.auth {
             let known_hosts = known_hosts.clone();
-            let url = self.url.clone();
+            let url = self.shown_url();
             let refused = &refused;
             cb.certificate_check(move |cert, host| {
                 let Some(hash) = cert.as_hostkey().and_then(|k| k.hash_sha256()) else {
@@ -141,6 +246,7 @@ impl Remote {
         }
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(cb);
+        fo.depth(1);
         let refspec = format!("+refs/heads/{}:{}", self.branch, self.tracking_ref());
         let fetched = repo
             .remote_anonymous(&self.url)
@@ -150,9 +256,16 @@ impl Remote {
             return Err(e);
         }
         fetched.map_err(|e| RemoteError::Fetch {
-            url: self.url.clone(),
+            url: self.shown_url(),
             branch: self.branch.clone(),
-            message: e.message().to_string(),
+            message: if late.get() {
+                format!(
+                    "gave up after {}s (the transfer's deadline)",
+                    deadline.as_secs()
+                )
+            } else {
+                redact_in(e.message(), &self.url)
+            },
         })?;
         self.read(&repo)
     }
@@ -170,18 +283,32 @@ impl Remote {
         let id = commit.id().to_string();
         let path = self.file_path();
         let missing = || RemoteError::NoClusterFile {
-            url: self.url.clone(),
+            url: self.shown_url(),
             commit: id.clone(),
             path: path.clone(),
         };
-        let blob = commit
+        let entry = commit
             .tree()
             .map_err(mirror_err)?
             .get_path(Path::new(&path))
-            .map_err(|_| missing())?
-            .to_object(repo)
-            .and_then(|o| o.peel_to_blob())
             .map_err(|_| missing())?;
+        // The size from the object's header: a huge blob is refused before it is read.
+        let (size, kind) = repo
+            .odb()
+            .and_then(|odb| odb.read_header(entry.id()))
+            .map_err(mirror_err)?;
+        if kind != git2::ObjectType::Blob {
+            return Err(missing());
+        }
+        if size > crate::spec::yaml::MAX_BYTES {
+            return Err(RemoteError::TooLarge {
+                url: self.shown_url(),
+                commit: id.clone(),
+                path,
+                size,
+            });
+        }
+        let blob = repo.find_blob(entry.id()).map_err(|_| missing())?;
         let text = String::from_utf8(blob.content().to_vec()).map_err(|_| RemoteError::Mirror {
             dir: self.mirror.display().to_string(),
             message: format!("{path} at {id} is not UTF-8 text"),
@@ -191,7 +318,11 @@ impl Remote {
             .ok()
             .map(|(sig, data)| (sig.to_vec(), data.to_vec()));
         Ok(Fetched {
-            name: format!("{}@{}:{path}", self.url, &id[..12]),
+            name: format!(
+                "{}@{}:{path}",
+                self.shown_url(),
+                id.get(..12).unwrap_or(&id)
+            ),
             commit: id,
             text,
             signature,
@@ -233,4 +364,29 @@ fn pinned(known_hosts: &Path, host: &str, hash: &[u8; 32]) -> Result<bool, Strin
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn credentials_are_cut_from_urls() {
+        assert_eq!(
+            redact("https://x-access-token:ghp_abc@github.com/o/r.git"),
+            "https://github.com/o/r.git"
+        );
+        assert_eq!(
+            redact("https://ghp_abc@github.com/o/r.git"),
+            "https://github.com/o/r.git"
+        );
+        assert_eq!(
+            redact("http://u:p@127.0.0.1:8080/a@b.git"),
+            "http://127.0.0.1:8080/a@b.git"
+        );
+        // A user name alone is not a secret in SSH URLs.
+        assert_eq!(redact("ssh://git@host/r.git"), "ssh://git@host/r.git");
+        assert_eq!(redact("git@host:o/r.git"), "git@host:o/r.git");
+        assert_eq!(redact("https://host/r.git"), "https://host/r.git");
+    }
 }

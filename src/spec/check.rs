@@ -14,19 +14,25 @@ use super::yaml::{Node, Value};
 const DURATION_PATTERN: &str = "^([0-9]+[dhms])+$";
 const PERCENT_PATTERN: &str = "^[0-9]+%$";
 
-/// Checks `node` against `root` schema; returns the JSON value and every finding.
-pub fn check(node: &Node, root: &Json) -> (Json, Vec<Finding>) {
+/// Checks `node` against `root` schema; returns the JSON value, the first LIMIT findings in
+/// document order and how many there were in all.
+pub fn check(node: &Node, root: &Json, limit: usize) -> (Json, Vec<Finding>, usize) {
     let mut c = Checker {
         root,
         findings: Vec::new(),
+        limit,
+        total: 0,
     };
     let value = c.walk(node, root, &Path::root());
-    (value, c.findings)
+    (value, c.findings, c.total)
 }
 
 struct Checker<'s> {
     root: &'s Json,
     findings: Vec<Finding>,
+    /// Findings kept (a hostile file can have millions; the rest are only counted).
+    limit: usize,
+    total: usize,
 }
 
 /// What a schema (after `$ref`/`allOf` resolution) says about one node.
@@ -76,7 +82,10 @@ impl<'s> Checker<'s> {
     }
 
     fn report(&mut self, f: Finding) {
-        self.findings.push(f);
+        self.total += 1;
+        if self.findings.len() < self.limit {
+            self.findings.push(f);
+        }
     }
 
     fn walk(&mut self, node: &Node, schema: &'s Json, path: &Path) -> Json {
@@ -135,11 +144,13 @@ impl<'s> Checker<'s> {
     fn any_of(&mut self, node: &Node, branches: &'s [Json], schema: &'s Json, path: &Path) -> Json {
         // The first branch that fits without findings wins; otherwise report the findings of the
         // branch whose shape matches the node (a mapping for a mapping, and so on).
-        let mut best: Option<(Json, Vec<Finding>)> = None;
+        let mut best: Option<(Json, Vec<Finding>, usize)> = None;
         for branch in branches {
             let mut sub = Checker {
                 root: self.root,
                 findings: Vec::new(),
+                limit: self.limit,
+                total: 0,
             };
             let value = sub.walk(node, branch, path);
             if sub.findings.is_empty() {
@@ -152,9 +163,9 @@ impl<'s> Checker<'s> {
             if best.is_none() || shape_fits {
                 let replace = best
                     .as_ref()
-                    .is_none_or(|(_, f)| f.iter().any(|f| f.path == *path));
+                    .is_none_or(|(_, f, _)| f.iter().any(|f| f.path == *path));
                 if replace {
-                    best = Some((value, sub.findings));
+                    best = Some((value, sub.findings, sub.total));
                 }
             }
         }
@@ -162,8 +173,14 @@ impl<'s> Checker<'s> {
             .iter()
             .any(|b| self.resolve(b).get("x-slurmops-secret-ref").is_some());
         match best {
-            Some((value, findings)) if secret || findings.iter().all(|f| f.path != *path) => {
-                self.findings.extend(findings);
+            Some((value, findings, total))
+                if secret || findings.iter().all(|f| f.path != *path) =>
+            {
+                let dropped = total - findings.len();
+                for f in findings {
+                    self.report(f);
+                }
+                self.total += dropped;
                 value
             }
             _ => {

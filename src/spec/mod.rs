@@ -29,6 +29,9 @@ fn schema() -> &'static serde_json::Value {
     })
 }
 
+/// Most problems reported for one file (the first ones in the document); the rest are counted.
+pub const MAX_DIAGNOSTICS: usize = 200;
+
 /// Reads cluster.yaml text. `file` is the name used in diagnostics.
 /// On failure returns every problem found, sorted by position.
 pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
@@ -42,10 +45,11 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
             hint: Some("fix the YAML syntax".into()),
         }]
     })?;
-    let (value, findings) = check::check(&tree, schema());
-    let at = |findings: Vec<diag::Finding>| {
+    let (value, findings, total) = check::check(&tree, schema(), MAX_DIAGNOSTICS);
+    let at = |findings: Vec<diag::Finding>, total: usize| {
         let mut out: Vec<Diagnostic> = findings
             .into_iter()
+            .take(MAX_DIAGNOSTICS)
             .map(|f| {
                 let pos = match &f.at_key {
                     Some(k) => {
@@ -68,6 +72,16 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
             .collect();
         out.sort_by(|a, b| (a.line, a.col, &a.message).cmp(&(b.line, b.col, &b.message)));
         out.dedup();
+        if total > MAX_DIAGNOSTICS {
+            out.push(Diagnostic {
+                file: file.to_string(),
+                line: out.last().map_or(1, |d| d.line),
+                col: out.last().map_or(1, |d| d.col),
+                path: "(more)".into(),
+                message: format!("{} more problems not shown", total - MAX_DIAGNOSTICS),
+                hint: Some("fix the ones above and validate again".into()),
+            });
+        }
         out
     };
     // Structural findings drop the offending values; when what is left still reads as a cluster,
@@ -76,15 +90,17 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
     match cluster {
         Ok(cluster) => {
             let mut all = findings;
-            all.extend(validate::validate(&cluster));
+            let semantic = validate::validate(&cluster);
+            let total = total + semantic.len();
+            all.extend(semantic);
             if all.is_empty() {
                 Ok(cluster)
             } else {
-                Err(at(all))
+                Err(at(all, total))
             }
         }
-        Err(_) if !findings.is_empty() => Err(at(findings)),
-        Err(e) => Err(at(vec![diag::Finding::new(Path::root(), e.to_string())])),
+        Err(_) if !findings.is_empty() => Err(at(findings, total)),
+        Err(e) => Err(at(vec![diag::Finding::new(Path::root(), e.to_string())], 1)),
     }
 }
 

@@ -1,7 +1,9 @@
 //! A YAML tree that remembers where every node came from, so that every error can say
 //! `file:line:col`. Built from saphyr-parser's event stream (a maintained, panic-free YAML 1.2
 //! parser) with hard limits, so that no input can hang or exhaust memory: size, nesting depth,
-//! and total nodes after alias expansion (which defeats "billion laughs" alias bombs).
+//! and nodes and scalar bytes after alias expansion (which defeats "billion laughs" alias bombs,
+//! by count or by length). Every step is linear in the input: duplicate keys are found through a
+//! hash set, and an alias costs what it expands to, counted once per anchor.
 
 use std::collections::HashMap;
 
@@ -15,6 +17,8 @@ pub const MAX_BYTES: usize = 4 << 20;
 pub const MAX_DEPTH: usize = 64;
 /// Most nodes accepted, counting every alias expansion.
 pub const MAX_NODES: usize = 500_000;
+/// Most scalar bytes accepted, counting every alias expansion (4 times the largest file).
+pub const MAX_EXPANDED_BYTES: usize = 4 * MAX_BYTES;
 
 /// Line (1-based) and column (1-based) of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -129,15 +133,33 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
     let mut b = Builder {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
-        nodes: 0,
+        cost: Cost::default(),
     };
     b.document()
 }
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes with what each costs when aliased.
+    anchors: HashMap<usize, (Node, Cost)>,
+    cost: Cost,
+}
+
+/// What a tree costs: its nodes and the bytes of its scalars (keys included).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Cost {
     nodes: usize,
+    bytes: usize,
+}
+
+impl std::ops::Sub for Cost {
+    type Output = Cost;
+    fn sub(self, o: Cost) -> Cost {
+        Cost {
+            nodes: self.nodes - o.nodes,
+            bytes: self.bytes - o.bytes,
+        }
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -178,12 +200,22 @@ impl<'a> Builder<'a> {
         root.ok_or_else(|| YamlError::at(Pos { line: 1, col: 1 }, "the file is empty"))
     }
 
-    fn count(&mut self, n: usize, pos: Pos) -> Result<(), YamlError> {
-        self.nodes += n;
-        if self.nodes > MAX_NODES {
+    /// Charges C to the document; an error once a limit is passed.
+    fn charge(&mut self, c: Cost, pos: Pos) -> Result<(), YamlError> {
+        self.cost.nodes = self.cost.nodes.saturating_add(c.nodes);
+        self.cost.bytes = self.cost.bytes.saturating_add(c.bytes);
+        if self.cost.nodes > MAX_NODES {
             return Err(YamlError::at(
                 pos,
                 format!("more than {MAX_NODES} YAML nodes (alias expansion included)"),
+            ));
+        }
+        if self.cost.bytes > MAX_EXPANDED_BYTES {
+            return Err(YamlError::at(
+                pos,
+                format!(
+                    "more than {MAX_EXPANDED_BYTES} bytes of text (alias expansion included): aliases repeat their anchor's text"
+                ),
             ));
         }
         Ok(())
@@ -198,10 +230,18 @@ impl<'a> Builder<'a> {
                 format!("nesting deeper than {MAX_DEPTH} levels"),
             ));
         }
-        self.count(1, pos)?;
+        let before = self.cost;
+        self.charge(Cost { nodes: 1, bytes: 0 }, pos)?;
         let (node, anchor) = match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = matches!(style, ScalarStyle::Plain);
+                self.charge(
+                    Cost {
+                        nodes: 0,
+                        bytes: text.len(),
+                    },
+                    pos,
+                )?;
                 (
                     Node {
                         value: Value::Scalar {
@@ -214,13 +254,16 @@ impl<'a> Builder<'a> {
                 )
             }
             Event::Alias(id) => {
-                let target = self
+                let cost = self
                     .anchors
                     .get(&id)
-                    .cloned()
+                    .map(|(_, c)| *c)
                     .ok_or_else(|| YamlError::at(pos, "alias to an unknown anchor"))?;
-                let size = size_of_tree(&target);
-                self.count(size, pos)?;
+                // Charged before the copy is made.
+                self.charge(cost, pos)?;
+                let target = self.anchors.get(&id).map(|(n, _)| n.clone());
+                let target =
+                    target.ok_or_else(|| YamlError::at(pos, "alias to an unknown anchor"))?;
                 return Ok(Node { pos, ..target });
             }
             Event::SequenceStart(anchor, _) => (self.sequence(pos, depth)?, anchor),
@@ -228,7 +271,10 @@ impl<'a> Builder<'a> {
             _ => return Err(YamlError::at(pos, "unexpected YAML event")),
         };
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            // The copy kept for aliases costs memory too: charged like an alias.
+            let cost = self.cost - before;
+            self.charge(cost, pos)?;
+            self.anchors.insert(anchor, (node.clone(), cost));
         }
         Ok(node)
     }
@@ -249,6 +295,7 @@ impl<'a> Builder<'a> {
 
     fn mapping(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
         let mut entries: Vec<(Key, Node)> = Vec::new();
+        let mut seen: HashMap<String, Pos> = HashMap::new();
         let mut merged: Vec<(Key, Node)> = Vec::new();
         loop {
             if matches!(self.parser.peek(), Some(Ok((Event::MappingEnd, _)))) {
@@ -273,19 +320,20 @@ impl<'a> Builder<'a> {
                 merged.extend(merge_source(value)?);
                 continue;
             }
-            if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == key.text) {
+            if let Some(first) = seen.insert(key.text.clone(), key.pos) {
                 return Err(YamlError::at(
                     key.pos,
                     format!(
                         "duplicate key {:?} (first at line {})",
-                        key.text, first.pos.line
+                        key.text, first.line
                     ),
                 ));
             }
             entries.push((key, value));
         }
         for (k, v) in merged {
-            if !entries.iter().any(|(e, _)| e.text == k.text) {
+            if !seen.contains_key(&k.text) {
+                seen.insert(k.text.clone(), k.pos);
                 entries.push((k, v));
             }
         }
@@ -311,14 +359,6 @@ fn merge_source(value: Node) -> Result<Vec<(Key, Node)>, YamlError> {
             value.pos,
             "the merge key `<<` takes a mapping or a list of mappings",
         )),
-    }
-}
-
-fn size_of_tree(node: &Node) -> usize {
-    1 + match &node.value {
-        Value::Scalar { .. } => 0,
-        Value::Seq(items) => items.iter().map(size_of_tree).sum(),
-        Value::Map(entries) => entries.iter().map(|(_, v)| 1 + size_of_tree(v)).sum(),
     }
 }
 

@@ -289,3 +289,79 @@ pub async fn as_installed(
     std::fs::write(&kubeconfig, restricted.replace(old_token, &token)).unwrap();
     (docs, kubeconfig)
 }
+
+/// A TCP relay in front of a git server that can turn into a tarpit: it then accepts connections
+/// and never answers (nor closes them), as a hung server or a black-holing network would.
+pub struct Tarpit {
+    pub addr: std::net::SocketAddr,
+    on: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Tarpit {
+    /// Relays to UPSTREAM (`host:port`) until `set(true)`.
+    pub fn start(upstream: &str) -> Tarpit {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let on = std::sync::Arc::new(AtomicBool::new(false));
+        let (flag, upstream) = (on.clone(), upstream.to_string());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for client in listener.incoming().flatten() {
+                if flag.load(Ordering::SeqCst) {
+                    held.push(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Tarpit { addr, on }
+    }
+
+    pub fn set(&self, on: bool) {
+        self.on.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Daemon {
+    /// GET PATH on the daemon's HTTP port: (status code, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return (0, String::new());
+        };
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        (code, body.to_string())
+    }
+
+    /// The value of the metric NAME (first sample), from /metrics.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics");
+        body.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+}
