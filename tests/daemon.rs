@@ -506,7 +506,14 @@ async fn a_git_server_that_never_answers_fails_the_fetch_in_time_and_the_loop_go
         dir.path(),
         &proxied,
         "a",
-        &["--interval", "1s", "--git-timeout", "3s", "--no-slurm"],
+        &[
+            "--interval",
+            "1s",
+            "--git-timeout",
+            "3s",
+            "--no-slurm",
+            "--allow-http",
+        ],
     );
     applied(&env, &c1, Duration::from_secs(60)).await;
 
@@ -545,6 +552,85 @@ async fn a_git_server_that_never_answers_fails_the_fetch_in_time_and_the_loop_go
         "{}",
         s.repository
     );
+    drop(d);
+    env.cleanup().await;
+}
+
+/// Issue 16: 3,000 connections that send half a request and trickle header lines (reconnecting
+/// when closed) against a daemon limited to 2,048 descriptors: `/healthz` keeps answering, a
+/// signed webhook syncs, the pushed commit is fetched and applied, and the daemon's memory stays
+/// under 100 MB.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
+    let (env, repo, url, dir) = gitops("slowloris").await;
+    let secret_file = dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let d = Daemon::start_limited(
+        &env,
+        dir.path(),
+        &url,
+        &[
+            "--interval",
+            "10m",
+            "--no-slurm",
+            "--webhook-secret-file",
+            secret_file.to_str().unwrap(),
+        ],
+        2048,
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+
+    let attack = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/slowloris.py"
+        ))
+        .args([&d.port.to_string(), "3000", "40"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    // Probes as the kubelet sends them (every second here), each answered within 2 s.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..15 {
+        let t = std::time::Instant::now();
+        let (code, body) = d.get("/healthz");
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(code, 200, "/healthz under attack: {code} {body}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest probe {slowest:?}"
+    );
+
+    // A push, announced by a signed webhook: fetched (git has descriptors) and applied.
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "second");
+    let push = r#"{"ref":"refs/heads/main"}"#;
+    assert_eq!(d.webhook(push, Some(&sign(b"s3cret", push))), 202);
+    applied(&env, &c2, Duration::from_secs(20)).await;
+
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    let out = attack.wait_with_output().unwrap();
+    let opened = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    eprintln!(
+        "slowloris: {opened} slow connections opened in 40 s; slowest /healthz {slowest:?}; daemon peak RSS {} MiB",
+        rss_kib / 1024
+    );
+    assert!(
+        rss_kib < 100 * 1024,
+        "daemon peak RSS {} MiB",
+        rss_kib / 1024
+    );
+    let s = status(&env).await.unwrap();
+    assert_ne!(s.result, "fetch-failed", "{}", s.errors);
     drop(d);
     env.cleanup().await;
 }

@@ -65,6 +65,7 @@ pub struct RunArgs {
     #[arg(long, env = "SLURMRESTD_URL")]
     slurmrestd_url: Option<String>,
     /// A fixed JWT instead of minting tokens from the JWT key Secret (needs --slurmrestd-url).
+    /// Prefer --slurm-jwt-file or --slurm-jwt-key-file: nothing secret on the command line.
     #[arg(
         long,
         env = "SLURM_JWT",
@@ -72,11 +73,28 @@ pub struct RunArgs {
         requires = "slurmrestd_url"
     )]
     slurm_jwt: Option<String>,
+    /// A file holding a fixed JWT (re-read never: restart to rotate; needs --slurmrestd-url).
+    #[arg(
+        long,
+        env = "SLURMOPS_SLURM_JWT_FILE",
+        requires = "slurmrestd_url",
+        conflicts_with = "slurm_jwt"
+    )]
+    slurm_jwt_file: Option<PathBuf>,
+    /// The cluster's HS256 JWT key file: short-lived tokens are minted from it (as
+    /// --slurm-user), no Secret is read (needs --slurmrestd-url).
+    #[arg(long, env = "SLURMOPS_SLURM_JWT_KEY_FILE", requires = "slurmrestd_url", conflicts_with_all = ["slurm_jwt", "slurm_jwt_file"])]
+    slurm_jwt_key_file: Option<PathBuf>,
+    /// Let credentials go over plain http:// (and git://) to any host. Without it, a git token
+    /// or credentials in the repository URL need https:// or ssh://, and Slurm tokens go over
+    /// http:// only to loopback or in-cluster Services (`*.svc`).
+    #[arg(long, env = "SLURMOPS_ALLOW_HTTP")]
+    allow_http: bool,
     /// Slurm user of minted tokens: a Slurm admin (the SlurmUser or root).
     #[arg(long, env = "SLURMOPS_SLURM_USER", default_value = "slurm")]
     slurm_user: String,
     /// Run without Slurm: nothing rolls, and scale-ins or prunes over workers are refused.
-    #[arg(long, env = "SLURMOPS_NO_SLURM", conflicts_with_all = ["slurmrestd_url", "slurm_jwt"])]
+    #[arg(long, env = "SLURMOPS_NO_SLURM", conflicts_with_all = ["slurmrestd_url", "slurm_jwt", "slurm_jwt_file", "slurm_jwt_key_file"])]
     no_slurm: bool,
     /// Report drift without correcting it.
     #[arg(long)]
@@ -120,10 +138,76 @@ fn init_logs(format: LogFormat) {
     };
 }
 
+/// A secret from a file: trimmed, at most 64 KiB, not empty.
 fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(path)
-        .map(|b| b.trim_ascii().to_vec())
-        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the {what} {shown}: {e}"))?;
+    if bytes.len() > 64 << 10 {
+        return Err(format!(
+            "the {what} {shown} is larger than 64 KiB: is it the right file?"
+        ));
+    }
+    let secret = bytes.trim_ascii().to_vec();
+    if secret.is_empty() {
+        return Err(format!(
+            "the {what} {shown} is empty: an empty secret would accept anything signed with it"
+        ));
+    }
+    Ok(secret)
+}
+
+/// Where the daemon's Slurm client comes from.
+fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
+    use crate::slurm::auth::{Credentials, KeyBytes, Secret};
+    let credentials = match (&a.slurm_jwt, &a.slurm_jwt_file, &a.slurm_jwt_key_file) {
+        _ if a.no_slurm => return Ok(SlurmSource::Off),
+        (Some(t), _, _) => Credentials::Token {
+            token: Secret::new(t.clone()),
+            user: None,
+        },
+        (_, Some(f), _) => Credentials::Token {
+            token: Secret::new(
+                String::from_utf8(read_secret(f, "Slurm JWT file")?)
+                    .map_err(|_| "the Slurm JWT file is not text".to_string())?,
+            ),
+            user: None,
+        },
+        (_, _, Some(f)) => Credentials::Key {
+            key: KeyBytes(read_secret(f, "Slurm JWT key file")?),
+            user: a.slurm_user.clone(),
+            lifetime: crate::slurm::connect::TOKEN_LIFETIME,
+        },
+        _ => {
+            return Ok(SlurmSource::Cluster {
+                url: a.slurmrestd_url.clone(),
+                user: a.slurm_user.clone(),
+                allow_http: a.allow_http,
+            });
+        }
+    };
+    let url = a.slurmrestd_url.clone().unwrap_or_default();
+    let mut config = crate::slurm::Config::new(url, credentials);
+    config.allow_http = a.allow_http;
+    let client = crate::slurm::Client::new(config).map_err(|e| e.to_string())?;
+    Ok(SlurmSource::Static(std::sync::Arc::new(client)))
+}
+
+/// Refuses credentials for the repository over a plain-text transport unless allowed.
+fn git_credentials_ok(a: &RunArgs, auth: &Auth) -> Result<(), String> {
+    let plain = a.repo.starts_with("http://") || a.repo.starts_with("git://");
+    let in_url = crate::source::remote::redact(&a.repo) != a.repo;
+    if plain && !a.allow_http && (matches!(auth, Auth::Token(_)) || in_url) {
+        return Err(format!(
+            "{}: refusing to send git credentials over plain {}; use https:// or ssh://, or allow it explicitly with --allow-http",
+            crate::source::remote::redact(&a.repo),
+            if a.repo.starts_with("git://") {
+                "git://"
+            } else {
+                "http://"
+            }
+        ));
+    }
+    Ok(())
 }
 
 fn allowed_signers(
@@ -150,22 +234,14 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             private_key: key.clone(),
             known_hosts: kh.clone(),
         },
-        (_, _, Some(t)) => Auth::Token(
+        (_, _, Some(t)) => Auth::Token(secrecy::SecretString::from(
             String::from_utf8(read_secret(t, "token file")?)
                 .map_err(|_| "the token file is not text".to_string())?,
-        ),
+        )),
         _ => Auth::Anonymous,
     };
-    let slurm = match (&a.slurmrestd_url, &a.slurm_jwt) {
-        _ if a.no_slurm => SlurmSource::Off,
-        (Some(u), Some(t)) => SlurmSource::Static(std::sync::Arc::new(
-            super::token_client(u, t).map_err(|e| e.to_string())?,
-        )),
-        (url, _) => SlurmSource::Cluster {
-            url: url.clone(),
-            user: a.slurm_user.clone(),
-        },
-    };
+    git_credentials_ok(a, &auth)?;
+    let slurm = slurm_source(a)?;
     Ok(Config {
         remote: Remote {
             url: a.repo.clone(),
@@ -179,7 +255,10 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         drift_interval: std::time::Duration::from_secs(a.drift_interval.as_secs().max(1)),
         listen: Some(a.listen),
         webhook_secret: match &a.webhook_secret_file {
-            Some(f) => Some(read_secret(f, "webhook secret file")?),
+            Some(f) => Some(secrecy::SecretSlice::from(read_secret(
+                f,
+                "webhook secret file",
+            )?)),
             None => None,
         },
         namespace: a.namespace.clone(),
@@ -427,5 +506,87 @@ mod tests {
             .collect();
         let err = expand_config(args).unwrap_err();
         assert!(err.ends_with(":1:1: expected `key: value`"), "{err}");
+    }
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        use clap::FromArgMatches;
+        let cmd = <RunArgs as clap::Args>::augment_args(clap::Command::new("run"));
+        let m = cmd
+            .try_get_matches_from(std::iter::once("run").chain(args.iter().copied()))
+            .unwrap();
+        RunArgs::from_arg_matches(&m).unwrap()
+    }
+
+    #[test]
+    fn credentials_over_plain_text_transports_and_empty_secrets_are_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "ghp_secret\n").unwrap();
+        let t = token.to_str().unwrap();
+        for repo in ["http://git.example/a.git", "git://git.example/a.git"] {
+            let err = config(&run_args(&["--repo", repo, "--token-file", t]))
+                .err()
+                .unwrap();
+            assert!(err.contains("refusing to send git credentials"), "{err}");
+            assert!(!err.contains("ghp_secret"));
+        }
+        let err = config(&run_args(&[
+            "--repo",
+            "http://ci:ghp_secret@git.example/a.git",
+        ]))
+        .err()
+        .unwrap();
+        assert!(
+            err.contains("refusing") && !err.contains("ghp_secret"),
+            "{err}"
+        );
+        // Explicitly allowed, or over https: accepted.
+        config(&run_args(&[
+            "--repo",
+            "http://git.example/a.git",
+            "--token-file",
+            t,
+            "--allow-http",
+        ]))
+        .unwrap();
+        config(&run_args(&[
+            "--repo",
+            "https://git.example/a.git",
+            "--token-file",
+            t,
+        ]))
+        .unwrap();
+
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, " \n").unwrap();
+        let err = config(&run_args(&[
+            "--repo",
+            "https://git.example/a.git",
+            "--webhook-secret-file",
+            empty.to_str().unwrap(),
+        ]))
+        .err()
+        .unwrap();
+        assert!(err.contains("is empty"), "{err}");
+
+        // Slurm tokens: plain http only to loopback or in-cluster Services.
+        let jwt = dir.path().join("jwt");
+        std::fs::write(&jwt, "eyJ.x.y\n").unwrap();
+        let j = jwt.to_str().unwrap();
+        let slurm = |url: &str, extra: &[&str]| {
+            let mut args = vec!["--repo", "https://g/a.git", "--slurmrestd-url", url];
+            args.extend(["--slurm-jwt-file", j]);
+            args.extend(extra);
+            config(&run_args(&args)).map(|_| ())
+        };
+        assert!(
+            slurm("http://slurmrestd.example.com:6820", &[])
+                .unwrap_err()
+                .contains("plain http://")
+        );
+        slurm("http://slurmrestd.example.com:6820", &["--allow-http"]).unwrap();
+        slurm("http://127.0.0.1:6820", &[]).unwrap();
+        slurm("http://c-restapi.slurm.svc:6820", &[]).unwrap();
+        slurm("https://slurmrestd.example.com", &[]).unwrap();
     }
 }

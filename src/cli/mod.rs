@@ -176,7 +176,15 @@ fn token_client(url: &str, token: &str) -> Result<crate::slurm::Client, crate::s
         token: crate::slurm::auth::Secret::new(token.to_string()),
         user: None,
     };
-    crate::slurm::Client::new(crate::slurm::Config::new(url.to_string(), creds))
+    let mut config = crate::slurm::Config::new(url.to_string(), creds);
+    config.allow_http = allow_http();
+    crate::slurm::Client::new(config)
+}
+
+/// `SLURMOPS_ALLOW_HTTP=true`: tokens may go over plain http:// to any host (see
+/// `slurm::client::plain_http_ok` for what is allowed without it).
+fn allow_http() -> bool {
+    std::env::var("SLURMOPS_ALLOW_HTTP").is_ok_and(|v| matches!(v.as_str(), "true" | "1"))
 }
 
 /// The committed schema file's content.

@@ -131,6 +131,7 @@ fn connect(c: &Connection) -> Result<Client, SlurmError> {
         ));
     };
     let mut config = Config::new(url, credentials);
+    config.allow_http = super::allow_http();
     config.parser = c.data_parser.as_deref().and_then(DataParser::parse);
     if let Some(ca) = &c.ca_file {
         config.ca_pem = Some(read(ca, "CA bundle")?);
@@ -149,8 +150,14 @@ async fn from_cluster(c: &Connection, path: &std::path::Path) -> Result<Client, 
     let kube = crate::apply::Cluster::connect(c.kubeconfig.as_deref(), c.context.as_deref())
         .await
         .map_err(|e| SlurmError::Config(e.to_string()))?;
-    let mut client =
-        crate::slurm::connect::from_secret(&kube.client, &cluster, c.url.clone(), &c.user).await?;
+    let mut client = crate::slurm::connect::from_secret(
+        &kube.client,
+        &cluster,
+        c.url.clone(),
+        &c.user,
+        super::allow_http(),
+    )
+    .await?;
     if let Some(p) = c.data_parser.as_deref().and_then(DataParser::parse) {
         client.set_parser(p);
     }

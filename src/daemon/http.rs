@@ -4,10 +4,15 @@
 //! Webhook signatures are HMAC-SHA256 of the raw body with the shared secret, hex, prefixed
 //! `sha256=`: GitHub's `X-Hub-Signature-256`, or `X-Slurmops-Signature` for any other sender.
 //! A missing or wrong signature is 401 and changes nothing.
+//!
+//! The port may face the internet (webhooks): every connection has deadlines, their number is
+//! capped, and the webhook's body is read within the connection's deadline and size limit.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use http::{Method, Request, Response, StatusCode};
@@ -15,10 +20,10 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use sha2::Sha256;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 /// Bodies larger than this are refused (GitHub caps payloads at 25 MB; pushes are far smaller).
 const MAX_BODY: usize = 1 << 20;
@@ -27,7 +32,7 @@ pub use super::metrics::Metrics;
 
 /// What the handlers share with the reconcile loop.
 pub struct Shared {
-    pub secret: Option<Vec<u8>>,
+    pub secret: Option<secrecy::SecretSlice<u8>>,
     pub branch: String,
     /// Wakes the loop for a pass now (webhook, watch event, new leadership).
     pub sync_now: Arc<Notify>,
@@ -140,7 +145,8 @@ async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes
         Ok(b) => b.to_bytes(),
         Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "body too large"),
     };
-    let ok = signature.is_some_and(|s| signature_ok(secret, &body, &s));
+    let ok = signature
+        .is_some_and(|s| signature_ok(secrecy::ExposeSecret::expose_secret(secret), &body, &s));
     shared.metrics.lock().expect("metrics").webhook(ok);
     if !ok {
         return reply(StatusCode::UNAUTHORIZED, "bad or missing signature");
@@ -160,20 +166,87 @@ async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes
     reply(StatusCode::ACCEPTED, "sync triggered")
 }
 
-/// Serves until the process ends.
+/// Most time a connection may live: the whole request, header and body, and the answer. One
+/// request per connection (no keep-alive), so a slow or idle client holds nothing for longer.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+/// Most time the request header may take to arrive.
+const HEADER_DEADLINE: Duration = Duration::from_secs(5);
+/// Most connections open at once, whatever the descriptor limit is (the rest of the daemon —
+/// git, the Kubernetes API, slurmrestd — keeps at least half of the descriptors).
+const MAX_CONNECTIONS: usize = 512;
+
+/// Connections open now, oldest first, each with the switch that closes it.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: VecDeque<(u64, oneshot::Sender<()>)>,
+}
+
+/// Serves until the process ends. A full house closes the oldest connection (one that is slow
+/// to send its request: a quick probe or a webhook is long done), so a flood of slow clients
+/// cannot lock `/healthz` or the webhook out; accept errors (out of descriptors) back off.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let cap = connection_cap();
+    let open = Arc::new(Mutex::new(Open::default()));
+    let mut backoff = Duration::from_millis(10);
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = Duration::from_millis(10);
+                stream
+            }
+            Err(e) => {
+                tracing::warn!("http: accept: {e}; retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
         };
-        let shared = shared.clone();
+        let (close, closed) = oneshot::channel();
+        let id = {
+            let mut o = open.lock().expect("open connections");
+            while o.conns.len() >= cap {
+                // Dropping the sender closes that connection.
+                o.conns.pop_front();
+            }
+            o.next += 1;
+            let id = o.next;
+            o.conns.push_back((id, close));
+            id
+        };
+        let (shared, open) = (shared.clone(), open.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req| handle(shared.clone(), req));
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_DEADLINE)
+                .keep_alive(false)
+                .max_buf_size(64 * 1024);
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = tokio::time::timeout(CONNECTION_DEADLINE, conn) => {}
+                _ = closed => {}
+            }
+            open.lock()
+                .expect("open connections")
+                .conns
+                .retain(|(i, _)| *i != id);
         });
     }
+}
+
+/// MAX_CONNECTIONS, or a quarter of the process's descriptor limit when that is lower.
+fn connection_cap() -> usize {
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|soft| soft.parse::<usize>().ok())
+        });
+    limit.map_or(MAX_CONNECTIONS, |n| (n / 4).clamp(16, MAX_CONNECTIONS))
 }
 
 /// Binds ADDR (errors name the address).

@@ -37,7 +37,11 @@ pub enum SlurmSource {
     Static(Arc<Client>),
     /// Tokens minted from the target cluster.yaml's JWT key Secret, sent to its slurmrestd
     /// Service (or URL), as USER.
-    Cluster { url: Option<String>, user: String },
+    Cluster {
+        url: Option<String>,
+        user: String,
+        allow_http: bool,
+    },
 }
 
 /// Everything the daemon runs with.
@@ -47,7 +51,7 @@ pub struct Config {
     /// Re-apply the last commit this often even without a new one (drift correction).
     pub drift_interval: Duration,
     pub listen: Option<SocketAddr>,
-    pub webhook_secret: Option<Vec<u8>>,
+    pub webhook_secret: Option<secrecy::SecretSlice<u8>>,
     /// Namespace of the status ConfigMap and the leader Lease.
     pub namespace: String,
     pub identity: String,

@@ -346,7 +346,7 @@ async fn connect(
     state: &mut State,
     c: &spec::ClusterFile,
 ) -> Option<Arc<Client>> {
-    let (url, user) = match &cfg.slurm {
+    let (url, user, allow_http) = match &cfg.slurm {
         SlurmSource::Off => {
             state.status.slurm =
                 "off (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
@@ -354,7 +354,11 @@ async fn connect(
             return None;
         }
         SlurmSource::Static(client) => return Some(client.clone()),
-        SlurmSource::Cluster { url, user } => (url, user),
+        SlurmSource::Cluster {
+            url,
+            user,
+            allow_http,
+        } => (url, user, *allow_http),
     };
     let ns = &c.metadata.namespace;
     let key = format!(
@@ -369,7 +373,9 @@ async fn connect(
     {
         return Some(client.clone());
     }
-    match crate::slurm::connect::from_secret(&cluster.client, c, url.clone(), user).await {
+    match crate::slurm::connect::from_secret(&cluster.client, c, url.clone(), user, allow_http)
+        .await
+    {
         Ok(client) => {
             let client = Arc::new(client);
             state.slurm = Some((key, client.clone(), Instant::now()));

@@ -38,6 +38,9 @@ pub struct Config {
     /// communication errors), with exponential backoff from `backoff`.
     pub attempts: u32,
     pub backoff: Duration,
+    /// Send tokens over plain http:// to any host (by default only to loopback and to in-cluster
+    /// Service names, `*.svc` and `*.svc.cluster.local`).
+    pub allow_http: bool,
 }
 
 impl Config {
@@ -50,6 +53,7 @@ impl Config {
             timeout: Duration::from_secs(10),
             attempts: 4,
             backoff: Duration::from_millis(200),
+            allow_http: false,
         }
     }
 }
@@ -83,6 +87,30 @@ struct PingsWire {
     pings: Vec<Ping>,
 }
 
+/// Whether URL is https://, or plain http:// to loopback or to an in-cluster Service name (the
+/// traffic then stays on the host or inside the cluster network).
+pub fn plain_http_ok(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return true;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.rsplit_once('@') {
+        Some((_, h)) => h,
+        None => authority,
+    };
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+        || host.ends_with(".svc")
+        || host.ends_with(".svc.cluster.local")
+}
+
 impl Client {
     pub fn new(config: Config) -> Result<Client, SlurmError> {
         // One process-wide TLS provider (ring); a second install attempt is harmless.
@@ -90,7 +118,9 @@ impl Client {
         let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(Duration::from_secs(3))
-            .user_agent(concat!("slurmops/", env!("CARGO_PKG_VERSION")));
+            .user_agent(concat!("slurmops/", env!("CARGO_PKG_VERSION")))
+            // slurmrestd never redirects: a redirect would carry the token to another place.
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(pem) = &config.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| SlurmError::Config(format!("the CA bundle is not valid PEM: {e}")))?;
@@ -103,6 +133,11 @@ impl Client {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(SlurmError::Config(format!(
                 "slurmrestd URL {base:?} must start with http:// or https://"
+            )));
+        }
+        if !config.allow_http && !plain_http_ok(&base) {
+            return Err(SlurmError::Config(format!(
+                "slurmrestd URL {base}: refusing to send a token over plain http:// beyond this host or the cluster's own Services; use https://, a port-forward to 127.0.0.1, or allow it explicitly with SLURMOPS_ALLOW_HTTP=true (`run --allow-http`)"
             )));
         }
         Ok(Client {
@@ -367,4 +402,59 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = s.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::slurm::auth::Secret;
+
+    /// A server that answers every request with a redirect to TARGET.
+    fn redirecting(target: String) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}/slurm/v0.0.42/ping/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_redirect_never_carries_the_token_elsewhere() {
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = format!("http://{}", elsewhere.local_addr().unwrap());
+        let reached = Arc::new(AtomicUsize::new(0));
+        let counter = reached.clone();
+        std::thread::spawn(move || {
+            for _ in elsewhere.incoming().flatten() {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let port = redirecting(target);
+        let mut config = Config::new(
+            format!("http://127.0.0.1:{port}"),
+            Credentials::Token {
+                token: Secret::new("eyJ.secret.token"),
+                user: None,
+            },
+        );
+        config.attempts = 1;
+        let client = Client::new(config).unwrap();
+        let err = client.ping().await.unwrap_err().to_string();
+        assert!(!err.contains("eyJ.secret.token"), "{err}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(reached.load(Ordering::SeqCst), 0, "the redirect was followed");
+    }
 }

@@ -26,12 +26,14 @@ pub fn service_url(c: &ClusterFile) -> String {
 }
 
 /// Reads C's JWT key Secret and builds a client that mints tokens for USER (a Slurm admin: the
-/// SlurmUser or root) against URL (default: C's slurmrestd Service).
+/// SlurmUser or root) against URL (default: C's slurmrestd Service); ALLOW_HTTP lets tokens go
+/// over plain http:// beyond loopback and in-cluster Services.
 pub async fn from_secret(
     kube: &kube::Client,
     c: &ClusterFile,
     url: Option<String>,
     user: &str,
+    allow_http: bool,
 ) -> Result<Client, SlurmError> {
     let ns = &c.metadata.namespace;
     let s = &c.spec.auth.jwt_key;
@@ -57,12 +59,14 @@ pub async fn from_secret(
                 s.name, s.key
             ))
         })?;
-    Client::new(Config::new(
+    let mut config = Config::new(
         url.unwrap_or_else(|| service_url(c)),
         Credentials::Key {
             key: KeyBytes(key.0),
             user: user.to_string(),
             lifetime: TOKEN_LIFETIME,
         },
-    ))
+    );
+    config.allow_http = allow_http;
+    Client::new(config)
 }

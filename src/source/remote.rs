@@ -116,7 +116,7 @@ pub enum Auth {
     #[default]
     Anonymous,
     /// HTTPS token (sent as the password; user `x-access-token` unless the URL names one).
-    Token(String),
+    Token(secrecy::SecretString),
     /// SSH private key file and the known_hosts file pinning the server's host keys.
     Ssh {
         private_key: PathBuf,
@@ -206,7 +206,10 @@ impl Remote {
             }
             match &auth {
                 Auth::Anonymous => Cred::default(),
-                Auth::Token(t) => Cred::userpass_plaintext(user.unwrap_or("x-access-token"), t),
+                Auth::Token(t) => Cred::userpass_plaintext(
+                    user.unwrap_or("x-access-token"),
+                    secrecy::ExposeSecret::expose_secret(t),
+                ),
                 Auth::Ssh { private_key, .. } => {
                     Cred::ssh_key(user.unwrap_or("git"), None, private_key, None)
                 }
@@ -247,6 +250,10 @@ impl Remote {
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(cb);
         fo.depth(1);
+        if matches!(self.auth, Auth::Token(_)) {
+            // A redirect would carry the token to wherever it points.
+            fo.follow_redirects(git2::RemoteRedirect::None);
+        }
         let refspec = format!("+refs/heads/{}:{}", self.branch, self.tracking_ref());
         let fetched = repo
             .remote_anonymous(&self.url)

@@ -97,9 +97,38 @@ impl Daemon {
         extra: &[&str],
         kubeconfig: &Path,
     ) -> Daemon {
+        let cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+        Daemon::spawn(cmd, env, dir, repo_url, identity, extra, kubeconfig)
+    }
+
+    /// As `start`, with at most NOFILE open descriptors (prlimit; the daemon's PID is the child's).
+    pub fn start_limited(
+        env: &TestEnv,
+        dir: &Path,
+        repo_url: &str,
+        extra: &[&str],
+        nofile: u32,
+    ) -> Daemon {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={nofile}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_slurmops"));
+        let kubeconfig = &bed().kubeconfig_restricted;
+        Daemon::spawn(cmd, env, dir, repo_url, "a", extra, kubeconfig)
+    }
+
+    fn spawn(
+        mut cmd: Command,
+        env: &TestEnv,
+        dir: &Path,
+        repo_url: &str,
+        identity: &str,
+        extra: &[&str],
+        kubeconfig: &Path,
+    ) -> Daemon {
         let port = free_port();
         let log = dir.join(format!("{identity}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        let child = cmd
             .args(["run", "--repo", repo_url, "--namespace", &env.ns])
             .args([
                 "--identity",
