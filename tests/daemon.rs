@@ -259,9 +259,36 @@ async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_t
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
+            "PodDisruptionBudget",
             "Service"
         ]
     );
+    // Least privilege: the one JWT key Secret by name, the one Lease by name; no Secret listed.
+    {
+        use k8s_openapi::api::coordination::v1::Lease;
+        use k8s_openapi::api::core::v1::Secret;
+        let admin: Api<Secret> = Api::namespaced(env.client.clone(), &env.ns);
+        for name in ["slurm-jwt", "other"] {
+            let s: Secret = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name}, "stringData": {"k": "v"}
+            }))
+            .unwrap();
+            admin.create(&Default::default(), &s).await.unwrap();
+        }
+        let sa = support::client(&kubeconfig).await;
+        let secrets: Api<Secret> = Api::namespaced(sa.clone(), &env.ns);
+        secrets.get("slurm-jwt").await.unwrap();
+        let forbidden =
+            |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(e)) if e.code == 403);
+        assert!(forbidden(secrets.get("other").await.map(|_| ())));
+        assert!(forbidden(
+            secrets.list(&ListParams::default()).await.map(|_| ())
+        ));
+        let leases: Api<Lease> = Api::namespaced(sa, &env.ns);
+        assert!(forbidden(
+            leases.get("someone-elses-lease").await.map(|_| ())
+        ));
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
         .args(["run", "--once", "--repo", &url, "--namespace", &env.ns])
         .args([
@@ -632,5 +659,70 @@ async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
     let s = status(&env).await.unwrap();
     assert_ne!(s.result, "fetch-failed", "{}", s.errors);
     drop(d);
+    env.cleanup().await;
+}
+
+/// Issue 16: the status ConfigMap is data from the cluster, not trusted: garbage in it (commit
+/// ids of multi-byte text, JSON that does not parse, a huge value) neither panics `slurmops
+/// status` nor a daemon that reads it at start; the daemon's next write replaces it.
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_in_the_status_config_map_panics_nothing_and_is_replaced() {
+    let (env, repo, url, dir) = gitops("garbage").await;
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let garbage: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slurmops-status"},
+        "data": {
+            "repository": url,
+            "branch": "main",
+            "lastAppliedCommit": "é".repeat(7),
+            "lastSeenCommit": "\u{1F4A5}",
+            "result": "applied\u{0007}",
+            "resultCommit": "ü",
+            "nodeSets": "[{\"name\": 12, \"workers\": [[[",
+            "lastFetch": "yesterday",
+            "lastAttempt": "-99999999999999999999",
+            "errors": "x".repeat(600_000),
+            "slurm": "{",
+        }
+    }))
+    .unwrap();
+    cms.create(&Default::default(), &garbage).await.unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["status", "--namespace", &env.ns])
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args([
+            "run",
+            "--once",
+            "--repo",
+            &url,
+            "--namespace",
+            &env.ns,
+            "--no-slurm",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .arg("--mirror")
+        .arg(dir.path().join("mirror"))
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked"),
+        "run: {err}"
+    );
+    let s = status(&env).await.unwrap();
+    assert_eq!(
+        (s.result.as_str(), s.last_applied_commit.as_str()),
+        ("applied", c1.as_str())
+    );
     env.cleanup().await;
 }

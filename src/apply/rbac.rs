@@ -16,12 +16,6 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
     ),
-    // Secrets only as the rendered objects need (slurmops never reads their values into plans).
-    (
-        &[""],
-        &["secrets"],
-        &["get", "list", "create", "patch", "delete"],
-    ),
     (
         &["apps"],
         &["statefulsets", "deployments"],
@@ -45,13 +39,13 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),
     (&[""], &["events"], &["create", "patch"]),
-    // The daemon's leader election.
-    (
-        &["coordination.k8s.io"],
-        &["leases"],
-        &["get", "create", "update"],
-    ),
+    // The daemon's leader election: create the Lease (a create cannot be limited by name); get and
+    // update only `slurmops-leader` (see `role`).
+    (&["coordination.k8s.io"], &["leases"], &["create"]),
 ];
+
+/// The daemon's Lease, the only one it reads or renews.
+pub const LEASE: &str = "slurmops-leader";
 
 /// Cluster-wide read of Nodes, so that `sync` follows cordons (optional: without it, sync skips
 /// cordons and says so).
@@ -91,10 +85,29 @@ pub fn node_reader(name: &str) -> ClusterRole {
     }
 }
 
-/// The Role, as an object to apply in NAMESPACE.
-pub fn role(name: &str, namespace: &str) -> Role {
+/// The Role, as an object to apply in NAMESPACE. JWT_SECRETS are the Secrets (cluster.yaml's
+/// `spec.auth.jwtKey`) the daemon may `get`, to mint Slurm tokens: no other Secret is readable,
+/// and none is listed, written or deleted (nothing slurmops renders is a Secret).
+pub fn role(name: &str, namespace: &str, jwt_secrets: &[String]) -> Role {
+    let mut rules = rules(RULES);
+    let named = |resource: &str, group: &str, verbs: &[&str], names: Vec<String>| PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(vec![resource.to_string()]),
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        resource_names: Some(names),
+        ..PolicyRule::default()
+    };
+    rules.push(named(
+        "leases",
+        "coordination.k8s.io",
+        &["get", "update"],
+        vec![LEASE.to_string()],
+    ));
+    if !jwt_secrets.is_empty() {
+        rules.push(named("secrets", "", &["get"], jwt_secrets.to_vec()));
+    }
     Role {
         metadata: meta(name, Some(namespace)),
-        rules: Some(rules(RULES)),
+        rules: Some(rules),
     }
 }

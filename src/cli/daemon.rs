@@ -387,6 +387,21 @@ pub struct InstallArgs {
     /// do not drain their workers; the daemon says so).
     #[arg(long)]
     no_node_reader: bool,
+    /// Name of each cluster's JWT key Secret (`spec.auth.jwtKey.name`): the only Secret the daemon
+    /// may read, to mint Slurm tokens (repeat for several).
+    #[arg(long = "jwt-secret", default_value = "slurm-jwt")]
+    jwt_secrets: Vec<String>,
+    /// The daemon runs without Slurm (and may read no Secret at all).
+    #[arg(long)]
+    no_slurm: bool,
+    /// ConfigMap holding `allowed_signers` (ssh-keygen format): only commits signed by those SSH
+    /// keys are applied.
+    #[arg(long)]
+    allowed_signers: Option<String>,
+    /// ConfigMap holding `allowed_gpg_keys` (armored OpenPGP public keys): commits signed by them
+    /// are applied too.
+    #[arg(long)]
+    allowed_gpg_keys: Option<String>,
 }
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
@@ -404,7 +419,18 @@ pub fn install(a: InstallArgs) -> i32 {
         git_secret: a.git_secret,
         webhook_secret: a.webhook_secret,
         node_reader: !a.no_node_reader,
+        jwt_secrets: if a.no_slurm {
+            Vec::new()
+        } else {
+            a.jwt_secrets
+        },
+        allowed_signers: a.allowed_signers,
+        allowed_gpg_keys: a.allowed_gpg_keys,
     };
+    if !i.verifies_signatures() {
+        eprintln!("{}", crate::daemon::install::UNSIGNED_WARNING);
+        println!("# {}", crate::daemon::install::UNSIGNED_WARNING);
+    }
     let docs: Vec<String> = crate::daemon::install::objects(&i)
         .iter()
         .map(|o| serde_saphyr::to_string(o).expect("objects serialize"))

@@ -4,18 +4,22 @@
 //! election, and a Service for webhooks and metrics.
 //!
 //! As installed, the daemon talks to Slurm: it reaches the slurmrestd Service each cluster.yaml
-//! renders and mints short-lived tokens from that cluster's JWT key Secret (read with the Role's
-//! `get` on Secrets of the cluster namespace); no token is ever put on its command line.
+//! renders and mints short-lived tokens from that cluster's JWT key Secret (the one Secret the
+//! Role lets it `get`, by name); no token is ever put on its command line. Commit signatures are
+//! verified when allowed keys are given (ConfigMaps); without them the output says loudly that
+//! any commit pushed to the branch is applied.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
-    ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Service, ServiceAccount, ServicePort,
+    ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -45,7 +49,23 @@ pub struct Install {
     pub webhook_secret: Option<String>,
     /// The ClusterRole (and binding) to read Nodes, so that cordons drain workers.
     pub node_reader: bool,
+    /// The JWT key Secrets (`spec.auth.jwtKey.name`) the daemon may read; empty: no Slurm.
+    pub jwt_secrets: Vec<String>,
+    /// ConfigMap with `allowed_signers` (SSH keys allowed to sign commits).
+    pub allowed_signers: Option<String>,
+    /// ConfigMap with `allowed_gpg_keys` (armored OpenPGP keys allowed to sign commits).
+    pub allowed_gpg_keys: Option<String>,
 }
+
+impl Install {
+    /// Whether the daemon verifies commit signatures.
+    pub fn verifies_signatures(&self) -> bool {
+        self.allowed_signers.is_some() || self.allowed_gpg_keys.is_some()
+    }
+}
+
+/// What `install --print` says first when signatures are not verified.
+pub const UNSIGNED_WARNING: &str = "WARNING: commit signature verification is OFF: every commit pushed to the branch is applied to the cluster. Turn it on with --allowed-signers CONFIGMAP and/or --allowed-gpg-keys CONFIGMAP.";
 
 /// Name of the cluster-scoped node reader of the daemon installed in NAMESPACE (one per install,
 /// so several installs do not share a binding).
@@ -85,7 +105,7 @@ pub fn objects(i: &Install) -> Vec<Json> {
     namespaces.sort();
     namespaces.dedup();
     for ns in &namespaces {
-        out.push(to_json(&rbac::role(NAME, ns)));
+        out.push(to_json(&rbac::role(NAME, ns, &i.jwt_secrets)));
         out.push(to_json(&RoleBinding {
             metadata: meta(NAME, ns),
             role_ref: RoleRef {
@@ -126,6 +146,19 @@ pub fn objects(i: &Install) -> Vec<Json> {
         }));
     }
     out.push(to_json(&deployment(i)));
+    // At most one replica out at a time (a node drain never takes them all).
+    out.push(to_json(&PodDisruptionBudget {
+        metadata: meta(NAME, &i.namespace),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(labels()),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    }));
     out.push(to_json(&Service {
         metadata: meta(NAME, &i.namespace),
         spec: Some(ServiceSpec {
@@ -167,7 +200,68 @@ fn args(i: &Install) -> Vec<String> {
     if i.webhook_secret.is_some() {
         a.push("--webhook-secret-file=/etc/slurmops/webhook/secret".into());
     }
+    if i.allowed_signers.is_some() {
+        a.push("--allowed-signers=/etc/slurmops/signers/allowed_signers".into());
+    }
+    if i.allowed_gpg_keys.is_some() {
+        a.push("--allowed-gpg-keys=/etc/slurmops/gpg/allowed_gpg_keys".into());
+    }
+    if i.jwt_secrets.is_empty() {
+        a.push("--no-slurm".into());
+    }
     a
+}
+
+fn config_map_volume(
+    name: &str,
+    config_map: &str,
+    key: &str,
+    mount: &str,
+) -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: name.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.into(),
+                items: Some(vec![KeyToPath {
+                    key: key.into(),
+                    path: key.into(),
+                    ..KeyToPath::default()
+                }]),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: name.into(),
+            mount_path: mount.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+    )
+}
+
+/// Replicas spread over nodes when the nodes allow it.
+fn spread() -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(labels()),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
 }
 
 fn probe(path: &str) -> Probe {
@@ -219,6 +313,26 @@ fn deployment(i: &Install) -> Deployment {
     ] {
         if let Some(s) = secret {
             let (v, m) = secret_volume(name, s, mount);
+            volumes.push(v);
+            mounts.push(m);
+        }
+    }
+    for (name, cm, key, mount) in [
+        (
+            "signers",
+            &i.allowed_signers,
+            "allowed_signers",
+            "/etc/slurmops/signers",
+        ),
+        (
+            "gpg",
+            &i.allowed_gpg_keys,
+            "allowed_gpg_keys",
+            "/etc/slurmops/gpg",
+        ),
+    ] {
+        if let Some(cm) = cm {
+            let (v, m) = config_map_volume(name, cm, key, mount);
             volumes.push(v);
             mounts.push(m);
         }
@@ -284,6 +398,7 @@ fn deployment(i: &Install) -> Deployment {
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(NAME.into()),
+                    affinity: Some(spread()),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
@@ -303,5 +418,97 @@ fn deployment(i: &Install) -> Deployment {
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn install() -> Install {
+        Install {
+            namespace: "slurmops".into(),
+            cluster_namespaces: vec!["slurm".into()],
+            image: "img".into(),
+            repo: "https://git.example/infra.git".into(),
+            branch: "main".into(),
+            path: String::new(),
+            replicas: 2,
+            git_secret: None,
+            webhook_secret: None,
+            node_reader: true,
+            jwt_secrets: vec!["slurm-jwt".into()],
+            allowed_signers: None,
+            allowed_gpg_keys: None,
+        }
+    }
+
+    fn find<'a>(objs: &'a [Json], kind: &str) -> Vec<&'a Json> {
+        objs.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    #[test]
+    fn the_role_reads_one_secret_and_one_lease_by_name_and_writes_no_secret() {
+        let objs = objects(&install());
+        for role in find(&objs, "Role") {
+            let rules = role["rules"].as_array().unwrap();
+            let on = |res: &str| -> Vec<&Json> {
+                rules
+                    .iter()
+                    .filter(|r| r["resources"].as_array().unwrap().iter().any(|x| x == res))
+                    .collect()
+            };
+            let secrets = on("secrets");
+            assert_eq!(secrets.len(), 1);
+            assert_eq!(secrets[0]["verbs"], serde_json::json!(["get"]));
+            assert_eq!(
+                secrets[0]["resourceNames"],
+                serde_json::json!(["slurm-jwt"])
+            );
+            for lease in on("leases") {
+                let verbs = lease["verbs"].as_array().unwrap();
+                assert!(
+                    verbs == &[serde_json::json!("create")]
+                        || lease["resourceNames"] == serde_json::json!([rbac::LEASE]),
+                    "{lease}"
+                );
+            }
+        }
+        let mut no_slurm = install();
+        no_slurm.jwt_secrets.clear();
+        let objs = objects(&no_slurm);
+        assert!(objs.iter().all(|o| !o.to_string().contains("\"secrets\"")));
+        let args =
+            &find(&objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert!(args.as_array().unwrap().iter().any(|a| a == "--no-slurm"));
+    }
+
+    #[test]
+    fn replicas_spread_and_a_pdb_keeps_one_up_and_signers_come_from_config_maps() {
+        let i = install();
+        assert!(!i.verifies_signatures());
+        let objs = objects(&i);
+        let pdb = find(&objs, "PodDisruptionBudget");
+        assert_eq!(pdb[0]["spec"]["maxUnavailable"], 1);
+        let pod = &find(&objs, "Deployment")[0]["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+                [0]["podAffinityTerm"]["topologyKey"],
+            "kubernetes.io/hostname"
+        );
+
+        let signed = Install {
+            allowed_signers: Some("signers".into()),
+            allowed_gpg_keys: Some("gpg-keys".into()),
+            ..install()
+        };
+        assert!(signed.verifies_signatures());
+        let objs = objects(&signed);
+        let pod = &find(&objs, "Deployment")[0]["spec"]["template"]["spec"];
+        let args = pod["containers"][0]["args"].to_string();
+        assert!(args.contains("--allowed-signers=/etc/slurmops/signers/allowed_signers"));
+        assert!(args.contains("--allowed-gpg-keys=/etc/slurmops/gpg/allowed_gpg_keys"));
+        let volumes = pod["volumes"].to_string();
+        assert!(volumes.contains("\"name\":\"signers\"") && volumes.contains("\"gpg-keys\""));
     }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 
-pub const NAME: &str = "slurmops-leader";
+pub const NAME: &str = crate::apply::rbac::LEASE;
 
 pub struct Elector {
     api: Api<Lease>,

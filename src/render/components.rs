@@ -100,14 +100,24 @@ pub fn pdb(
     }
 }
 
-fn slurm_security() -> PodSecurityContext {
+/// A control-plane pod running as UID (with `pod::restricted` containers: Pod Security
+/// "restricted").
+fn non_root(uid: i64) -> PodSecurityContext {
     PodSecurityContext {
-        run_as_user: Some(SLURM_UID),
-        run_as_group: Some(SLURM_UID),
-        fs_group: Some(SLURM_UID),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
         run_as_non_root: Some(true),
+        seccomp_profile: Some(k8s_openapi::api::core::v1::SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..Default::default()
+        }),
         ..PodSecurityContext::default()
     }
+}
+
+fn slurm_security() -> PodSecurityContext {
+    non_root(SLURM_UID)
 }
 
 /// Spread replicas of one component over Kubernetes nodes where possible.
@@ -436,13 +446,7 @@ pub fn restapi(
         volumes: vec![etc],
         annotations: pod::checksums(slurm_conf),
         pod: k8s_openapi::api::core::v1::PodSpec {
-            security_context: Some(PodSecurityContext {
-                run_as_user: Some(65534),
-                run_as_group: Some(65534),
-                fs_group: Some(65534),
-                run_as_non_root: Some(true),
-                ..Default::default()
-            }),
+            security_context: Some(non_root(65534)),
             affinity: Some(spread(names, Component::RestApi)),
             automount_service_account_token: Some(false),
             ..Default::default()

@@ -147,6 +147,17 @@ pub fn projected(name: &str, sources: Vec<VolumeProjection>) -> Volume {
 }
 
 /// What a component contributes to its pod; [`PodParts::template`] adds the rest.
+/// The container-level half of Pod Security "restricted" (the pod-level half — non-root UID,
+/// RuntimeDefault seccomp — is the component's): no privilege escalation, no capability.
+fn restricted(c: &mut Container) {
+    let sc = c.security_context.get_or_insert_with(Default::default);
+    sc.allow_privilege_escalation = Some(false);
+    sc.capabilities = Some(k8s_openapi::api::core::v1::Capabilities {
+        drop: Some(vec!["ALL".into()]),
+        ..Default::default()
+    });
+}
+
 pub struct PodParts<'a> {
     pub names: &'a Names,
     pub spec: &'a ClusterSpec,
@@ -169,9 +180,18 @@ impl PodParts<'_> {
         if main.resources.is_none() {
             main.resources = s.resources.clone();
         }
+        let mut init = self.init;
+        if matches!(
+            self.component,
+            Component::Controller | Component::Accounting | Component::RestApi
+        ) {
+            for c in std::iter::once(&mut main).chain(init.iter_mut()) {
+                restricted(c);
+            }
+        }
         let mut pod = PodSpec {
             containers: vec![main],
-            init_containers: (!self.init.is_empty()).then_some(self.init),
+            init_containers: (!init.is_empty()).then_some(init),
             volumes: (!self.volumes.is_empty()).then_some(self.volumes),
             image_pull_secrets: (!self.spec.image_pull_secrets.is_empty()).then(|| {
                 self.spec

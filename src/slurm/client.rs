@@ -87,6 +87,9 @@ struct PingsWire {
     pings: Vec<Ping>,
 }
 
+/// Largest slurmrestd answer read (the node and job lists of a large cluster are tens of MB).
+pub const MAX_ANSWER: usize = 128 << 20;
+
 /// Whether URL is https://, or plain http:// to loopback or to an in-cluster Service name (the
 /// traffic then stays on the host or inside the cluster network).
 pub fn plain_http_ok(url: &str) -> bool {
@@ -148,6 +151,30 @@ impl Client {
             issued: Mutex::new(None),
             sent: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The answer's body, at most [`MAX_ANSWER`] bytes (within the request's timeout).
+    async fn read_bounded(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, SlurmError> {
+        let mut body = Vec::new();
+        loop {
+            let chunk = resp.chunk().await.map_err(|e| SlurmError::Unreachable {
+                url: self.base.clone(),
+                detail: error_chain(&e),
+            })?;
+            let Some(chunk) = chunk else {
+                return Ok(body);
+            };
+            if body.len() + chunk.len() > MAX_ANSWER {
+                return Err(SlurmError::Unreachable {
+                    url: self.base.clone(),
+                    detail: format!(
+                        "the answer is larger than {} MiB: refused",
+                        MAX_ANSWER >> 20
+                    ),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
     }
 
     /// Requests sent so far.
@@ -339,10 +366,7 @@ impl Client {
             detail: error_chain(&e),
         })?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| SlurmError::Unreachable {
-            url: self.base.clone(),
-            detail: error_chain(&e),
-        })?;
+        let bytes = self.read_bounded(resp).await?;
         let envelope: Envelope = serde_json::from_slice(&bytes).unwrap_or_default();
         let auth_failed = envelope
             .errors
@@ -455,6 +479,10 @@ mod tests {
         let err = client.ping().await.unwrap_err().to_string();
         assert!(!err.contains("eyJ.secret.token"), "{err}");
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(reached.load(Ordering::SeqCst), 0, "the redirect was followed");
+        assert_eq!(
+            reached.load(Ordering::SeqCst),
+            0,
+            "the redirect was followed"
+        );
     }
 }

@@ -251,6 +251,12 @@ pub async fn as_installed(
     // RBAC and the ServiceAccount for real; the Deployment and Service through a server-side dry
     // run (the real apiserver validates them; no pod of the daemon image runs here).
     for d in &docs {
+        let mut d = d.clone();
+        if d["kind"] == "PodDisruptionBudget" {
+            // policy/v1 is served from Kubernetes 1.21; the bed's apiserver is 1.20 (same shape).
+            d["apiVersion"] = "policy/v1beta1".into();
+        }
+        let d = &d;
         let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
@@ -272,7 +278,7 @@ pub async fn as_installed(
             None => Api::all_with(env.client.clone(), &ar),
         };
         let mut pp = PatchParams::apply("test-install");
-        pp.dry_run = matches!(kind, "Deployment" | "Service");
+        pp.dry_run = matches!(kind, "Deployment" | "Service" | "PodDisruptionBudget");
         api.patch(
             d["metadata"]["name"].as_str().unwrap(),
             &pp,

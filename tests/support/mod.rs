@@ -87,7 +87,7 @@ impl TestEnv {
 
     /// Binds the Role slurmops documents for itself to the bed's restricted identity here.
     pub async fn grant_slurmops_role(&self) {
-        let role = slurmops::apply::rbac::role("slurmops", &self.ns);
+        let role = slurmops::apply::rbac::role("slurmops", &self.ns, &["slurm-jwt".to_string()]);
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": "slurmops", "namespace": self.ns},
