@@ -115,61 +115,108 @@ pub async fn noop_reconcile(cluster: &Cluster) -> Result<Vec<Figure>, String> {
     out
 }
 
-/// The daemon's resident memory once idle after reconciling the example from a local
-/// repository (the bench creates it with libgit2).
+/// A daemon run by the bench against a repository of its own (the example in a namespace of its
+/// own), with or without Slurm.
+struct Bench {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+    ns: String,
+    cluster: Cluster,
+}
+
+impl Bench {
+    async fn start(
+        exe: &std::path::Path,
+        kubeconfig: &std::path::Path,
+        slurmrestd: Option<&str>,
+        args: &[&str],
+        tag: &str,
+    ) -> Result<Bench, String> {
+        let dir = std::env::temp_dir().join(format!("slurmops-bench-{tag}{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let repo = git2::Repository::init(dir.join("repo")).map_err(|e| e.to_string())?;
+        let ns = format!("slurmops-bench-{tag}{}", std::process::id());
+        let cluster = Cluster::connect(Some(kubeconfig), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        namespace(&cluster, &ns, true).await?;
+        std::fs::write(dir.join("repo/cluster.yaml"), example_in(&ns))
+            .map_err(|e| e.to_string())?;
+        commit(&repo).map_err(|e| e.to_string())?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["run", "--branch", "main"]).args(args);
+        match slurmrestd {
+            // With Slurm (the token comes from SLURM_JWT in the environment) and worker watches.
+            Some(url) => cmd.args(["--slurmrestd-url", url]),
+            None => cmd.arg("--no-slurm").env_remove("SLURM_JWT"),
+        };
+        let child = cmd
+            .arg("--repo")
+            .arg(format!("file://{}", dir.join("repo").display()))
+            .arg("--mirror")
+            .arg(dir.join("mirror"))
+            .args(["--namespace", &ns, "--listen", &format!("127.0.0.1:{port}")])
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut b = Bench {
+            child,
+            port,
+            dir,
+            ns,
+            cluster,
+        };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if get(port, "/readyz").starts_with("HTTP/1.1 200") {
+                return Ok(b);
+            }
+        }
+        b.stop().await;
+        Err("the daemon did not become ready within 60 s".into())
+    }
+
+    fn rss(&self) -> f64 {
+        rss_mib(self.child.id())
+    }
+
+    /// Passes the daemon finished (its `slurmops_passes_total`).
+    fn passes(&self) -> Option<u64> {
+        get(self.port, "/metrics")
+            .lines()
+            .find(|l| l.starts_with("slurmops_passes_total"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|v| v as u64)
+    }
+
+    async fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = namespace(&self.cluster, &self.ns, false).await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The daemon's resident memory once idle, after reconciling the example (EXE is the binary
+/// measured).
 pub async fn daemon_idle_rss(
     exe: &std::path::Path,
     kubeconfig: &std::path::Path,
     slurmrestd: Option<&str>,
 ) -> Result<Vec<Figure>, String> {
-    let dir = std::env::temp_dir().join(format!("slurmops-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let repo = git2::Repository::init(dir.join("repo")).map_err(|e| e.to_string())?;
-    let ns = format!("slurmops-bench-d{}", std::process::id());
-    let cluster = Cluster::connect(Some(kubeconfig), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    namespace(&cluster, &ns, true).await?;
-    let text = example_in(&ns);
-    std::fs::write(dir.join("repo/cluster.yaml"), text).map_err(|e| e.to_string())?;
-    commit(&repo).map_err(|e| e.to_string())?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["run", "--interval", "1h", "--branch", "main"]);
-    match slurmrestd {
-        // With Slurm (the token comes from SLURM_JWT in the environment) and worker watches.
-        Some(url) => cmd.args(["--slurmrestd-url", url]),
-        None => cmd.arg("--no-slurm").env_remove("SLURM_JWT"),
-    };
-    let mut child = cmd
-        .arg("--repo")
-        .arg(format!("file://{}", dir.join("repo").display()))
-        .arg("--mirror")
-        .arg(dir.join("mirror"))
-        .args(["--namespace", &ns, "--listen", &format!("127.0.0.1:{port}")])
-        .env("KUBECONFIG", kubeconfig)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let mut ready = false;
-    while t.elapsed() < Duration::from_secs(60) && !ready {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        ready = ready_at(port);
-    }
+    let mut b = Bench::start(exe, kubeconfig, slurmrestd, &["--interval", "1h"], "d").await?;
     // Idle: let the first pass's buffers settle, then read.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss = rss_mib(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    namespace(&cluster, &ns, false).await?;
-    let _ = std::fs::remove_dir_all(&dir);
-    if !ready {
-        return Err("the daemon did not become ready within 60 s".into());
-    }
+    let rss = b.rss();
+    b.stop().await;
     Ok(vec![fig(
         "daemon.idle_rss",
         rss,
@@ -186,18 +233,83 @@ pub async fn daemon_idle_rss(
     )])
 }
 
-fn ready_at(port: u16) -> bool {
+/// Passes of the soak after its warm-up.
+pub const SOAK_PASSES: u64 = 5_000;
+
+/// The daemon for SOAK_PASSES passes at a 20 ms interval (a git fetch from the repository and,
+/// with Slurm, a reading of Slurm's nodes and jobs in every pass): resident memory after a
+/// 200-pass warm-up and at the end.
+pub async fn daemon_soak(
+    exe: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    slurmrestd: Option<&str>,
+) -> Result<Vec<Figure>, String> {
+    let args = ["--interval", "20ms", "--drift-interval", "1h"];
+    let mut b = Bench::start(exe, kubeconfig, slurmrestd, &args, "s").await?;
+    let result = soak(&b).await;
+    b.stop().await;
+    let (start, end, passes, took) = result?;
+    let growth = end - start;
+    let rate = passes as f64 / took.as_secs_f64();
+    Ok(vec![
+        fig(
+            "daemon.soak_rss_start",
+            start,
+            "MiB",
+            "VmRSS after 200 passes",
+        ),
+        fig(
+            "daemon.soak_rss_end",
+            end,
+            "MiB",
+            format!("limit 25 MiB; VmRSS after {passes} more passes ({rate:.0} passes/s)"),
+        ),
+        fig(
+            "daemon.soak_rss_growth",
+            growth,
+            "MiB",
+            format!("limit 1 MiB over {passes} passes"),
+        ),
+    ])
+}
+
+async fn soak(b: &Bench) -> Result<(f64, f64, u64, Duration), String> {
+    let reach = |target: u64, within: Duration| async move {
+        let t = Instant::now();
+        loop {
+            let now = b.passes().unwrap_or(0);
+            if now >= target {
+                return Ok(now);
+            }
+            if t.elapsed() > within {
+                return Err(format!(
+                    "the soak reached {now} passes of {target} in {within:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    let warm = reach(200, Duration::from_secs(120)).await?;
+    let start = b.rss();
+    let t = Instant::now();
+    let done = reach(warm + SOAK_PASSES, Duration::from_secs(1800)).await?;
+    Ok((start, b.rss(), done - warm, t.elapsed()))
+}
+
+/// The raw answer to GET PATH on 127.0.0.1:PORT (empty when nothing answers).
+fn get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
+        return String::new();
     };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let _ = write!(
         s,
-        "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     );
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out.starts_with("HTTP/1.1 200")
+    out
 }
 
 fn commit(repo: &git2::Repository) -> Result<(), git2::Error> {

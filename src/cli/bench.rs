@@ -51,6 +51,9 @@ pub fn run(a: Args) -> i32 {
                     crate::bench::live::daemon_idle_rss(&exe, kc, a.slurmrestd_url.as_deref())
                         .await?,
                 );
+                out.extend(
+                    crate::bench::live::daemon_soak(&exe, kc, a.slurmrestd_url.as_deref()).await?,
+                );
                 Ok::<_, String>(out)
             });
             match live {

@@ -20,9 +20,9 @@ pub struct RunArgs {
     /// Directory in the repository holding cluster.yaml.
     #[arg(long, env = "SLURMOPS_PATH", default_value = "")]
     path: String,
-    /// Poll interval.
-    #[arg(long, env = "SLURMOPS_INTERVAL", default_value = "1m", value_parser = Duration::parse)]
-    interval: Duration,
+    /// Poll interval (also `250ms`: the soak benchmark runs thousands of passes).
+    #[arg(long, env = "SLURMOPS_INTERVAL", default_value = "1m", value_parser = interval)]
+    interval: std::time::Duration,
     /// Re-apply the current commit this often to correct drift.
     #[arg(long, env = "SLURMOPS_DRIFT_INTERVAL", default_value = "10m", value_parser = Duration::parse)]
     drift_interval: Duration,
@@ -138,6 +138,18 @@ fn init_logs(format: LogFormat) {
     };
 }
 
+/// A duration like `90s`, `10m` or `250ms` (at least 10 ms).
+fn interval(text: &str) -> Result<std::time::Duration, String> {
+    let d = match text.trim().strip_suffix("ms") {
+        Some(ms) => ms
+            .parse::<u64>()
+            .map(std::time::Duration::from_millis)
+            .map_err(|_| format!("invalid duration {text:?}: write it like 250ms, 90s or 10m"))?,
+        None => std::time::Duration::from_secs(Duration::parse(text)?.as_secs()),
+    };
+    Ok(d.max(std::time::Duration::from_millis(10)))
+}
+
 /// A secret from a file: trimmed, at most 64 KiB, not empty.
 fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
     let shown = path.display();
@@ -251,7 +263,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             mirror: a.mirror.clone(),
             timeout: std::time::Duration::from_secs(a.git_timeout.as_secs().max(1)),
         },
-        interval: std::time::Duration::from_secs(a.interval.as_secs().max(1)),
+        interval: a.interval,
         drift_interval: std::time::Duration::from_secs(a.drift_interval.as_secs().max(1)),
         listen: Some(a.listen),
         webhook_secret: match &a.webhook_secret_file {

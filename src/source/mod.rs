@@ -7,6 +7,7 @@ use std::process::Command;
 
 use thiserror::Error;
 
+pub mod known_hosts;
 pub mod remote;
 pub mod signature;
 

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use git2::{CertificateCheckStatus, Cred, FetchOptions, RemoteCallbacks, Repository};
-use sha2::{Digest, Sha256};
 
 use super::FILE_NAME;
+use super::known_hosts::Verdict;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -27,13 +27,15 @@ pub enum RemoteError {
         message: String,
     },
     #[error(
-        "git fetch {url}: the SSH host key of {host} (SHA256:{fingerprint}) is not pinned in {known_hosts}; refusing to connect. If the key is right, add it to that file"
+        "git fetch {url}: the SSH host key of {host} (SHA256:{fingerprint}) {}; refusing to connect",
+        if *revoked { format!("is marked @revoked in {known_hosts}") } else { format!("is not pinned in {known_hosts}. If the key is right, add it to that file") }
     )]
     HostKey {
         url: String,
         host: String,
         fingerprint: String,
         known_hosts: String,
+        revoked: bool,
     },
     #[error("{url} at {commit}: no {path} in the commit's tree")]
     NoClusterFile {
@@ -226,20 +228,29 @@ impl Remote {
         if let Auth::Ssh { known_hosts, .. } = &self.auth {
             let known_hosts = known_hosts.clone();
             let url = self.shown_url();
+            let port = ssh_port(&self.url);
             let refused = &refused;
             cb.certificate_check(move |cert, host| {
                 let Some(hash) = cert.as_hostkey().and_then(|k| k.hash_sha256()) else {
                     return Err(git2::Error::from_str("no SSH host key to check"));
                 };
-                match pinned(&known_hosts, host, hash) {
-                    Ok(true) => Ok(CertificateCheckStatus::CertificateOk),
-                    Ok(false) => {
+                let text = std::fs::read_to_string(&known_hosts).map_err(|e| {
+                    git2::Error::from_str(&format!(
+                        "cannot read known_hosts {}: {e}",
+                        known_hosts.display()
+                    ))
+                })?;
+                let shown = known_hosts.display().to_string();
+                match super::known_hosts::check(&shown, &text, host, port, hash) {
+                    Ok(Verdict::Pinned) => Ok(CertificateCheckStatus::CertificateOk),
+                    Ok(verdict) => {
                         *refused.borrow_mut() = Some(RemoteError::HostKey {
                             url: url.clone(),
                             host: host.to_string(),
                             fingerprint: base64::engine::general_purpose::STANDARD_NO_PAD
                                 .encode(hash),
-                            known_hosts: known_hosts.display().to_string(),
+                            known_hosts: shown,
+                            revoked: verdict == Verdict::Revoked,
                         });
                         Err(git2::Error::from_str("SSH host key not pinned"))
                     }
@@ -337,40 +348,14 @@ impl Remote {
     }
 }
 
-/// Whether KNOWN_HOSTS pins a key with SHA-256 HASH for HOST (plain `host` or `[host]:port`
-/// patterns; hashed entries are not supported and say so).
-fn pinned(known_hosts: &Path, host: &str, hash: &[u8; 32]) -> Result<bool, String> {
-    let text = std::fs::read_to_string(known_hosts)
-        .map_err(|e| format!("cannot read known_hosts {}: {e}", known_hosts.display()))?;
-    for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut fields = line.split_whitespace();
-        let (Some(hosts), Some(_kind), Some(key)) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        if hosts.starts_with('|') {
-            return Err(format!(
-                "{}: hashed known_hosts entries are not supported; list hosts in plain text",
-                known_hosts.display()
-            ));
-        }
-        let matches = hosts.split(',').any(|h| {
-            h == host
-                || h.strip_prefix('[')
-                    .and_then(|r| r.split_once("]:"))
-                    .is_some_and(|(name, _port)| name == host)
-        });
-        let Ok(blob) = base64::engine::general_purpose::STANDARD.decode(key) else {
-            continue;
-        };
-        if matches && Sha256::digest(&blob).as_slice() == hash {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+/// The SSH port of URL (`ssh://[user@]host:PORT/...`; 22 otherwise, scp-like URLs included).
+fn ssh_port(url: &str) -> u16 {
+    url.strip_prefix("ssh://")
+        .and_then(|rest| rest.split('/').next())
+        .map(|authority| authority.rsplit_once('@').map_or(authority, |(_, h)| h))
+        .and_then(|host| host.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(22)
 }
 
 #[cfg(test)]

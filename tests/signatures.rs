@@ -1,0 +1,118 @@
+//! Commit signatures as `ssh-keygen -Y sign -n git` (what `git commit -S` with gpg.format=ssh
+//! runs) makes them, verified by slurmops: Ed25519, ECDSA and RSA keys; the allowed-signers
+//! options `namespaces=`, `valid-after=`, `valid-before=` as ssh-keygen honours them (against the
+//! committer time); `cert-authority` refused when the file is read.
+
+use std::path::Path;
+use std::process::Command;
+
+use slurmops::source::signature::AllowedSigners;
+
+/// A commit object's text made at UNIX time T (what git signs).
+fn commit_at(t: i64) -> Vec<u8> {
+    format!(
+        "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor A <a@example> {t} +0000\ncommitter C <c@example> {t} +0000\n\nchange\n"
+    )
+    .into_bytes()
+}
+
+/// A new key of TYPE in DIR: (private key path, public key line).
+fn keygen(dir: &Path, kind: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(format!("id_{kind}"));
+    let _ = std::fs::remove_file(&key);
+    let _ = std::fs::remove_file(key.with_extension("pub"));
+    let mut args = vec!["-q", "-t", kind, "-N", "", "-f"];
+    let k = key.to_str().unwrap().to_string();
+    args.push(&k);
+    if kind == "rsa" {
+        args.extend(["-b", "2048"]);
+    }
+    assert!(
+        Command::new("ssh-keygen")
+            .args(&args)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_string())
+}
+
+fn sign(dir: &Path, key: &Path, data: &[u8], namespace: &str) -> Vec<u8> {
+    let file = dir.join("commit");
+    std::fs::write(&file, data).unwrap();
+    let _ = std::fs::remove_file(file.with_extension("sig"));
+    let out = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", namespace, "-f"])
+        .arg(key)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(file.with_extension("sig")).unwrap()
+}
+
+const T: i64 = 1_750_000_000; // 2025-06-15T15:06:40Z
+
+#[test]
+fn ed25519_ecdsa_and_rsa_keys_verify_and_options_bound_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["ed25519", "ecdsa", "rsa"] {
+        let (key, public) = keygen(dir.path(), kind);
+        let data = commit_at(T);
+        let sig = sign(dir.path(), &key, &data, "git");
+        let verify = |options: &str| {
+            let line = format!("ci@example {options} {public}");
+            AllowedSigners::parse("allowed_signers", &line)
+                .unwrap()
+                .verify("abcdef0123456789", Some(&(sig.clone(), data.clone())))
+        };
+        let who = verify("").unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(who, "ci@example", "{kind}");
+        assert!(verify(r#"namespaces="git,file""#).is_ok(), "{kind}");
+        let err = verify(r#"namespaces="file""#).unwrap_err();
+        assert!(err.contains("do not include git"), "{kind}: {err}");
+        assert!(verify("valid-after=20250101").is_ok());
+        let err = verify("valid-after=20250701").unwrap_err();
+        assert!(err.contains("before its valid-after"), "{err}");
+        let err = verify(r#"valid-before="20250615150000Z""#).unwrap_err();
+        assert!(err.contains("after its valid-before"), "{err}");
+        assert!(verify("valid-after=20250615,valid-before=20250616").is_ok());
+        // Signed data changed: refused.
+        let forged = AllowedSigners::parse("a", &format!("ci@example {public}"))
+            .unwrap()
+            .verify("abcdef0123456789", Some(&(sig.clone(), commit_at(T + 1))));
+        assert!(forged.unwrap_err().contains("bad signature"), "{kind}");
+    }
+    // A signature made for another namespace is not a git signature.
+    let (key, public) = keygen(dir.path(), "ed25519");
+    let data = commit_at(T);
+    let sig = sign(dir.path(), &key, &data, "file");
+    let allowed = AllowedSigners::parse("a", &format!("ci@example {public}")).unwrap();
+    assert!(
+        allowed
+            .verify("abcdef0123456789", Some(&(sig, data)))
+            .is_err()
+    );
+}
+
+#[test]
+fn unsupported_or_malformed_options_are_refused_when_the_file_is_read() {
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGvWzHYtvoDaGV0QoGTWBgSOJ5dmDr9FpTjmfbHc7jWn";
+    for (options, expect) in [
+        ("cert-authority", "not supported"),
+        ("valid-after=yesterday", "bad valid-after"),
+        ("no-touch-required,bogus=1", "unknown option"),
+    ] {
+        let err =
+            AllowedSigners::parse("allowed_signers", &format!("ci {options} {key}")).unwrap_err();
+        assert!(
+            err.starts_with("allowed_signers:1: ") && err.contains(expect),
+            "{err}"
+        );
+    }
+}
