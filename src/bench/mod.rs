@@ -299,10 +299,28 @@ pub fn footprint(exe: &Path) -> Vec<Figure> {
 }
 
 /// Every offline figure; the footprint is EXE's (the binary as shipped, or this one).
+/// The slowest input of the hostile corpus (`hostile::corpus`, each ≤ 4 MiB), loaded in process.
+/// Its memory is bounded in `tests/hostile.rs` (a process per input).
+pub fn hostile_worst() -> Vec<Figure> {
+    let mut worst = (Duration::ZERO, "");
+    for (name, text) in hostile::corpus() {
+        let t = Instant::now();
+        let _ = spec::load("hostile.yaml", &text);
+        worst = worst.max((t.elapsed(), name));
+    }
+    vec![fig(
+        "hostile.worst.wall",
+        ms(worst.0),
+        "ms",
+        format!("limit 2000 ms; slowest of the hostile corpus: {}", worst.1),
+    )]
+}
+
 pub fn offline(exe: &Path) -> Vec<Figure> {
     let mut out = offline_plan();
     out.extend(render_scaling());
     out.extend(parser_throughput());
+    out.extend(hostile_worst());
     out.extend(footprint(exe));
     out
 }
