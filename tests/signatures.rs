@@ -116,3 +116,103 @@ fn unsupported_or_malformed_options_are_refused_when_the_file_is_read() {
         );
     }
 }
+
+/// `gpg` in HOME at the faked time AT (`YYYYMMDDThhmmss`); its stdout.
+fn gpg(home: &Path, at: &str, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("gpg")
+        .env("GNUPGHOME", home)
+        .args([
+            "--batch",
+            "--yes",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+        ])
+        .args(["--faked-system-time", at])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gpg {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn openpgp_keys_that_expired_or_were_revoked_before_the_signature_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    gpg(
+        h,
+        "20250101T000000",
+        &[
+            "--quick-gen-key",
+            "CI <ci@example>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+    );
+    let listed =
+        String::from_utf8(gpg(h, "20250101T000000", &["--with-colons", "--list-keys"])).unwrap();
+    let fpr = listed
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("fpr:")
+                .map(|r| r.trim_matches(':').to_string())
+        })
+        .unwrap();
+    // A commit made and signed on 2025-01-03.
+    let data = commit_at(1_735_862_400);
+    let file = h.join("commit");
+    std::fs::write(&file, &data).unwrap();
+    gpg(
+        h,
+        "20250103T000000",
+        &[
+            "--armor",
+            "--detach-sign",
+            "-o",
+            h.join("commit.asc").to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+    );
+    let sig = std::fs::read(h.join("commit.asc")).unwrap();
+    let verify = || {
+        let key =
+            String::from_utf8(gpg(h, "20250110T000000", &["--armor", "--export", &fpr])).unwrap();
+        let mut allowed = AllowedSigners::default();
+        allowed.add_gpg("allowed_gpg_keys", &key).unwrap();
+        allowed.verify("abcdef0123456789", Some(&(sig.clone(), data.clone())))
+    };
+    assert_eq!(verify().unwrap(), fpr);
+    // The key set (on 2025-01-01 noon, for one day) to expire before the signature: refused.
+    gpg(h, "20250101T120000", &["--quick-set-expire", &fpr, "1d"]);
+    let err = verify().unwrap_err();
+    assert!(err.contains("expired"), "{err}");
+    // Extended again, then revoked with its revocation certificate: refused.
+    gpg(h, "20250105T000000", &["--quick-set-expire", &fpr, "0"]);
+    assert!(verify().is_ok());
+    let rev = h.join("rev.asc");
+    std::fs::write(
+        &rev,
+        rev_text(&std::fs::read_to_string(h.join(format!("openpgp-revocs.d/{fpr}.rev"))).unwrap()),
+    )
+    .unwrap();
+    gpg(h, "20250106T000000", &["--import", rev.to_str().unwrap()]);
+    let err = verify().unwrap_err();
+    assert!(err.contains("revoked"), "{err}");
+}
+
+/// gpg's stored revocation certificate, made importable (its armor line is escaped with `:`).
+fn rev_text(stored: &str) -> String {
+    stored
+        .lines()
+        .map(|l| l.strip_prefix(':').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

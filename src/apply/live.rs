@@ -264,6 +264,7 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         "StatefulSet" => "statefulsets",
         "Deployment" => "deployments",
         "PodDisruptionBudget" => "poddisruptionbudgets",
+        "NetworkPolicy" => "networkpolicies",
         "Pod" => "pods",
         other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
     };

@@ -30,6 +30,14 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
     ),
+    // spec.networkPolicy.
+    (
+        &["networking.k8s.io"],
+        &["networkpolicies"],
+        &[
+            "get", "list", "watch", "create", "patch", "update", "delete",
+        ],
+    ),
     // Rollouts delete drained workers; prune checks a NodeSet's pods first.
     (
         &[""],

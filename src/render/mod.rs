@@ -6,6 +6,7 @@
 
 pub mod components;
 pub mod names;
+mod network;
 pub mod pod;
 pub mod slurm;
 pub mod workers;
@@ -173,6 +174,9 @@ pub fn render(c: &ClusterFile) -> Rendered {
     }
     for pdb in pdbs {
         push(Object::from_typed(pdb, &names));
+    }
+    for np in network::policies(c, &names) {
+        push(Object::from_typed(np, &names));
     }
     Rendered {
         objects: out,

@@ -8,6 +8,7 @@ use std::process::Command;
 use thiserror::Error;
 
 pub mod known_hosts;
+mod openpgp;
 pub mod remote;
 pub mod signature;
 

@@ -260,7 +260,10 @@ impl Remote {
         }
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(cb);
-        fo.depth(1);
+        // Only the tip is needed (libgit2's local transport cannot fetch shallow).
+        if !self.url.starts_with("file://") && !Path::new(&self.url).exists() {
+            fo.depth(1);
+        }
         if matches!(self.auth, Auth::Token(_)) {
             // A redirect would carry the token to wherever it points.
             fo.follow_redirects(git2::RemoteRedirect::None);

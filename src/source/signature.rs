@@ -242,13 +242,15 @@ impl AllowedSigners {
         let (sig, _) = DetachedSignature::from_string(text)
             .map_err(|e| format!("commit {short}: unreadable OpenPGP signature: {e}"))?;
         for key in &self.gpg {
-            let by_primary = sig.verify(key, data).is_ok();
-            let by_subkey = key
-                .public_subkeys
-                .iter()
-                .any(|s| sig.verify(s, data).is_ok());
-            if by_primary || by_subkey {
-                return Ok(format!("{:X}", key.fingerprint()));
+            match super::openpgp::check(key, &sig, data) {
+                None => {}
+                Some(Ok(())) => return Ok(format!("{:X}", key.fingerprint())),
+                Some(Err(why)) => {
+                    return Err(format!(
+                        "commit {short}: signed by allowed key {:X}, but {why}",
+                        key.fingerprint()
+                    ));
+                }
             }
         }
         Err(if self.gpg.is_empty() {

@@ -81,9 +81,30 @@ pub struct ClusterSpec {
     pub partitions: Vec<Partition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
+    /// NetworkPolicies limiting who reaches slurmctld, slurmdbd and slurmrestd (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicy>,
     /// How changes are applied.
     #[serde(default)]
     pub policy: Policy,
+}
+
+/// Who may reach the control plane. With it, slurmctld takes connections only from the cluster's
+/// own pods, slurmdbd only from slurmctld and slurmrestd, and slurmrestd from the cluster's pods
+/// and the namespaces listed (where slurmops runs, a monitoring namespace). Workers and login
+/// pods are not limited (jobs talk between workers; users reach login pods).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicy {
+    #[serde(default = "yes_network")]
+    pub enabled: bool,
+    /// Namespaces (by name) whose pods may reach slurmrestd, e.g. `[slurmops]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restapi_from_namespaces: Vec<String>,
+}
+
+fn yes_network() -> bool {
+    true
 }
 
 /// A reference to one key of a Kubernetes Secret in the cluster's namespace.

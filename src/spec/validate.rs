@@ -189,6 +189,12 @@ impl Validator {
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         self.policy(&s.policy, &p.key("policy"));
+        if let Some(np) = &s.network_policy {
+            let at = p.key("networkPolicy").key("restapiFromNamespaces");
+            for (i, ns) in np.restapi_from_namespaces.iter().enumerate() {
+                self.dns_label(at.index(i), "namespace", ns, 63);
+            }
+        }
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
         if let Some(cluster_name) = s.cluster_name.as_deref() {
             if cluster_name.len() > 40 {
