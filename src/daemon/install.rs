@@ -14,10 +14,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecretVolumeSource, SecurityContext, Service, ServiceAccount, ServicePort,
-    ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
+    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
@@ -218,50 +217,39 @@ fn config_map_volume(
     key: &str,
     mount: &str,
 ) -> (Volume, VolumeMount) {
-    (
-        Volume {
-            name: name.into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: config_map.into(),
-                items: Some(vec![KeyToPath {
-                    key: key.into(),
-                    path: key.into(),
-                    ..KeyToPath::default()
-                }]),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        VolumeMount {
-            name: name.into(),
-            mount_path: mount.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        },
-    )
+    let volume = Volume {
+        name: name.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.into(),
+            items: Some(vec![KeyToPath {
+                key: key.into(),
+                path: key.into(),
+                ..KeyToPath::default()
+            }]),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    mounted(volume, mount)
+}
+
+/// VOLUME and its read-only mount at MOUNT.
+fn mounted(volume: Volume, mount: &str) -> (Volume, VolumeMount) {
+    let m = VolumeMount {
+        name: volume.name.clone(),
+        mount_path: mount.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    (volume, m)
 }
 
 /// Replicas spread over nodes when the nodes allow it.
 fn spread() -> Affinity {
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        label_selector: Some(LabelSelector {
-                            match_labels: Some(labels()),
-                            ..LabelSelector::default()
-                        }),
-                        topology_key: "kubernetes.io/hostname".into(),
-                        ..PodAffinityTerm::default()
-                    },
-                },
-            ]),
-            ..PodAntiAffinity::default()
-        }),
-        ..Affinity::default()
-    }
+    crate::render::pod::spread_over_nodes(LabelSelector {
+        match_labels: Some(labels()),
+        ..LabelSelector::default()
+    })
 }
 
 fn probe(path: &str) -> Probe {
@@ -277,23 +265,16 @@ fn probe(path: &str) -> Probe {
 }
 
 fn secret_volume(name: &str, secret: &str, mount: &str) -> (Volume, VolumeMount) {
-    (
-        Volume {
-            name: name.into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.into()),
-                default_mode: Some(0o400),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        VolumeMount {
-            name: name.into(),
-            mount_path: mount.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        },
-    )
+    let volume = Volume {
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.into()),
+            default_mode: Some(0o400),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    mounted(volume, mount)
 }
 
 fn deployment(i: &Install) -> Deployment {

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSecurityContext,
+    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -122,22 +121,7 @@ fn slurm_security() -> PodSecurityContext {
 
 /// Spread replicas of one component over Kubernetes nodes where possible.
 fn spread(names: &Names, component: Component) -> Affinity {
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        label_selector: Some(selector(names, component, None)),
-                        topology_key: "kubernetes.io/hostname".into(),
-                        ..PodAffinityTerm::default()
-                    },
-                },
-            ]),
-            ..PodAntiAffinity::default()
-        }),
-        ..Affinity::default()
-    }
+    pod::spread_over_nodes(selector(names, component, None))
 }
 
 /// slurmctld: a StatefulSet (primary + HA backups) with its state volume, two Services and a PDB.

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapProjection, Container, ContainerPort, KeyToPath, LocalObjectReference, PodSpec,
-    PodTemplateSpec, Probe, ProjectedVolumeSource, SecretProjection, TCPSocketAction, Volume,
-    VolumeMount, VolumeProjection,
+    Affinity, ConfigMapProjection, Container, ContainerPort, KeyToPath, LocalObjectReference,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource,
+    SecretProjection, TCPSocketAction, Volume, VolumeMount, VolumeProjection,
+    WeightedPodAffinityTerm,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
@@ -147,6 +148,27 @@ pub fn projected(name: &str, sources: Vec<VolumeProjection>) -> Volume {
 }
 
 /// What a component contributes to its pod; [`PodParts::template`] adds the rest.
+/// Pods matching SELECTOR spread over Kubernetes nodes where the nodes allow it (preferred
+/// anti-affinity on the hostname).
+pub fn spread_over_nodes(selector: LabelSelector) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(selector),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
 /// The container-level half of Pod Security "restricted" (the pod-level half — non-root UID,
 /// RuntimeDefault seccomp — is the component's): no privilege escalation, no capability.
 fn restricted(c: &mut Container) {
