@@ -177,16 +177,7 @@ impl Daemon {
 
     /// GET /readyz answers 200: the daemon finished its first pass.
     pub fn ready(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = write!(
-            s,
-            "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.starts_with("HTTP/1.1 200")
+        self.get("/readyz").0 == 200
     }
 }
 
