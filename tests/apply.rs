@@ -1,6 +1,7 @@
 //! `slurmops apply` and `plan --cluster` against the real kube-apiserver + controller-manager of
 //! the test bed, run as an identity holding only the Role slurmops documents for itself.
 
+#[macro_use]
 mod support;
 
 use std::path::Path;
@@ -219,7 +220,7 @@ async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hol
     env.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() {
     let env = TestEnv::new("prune").await;
     env.grant_slurmops_role().await;
@@ -265,7 +266,7 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
     // drained, then prunes.
     let b0 = format!("{b}-0");
     eventually("worker registered", Duration::from_secs(30), async || {
-        support::slurm::node_state(support::SLURM_INSTANCE, &b0).filter(|s| s.starts_with("IDLE"))
+        support::slurm::node_state(support::slurm_instance(), &b0).filter(|s| s.starts_with("IDLE"))
     })
     .await;
     let with_slurm = |extra: &[&str]| {
@@ -289,7 +290,7 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
         "{out}"
     );
     assert!(out.contains(&format!("pruned: StatefulSet/{b}")), "{out}");
-    let drained = support::slurm::node_state(support::SLURM_INSTANCE, &b0);
+    let drained = support::slurm::node_state(support::slurm_instance(), &b0);
     assert!(
         drained.is_none() || drained.as_deref().is_some_and(|s| s.contains("DRAIN")),
         "{b0} pruned without a drain: {drained:?}"
@@ -316,6 +317,7 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
         "{out}"
     );
     env.cleanup().await;
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]

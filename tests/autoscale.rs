@@ -1,6 +1,7 @@
 //! Autoscale end to end on the test bed: jobs pending in a partition scale its NodeSet out, idle
 //! workers are drained and removed after the delay, and apply does not fight the autoscaler.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -54,7 +55,7 @@ async fn replicas(sts: &Api<StatefulSet>, name: &str) -> Option<i32> {
     sts.get(name).await.ok()?.spec?.replicas
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
     let env = TestEnv::new("autoscale").await;
     env.grant_slurmops_role().await;
@@ -231,4 +232,5 @@ async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
     assert!(reasons.contains(&"ScaledOut".to_string()), "{reasons:?}");
     assert!(reasons.contains(&"ScaledIn".to_string()), "{reasons:?}");
     env.cleanup().await;
+}
 }

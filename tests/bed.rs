@@ -2,6 +2,7 @@
 //! running a real slurmd per worker pod against the real slurmctld, real slurmrestd with JWT, and
 //! real git servers on every transport.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use slurmops::render::render;
 use slurmops::spec::load;
 
-use support::{Event, SLURM_INSTANCE, TestEnv, bed, eventually, git, git_command, served_repo};
+use support::{Event, TestEnv, bed, eventually, git, git_command, served_repo, slurm_instance};
 
 /// A worker StatefulSet exactly as slurmops renders it for a one-NodeSet cluster in the test's
 /// namespace.
@@ -97,7 +98,7 @@ async fn registered_idle(name: &str) -> BTreeMap<String, String> {
         &format!("Slurm node {name} registered IDLE"),
         Duration::from_secs(30),
         async || {
-            let fields = support::slurm::node(SLURM_INSTANCE, name)?;
+            let fields = support::slurm::node(slurm_instance(), name)?;
             let state = fields.get("State")?;
             (state.starts_with("IDLE")
                 && !state.contains("INVAL")
@@ -108,7 +109,7 @@ async fn registered_idle(name: &str) -> BTreeMap<String, String> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn statefulset_pods_become_ready_and_each_registers_a_real_slurmd_under_its_hostname() {
     let env = TestEnv::new("sts").await;
     let ns_name = env.name("w");
@@ -141,8 +142,9 @@ async fn statefulset_pods_become_ready_and_each_registers_a_real_slurmd_under_it
     assert_eq!(started, 3, "one slurmd per pod: {:?}", env.kubelet.events());
     env.cleanup().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn deleting_a_worker_pod_removes_its_slurm_node_until_the_recreated_pod_registers_again() {
     let env = TestEnv::new("del").await;
     let ns_name = env.name("w");
@@ -162,13 +164,13 @@ async fn deleting_a_worker_pod_removes_its_slurm_node_until_the_recreated_pod_re
         &format!("{victim} gone from Slurm"),
         Duration::from_secs(20),
         async || {
-            support::slurm::node(SLURM_INSTANCE, &victim)
+            support::slurm::node(slurm_instance(), &victim)
                 .is_none()
                 .then_some(())
         },
     )
     .await;
-    assert!(support::slurm::node(SLURM_INSTANCE, &format!("{ns_name}-0")).is_some());
+    assert!(support::slurm::node(slurm_instance(), &format!("{ns_name}-0")).is_some());
 
     // The StatefulSet controller recreates the pod (new uid); its slurmd registers again.
     let after = ready_pods(&env, &ns_name, 2).await;
@@ -200,8 +202,9 @@ async fn deleting_a_worker_pod_removes_its_slurm_node_until_the_recreated_pod_re
     );
     env.cleanup().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn slurmrestd_answers_with_the_bed_jwt_and_refuses_without_it() {
     let b = bed();
     let curl = |token: Option<&str>| {
@@ -218,6 +221,7 @@ async fn slurmrestd_answers_with_the_bed_jwt_and_refuses_without_it() {
     };
     assert_eq!(curl(Some(&b.slurm_jwt)), "200");
     assert_eq!(curl(None), "401");
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,6 +9,7 @@
 //! middle of a rollout, or replaced by its standby, finishes it without killing a job or leaving
 //! a node drained.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ use slurmops::slurm::SlurmNodes;
 
 use support::daemon::{Daemon, Repo, applied, as_installed, status};
 use support::slurm::{job_state, sh, submit_sleep};
-use support::{SLURM_INSTANCE, TestEnv, bed, eventually};
+use support::{TestEnv, bed, eventually, slurm_instance};
 
 /// cluster.yaml with one worker NodeSet per (name, replicas, image).
 fn cluster(ns: &str, sets: &[(&str, u32, &str)]) -> String {
@@ -38,12 +39,12 @@ fn cluster(ns: &str, sets: &[(&str, u32, &str)]) -> String {
 /// The bed's JWT key as the cluster's `spec.auth.jwtKey` Secret, as a platform team creates it.
 async fn jwt_secret(env: &TestEnv) {
     let root = std::process::Command::new("bash")
-        .arg("tests/bed/slurm-chroot.sh")
+        .args(["tests/bed/slurm-chroot.sh", support::slurm_release()])
         .output()
         .unwrap();
     let root = String::from_utf8(root.stdout).unwrap();
     let key = std::fs::read(
-        Path::new(root.trim()).join(format!("etc/slurm-{SLURM_INSTANCE}/jwt_hs256.key")),
+        Path::new(root.trim()).join(format!("etc/slurm-{}/jwt_hs256.key", slurm_instance())),
     )
     .unwrap();
     let secret = Secret {
@@ -199,10 +200,10 @@ async fn drained_by_us(node: &str, within: Duration) {
 }
 
 fn scancel(job: u64) {
-    sh(&["exec", SLURM_INSTANCE, "scancel", &job.to_string()]);
+    sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
     let t = Bed::new("ctl-ab").await;
     let (a, b) = (t.env.name("a"), t.env.name("b"));
@@ -307,8 +308,9 @@ async fn a_job_waiting_on_one_node_set_never_holds_back_a_commit_for_another() {
     drop(daemon);
     t.env.cleanup().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn a_reverted_change_resumes_the_drained_worker_without_replacing_it() {
     let t = Bed::new("ctl-revert").await;
     let a = t.env.name("r");
@@ -347,8 +349,9 @@ async fn a_reverted_change_resumes_the_drained_worker_without_replacing_it() {
     drop(daemon);
     t.env.cleanup().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
     let t = Bed::new("ctl-kill").await;
     let a = t.env.name("k");
@@ -399,4 +402,5 @@ async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
         .await;
     drop(standby);
     t.env.cleanup().await;
+}
 }

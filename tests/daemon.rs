@@ -2,6 +2,7 @@
 //! and keeps the real apiserver at its cluster.yaml; webhooks, invalid commits, SSH with pinned
 //! host keys, and two replicas with leader election.
 
+#[macro_use]
 mod support;
 
 use std::path::{Path, PathBuf};

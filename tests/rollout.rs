@@ -1,6 +1,7 @@
 //! Drain-before-replace end to end on the test bed: real apiserver + controller-manager, the test
 //! kubelet running a real slurmd per worker pod, real slurmctld and slurmrestd.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -44,7 +45,7 @@ async fn uids(pods: &Api<Pod>, node_set: &str) -> BTreeMap<String, (String, bool
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     let env = TestEnv::new("roll").await;
     let w = env.name("r");
@@ -260,6 +261,7 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     }
     env.cleanup().await;
 }
+}
 
 /// Applies image a (waiting for Ready workers, idle in Slurm), then image b: the StatefulSet is
 /// updated, every worker is outdated and nothing replaced yet.
@@ -291,7 +293,7 @@ async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothing_deleted() {
     let env = TestEnv::new("rollfc").await;
     env.grant_slurmops_role().await;
@@ -329,11 +331,12 @@ async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothin
     );
     env.cleanup().await;
 }
+}
 
+on_each_slurm! {
 /// slurmrestd stops in the middle of a rollout: the rollout pauses (no pod is deleted while it is
 /// down) and finishes once it is back. A node an administrator drained before the rollout is
 /// replaced like the others but stays drained, with the administrator's reason.
-#[tokio::test(flavor = "multi_thread")]
 async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     use slurmops::rollout::Event;
     let env = TestEnv::new("rollout-outage").await;
@@ -351,7 +354,7 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     let admin = names[2].clone();
     support::slurm::sh(&[
         "exec",
-        support::SLURM_INSTANCE,
+        support::slurm_instance(),
         "scontrol",
         "update",
         &format!("nodename={admin}"),
@@ -366,7 +369,7 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
         .unwrap()
         .port();
     let restd = format!("restd-{}", support::unique_suffix());
-    let inst = support::SLURM_INSTANCE;
+    let inst = support::slurm_instance();
     support::slurm::sh(&["start-restd", inst, &port.to_string(), &restd]);
     let mut cfg = Config::new(
         format!("http://127.0.0.1:{port}"),
@@ -467,8 +470,9 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     }
     env.cleanup().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_completed() {
     let env = TestEnv::new("scalein").await;
     env.grant_slurmops_role().await;
@@ -567,4 +571,5 @@ async fn scale_in_removes_workers_only_after_they_are_drained_and_their_job_comp
         assert_eq!(after[&n].0, before[&n].0, "{n} was replaced by a scale-in");
     }
     env.cleanup().await;
+}
 }

@@ -1,16 +1,19 @@
-//! The slurmrestd client and the drain primitives against the real Slurm 24.11 of the test bed
-//! (slurmctld, dynamic slurmd, slurmrestd with JWT). The same suite runs once per data parser
-//! slurmops speaks.
+//! The slurmrestd client and the drain primitives against the real Slurm of the test bed
+//! (slurmctld, dynamic slurmd, slurmrestd with JWT), on every supported release: the suite runs
+//! through the newest data parser each release serves (v0.0.42 on 24.11, v0.0.45 on 26.05), and
+//! through v0.0.42 on 26.05 too, the parser both releases share.
 
+#[macro_use]
 mod support;
 
 use std::time::{Duration, Instant};
 
 use slurmops::slurm::auth::{Credentials, KeyBytes, Secret};
+use slurmops::slurm::client::errno;
 use slurmops::slurm::{Client, Config, DataParser, Drain, Resume, SlurmError, SlurmNodes};
 
 use support::slurm::{Slurmd, job_state, scontrol, sh, submit_sleep};
-use support::{SLURM_INSTANCE, bed, eventually, unique_suffix};
+use support::{bed, eventually, slurm_instance, unique_suffix};
 
 fn client(parser: DataParser) -> Client {
     let b = bed();
@@ -68,8 +71,26 @@ async fn idle_node_drains_fast_and_resumes(c: &Client, node: &str) {
     assert_eq!(c.resume(node).await.unwrap(), Resume::Resumed);
     wait_idle(c, node).await;
     assert!(!c.is_drained(node).await.unwrap());
-    // Resuming a node that is not drained is a no-op, not Slurm's error 2028.
+    // Resuming a node that is not drained is a no-op, not Slurm's error.
     assert_eq!(c.resume(node).await.unwrap(), Resume::NotDrained);
+    // Slurm itself refuses RESUME of an IDLE node, with an error number that changed between
+    // releases; resume() takes either as "resumed already" when its own earlier RESUME landed.
+    let (status, number) = match support::slurm_release() {
+        "24.11" => (500, errno::INVALID_NODE_STATE),
+        _ => (422, errno::INVALID_NODE_STATE_TRANSITION),
+    };
+    match c.update_node(node, "RESUME", None).await {
+        Err(SlurmError::Api {
+            status: s, errors, ..
+        }) => {
+            assert_eq!(s, status, "{errors:?}");
+            assert!(
+                errors.iter().any(|e| e.error_number == Some(number)),
+                "{errors:?}"
+            );
+        }
+        other => panic!("RESUME of an IDLE node: {other:?}"),
+    }
 }
 
 /// Busy node: draining, never drained, while a real job runs; drained once it ends, and the job
@@ -124,7 +145,7 @@ async fn cancelled_job_frees_the_drain(c: &Client, node: &str) {
     c.drain(node, "scale-in").await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!c.is_drained(node).await.unwrap());
-    sh(&["exec", SLURM_INSTANCE, "scancel", &job.to_string()]);
+    sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
     eventually(
         &format!("{node} drained after cancel"),
         Duration::from_secs(30),
@@ -206,8 +227,8 @@ async fn bad_token_is_an_auth_error(parser: DataParser, node: &str) {
 /// A token minted from the cluster's JWT key (as the daemon does) is accepted.
 async fn minted_token_works(parser: DataParser, node: &str) {
     let key = std::process::Command::new("bash")
-        .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "cat"])
-        .arg(format!("/etc/slurm-{SLURM_INSTANCE}/jwt_hs256.key"))
+        .args(["tests/bed/slurm.sh", "exec", slurm_instance(), "cat"])
+        .arg(format!("/etc/slurm-{}/jwt_hs256.key", slurm_instance()))
         .output()
         .unwrap()
         .stdout;
@@ -233,7 +254,7 @@ async fn slurmrestd_stopped_fails_closed(parser: DataParser, node: &str) {
         .unwrap()
         .port();
     let name = format!("restd-{}", unique_suffix());
-    sh(&["start-restd", SLURM_INSTANCE, &port.to_string(), &name]);
+    sh(&["start-restd", slurm_instance(), &port.to_string(), &name]);
     let mut cfg = Config::new(
         format!("http://127.0.0.1:{port}"),
         Credentials::Token {
@@ -244,7 +265,7 @@ async fn slurmrestd_stopped_fails_closed(parser: DataParser, node: &str) {
     cfg.parser = Some(parser);
     let c = Client::new(cfg).unwrap();
     c.drain(node, "rollout").await.unwrap();
-    sh(&["stop-restd", SLURM_INSTANCE, &name]);
+    sh(&["stop-restd", slurm_instance(), &name]);
     let t0 = Instant::now();
     let err = c.is_drained(node).await.unwrap_err();
     assert!(matches!(err, SlurmError::Unreachable { .. }), "{err:?}");
@@ -285,22 +306,27 @@ async fn suite(parser: DataParser) {
     slurmrestd_stopped_fails_closed(parser, &cancel.name).await;
 }
 
+/// The newest data parser this process's Slurm release serves.
+fn newest_parser() -> DataParser {
+    match support::slurm_release() {
+        "24.11" => DataParser::V0042,
+        _ => DataParser::V0045,
+    }
+}
+
+on_each_slurm! {
+async fn drain_primitives_through_the_newest_data_parser() {
+    suite(newest_parser()).await;
+}
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn drain_primitives_on_real_slurm_data_parser_v0_0_42() {
+async fn drain_primitives_on_slurm_26_05_through_data_parser_v0_0_42() {
+    support::select_slurm("26.05");
     suite(DataParser::V0042).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn drain_primitives_on_real_slurm_data_parser_v0_0_41() {
-    suite(DataParser::V0041).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn drain_primitives_on_real_slurm_data_parser_v0_0_40() {
-    suite(DataParser::V0040).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn probing_picks_the_newest_data_parser_slurmrestd_serves() {
     let b = bed();
     let c = Client::new(Config::new(
@@ -311,7 +337,7 @@ async fn probing_picks_the_newest_data_parser_slurmrestd_serves() {
         },
     ))
     .unwrap();
-    assert_eq!(c.parser().await.unwrap(), DataParser::V0042);
+    assert_eq!(c.parser().await.unwrap(), newest_parser());
     assert!(c.ping().await.unwrap().iter().any(|p| p.responding));
     let unreachable = Client::new(Config::new(
         "http://127.0.0.1:9",
@@ -326,9 +352,10 @@ async fn probing_picks_the_newest_data_parser_slurmrestd_serves() {
         Err(SlurmError::Unreachable { .. })
     ));
 }
+}
 
+on_each_slurm! {
 /// `slurmops slurm nodes|drain|resume` as an operator runs it.
-#[tokio::test(flavor = "multi_thread")]
 async fn admin_cli_lists_drains_and_refuses_to_resume_someone_elses_drain() {
     let b = bed();
     let ns = format!("cli-{}", unique_suffix());
@@ -394,18 +421,19 @@ async fn admin_cli_lists_drains_and_refuses_to_resume_someone_elses_drain() {
     assert!(err.contains("does not know node"), "{err}");
     assert!(!err.contains(&b.slurm_jwt));
 }
+}
 
+on_each_slurm! {
 /// `slurmops slurm --cluster DIR`: the JWT key comes from the Secret cluster.yaml names (read
 /// through the kubeconfig), tokens are minted from it; nothing secret is printed.
-#[tokio::test(flavor = "multi_thread")]
 async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret as KubeSecret;
     let env = support::TestEnv::new("slurmcli").await;
     let b = bed();
     let key = std::process::Command::new("bash")
-        .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "cat"])
-        .arg(format!("/etc/slurm-{SLURM_INSTANCE}/jwt_hs256.key"))
+        .args(["tests/bed/slurm.sh", "exec", slurm_instance(), "cat"])
+        .arg(format!("/etc/slurm-{}/jwt_hs256.key", slurm_instance()))
         .output()
         .unwrap()
         .stdout;
@@ -422,8 +450,9 @@ async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
     std::fs::write(
         dir.path().join("cluster.yaml"),
         format!(
-            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c, namespace: {}}}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n    - {{name: w, replicas: 0, cpu: \"1\", memory: 256Mi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n",
-            env.ns
+            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c, namespace: {}}}\nspec:\n  slurmVersion: \"{}\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n    - {{name: w, replicas: 0, cpu: \"1\", memory: 256Mi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n",
+            env.ns,
+            support::slurm_release()
         ),
     )
     .unwrap();
@@ -463,9 +492,10 @@ async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
     assert!(!err.contains(text.as_ref()));
     env.cleanup().await;
 }
+}
 
+on_each_slurm! {
 /// Pending jobs per partition and reservations, as the autoscaler and planner read them.
-#[tokio::test(flavor = "multi_thread")]
 async fn pending_jobs_per_partition_and_reservations_come_from_real_slurm() {
     let s = unique_suffix();
     let node = Slurmd::start(&format!("pend-{s}"), "bed");
@@ -487,7 +517,7 @@ async fn pending_jobs_per_partition_and_reservations_come_from_real_slurm() {
     let squeue = || {
         let out = sh(&[
             "exec",
-            SLURM_INSTANCE,
+            slurm_instance(),
             "squeue",
             "-h",
             "-t",
@@ -535,6 +565,7 @@ async fn pending_jobs_per_partition_and_reservations_come_from_real_slurm() {
     assert!(r.start_time.is_some() && r.end_time > r.start_time);
     assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
     scontrol(&["delete", &format!("reservationname={resv}")]);
-    sh(&["exec", SLURM_INSTANCE, "scancel", &job.to_string()]);
+    sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
     assert_eq!(c.resume(&node.name).await.unwrap(), Resume::Resumed);
+}
 }

@@ -2,6 +2,7 @@
 //! cordoned Kubernetes node drains its workers (and uncordoning resumes only slurmops' drains),
 //! a Ready worker whose Slurm node is gone is replaced.
 
+#[macro_use]
 mod support;
 
 use std::process::{Command, Stdio};
@@ -13,7 +14,7 @@ use serde_json::json;
 use slurmops::slurm::SlurmNodes;
 
 use support::slurm::client as slurm;
-use support::{SLURM_INSTANCE, TestEnv, bed, eventually};
+use support::{TestEnv, bed, eventually, slurm_instance};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
     support::cluster_head("c", ns)
@@ -70,7 +71,7 @@ async fn cordon(env: &TestEnv, on: bool) {
         .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_replaced() {
     let env = TestEnv::new("sync").await;
     env.grant_slurmops_role().await;
@@ -148,7 +149,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     // An administrator's drain shows as Drained, with their reason.
     support::slurm::sh(&[
         "exec",
-        SLURM_INSTANCE,
+        slurm_instance(),
         "scontrol",
         "update",
         &format!("nodename={w1}"),
@@ -193,7 +194,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     let uid1 = pods.get(&w1).await.unwrap().metadata.uid;
     support::slurm::sh(&[
         "exec",
-        SLURM_INSTANCE,
+        slurm_instance(),
         "scontrol",
         "delete",
         &format!("nodename={w0}"),
@@ -243,4 +244,5 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         "a registered worker was replaced"
     );
     env.cleanup().await;
+}
 }

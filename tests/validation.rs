@@ -220,9 +220,51 @@ fn slurm_settings_slurmops_owns_are_refused() {
 fn block_topology_on_24_11_is_refused_with_the_reason() {
     let d = one(&with(
         "  partitions:\n",
-        "  topology:\n    block: {nodeLabel: nvidia.com/gpu.clique, nodeSets: [cpu], blockSize: 2}\n  partitions:\n",
+        "  topology:\n    block: {nodeLabel: nvidia.com/gpu.clique, blocks: [r1], nodeSets: [cpu], blockSize: 2}\n  partitions:\n",
     ));
-    assert!(d.message.contains("25.05"));
+    assert!(d.message.contains("needs Slurm 26.05"), "{}", d.message);
+    assert!(d.message.contains("24.11 refuses blocks"), "{}", d.message);
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("raise spec.slurmVersion to \"26.05\" or remove spec.topology")
+    );
+}
+
+#[test]
+fn an_unsupported_slurm_release_names_the_supported_ones() {
+    let d = one(&with("slurmVersion: \"24.11\"", "slurmVersion: \"25.05\""));
+    assert_eq!(d.message, "slurmops does not support Slurm 25.05");
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("use one of the supported releases: 24.11, 26.05")
+    );
+    assert_eq!((d.line, d.col), (10, 17), "{d:?}");
+}
+
+#[test]
+fn blocks_must_be_label_values_listed_once_and_metrics_need_26_05() {
+    let topo = "  topology:\n    block: {nodeLabel: l, blocks: [r1, r1, \"-bad\"], nodeSets: [cpu], blockSize: 2}\n  partitions:\n";
+    let text = with("  partitions:\n", topo).replace("\"24.11\"", "\"26.05\"");
+    let ds = slurmops::spec::load("cluster.yaml", &text).unwrap_err();
+    let msgs: Vec<&str> = ds.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "block \"r1\" is listed twice",
+            "\"-bad\" is not a Kubernetes label value"
+        ],
+        "{ds:?}"
+    );
+    let d = one(&with(
+        "  partitions:\n",
+        "  controller:\n    metrics: {enabled: true}\n  partitions:\n",
+    ));
+    assert!(
+        d.message
+            .contains("need Slurm 26.05: Slurm 24.11 has no such plugin"),
+        "{}",
+        d.message
+    );
 }
 
 #[test]

@@ -294,7 +294,7 @@ async fn react(env: &TestEnv) -> Result<Vec<Figure>, String> {
     .await;
     crate::support::slurm::sh(&[
         "exec",
-        crate::support::SLURM_INSTANCE,
+        crate::support::slurm_instance(),
         "scancel",
         &job.to_string(),
     ]);

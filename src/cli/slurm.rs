@@ -53,7 +53,7 @@ struct Connection {
     #[arg(long, global = true)]
     ca_file: Option<PathBuf>,
     /// Data parser to speak (default: the newest slurmrestd serves).
-    #[arg(long, global = true, value_parser = ["v0.0.42", "v0.0.41", "v0.0.40"])]
+    #[arg(long, global = true, value_parser = DataParser::names())]
     data_parser: Option<String>,
     /// Connect as slurmops does: cluster.yaml (file or directory) names the JWT key Secret (read
     /// with the kubeconfig) to mint tokens from, and the slurmrestd Service (the default URL,

@@ -16,6 +16,8 @@ use crate::slurm::{Drain, SlurmError, SlurmNodes};
 pub struct Acted {
     pub events: Vec<Event>,
     pub slurm_error: Option<SlurmError>,
+    /// Workers Slurm refused to put in their block, and its answer (no outage: other steps go on).
+    pub unplaced: Vec<String>,
 }
 
 pub async fn act<S: SlurmNodes>(
@@ -51,6 +53,24 @@ pub async fn act<S: SlurmNodes>(
                     break;
                 }
             },
+            Action::SetTopology { node, topology } => {
+                match slurm.set_topology(node, topology).await {
+                    Ok(()) => Event::Block {
+                        node: node.clone(),
+                        topology: topology.clone(),
+                    },
+                    Err(SlurmError::UnknownNode(_)) => continue,
+                    Err(e) if e.is_transient() => {
+                        out.slurm_error = Some(e);
+                        break;
+                    }
+                    Err(e) => {
+                        out.unplaced
+                            .push(format!("{node}: Slurm refused block {topology}: {e}"));
+                        continue;
+                    }
+                }
+            }
             Action::Delete { pod, uid, forced } => {
                 if !delete(pods, pod, uid)
                     .await

@@ -37,6 +37,8 @@ pub struct Worker {
     pub deleting: bool,
     /// Pod creation (UNIX seconds).
     pub created: Option<i64>,
+    /// The Kubernetes node the pod runs on, once scheduled.
+    pub host: Option<String>,
 }
 
 /// A NodeSet's StatefulSet as observed.
@@ -122,6 +124,8 @@ pub enum Action {
     },
     /// RESUME a drain the controller set, for a worker that is wanted as it is.
     Resume { node: String },
+    /// Put the worker's Slurm node in the block of its Kubernetes node (`TOPOLOGY:BLOCK`).
+    SetTopology { node: String, topology: String },
 }
 
 /// A job that holds a worker.
@@ -161,6 +165,9 @@ pub struct Progress {
     pub waiting: Vec<Waiting>,
     /// Workers leaving for a scale-in or removal.
     pub leaving: Vec<String>,
+    /// Workers in no block although their NodeSet is in block topology, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unplaced: Vec<String>,
     pub done: bool,
 }
 

@@ -13,6 +13,7 @@
 //! / `slurmops rollout` (passes until nothing is left to do).
 
 pub mod act;
+pub mod blocks;
 pub mod decide;
 pub mod drive;
 pub mod observe;
@@ -128,7 +129,8 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         .await
         .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);
-    let decisions = decide_all(c, &obs, env.registration_grace);
+    let mut decisions = decide_all(c, &obs, env.registration_grace);
+    place_in_blocks(&env.cluster.client, c, &obs, &mut decisions).await;
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -157,6 +159,7 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
             let leaving = &d.progress.leaving;
             d.actions.retain(|a| match a {
                 Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
+                Action::SetTopology { .. } => true,
                 Action::Delete { .. } => false,
             });
             d.progress.done = leaving.is_empty();
@@ -167,6 +170,7 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
             let acted = act::act(&pods, slurm, &name, &d.actions, env.fence, env.observer).await?;
             out.events
                 .extend(acted.events.into_iter().map(|e| (name.clone(), e)));
+            d.progress.unplaced.extend(acted.unplaced);
             if let Some(e) = acted.slurm_error {
                 out.slurm_error = Some(e.to_string());
             }
@@ -266,6 +270,48 @@ pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64) -> Poli
         drain_timeout: Some(u.drain_timeout.as_secs() as i64),
         force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
         registration_grace,
+    }
+}
+
+/// Adds the block placements due (spec.topology) to the decisions. Kubernetes nodes' labels that
+/// cannot be read leave placement to a later pass (it never blocks a rollout), and say why.
+async fn place_in_blocks(
+    client: &kube::Client,
+    c: &ClusterFile,
+    obs: &Observation,
+    decisions: &mut BTreeMap<String, Decision>,
+) {
+    let (Some(t), Ok(view)) = (&c.spec.topology, &obs.slurm) else {
+        return;
+    };
+    let b = &t.block;
+    let hosts: BTreeSet<String> = obs
+        .sets
+        .values()
+        .filter(|s| b.node_sets.contains(&s.name))
+        .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
+        .collect();
+    let labels = match observe::host_blocks(client, &b.node_label, &hosts).await {
+        Ok(l) => l,
+        Err(e) => {
+            for (name, d) in decisions.iter_mut() {
+                if b.node_sets.contains(name) {
+                    d.progress.unplaced = vec![format!(
+                        "cannot read the Kubernetes nodes' {} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)",
+                        b.node_label
+                    )];
+                }
+            }
+            return;
+        }
+    };
+    for (name, set) in &obs.sets {
+        let p = blocks::place(set, b, &labels, view);
+        if let Some(d) = decisions.get_mut(name) {
+            d.progress.done &= p.registering.is_empty();
+            d.actions.extend(p.actions);
+            d.progress.unplaced = p.unplaced;
+        }
     }
 }
 
@@ -388,6 +434,7 @@ mod tests {
             ready: true,
             deleting: false,
             created: Some(0),
+            host: None,
         };
         let sets = BTreeMap::from([(
             "a".to_string(),

@@ -2,7 +2,7 @@
 //! one, else one LIST each, never one per NodeSet) and Slurm's nodes and jobs, read once per
 //! pass. Turns them into the plain views `decide` works on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -56,6 +56,27 @@ pub async fn observe<S: SlurmNodes>(
         slurm,
         now: k8s_openapi::jiff::Timestamp::now().as_second(),
     })
+}
+
+/// The value of LABEL on each Kubernetes node of HOSTS that carries it (one GET per node; a node
+/// that is gone is left out). Needs the optional Node reader ClusterRole.
+pub async fn host_blocks(
+    client: &kube::Client,
+    label: &str,
+    hosts: &BTreeSet<String>,
+) -> Result<BTreeMap<String, String>, kube::Error> {
+    let api = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+    let mut out = BTreeMap::new();
+    for h in hosts {
+        let value = api
+            .get_opt(h)
+            .await?
+            .and_then(|n| n.metadata.labels?.get(label).cloned());
+        if let Some(v) = value {
+            out.insert(h.clone(), v);
+        }
+    }
+    Ok(out)
 }
 
 /// Slurm's nodes and jobs: two requests, whatever the size of the cluster.
@@ -121,6 +142,7 @@ fn worker(p: &Pod) -> Option<Worker> {
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second()),
+        host: p.spec.as_ref().and_then(|s| s.node_name.clone()),
         name,
     })
 }

@@ -163,6 +163,7 @@ impl Metrics {
             Event::Drain { .. } => "drain",
             Event::Delete { .. } => "delete",
             Event::Resume { .. } => "resume",
+            Event::Block { .. } => "block",
             Event::Ready { .. } => "ready",
             Event::SlurmUnreachable { .. } => "slurm_unreachable",
             Event::SlurmBack => "slurm_back",

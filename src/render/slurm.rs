@@ -1,4 +1,4 @@
-//! Slurm's own config files (slurm.conf, cgroup.conf, gres.conf, topology.conf, slurmdbd.conf),
+//! Slurm's own config files (slurm.conf, cgroup.conf, gres.conf, topology.yaml, slurmdbd.conf),
 //! rendered from minijinja templates compiled into the binary. The values are computed here,
 //! the templates only lay them out, so what a line says is testable without text matching.
 
@@ -12,6 +12,8 @@ use crate::spec::types::{ClusterFile, GpuDetect, NodeSet};
 use crate::spec::values::{SlurmValue, parse_quantity};
 
 pub const SLURMCTLD_PORT: u16 = 6817;
+/// The name of the block topology in topology.yaml (a worker's topology is `NAME:BLOCK`).
+pub const TOPOLOGY_NAME: &str = "nvlink";
 pub const SLURMD_PORT: u16 = 6818;
 pub const SLURMDBD_PORT: u16 = 6819;
 pub const SLURMRESTD_PORT: u16 = 6820;
@@ -54,7 +56,7 @@ fn env() -> Environment<'static> {
         ("slurm.conf", include_str!("templates/slurm.conf.j2")),
         ("cgroup.conf", include_str!("templates/cgroup.conf.j2")),
         ("gres.conf", include_str!("templates/gres.conf.j2")),
-        ("topology.conf", include_str!("templates/topology.conf.j2")),
+        ("topology.yaml", include_str!("templates/topology.yaml.j2")),
         ("slurmdbd.conf", include_str!("templates/slurmdbd.conf.j2")),
     ] {
         env.add_template(name, src)
@@ -197,13 +199,16 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     {
         set("SwitchType", "switch/nvidia_imex".into());
     }
-    if let Some(t) = &s.topology {
-        set("TopologyPlugin", "topology/block".into());
-        if t.block.block_as_node_rank {
-            set("TopologyParam", "BlockAsNodeRank".into());
-        }
+    let release = crate::spec::release::find(&s.slurm_version);
+    // The topology itself is in topology.yaml (named TOPOLOGY_NAME, the cluster default).
+    if s.topology
+        .as_ref()
+        .is_some_and(|t| t.block.block_as_node_rank)
+        && release.is_some_and(|r| r.block_as_node_rank)
+    {
+        set("TopologyParam", "BlockAsNodeRank".into());
     }
-    if s.controller.metrics.enabled {
+    if s.controller.metrics.enabled && release.is_some_and(|r| r.openmetrics) {
         set("MetricsType", "metrics/openmetrics".into());
     }
     let scripts = &s.controller.scripts;
@@ -288,8 +293,8 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
     }
     if let Some(t) = &s.topology {
         files.insert(
-            "topology.conf".into(),
-            render(&env, "topology.conf", topology_context(c, &t.block)),
+            "topology.yaml".into(),
+            render(&env, "topology.yaml", topology_context(&t.block)),
         );
     }
     if s.accounting.enabled
@@ -327,32 +332,18 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
     files
 }
 
-fn topology_context(c: &ClusterFile, b: &crate::spec::types::BlockTopology) -> minijinja::Value {
-    let size = b.block_size.max(1);
-    let mut blocks = Vec::new();
-    for ns in c
-        .spec
-        .node_sets
-        .iter()
-        .filter(|n| b.node_sets.contains(&n.name))
-    {
-        let max = ns
-            .autoscale
-            .as_ref()
-            .map_or(ns.replicas, |a| a.max.max(ns.replicas));
-        let mut start = 0;
-        while start < max {
-            let end = (start + size).min(max) - 1;
-            let nodes = if start == end {
-                format!("{}-{start}", ns.name)
-            } else {
-                format!("{}-[{start}-{end}]", ns.name)
-            };
-            blocks.push(context! { name => format!("{}-b{}", ns.name, start / size), nodes });
-            start += size;
-        }
+fn topology_context(b: &crate::spec::types::BlockTopology) -> minijinja::Value {
+    context! {
+        name => TOPOLOGY_NAME,
+        blocks => b.blocks,
+        block_size => b.block_size.max(1),
+        node_label => b.node_label,
     }
-    context! { blocks, block_size => size, node_label => b.node_label }
+}
+
+/// A worker's `TOPOLOGY:BLOCK`, as slurmops sets it and slurmrestd (v0.0.45) reports it.
+pub fn node_topology(block: &str) -> String {
+    format!("{TOPOLOGY_NAME}:{block}")
 }
 
 /// Script files shipped next to slurm.conf, by file name.

@@ -111,6 +111,11 @@ pub enum Event {
     Resume {
         node: String,
     },
+    /// The worker joined its block (`TOPOLOGY:BLOCK`).
+    Block {
+        node: String,
+        topology: String,
+    },
     /// slurmrestd cannot be asked: the rollout pauses, nothing is deleted.
     SlurmUnreachable {
         error: String,
@@ -135,6 +140,7 @@ impl std::fmt::Display for Event {
             }
             Event::Ready { pod } => write!(f, "{pod} replaced, Ready and registered"),
             Event::Resume { node } => write!(f, "{node} resumed"),
+            Event::Block { node, topology } => write!(f, "{node} placed in block {topology}"),
             Event::SlurmUnreachable { error } => write!(
                 f,
                 "Slurm unreachable, rollout paused, nothing is deleted until it answers: {error}"

@@ -20,8 +20,10 @@ pub mod errno {
     pub const COMMUNICATIONS: std::ops::RangeInclusive<i64> = 1001..=1004;
     /// Protocol authentication error: bad or expired token.
     pub const AUTH: i64 = 1007;
-    /// Invalid node state transition (e.g. RESUME of an IDLE node).
+    /// Invalid node state transition (e.g. RESUME of an IDLE node): 24.11 answers this number
+    /// (HTTP 500), 26.05 the one below (HTTP 422).
     pub const INVALID_NODE_STATE: i64 = 2028;
+    pub const INVALID_NODE_STATE_TRANSITION: i64 = 2180;
 }
 
 #[derive(Clone, Debug)]
@@ -263,6 +265,23 @@ impl Client {
         Ok(())
     }
 
+    /// Puts node NAME in TOPOLOGY (`TOPOLOGY:BLOCK`, a block topology.yaml declares). Needs
+    /// data parser v0.0.45 (Slurm 26.05), the first to carry a node's topology.
+    pub async fn set_topology(&self, name: &str, topology: &str) -> Result<(), SlurmError> {
+        let p = self.parser().await?;
+        if !p.has_node_topology() {
+            return Err(SlurmError::Config(format!(
+                "setting node {name:?}'s block needs slurmrestd data parser v0.0.45 (Slurm 26.05); slurmrestd at {} speaks {}",
+                self.base,
+                p.as_str()
+            )));
+        }
+        let path = format!("node/{}", segment(name)?);
+        let body = serde_json::json!({ "topology_str": topology });
+        self.send(p, Method::POST, &path, Some(body)).await?;
+        Ok(())
+    }
+
     pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
         let w: JobsWire = self.get("jobs/").await?;
         w.jobs
@@ -372,7 +391,13 @@ impl Client {
             .errors
             .iter()
             .any(|e| e.error_number == Some(errno::AUTH));
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN || auth_failed {
+        // 26.05 answers a token it cannot verify with 511 (24.11: 500 with error 1007).
+        let auth_status = [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::FORBIDDEN,
+            StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
+        ];
+        if auth_status.contains(&status) || auth_failed {
             return Err(SlurmError::Auth {
                 url: self.base.clone(),
                 status: status.as_u16(),

@@ -45,7 +45,7 @@ pub enum SlurmError {
     #[error("cannot understand slurmrestd's answer from {what}: {detail}")]
     Parse { what: String, detail: String },
     #[error(
-        "slurmrestd at {url} serves none of the data parsers slurmops speaks (v0.0.42, v0.0.41, v0.0.40): Slurm 24.05 or newer is needed"
+        "slurmrestd at {url} serves none of the data parsers slurmops speaks (v0.0.45 to v0.0.42): Slurm 24.11 or newer is needed, with slurmrestd's default data parsers (no -d limiting them)"
     )]
     NoDataParser { url: String },
     #[error("node {node:?} did not leave DRAIN after RESUME (state {state}); it is left as it is")]
@@ -126,6 +126,12 @@ pub trait SlurmNodes: Send + Sync {
     fn all_nodes(&self) -> impl Future<Output = Result<Vec<Node>, SlurmError>> + Send;
     /// Every job, in one request.
     fn all_jobs(&self) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
+    /// Puts the node in a block (`TOPOLOGY:BLOCK`); harmless to repeat.
+    fn set_topology(
+        &self,
+        node: &str,
+        topology: &str,
+    ) -> impl Future<Output = Result<(), SlurmError>> + Send;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -180,9 +186,15 @@ impl SlurmNodes for Client {
             // RESUME is not idempotent: Slurm answers "invalid state" when the node was resumed
             // already (e.g. our earlier attempt landed). Decide from the state itself.
             Err(SlurmError::Api { errors, .. })
-                if errors
-                    .iter()
-                    .any(|e| e.error_number == Some(client::errno::INVALID_NODE_STATE)) => {}
+                if errors.iter().any(|e| {
+                    e.error_number.is_some_and(|n| {
+                        [
+                            client::errno::INVALID_NODE_STATE,
+                            client::errno::INVALID_NODE_STATE_TRANSITION,
+                        ]
+                        .contains(&n)
+                    })
+                }) => {}
             Err(e) => return Err(e),
         }
         let after = self.node(node).await?;
@@ -205,6 +217,10 @@ impl SlurmNodes for Client {
 
     async fn all_jobs(&self) -> Result<Vec<Job>, SlurmError> {
         self.jobs().await
+    }
+
+    async fn set_topology(&self, node: &str, topology: &str) -> Result<(), SlurmError> {
+        Client::set_topology(self, node, topology).await
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {

@@ -1,7 +1,10 @@
 //! What slurmops reads from Slurm, typed, and the wire shapes of slurmrestd's data parsers.
-//! Every version-specific detail lives here: v0.0.40, v0.0.41 and v0.0.42 agree on the fields
-//! slurmops uses (node `state` is a list of upper-case flags, numbers may come as
-//! `{set, infinite, number}` objects, job `nodes` is a hostlist expression).
+//! Every version-specific detail lives here. v0.0.42 to v0.0.45 (Slurm 24.11 serves 40-42, 26.05
+//! serves 42-45) agree on the fields slurmops uses: node `state` is a list of upper-case flags,
+//! numbers may come as `{set, infinite, number}` objects, job `nodes` is a hostlist expression.
+//! What differs: v0.0.45 adds a node's `topology` (`name:block`) and drops ping's `pinged` and
+//! `mode` (both optional here). v0.0.40 and v0.0.41 are not spoken: every supported Slurm serves
+//! v0.0.42, and 26.05 no longer serves the older two.
 
 use std::collections::BTreeSet;
 
@@ -12,24 +15,44 @@ use super::hostlist;
 /// slurmrestd data parsers slurmops speaks, newest first (the probing order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DataParser {
+    V0045,
+    V0044,
+    V0043,
     V0042,
-    V0041,
-    V0040,
 }
 
 impl DataParser {
-    pub const ALL: [DataParser; 3] = [DataParser::V0042, DataParser::V0041, DataParser::V0040];
+    pub const ALL: [DataParser; 4] = [
+        DataParser::V0045,
+        DataParser::V0044,
+        DataParser::V0043,
+        DataParser::V0042,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            DataParser::V0045 => "v0.0.45",
+            DataParser::V0044 => "v0.0.44",
+            DataParser::V0043 => "v0.0.43",
             DataParser::V0042 => "v0.0.42",
-            DataParser::V0041 => "v0.0.41",
-            DataParser::V0040 => "v0.0.40",
         }
     }
 
     pub fn parse(s: &str) -> Option<DataParser> {
         DataParser::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Every name, newest first, for messages and the CLI.
+    pub fn names() -> Vec<&'static str> {
+        DataParser::ALL
+            .into_iter()
+            .map(DataParser::as_str)
+            .collect()
+    }
+
+    /// Reports a node's block (`topology` in the node, `topology_str` in an update).
+    pub fn has_node_topology(self) -> bool {
+        matches!(self, DataParser::V0045)
     }
 }
 
@@ -98,6 +121,8 @@ pub struct Node {
     pub port: u32,
     /// When a job last ran here (UNIX seconds; Slurm sets it at registration too).
     pub last_busy: Option<i64>,
+    /// `TOPOLOGY:BLOCK` of a node in a block (v0.0.45 and later; empty before, or in no block).
+    pub topology: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +163,7 @@ pub struct Reservation {
     pub flags: Vec<String>,
 }
 
-// ---- wire shapes (serde), shared by v0.0.40-42 ----
+// ---- wire shapes (serde), shared by v0.0.42-45 ----
 
 /// An error or warning entry of a slurmrestd answer.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
@@ -232,6 +257,8 @@ pub struct NodeWire {
     port: u32,
     #[serde(default, deserialize_with = "number")]
     last_busy: Option<i64>,
+    #[serde(default)]
+    topology: String,
 }
 
 impl From<NodeWire> for Node {
@@ -250,6 +277,7 @@ impl From<NodeWire> for Node {
             address: w.address,
             port: w.port,
             last_busy: w.last_busy.filter(|t| *t > 0),
+            topology: w.topology,
         }
     }
 }
@@ -335,6 +363,7 @@ mod tests {
     use super::*;
 
     const SAMPLES: &str = "../shared/notes/real-slurm/samples";
+    const SAMPLES_26_05: &str = "../shared/notes/real-slurm-26.05/samples";
 
     fn state(flags: &[&str]) -> NodeState {
         NodeState(flags.iter().map(|s| s.to_string()).collect())
@@ -353,24 +382,33 @@ mod tests {
         assert_eq!(state(&["DRAIN", "IDLE"]).to_string(), "IDLE+DRAIN");
     }
 
-    /// The real slurmrestd 24.11 answers (recorded on the bed) parse the same in every version.
+    /// Real slurmrestd answers, recorded on 24.11 (v0.0.42) and 26.05 (v0.0.42 and v0.0.45),
+    /// read into the same typed values.
     #[test]
-    fn real_samples_parse_in_every_data_parser_version() {
-        if !std::path::Path::new(SAMPLES).exists() {
-            panic!("{SAMPLES} is missing: the samples ship with ../shared beside the repository");
+    fn real_samples_parse_in_every_release_and_data_parser() {
+        let dirs = [SAMPLES, SAMPLES_26_05];
+        for d in dirs {
+            assert!(
+                std::path::Path::new(d).exists(),
+                "{d} is missing: the samples ship with ../shared beside the repository"
+            );
         }
-        for v in DataParser::ALL {
-            let read = |f: &str| {
-                std::fs::read_to_string(format!("{SAMPLES}/{f}-{}.json", v.as_str())).unwrap()
-            };
-            let nodes: NodesWire = serde_json::from_str(&read("nodes-draining")).unwrap();
-            let nodes: Vec<Node> = nodes.nodes.into_iter().map(Node::from).collect();
-            let n1 = nodes.iter().find(|n| n.name == "node1").unwrap();
-            assert_eq!(n1.state, state(&["MIXED", "DRAIN"]), "{v:?}");
-            assert!(!n1.state.is_drained());
-            assert_eq!(n1.reason, "maint-ticket-42");
-            assert!(n1.reason_changed_at.is_some());
-            let jobs: JobsWire = serde_json::from_str(&read("jobs")).unwrap();
+        let read = |d: &str, f: &str| std::fs::read_to_string(format!("{d}/{f}")).unwrap();
+        // 24.11: a node draining under a job, and the jobs list.
+        let nodes: NodesWire =
+            serde_json::from_str(&read(SAMPLES, "nodes-draining-v0.0.42.json")).unwrap();
+        let nodes: Vec<Node> = nodes.nodes.into_iter().map(Node::from).collect();
+        let n1 = nodes.iter().find(|n| n.name == "node1").unwrap();
+        assert_eq!(n1.state, state(&["MIXED", "DRAIN"]));
+        assert!(!n1.state.is_drained());
+        assert_eq!(n1.reason, "maint-ticket-42");
+        assert!(n1.reason_changed_at.is_some());
+        for (d, v) in [
+            (SAMPLES, "v0.0.42"),
+            (SAMPLES_26_05, "v0.0.42"),
+            (SAMPLES_26_05, "v0.0.45"),
+        ] {
+            let jobs: JobsWire = serde_json::from_str(&read(d, &format!("jobs-{v}.json"))).unwrap();
             let jobs: Vec<Job> = jobs
                 .jobs
                 .into_iter()
@@ -379,8 +417,26 @@ mod tests {
             let running = jobs.iter().find(|j| j.has_state("RUNNING")).unwrap();
             assert!(
                 !running.nodes.is_empty() && running.end_time.is_some(),
-                "{v:?}"
+                "{d} {v}"
             );
+        }
+        // 26.05: the same node read through v0.0.42 and v0.0.45 is the same, but for topology.
+        for f in ["node-draining", "node-busy", "node-drained-idle"] {
+            let one = |v: &str| {
+                let w: NodesWire =
+                    serde_json::from_str(&read(SAMPLES_26_05, &format!("{f}-{v}.json"))).unwrap();
+                Node::from(w.nodes.into_iter().next().unwrap())
+            };
+            let (old, new) = (one("v0.0.42"), one("v0.0.45"));
+            assert!(!old.name.is_empty() && !old.state.0.is_empty(), "{f}");
+            // Recorded a few seconds apart: times may differ.
+            let same = |n: Node| Node {
+                topology: String::new(),
+                reason_changed_at: None,
+                last_busy: None,
+                ..n
+            };
+            assert_eq!(same(new), same(old), "{f}");
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diag;
+pub mod release;
 pub mod types;
 pub mod validate;
 pub mod values;

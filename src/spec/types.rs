@@ -266,7 +266,7 @@ pub struct Controller {
     /// Prolog/Epilog scripts, distributed to every node by configless Slurm.
     #[serde(default)]
     pub scripts: Scripts,
-    /// Slurm's OpenMetrics endpoint on slurmctld (Slurm 25.05 and later).
+    /// Slurm's OpenMetrics endpoint on slurmctld (Slurm 26.05).
     #[serde(default)]
     pub metrics: Toggle,
 }
@@ -647,13 +647,20 @@ pub struct Topology {
     pub block: BlockTopology,
 }
 
-/// Block topology (NVLink domains): nodes of one block share a fast interconnect.
+/// Block topology (NVLink domains): nodes of one block share a fast interconnect. Slurm 26.05.
+/// Each block is declared in Slurm's topology.yaml; a worker joins the block its Kubernetes node's
+/// label names once its slurmd has registered (slurmops sets the node's topology through
+/// slurmrestd). Until then, and on a node whose label names no listed block, the worker takes
+/// single-node jobs only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlockTopology {
     /// Kubernetes node label naming the block of the node a worker runs on,
     /// e.g. `nvidia.com/gpu.clique`.
     pub node_label: String,
+    /// The blocks: values of `nodeLabel`, one per NVLink domain. Each is a Slurm block of the
+    /// same name.
+    pub blocks: Vec<String>,
     /// NodeSets placed in blocks.
     pub node_sets: Vec<String>,
     /// Nodes per block (e.g. 18 trays of a GB200 NVL72 rack).

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::diag::{Finding, Path, did_you_mean};
+use super::release;
 use super::types::*;
 use super::values::{IntOrPercent, SlurmValue, parse_quantity};
 
@@ -78,19 +79,19 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+/// A non-empty Kubernetes label value (an empty one names no block).
+fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-fn slurm_minor(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    match parts.next() {
-        None => Some((major, minor)),
-        Some(p) if p.parse::<u32>().is_ok() && parts.next().is_none() => Some((major, minor)),
-        _ => None,
-    }
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// Kinds slurmops renders, hence the kinds an ignore rule can name.
@@ -218,12 +219,21 @@ impl Validator {
                 );
             }
         }
-        let version = slurm_minor(&s.slurm_version);
-        if version.is_none() {
+        let version = release::find(&s.slurm_version);
+        if release::major(&s.slurm_version).is_none() {
             self.err(
                 p.key("slurmVersion"),
                 format!("{:?} is not a Slurm release", s.slurm_version),
-                "write it as YY.MM, e.g. \"24.11\"",
+                format!("write it as YY.MM, one of {}", release::supported_list()),
+            );
+        } else if version.is_none() {
+            self.err(
+                p.key("slurmVersion"),
+                format!("slurmops does not support Slurm {}", s.slurm_version),
+                format!(
+                    "use one of the supported releases: {}",
+                    release::supported_list()
+                ),
             );
         }
         for (i, name) in s.image_pull_secrets.iter().enumerate() {
@@ -251,10 +261,12 @@ impl Validator {
         self.node_sets(s, meta, &p.key("nodeSets"));
         self.partitions(s, &p.key("partitions"));
         if let Some(t) = &s.topology {
-            if version.is_some_and(|v| v < (25, 5)) {
-                // Proven on the real 24.11 slurmctld: a block whose nodes do not exist yet is
-                // fatal ("Block not contains any nodes"), and workers are dynamic nodes.
-                self.err(p.key("topology"), "block topology needs Slurm 25.05 or later: Slurm 24.11 refuses blocks of dynamic nodes that have not registered yet", "raise spec.slurmVersion to \"25.05\" or remove spec.topology");
+            if let Some(r) = version.filter(|r| !r.block_topology) {
+                self.err(
+                    p.key("topology"),
+                    format!("block topology needs Slurm 26.05: Slurm {} refuses blocks of dynamic nodes that have not registered yet", r.version),
+                    "raise spec.slurmVersion to \"26.05\" or remove spec.topology",
+                );
             }
             self.topology(&t.block, s, &p.key("topology").key("block"));
         }
@@ -325,7 +337,7 @@ impl Validator {
         }
     }
 
-    fn controller(&mut self, c: &Controller, version: Option<(u32, u32)>, p: &Path) {
+    fn controller(&mut self, c: &Controller, version: Option<&release::Release>, p: &Path) {
         self.pod(&c.pod, p);
         self.slurm_conf_map(&c.slurm_conf, &p.key("slurmConf"), true);
         if let Some(ha) = &c.ha {
@@ -347,11 +359,11 @@ impl Validator {
                 "write it as a quantity such as 10Gi",
             );
         }
-        if c.metrics.enabled && version.is_some_and(|v| v < (25, 5)) {
+        if let Some(r) = version.filter(|r| c.metrics.enabled && !r.openmetrics) {
             self.err(
                 p.key("metrics").key("enabled"),
-                "slurmctld metrics (metrics/openmetrics) need Slurm 25.05 or later",
-                "raise spec.slurmVersion or turn metrics off",
+                format!("slurmctld metrics (metrics/openmetrics) need Slurm 26.05: Slurm {} has no such plugin", r.version),
+                "raise spec.slurmVersion to \"26.05\" or turn metrics off",
             );
         }
         let mut names = BTreeSet::new();
@@ -767,6 +779,32 @@ impl Validator {
         for (j, r) in b.node_sets.iter().enumerate() {
             if !names.contains(&r.as_str()) {
                 self.unknown_ref(p.key("nodeSets").index(j), "NodeSet", r, &names);
+            }
+        }
+        if b.blocks.is_empty() {
+            self.err(
+                p.key("blocks"),
+                "block topology needs at least one block",
+                format!(
+                    "list the values of the {} label, one per NVLink domain",
+                    b.node_label
+                ),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for (j, v) in b.blocks.iter().enumerate() {
+            if !is_label_value(v) {
+                self.err(
+                    p.key("blocks").index(j),
+                    format!("{v:?} is not a Kubernetes label value"),
+                    "1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                );
+            } else if !seen.insert(v) {
+                self.err(
+                    p.key("blocks").index(j),
+                    format!("block {v:?} is listed twice"),
+                    "list each block once",
+                );
             }
         }
     }

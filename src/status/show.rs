@@ -97,6 +97,9 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
                 p.in_flight.join(", ")
             }
         );
+        for u in &p.unplaced {
+            out += &format!("  not in a block: {u}\n");
+        }
         for w in &p.waiting {
             out += &format!("  {}\n", waiting(w, now));
         }
@@ -139,6 +142,7 @@ mod tests {
             replicas: 4,
             updated: 2,
             in_flight: vec!["gpu-0".into()],
+            unplaced: vec![],
             waiting: vec![Waiting {
                 node: "gpu-0".into(),
                 why: "rollout".into(),

@@ -1,50 +1,68 @@
 #!/usr/bin/env bash
 # The whole test bed on 127.0.0.1: Kubernetes control plane (kube.sh), git servers (git.sh) and one
-# shared Slurm 24.11 instance "bed" (slurm.sh) with slurmctld and slurmrestd.
-#   bed.sh prepare            build or fetch every slow part (cached): Slurm chroot, kube binaries,
-#                             openssh-server. Fails loudly, naming the part.
-#   bed.sh up SLURM_CONF_DIR  start whatever is not running (idempotent, serialized by a lock) and
-#                             print the env lines tests read. SLURM_CONF_DIR holds the slurm.conf the
-#                             tests rendered from tests/bed/cluster.yaml with the test-host overlay.
+# shared Slurm instance per supported release (slurm.sh), each with slurmctld and slurmrestd:
+# "bed" runs Slurm 24.11, "bed2605" Slurm 26.05.
+#   bed.sh prepare            build or fetch every slow part (cached): both Slurm chroots, kube
+#                             binaries, openssh-server. Fails loudly, naming the part.
+#   bed.sh up CONF_24_11 CONF_26_05
+#                             start whatever is not running (idempotent, serialized by a lock) and
+#                             print the env lines tests read. Each CONF dir holds the slurm.conf the
+#                             tests rendered from tests/bed/cluster.yaml for that release, with the
+#                             test-host overlay.
 #   bed.sh down               stop everything by PID.
-# Ports: apiserver 16443, slurmctld 16817, slurmrestd 16820, git 19418 / 18080 / 12222.
+# Ports: apiserver 16443; Slurm 24.11 slurmctld 16817, slurmrestd 16820; Slurm 26.05 slurmctld
+# 16827, slurmrestd 16830; git 19418 / 18080 / 12222.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 export SLURMOPS_BED_RUN=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}
-CTLD_PORT=16817
-REST_PORT=16820
+RELEASES="24.11 26.05"
 mkdir -p "$SLURMOPS_BED_RUN"
 part() { echo "[bed] $1" >&2; }
+# instance, slurmctld port and slurmrestd port of a release
+instance() { case $1 in 24.11) echo bed ;; 26.05) echo bed2605 ;; esac; }
+ctld_port() { case $1 in 24.11) echo 16817 ;; 26.05) echo 16827 ;; esac; }
+rest_port() { case $1 in 24.11) echo 16820 ;; 26.05) echo 16830 ;; esac; }
+
+# Starts the Slurm instance of release $1 with the config in dir $2 unless it runs; prints its env.
+slurm_up() {
+  local rel=$1 conf=$2 inst S tag token
+  inst=$(instance "$rel"); S=$SLURMOPS_BED_RUN/slurm/$inst; tag=${rel/./_}
+  if ! { [ -f "$S/slurmctld.pid" ] && kill -0 "$(cat "$S/slurmctld.pid")" 2>/dev/null; }; then
+    SLURM_RELEASE=$rel "$HERE/slurm.sh" start-ctld "$inst" "$conf" \
+      || { part "FAILED: slurmctld $rel (log: $S/slurmctld.out)"; return 1; }
+  fi
+  if ! { [ -f "$S/slurmrestd.pid" ] && kill -0 "$(cat "$S/slurmrestd.pid")" 2>/dev/null; }; then
+    "$HERE/slurm.sh" start-restd "$inst" "$(rest_port "$rel")" \
+      || { part "FAILED: slurmrestd $rel (log: $S/slurmrestd.out)"; return 1; }
+  fi
+  token=$("$HERE/slurm.sh" token "$inst" root)
+  [ -n "$token" ] || { part "FAILED: scontrol token (JWT) on Slurm $rel"; return 1; }
+  echo "SLURM_${tag}_INSTANCE=$inst"
+  echo "SLURM_${tag}_CTLD_PORT=$(ctld_port "$rel")"
+  echo "SLURM_${tag}_RESTD_URL=http://127.0.0.1:$(rest_port "$rel")"
+  echo "SLURM_${tag}_JWT=$token"
+}
 
 case "${1:-}" in
   prepare)
-    part "Slurm chroot"; "$HERE/slurm-chroot.sh" >/dev/null || { part "FAILED: Slurm chroot"; exit 1; }
+    for rel in $RELEASES; do
+      part "Slurm $rel chroot"; "$HERE/slurm-chroot.sh" "$rel" >/dev/null || { part "FAILED: Slurm $rel chroot"; exit 1; }
+    done
     part "kube-apiserver + kube-controller-manager"; "$HERE/kube-build.sh" >/dev/null || { part "FAILED: kube binaries"; exit 1; }
     part "git servers"; "$HERE/git.sh" prepare || { part "FAILED: openssh-server"; exit 1; }
     ;;
   up)
-    conf=${2:?bed.sh up SLURM_CONF_DIR}
+    [ $# -eq 3 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
     # -o: the daemons started under the lock must not inherit (and so hold) it.
-    exec flock -o "$SLURMOPS_BED_RUN/bed.lock" "$0" up-locked "$conf"
+    exec flock -o "$SLURMOPS_BED_RUN/bed.lock" "$0" up-locked "$2" "$3"
     ;;
   up-locked)
-    conf=$2
     env_file=$SLURMOPS_BED_RUN/bed.env
     {
       "$HERE/kube.sh" up || { part "FAILED: Kubernetes (logs in $SLURMOPS_BED_RUN/kube)"; exit 1; }
       "$HERE/git.sh" up || { part "FAILED: git servers (logs in $SLURMOPS_BED_RUN/git)"; exit 1; }
-      S=$SLURMOPS_BED_RUN/slurm/bed
-      if ! { [ -f "$S/slurmctld.pid" ] && kill -0 "$(cat "$S/slurmctld.pid")" 2>/dev/null; }; then
-        "$HERE/slurm.sh" start-ctld bed "$conf" || { part "FAILED: slurmctld (log: $S/slurmctld.out)"; exit 1; }
-      fi
-      if ! { [ -f "$S/slurmrestd.pid" ] && kill -0 "$(cat "$S/slurmrestd.pid")" 2>/dev/null; }; then
-        "$HERE/slurm.sh" start-restd bed "$REST_PORT" || { part "FAILED: slurmrestd (log: $S/slurmrestd.out)"; exit 1; }
-      fi
-      token=$("$HERE/slurm.sh" token bed root)
-      [ -n "$token" ] || { part "FAILED: scontrol token (JWT)"; exit 1; }
-      echo "SLURMCTLD_PORT=$CTLD_PORT"
-      echo "SLURMRESTD_URL=http://127.0.0.1:$REST_PORT"
-      echo "SLURM_JWT=$token"
+      slurm_up 24.11 "$2" || exit 1
+      slurm_up 26.05 "$3" || exit 1
     } > "$env_file.tmp"
     mv "$env_file.tmp" "$env_file"
     cat "$env_file"
@@ -54,5 +72,5 @@ case "${1:-}" in
     "$HERE/git.sh" down || true
     "$HERE/kube.sh" down || true
     ;;
-  *) sed -n '2,11p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
 esac

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs real Slurm 24.11 daemons from the cached trixie chroot on 127.0.0.1, for tests.
-# Several independent Slurm instances can run at once from the one chroot; each has its own
-# config dir (/etc/slurm-INST in the chroot), spool dirs and ports, chosen by the caller's overlay.
-#   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f
+# Runs real Slurm daemons on 127.0.0.1, for tests, from the cached chroot of a release
+# (slurm-chroot.sh: 24.11 from trixie, 26.05 from forky).
+# Several independent Slurm instances can run at once; each has its own release, config dir
+# (/etc/slurm-INST in its chroot), spool dirs and ports, chosen by the caller's overlay.
+#   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f;
+#                                           the release is $SLURM_RELEASE (default 24.11); every
+#                                           later command on INST uses the same release
 #   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT;
 #                                           NAME (default slurmrestd) lets a test run its own
 #   slurm.sh stop-restd INST NAME           stop that slurmrestd by PID
@@ -29,12 +32,11 @@ if [ "${1:-}" = _private ]; then
   exec unshare --mount --uts sh -c '
     R=$1 host=$2 inst=$3; shift 3
     [ "$host" = - ] || hostname "$host"
-    mount -t tmpfs tmpfs "$R/run/slurm" &&
+    mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm" &&
       mount --bind "$R/run/sack-$inst" "$R/run/slurmctld" && exec "$@"' \
     sh "$2" "$3" "$4" "${@:5}"
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
-R=$("$HERE/slurm-chroot.sh")
 BASE=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/slurm
 cmd=${1:-}; shift || true
 inst=${1:-}
@@ -45,6 +47,13 @@ fi
 RUN=$BASE/$inst
 ETC=/etc/slurm-$inst
 mkdir -p "$RUN"
+if [ "$cmd" = start-ctld ]; then
+  RELEASE=${SLURM_RELEASE:-24.11}
+  echo "$RELEASE" > "$RUN/release"
+elif [ "$cmd" != down ]; then
+  RELEASE=$(cat "$RUN/release" 2>/dev/null || echo 24.11)
+fi
+[ "$cmd" = down ] || R=$("$HERE/slurm-chroot.sh" "$RELEASE")
 
 mounts() {
   # Several test processes start instances at once: one of them mounts, the others wait.
@@ -60,12 +69,17 @@ mounts() {
     mkdir -p "$R/run/fake-gpu" "$R/run/slurm" "$R/run/slurmctld"
     for i in $(seq 0 15); do mknod "$R/run/fake-gpu/nvidia$i" c 1 3; done
   fi
-  # One auth key and one JWT key for every instance (slurmd reads /etc/slurm/slurm.key before it
-  # has fetched its instance's config).
-  if [ ! -s "$R/etc/slurm/slurm.key" ]; then
+  # One auth key and one JWT key for every instance of every release (slurmd reads
+  # /etc/slurm/slurm.key before it has fetched its instance's config; a 26.05 slurmd joins a 24.11
+  # slurmctld in an upgrade).
+  if [ ! -s "$BASE/slurm.key" ]; then
+    dd if=/dev/urandom of="$BASE/slurm.key.tmp" bs=1024 count=1 status=none
+    dd if=/dev/urandom of="$BASE/jwt_hs256.key.tmp" bs=32 count=1 status=none
+    mv "$BASE/jwt_hs256.key.tmp" "$BASE/jwt_hs256.key"; mv "$BASE/slurm.key.tmp" "$BASE/slurm.key"
+  fi
+  if ! cmp -s "$BASE/slurm.key" "$R/etc/slurm/slurm.key"; then
     mkdir -p "$R/etc/slurm"
-    dd if=/dev/urandom of="$R/etc/slurm/slurm.key" bs=1024 count=1 status=none
-    dd if=/dev/urandom of="$R/etc/slurm/jwt_hs256.key" bs=32 count=1 status=none
+    cp "$BASE/slurm.key" "$BASE/jwt_hs256.key" "$R/etc/slurm/"
     chroot "$R" bash -c 'chown slurm:slurm /etc/slurm/*.key; chmod 600 /etc/slurm/*.key'
   fi
   printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" > "$R/etc/hosts"
@@ -181,12 +195,15 @@ case "$cmd" in
     ;;
   down)
     for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
-    # Job processes can outlive slurmd; they run inside the chroot: end them by PID.
-    for p in $(ls /proc | grep -E '^[0-9]+$'); do
-      [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] && kill -9 "$p" 2>/dev/null || true
+    # Every release's chroot that has mounts (their /proc is mounted while in use).
+    for R in $(awk '$2 ~ /\/slurm-[a-z]+-[0-9a-f]+\/proc$/ {sub("/proc$", "", $2); print $2}' /proc/mounts); do
+      # Job processes can outlive slurmd; they run inside the chroot: end them by PID.
+      for p in $(ls /proc | grep -E '^[0-9]+$'); do
+        [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] && kill -9 "$p" 2>/dev/null || true
+      done
+      sleep 0.2
+      for m in run dev/pts dev sys proc; do mountpoint -q "$R/$m" && umount -R "$R/$m" || true; done
     done
-    sleep 0.2
-    for m in run dev/pts dev sys proc; do mountpoint -q "$R/$m" && umount -R "$R/$m" || true; done
     ;;
   *)
     sed -n '2,20p' "$0" >&2

@@ -12,13 +12,44 @@ use slurmops::spec::load;
 
 use super::slurm::test_host_overlay;
 
-/// The Slurm instance (tests/bed/slurm.sh) every Kubernetes-driven test shares.
-pub const SLURM_INSTANCE: &str = "bed";
+/// The Slurm releases the bed runs side by side, each as its own shared instance
+/// (tests/bed/slurm.sh): (release, instance, slurmctld port).
+pub const RELEASES: [(&str, &str, u16); 2] = [("24.11", "bed", 16817), ("26.05", "bed2605", 16827)];
+
+/// The Slurm release this test process runs against: chosen once, before the bed is used, by the
+/// `on_each_slurm!` test it runs (nextest runs each test in its own process); 24.11 otherwise.
+static SELECTED: OnceLock<&'static str> = OnceLock::new();
+
+/// Makes RELEASE this process's Slurm. A process that already chose another fails: run the
+/// suite with `cargo nextest` (one process per test), as tests/run-all.sh does.
+pub fn select_slurm(release: &'static str) {
+    let chosen = SELECTED.get_or_init(|| release);
+    assert_eq!(
+        *chosen, release,
+        "this test process already runs against Slurm {chosen}: run the tests with cargo nextest"
+    );
+}
+
+/// The Slurm release of this test process.
+pub fn slurm_release() -> &'static str {
+    SELECTED.get_or_init(|| RELEASES[0].0)
+}
+
+/// The shared Slurm instance (tests/bed/slurm.sh) of this process's release.
+pub fn slurm_instance() -> &'static str {
+    let release = slurm_release();
+    RELEASES
+        .iter()
+        .find(|(r, _, _)| *r == release)
+        .map(|(_, inst, _)| *inst)
+        .unwrap_or_else(|| panic!("the bed runs no Slurm {release}"))
+}
 
 pub struct Bed {
     pub kube_url: String,
     pub kubeconfig_admin: PathBuf,
     pub kubeconfig_restricted: PathBuf,
+    /// slurmctld, slurmrestd and a root JWT of this process's Slurm release.
     pub slurmctld_port: u16,
     pub slurmrestd_url: String,
     pub slurm_jwt: String,
@@ -37,6 +68,24 @@ pub struct GitServers {
     pub known_hosts: PathBuf,
 }
 
+/// The label that names a test Node's block, and the blocks the bed's Slurm declares where the
+/// release has block topology (no other test submits jobs of more than one node).
+pub const BLOCK_LABEL: &str = "slurmops.dev/test-block";
+pub const BLOCKS: [&str; 2] = ["rack-a", "rack-b"];
+
+/// The bed's block topology: BLOCKS of 2 nodes (workers join by the BLOCK_LABEL of their Node).
+pub fn bed_topology() -> slurmops::spec::types::Topology {
+    slurmops::spec::types::Topology {
+        block: slurmops::spec::types::BlockTopology {
+            node_label: BLOCK_LABEL.into(),
+            blocks: BLOCKS.iter().map(|b| b.to_string()).collect(),
+            node_sets: vec!["cpu".into()],
+            block_size: 2,
+            block_as_node_rank: true,
+        },
+    }
+}
+
 /// The running bed; starts it on first use in this process.
 pub fn bed() -> &'static Bed {
     static BED: OnceLock<Bed> = OnceLock::new();
@@ -47,13 +96,24 @@ fn start() -> Bed {
     let file = "tests/bed/cluster.yaml";
     let text = std::fs::read_to_string(file).expect("read tests/bed/cluster.yaml");
     let cluster = load(file, &text).unwrap_or_else(|d| panic!("{file} is invalid: {d:?}"));
-    let conf = tempfile::tempdir().expect("temp dir");
-    for (name, content) in test_host_overlay(&cluster, &render(&cluster), SLURM_INSTANCE, 16817) {
-        std::fs::write(conf.path().join(name), content).expect("write bed slurm config");
-    }
+    let confs: Vec<tempfile::TempDir> = RELEASES
+        .iter()
+        .map(|(release, instance, port)| {
+            let mut cluster = cluster.clone();
+            cluster.spec.slurm_version = release.to_string();
+            if slurmops::spec::release::find(release).is_some_and(|r| r.block_topology) {
+                cluster.spec.topology = Some(bed_topology());
+            }
+            let conf = tempfile::tempdir().expect("temp dir");
+            for (name, content) in test_host_overlay(&cluster, &render(&cluster), instance, *port) {
+                std::fs::write(conf.path().join(name), content).expect("write bed slurm config");
+            }
+            conf
+        })
+        .collect();
     let out = Command::new("bash")
         .args(["tests/bed/bed.sh", "up"])
-        .arg(conf.path())
+        .args(confs.iter().map(|c| c.path()))
         .output()
         .expect("run tests/bed/bed.sh");
     assert!(
@@ -72,13 +132,16 @@ fn start() -> Bed {
             .cloned()
             .unwrap_or_else(|| panic!("tests/bed/bed.sh up did not report {k}"))
     };
+    let tag = slurm_release().replace('.', "_");
     Bed {
         kube_url: get("KUBE_URL"),
         kubeconfig_admin: get("KUBECONFIG_ADMIN").into(),
         kubeconfig_restricted: get("KUBECONFIG_RESTRICTED").into(),
-        slurmctld_port: get("SLURMCTLD_PORT").parse().expect("port"),
-        slurmrestd_url: get("SLURMRESTD_URL"),
-        slurm_jwt: get("SLURM_JWT"),
+        slurmctld_port: get(&format!("SLURM_{tag}_CTLD_PORT"))
+            .parse()
+            .expect("port"),
+        slurmrestd_url: get(&format!("SLURM_{tag}_RESTD_URL")),
+        slurm_jwt: get(&format!("SLURM_{tag}_JWT")),
         git: GitServers {
             root: get("GIT_ROOT").into(),
             daemon_url: get("GIT_DAEMON_URL"),

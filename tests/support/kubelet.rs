@@ -27,7 +27,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use super::bed::{SLURM_INSTANCE, bed};
+use super::bed::{bed, slurm_instance};
 use super::slurm;
 
 /// What the kubelet did, in order, for assertions.
@@ -68,7 +68,9 @@ struct Running {
 }
 
 pub struct Kubelet {
+    /// The first node (the only one of `start`).
     pub node: String,
+    nodes: Vec<String>,
     events: Arc<Mutex<Vec<Event>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
@@ -79,32 +81,26 @@ pub struct Kubelet {
 impl Kubelet {
     /// Registers the fake Node and starts serving the pods of `ns`.
     pub async fn start(client: Client, ns: &str, node: &str) -> Kubelet {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let body: Node = serde_json::from_value(json!({
-            "metadata": {"name": node, "labels": {"slurmops.dev/test-kubelet": "true"}},
-        }))
-        .unwrap();
-        nodes
-            .create(&PostParams::default(), &body)
-            .await
-            .expect("create the fake Node");
-        let status = json!({"status": {
-            "conditions": [{"type": "Ready", "status": "True", "reason": "TestKubelet",
-                            "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110"},
-            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}});
-        nodes
-            .patch_status(node, &PatchParams::default(), &Patch::Merge(status))
-            .await
-            .expect("mark the fake Node Ready");
+        Kubelet::start_on(client, ns, &[(node, &[])]).await
+    }
+
+    /// Registers fake Nodes with their labels, and starts serving the pods of `ns`: a pod of
+    /// ordinal I is bound to node I modulo their number (the first node otherwise).
+    pub async fn start_on(client: Client, ns: &str, nodes: &[(&str, &[(&str, &str)])]) -> Kubelet {
+        for (node, labels) in nodes {
+            create_node(&client, node, labels).await;
+        }
+        let node = nodes
+            .first()
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default();
         let events = Arc::new(Mutex::new(Vec::new()));
         let readied = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(Mutex::new(BTreeMap::new()));
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let state = State {
             pods: Api::namespaced(client, ns),
-            node: node.to_string(),
+            nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events: events.clone(),
             readied: readied.clone(),
             running: running.clone(),
@@ -114,13 +110,19 @@ impl Kubelet {
         };
         let task = tokio::spawn(state.serve());
         Kubelet {
-            node: node.to_string(),
+            node,
+            nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events,
             readied,
             running,
             closed,
             task,
         }
+    }
+
+    /// Every node this kubelet runs.
+    pub fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
     }
 
     pub fn events(&self) -> Vec<Event> {
@@ -133,6 +135,33 @@ impl Kubelet {
     }
 }
 
+/// A fake Node NAME with LABELS, Ready.
+async fn create_node(client: &Client, node: &str, labels: &[(&str, &str)]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut all: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    all.insert("slurmops.dev/test-kubelet", "true");
+    let body: Node = serde_json::from_value(json!({
+        "metadata": {"name": node, "labels": all},
+    }))
+    .unwrap();
+    nodes
+        .create(&PostParams::default(), &body)
+        .await
+        .expect("create the fake Node");
+    {
+        let status = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "TestKubelet",
+                            "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}});
+        nodes
+            .patch_status(node, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .expect("mark the fake Node Ready");
+    }
+}
+
 impl Drop for Kubelet {
     /// Stops every slurmd this kubelet started and removes their Slurm nodes, so a failed test
     /// leaves nothing running in the shared Slurm instance.
@@ -140,9 +169,9 @@ impl Drop for Kubelet {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.task.abort();
         for r in self.running.lock().unwrap().values() {
-            slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &r.hostname]);
+            slurm::sh(&["stop-slurmd", slurm_instance(), &r.hostname]);
             let _ = std::process::Command::new("bash")
-                .args(["tests/bed/slurm.sh", "exec", SLURM_INSTANCE, "scontrol"])
+                .args(["tests/bed/slurm.sh", "exec", slurm_instance(), "scontrol"])
                 .arg("delete")
                 .arg(format!("nodename={}", r.hostname))
                 .output();
@@ -153,7 +182,8 @@ impl Drop for Kubelet {
 #[derive(Clone)]
 struct State {
     pods: Api<Pod>,
-    node: String,
+    /// The nodes this kubelet runs; pods are bound by ordinal.
+    nodes: Vec<String>,
     events: Arc<Mutex<Vec<Event>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
@@ -218,12 +248,23 @@ impl State {
         }
     }
 
+    /// The node a pod is bound to: by its ordinal (`NAME-I`), over this kubelet's nodes.
+    fn node_for(&self, pod: &str) -> &str {
+        let i: usize = pod
+            .rsplit_once('-')
+            .and_then(|(_, i)| i.parse().ok())
+            .unwrap_or(0);
+        self.nodes
+            .get(i % self.nodes.len().max(1))
+            .map_or("", String::as_str)
+    }
+
     async fn run(&self, pod: &Pod, uid: &str) {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let spec = pod.spec.clone().unwrap_or_default();
         if spec.node_name.is_none() {
             let binding = json!({"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": self.node}});
+                "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_for(&name)}});
             let _ = self
                 .pods
                 .create_subresource::<_, serde_json::Value>(
@@ -254,7 +295,7 @@ impl State {
                 if port.is_some() {
                     let h = hostname.clone();
                     let _ = tokio::task::spawn_blocking(move || {
-                        slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &h])
+                        slurm::sh(&["stop-slurmd", slurm_instance(), &h])
                     })
                     .await;
                 }
@@ -291,7 +332,19 @@ impl State {
             } else if !ready && self.slurmd_died(uid).await {
                 // As a real kubelet restarts a crashed container: the next pass starts it again
                 // (on a new port, in case the old one was taken).
-                self.running.lock().unwrap().remove(uid);
+                if let Some(r) = self.running.lock().unwrap().remove(uid) {
+                    // Why it died, in the output of the test that sees the restart.
+                    let log = std::fs::read_to_string(format!(
+                        "{}/{}/slurmd-{}.out",
+                        slurm::run_dir(),
+                        slurm_instance(),
+                        r.hostname
+                    ))
+                    .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                    eprintln!("kubelet: slurmd of {name} died; its last lines:");
+                    tail.iter().rev().for_each(|l| eprintln!("  {l}"));
+                }
                 self.event(Event::SlurmdRestarted {
                     pod: name,
                     uid: uid.to_string(),
@@ -315,7 +368,7 @@ impl State {
                 .args([
                     "tests/bed/slurm.sh",
                     "slurmd-alive",
-                    SLURM_INSTANCE,
+                    slurm_instance(),
                     &hostname,
                 ])
                 .status()
@@ -334,7 +387,7 @@ impl State {
                 if let Some(cmd) = pre_stop(c, &name) {
                     let mut args = vec![
                         "run-as-node".to_string(),
-                        SLURM_INSTANCE.to_string(),
+                        slurm_instance().to_string(),
                         hostname.clone(),
                     ];
                     args.extend(cmd);
@@ -374,7 +427,7 @@ impl State {
         if r.port.is_some() {
             let hostname = r.hostname.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                slurm::sh(&["stop-slurmd", SLURM_INSTANCE, &hostname])
+                slurm::sh(&["stop-slurmd", slurm_instance(), &hostname])
             })
             .await;
             self.event(Event::SlurmdStopped {
@@ -442,7 +495,7 @@ fn start_slurmd(c: &Container, hostname: &str) -> u16 {
         }
     }
     let port_s = port.to_string();
-    let mut sh_args = vec!["start-slurmd", SLURM_INSTANCE, hostname, &port_s, &conf];
+    let mut sh_args = vec!["start-slurmd", slurm_instance(), hostname, &port_s, &conf];
     sh_args.extend(rest.iter().map(String::as_str));
     slurm::sh(&sh_args);
     port

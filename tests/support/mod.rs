@@ -6,6 +6,31 @@
 //! instance (NodeSet names become Slurm node names). `bed()` gives slurmrestd and git servers.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+/// A test that talks to Slurm, run once per release the bed runs: `async fn NAME() { .. }` becomes
+/// `NAME::slurm_24_11` and `NAME::slurm_26_05`, the same body against each release's slurmctld,
+/// slurmrestd and slurmd (see `bed::select_slurm`).
+#[allow(unused_macros)]
+macro_rules! on_each_slurm {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn body() $body
+            #[tokio::test(flavor = "multi_thread")]
+            async fn slurm_24_11() {
+                crate::support::select_slurm("24.11");
+                body().await
+            }
+            #[tokio::test(flavor = "multi_thread")]
+            async fn slurm_26_05() {
+                crate::support::select_slurm("26.05");
+                body().await
+            }
+        }
+    };
+}
+
 pub mod bed;
 pub mod daemon;
 pub mod kubelet;
@@ -22,7 +47,7 @@ use kube::{Client, Config};
 use serde_json::json;
 
 #[allow(unused_imports)]
-pub use bed::{SLURM_INSTANCE, bed};
+pub use bed::{bed, select_slurm, slurm_instance, slurm_release};
 #[allow(unused_imports)]
 pub use kubelet::{Event, Kubelet};
 
@@ -62,6 +87,12 @@ pub struct TestEnv {
 impl TestEnv {
     /// Starts (or joins) the bed, creates namespace `t-NAME-SUFFIX` and a kubelet for it.
     pub async fn new(name: &str) -> TestEnv {
+        TestEnv::on_nodes(name, &[&[]]).await
+    }
+
+    /// As `new`, with a kubelet running one fake Node per entry of NODES (their labels), named
+    /// `node-SUFFIX-I`; pods are bound by ordinal modulo their number.
+    pub async fn on_nodes(name: &str, nodes: &[&[(&str, &str)]]) -> TestEnv {
         let bed = bed();
         let client = client(&bed.kubeconfig_admin).await;
         let suffix = unique_suffix();
@@ -71,7 +102,18 @@ impl TestEnv {
             .create(&PostParams::default(), &body)
             .await
             .unwrap_or_else(|e| panic!("create namespace {ns}: {e}"));
-        let kubelet = Kubelet::start(client.clone(), &ns, &format!("node-{suffix}")).await;
+        let names: Vec<String> = (0..nodes.len())
+            .map(|i| match i {
+                0 => format!("node-{suffix}"),
+                _ => format!("node-{suffix}-{i}"),
+            })
+            .collect();
+        let with_labels: Vec<(&str, &[(&str, &str)])> = names
+            .iter()
+            .zip(nodes)
+            .map(|(n, l)| (n.as_str(), *l))
+            .collect();
+        let kubelet = Kubelet::start_on(client.clone(), &ns, &with_labels).await;
         TestEnv {
             client,
             ns,
@@ -133,9 +175,11 @@ impl TestEnv {
         let _ = Api::<Namespace>::all(self.client.clone())
             .delete(&self.ns, &dp)
             .await;
-        let _ = Api::<Node>::all(self.client.clone())
-            .delete(&self.kubelet.node, &dp)
-            .await;
+        for node in self.kubelet.nodes() {
+            let _ = Api::<Node>::all(self.client.clone())
+                .delete(&node, &dp)
+                .await;
+        }
     }
 }
 
@@ -203,15 +247,17 @@ pub fn served_repo(name: &str) -> PathBuf {
     path
 }
 
-/// The head of a test cluster.yaml (metadata and the auth Secrets the bed provides); a test
-/// appends its `nodeSets:` and `partitions:` (indented under `spec:`).
+/// The head of a test cluster.yaml (metadata, the Slurm release this test process runs against,
+/// the auth Secrets the bed provides); a test appends its `nodeSets:` and `partitions:` (indented
+/// under `spec:`).
 pub fn cluster_head(name: &str, namespace: &str) -> String {
+    let release = slurm_release();
     format!(
         r#"apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster
 metadata: {{name: {name}, namespace: {namespace}}}
 spec:
-  slurmVersion: "24.11"
+  slurmVersion: "{release}"
   auth:
     slurmKey: {{name: slurm-auth, key: slurm.key}}
     jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}

@@ -25,6 +25,23 @@ pub fn sh(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts (or restarts) slurmctld of INSTANCE on Slurm RELEASE with the config files in CONF.
+pub fn start_ctld(instance: &str, release: &str, conf: &std::path::Path) {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(["start-ctld", instance])
+        .arg(conf)
+        .env("SLURM_RELEASE", release)
+        .output()
+        .expect("run tests/bed/slurm.sh");
+    assert!(
+        out.status.success(),
+        "test bed failed: slurmctld {release} of {instance} did not start\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `scontrol -o show node NAME` of INSTANCE as key=value pairs; None when Slurm does not know it.
 pub fn node(instance: &str, name: &str) -> Option<BTreeMap<String, String>> {
     let out = Command::new("bash")
@@ -144,19 +161,57 @@ pub struct Slurmd {
 }
 
 /// A port for a slurmd, outside the kernel's ephemeral range (32768-60999), so that no outgoing
-/// connection can take it between this check and slurmd's bind. Each test process draws from its
-/// own block of 40 ports (by PID) and skips ports in use.
+/// connection can take it between this check and slurmd's bind. Test processes run side by side,
+/// so a port is claimed across processes: a file named after it, created exclusively, holds the
+/// claiming PID; a claim whose process is gone is taken over. Claims last as long as the process.
 pub fn slurmd_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let block = 20000 + (std::process::id() % 250) as u16 * 40;
-    for _ in 0..40 {
-        let port = block + NEXT.fetch_add(1, Ordering::SeqCst) % 40;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+    const FIRST: u16 = 20000;
+    const COUNT: u16 = 12000;
+    let dir = std::env::temp_dir().join("slurmops-slurmd-ports");
+    std::fs::create_dir_all(&dir).expect("create the slurmd port claims directory");
+    let me = std::process::id();
+    let start = (me % u32::from(COUNT)) as u16;
+    for i in 0..COUNT {
+        let port = FIRST + (start + i) % COUNT;
+        if claim(&dir.join(port.to_string()), me)
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
             return port;
         }
     }
-    panic!("no free slurmd port in 127.0.0.1:{block}..{}", block + 40);
+    panic!(
+        "no free slurmd port in 127.0.0.1:{FIRST}..{}",
+        FIRST + COUNT
+    );
+}
+
+/// Claims FILE for PID: true when it is ours now (new, ours already, or its claimer is gone).
+fn claim(file: &std::path::Path, pid: u32) -> bool {
+    use std::io::Write;
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(file)
+        {
+            Ok(mut f) => return f.write_all(pid.to_string().as_bytes()).is_ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(file).unwrap_or_default();
+                match owner.trim().parse::<u32>() {
+                    // Our own earlier claim: its slurmd is gone (the caller asks again).
+                    Ok(p) if p == pid => return false,
+                    Ok(p) if std::path::Path::new(&format!("/proc/{p}")).exists() => return false,
+                    // Being written right now by its claimer: leave it.
+                    Err(_) if owner.is_empty() => return false,
+                    _ => {
+                        let _ = std::fs::remove_file(file);
+                    }
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// Whether slurmd NAME answers on PORT within a few seconds; false when its process died.
@@ -167,7 +222,7 @@ pub fn slurmd_listens(name: &str, port: u16) -> bool {
             return true;
         }
         let alive = Command::new("bash")
-            .args([SLURM_SH, "slurmd-alive", super::SLURM_INSTANCE, name])
+            .args([SLURM_SH, "slurmd-alive", super::slurm_instance(), name])
             .status()
             .is_ok_and(|s| s.success());
         if !alive {
@@ -187,7 +242,7 @@ impl Slurmd {
             let port = slurmd_port();
             sh(&[
                 "start-slurmd",
-                super::SLURM_INSTANCE,
+                super::slurm_instance(),
                 name,
                 &port.to_string(),
                 &format!("Features={features} CPUs=1 RealMemory=256"),
@@ -202,7 +257,7 @@ impl Slurmd {
         }
         panic!(
             "slurmd {name} never listened; its log:\n{}",
-            sh(&["log", super::SLURM_INSTANCE, &format!("slurmd-{name}")])
+            sh(&["log", super::slurm_instance(), &format!("slurmd-{name}")])
         );
     }
 }
@@ -214,7 +269,7 @@ impl Drop for Slurmd {
             .args([
                 "tests/bed/slurm.sh",
                 "exec",
-                super::SLURM_INSTANCE,
+                super::slurm_instance(),
                 "scancel",
                 "-w",
             ])
@@ -224,7 +279,7 @@ impl Drop for Slurmd {
             .args([
                 "tests/bed/slurm.sh",
                 "stop-slurmd",
-                super::SLURM_INSTANCE,
+                super::slurm_instance(),
                 &self.name,
             ])
             .output();
@@ -232,7 +287,7 @@ impl Drop for Slurmd {
             .args([
                 "tests/bed/slurm.sh",
                 "exec",
-                super::SLURM_INSTANCE,
+                super::slurm_instance(),
                 "scontrol",
                 "delete",
             ])
@@ -243,7 +298,7 @@ impl Drop for Slurmd {
 
 /// Runs `scontrol ARGS` in the bed instance (an administrator's action).
 pub fn scontrol(args: &[&str]) -> String {
-    let mut all = vec!["exec", super::SLURM_INSTANCE, "scontrol"];
+    let mut all = vec!["exec", super::slurm_instance(), "scontrol"];
     all.extend(args);
     sh(&all)
 }
@@ -311,4 +366,10 @@ pub fn client() -> slurmops::slurm::Client {
         },
     ))
     .expect("slurmrestd client")
+}
+
+/// Where tests/bed/slurm.sh keeps each instance's pid files and daemon output.
+pub fn run_dir() -> String {
+    let base = std::env::var("SLURMOPS_BED_RUN").unwrap_or_else(|_| "/tmp/slurmops-bed".into());
+    format!("{base}/slurm")
 }

@@ -36,6 +36,7 @@ fn worker(set: &str, i: u32, rev: &str) -> Worker {
         ready: true,
         deleting: false,
         created: Some(NOW - 3600),
+        host: None,
     }
 }
 

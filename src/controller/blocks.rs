@@ -1,0 +1,156 @@
+//! Block placement: each worker of a NodeSet in block topology joins the Slurm block named by
+//! its Kubernetes node's label. Workers are dynamic nodes, so Slurm cannot know a block from the
+//! node name; slurmops sets the registered node's topology through slurmrestd instead (no
+//! webhook, no Kubernetes credentials in worker pods, where jobs run). Pure: from what a pass
+//! observed to the `SetTopology` steps that are due, and what stops the others.
+
+use std::collections::BTreeMap;
+
+use super::decide::{Action, SetView, SlurmView};
+use crate::render::slurm::node_topology;
+use crate::spec::types::BlockTopology;
+
+/// What placing one NodeSet's workers needs now.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub actions: Vec<Action>,
+    /// Workers left out of every block, and why (their node's label names no declared block).
+    pub unplaced: Vec<String>,
+    /// Ready workers whose slurmd has not registered yet: placed by a later pass.
+    pub registering: Vec<String>,
+}
+
+/// Due steps for SET. HOST_BLOCKS maps a Kubernetes node to its label value (nodes without the
+/// label are absent).
+pub fn place(
+    set: &SetView,
+    b: &BlockTopology,
+    host_blocks: &BTreeMap<String, String>,
+    slurm: &SlurmView,
+) -> Placement {
+    let mut out = Placement::default();
+    if !b.node_sets.contains(&set.name) {
+        return out;
+    }
+    for w in set.workers.iter().filter(|w| !w.deleting) {
+        let Some(host) = &w.host else {
+            continue;
+        };
+        let Some(node) = slurm.nodes.get(&w.name) else {
+            // Its slurmd has not registered yet: a later pass places it.
+            if w.ready {
+                out.registering.push(w.name.clone());
+            }
+            continue;
+        };
+        let Some(value) = host_blocks.get(host) else {
+            out.unplaced.push(format!(
+                "{}: node {host} has no {} label; it takes single-node jobs only",
+                w.name, b.node_label
+            ));
+            continue;
+        };
+        if !b.blocks.contains(value) {
+            out.unplaced.push(format!(
+                "{}: node {host} is in block {value:?}, which spec.topology.block.blocks does not list; it takes single-node jobs only",
+                w.name
+            ));
+            continue;
+        }
+        let topology = node_topology(value);
+        if node.topology != topology {
+            out.actions.push(Action::SetTopology {
+                node: w.name.clone(),
+                topology,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Worker;
+    use crate::slurm::Node;
+
+    fn worker(i: u32, host: Option<&str>) -> Worker {
+        Worker {
+            name: format!("gpu-{i}"),
+            uid: format!("u{i}"),
+            ordinal: Some(i),
+            revision: "r".into(),
+            ready: true,
+            deleting: false,
+            created: Some(0),
+            host: host.map(str::to_string),
+        }
+    }
+
+    fn node(i: u32, topology: &str) -> Node {
+        Node {
+            name: format!("gpu-{i}"),
+            topology: topology.into(),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn registered_workers_join_the_block_their_host_names_once() {
+        let b = BlockTopology {
+            node_label: "nvidia.com/gpu.clique".into(),
+            blocks: vec!["rack-a".into(), "rack-b".into()],
+            node_sets: vec!["gpu".into()],
+            block_size: 2,
+            block_as_node_rank: true,
+        };
+        let set = SetView {
+            name: "gpu".into(),
+            replicas: 5,
+            update_revision: Some("r".into()),
+            workers: vec![
+                worker(0, Some("k1")),
+                worker(1, Some("k2")),
+                worker(2, Some("k3")),
+                worker(3, None),
+                worker(4, Some("k4")),
+            ],
+        };
+        let hosts = BTreeMap::from([
+            ("k1".to_string(), "rack-a".to_string()),
+            ("k2".to_string(), "rack-b".to_string()),
+            ("k3".to_string(), "rack-z".to_string()),
+        ]);
+        let slurm = SlurmView::new(
+            vec![
+                node(0, ""),
+                node(1, "nvlink:rack-b"),
+                node(2, ""),
+                node(4, ""),
+            ],
+            vec![],
+        );
+        let p = place(&set, &b, &hosts, &slurm);
+        // gpu-1 is in its block already; gpu-3 is not scheduled.
+        assert!(p.registering.is_empty());
+        assert_eq!(
+            p.actions,
+            vec![Action::SetTopology {
+                node: "gpu-0".into(),
+                topology: "nvlink:rack-a".into()
+            }]
+        );
+        assert_eq!(p.unplaced.len(), 2, "{:?}", p.unplaced);
+        assert!(p.unplaced[0].contains("gpu-2") && p.unplaced[0].contains("rack-z"));
+        assert!(
+            p.unplaced[1].contains("gpu-4")
+                && p.unplaced[1].contains("no nvidia.com/gpu.clique label")
+        );
+        // A NodeSet outside the topology is left alone.
+        let other = SetView {
+            name: "cpu".into(),
+            ..set
+        };
+        assert_eq!(place(&other, &b, &hosts, &slurm), Placement::default());
+    }
+}

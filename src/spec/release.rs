@@ -1,0 +1,177 @@
+//! The Slurm releases slurmops supports and what each can do: the one table every version gate
+//! (validation, rendering, upgrade planning) reads. Each entry was checked against that release's
+//! own daemons, plugins and man pages in the test bed's chroots (24.11 from Debian trixie, 26.05
+//! from forky), not from memory; a release that cannot be run here is not listed.
+
+/// One supported Slurm release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// `YY.MM`.
+    pub version: &'static str,
+    /// slurmrestd data parsers it serves, newest first.
+    pub parsers: &'static [&'static str],
+    /// topology/block with dynamic nodes: blocks declared without nodes plus `BlockSizes`, and a
+    /// node's block set after it registered (`topology_str` in REST v0.0.45). 24.11 refuses blocks
+    /// whose nodes are unknown at slurmctld start ("Block not contains any nodes").
+    pub block_topology: bool,
+    /// `TopologyParam=BlockAsNodeRank` (slurm.conf(5) of 26.05; absent from 24.11's).
+    pub block_as_node_rank: bool,
+    /// `MetricsType=metrics/openmetrics` (the metrics_openmetrics plugin ships from 26.05 here;
+    /// 24.11 has none).
+    pub openmetrics: bool,
+}
+
+/// Every release slurmops supports, oldest first.
+pub const SUPPORTED: &[Release] = &[
+    Release {
+        version: "24.11",
+        parsers: &["v0.0.42", "v0.0.41", "v0.0.40"],
+        block_topology: false,
+        block_as_node_rank: false,
+        openmetrics: false,
+    },
+    Release {
+        version: "26.05",
+        parsers: &["v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42"],
+        block_topology: true,
+        block_as_node_rank: true,
+        openmetrics: true,
+    },
+];
+
+/// Slurm upgrades in place from at most this many major releases back (24.11 and later; Slurm's
+/// upgrade guide). Majors come every six months: YY.05 and YY.11.
+pub const UPGRADE_WINDOW: u32 = 3;
+
+/// `YY.MM` of a version written `YY.MM` or `YY.MM.P`; None when it is not one.
+pub fn major(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let year = parts.next()?.parse().ok()?;
+    let month = parts.next()?.parse().ok()?;
+    match parts.next() {
+        None => Some((year, month)),
+        Some(p) if p.parse::<u32>().is_ok() && parts.next().is_none() => Some((year, month)),
+        _ => None,
+    }
+}
+
+/// The supported release VERSION (`YY.MM` or `YY.MM.P`) belongs to.
+pub fn find(version: &str) -> Option<&'static Release> {
+    let (y, m) = major(version)?;
+    SUPPORTED.iter().find(|r| major(r.version) == Some((y, m)))
+}
+
+/// The supported releases, for messages: `24.11, 26.05`.
+pub fn supported_list() -> String {
+    SUPPORTED
+        .iter()
+        .map(|r| r.version)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Position of a major release in Slurm's six-monthly sequence (YY.05, YY.11).
+fn ordinal((year, month): (u32, u32)) -> u32 {
+    year * 2 + u32::from(month > 6)
+}
+
+/// Why a change of Slurm release cannot be applied in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpgradeRefusal {
+    /// Slurm state and daemons do not go back to an older release.
+    Downgrade { from: String, to: String },
+    /// Further than the window allows; `via` is a supported path, one step at a time.
+    TooFar {
+        from: String,
+        to: String,
+        via: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for UpgradeRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpgradeRefusal::Downgrade { from, to } => write!(
+                f,
+                "Slurm {from} → {to} is a downgrade: slurmctld's and slurmdbd's state cannot go back to an older release; keep slurmVersion at {from} (or rebuild the cluster from empty)"
+            ),
+            UpgradeRefusal::TooFar { from, to, via } => write!(
+                f,
+                "Slurm {from} → {to} skips more than {UPGRADE_WINDOW} major releases, which Slurm cannot upgrade in place; upgrade in steps: {}",
+                via.join(" → ")
+            ),
+        }
+    }
+}
+
+/// Whether the cluster may go from release FROM to TO in place (both are known versions).
+/// Same major release (a patch change): Ok.
+pub fn upgrade(from: &str, to: &str) -> Result<(), UpgradeRefusal> {
+    let (Some(a), Some(b)) = (major(from), major(to)) else {
+        return Ok(());
+    };
+    let refuse_from = format!("{}.{:02}", a.0, a.1);
+    let refuse_to = format!("{}.{:02}", b.0, b.1);
+    if ordinal(b) < ordinal(a) {
+        return Err(UpgradeRefusal::Downgrade {
+            from: refuse_from,
+            to: refuse_to,
+        });
+    }
+    if ordinal(b) - ordinal(a) > UPGRADE_WINDOW {
+        // Supported stops, each within the window of the previous one.
+        let mut via = vec![refuse_from.clone()];
+        let mut at = ordinal(a);
+        while ordinal(b) - at > UPGRADE_WINDOW {
+            let next = SUPPORTED
+                .iter()
+                .filter_map(|r| major(r.version))
+                .filter(|m| ordinal(*m) > at && ordinal(*m) - at <= UPGRADE_WINDOW)
+                .max_by_key(|m| ordinal(*m));
+            let Some(next) = next else { break };
+            at = ordinal(next);
+            via.push(format!("{}.{:02}", next.0, next.1));
+        }
+        via.push(refuse_to.clone());
+        return Err(UpgradeRefusal::TooFar {
+            from: refuse_from,
+            to: refuse_to,
+            via,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_releases_are_found_by_major_or_patch_version() {
+        assert_eq!(find("24.11").unwrap().version, "24.11");
+        assert_eq!(find("26.05.5").unwrap().version, "26.05");
+        assert!(find("25.05").is_none());
+        assert!(find("26").is_none());
+        assert_eq!(supported_list(), "24.11, 26.05");
+    }
+
+    #[test]
+    fn upgrades_go_forward_within_three_majors() {
+        assert_eq!(upgrade("24.11", "26.05"), Ok(()));
+        assert_eq!(upgrade("24.11.5", "24.11.6"), Ok(()));
+        assert!(matches!(
+            upgrade("26.05", "24.11"),
+            Err(UpgradeRefusal::Downgrade { .. })
+        ));
+        let far = upgrade("23.11", "26.05").unwrap_err();
+        assert_eq!(
+            far,
+            UpgradeRefusal::TooFar {
+                from: "23.11".into(),
+                to: "26.05".into(),
+                via: vec!["23.11".into(), "24.11".into(), "26.05".into()]
+            }
+        );
+        assert!(far.to_string().contains("23.11 → 24.11 → 26.05"), "{far}");
+    }
+}
