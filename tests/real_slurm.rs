@@ -50,6 +50,17 @@ fn slurmd_conf(r: &Rendered, node_set: &str) -> String {
     parts.join(" ")
 }
 
+/// The body of `GET PATH` from 127.0.0.1:PORT (HTTP/1.0, the connection closes after it).
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_once("\r\n\r\n").map_or(out.clone(), |(_, b)| b.to_string())
+}
+
 fn check_example(dir: &str) {
     let file = format!("{dir}/cluster.yaml");
     let c =
@@ -122,6 +133,14 @@ fn check_example(dir: &str) {
                 p.name
             );
         }
+    }
+    if c.spec.controller.metrics.enabled {
+        // metrics/openmetrics answers on slurmctld's own port, counting the registered workers.
+        let metrics = http_get(ctld_port, "/metrics/nodes");
+        assert!(
+            metrics.lines().any(|l| l == format!("slurm_nodes {}", c.spec.node_sets.len())),
+            "{dir}: slurmctld's /metrics/nodes: {metrics}"
+        );
     }
     // slurmctld accepted every file: it is still up after the nodes registered.
     assert!(
