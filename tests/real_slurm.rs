@@ -58,7 +58,8 @@ fn http_get(port: u16, path: &str) -> String {
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out.split_once("\r\n\r\n").map_or(out.clone(), |(_, b)| b.to_string())
+    out.split_once("\r\n\r\n")
+        .map_or(out.clone(), |(_, b)| b.to_string())
 }
 
 fn check_example(dir: &str) {
@@ -138,7 +139,9 @@ fn check_example(dir: &str) {
         // metrics/openmetrics answers on slurmctld's own port, counting the registered workers.
         let metrics = http_get(ctld_port, "/metrics/nodes");
         assert!(
-            metrics.lines().any(|l| l == format!("slurm_nodes {}", c.spec.node_sets.len())),
+            metrics
+                .lines()
+                .any(|l| l == format!("slurm_nodes {}", c.spec.node_sets.len())),
             "{dir}: slurmctld's /metrics/nodes: {metrics}"
         );
     }

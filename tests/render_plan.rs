@@ -464,3 +464,67 @@ fn cli_render_writes_one_file_per_object_and_the_slurm_files() {
         .count();
     assert_eq!(yamls, render(&example("examples/minimal").0).objects.len());
 }
+
+/// A `slurmVersion` change is planned as an in-place upgrade in Slurm's order; a downgrade or a
+/// jump past the window is refused (exit 1) naming the allowed path.
+#[test]
+fn a_slurm_version_change_is_planned_as_an_ordered_upgrade_and_downgrades_are_refused() {
+    let (_, text) = example("examples/minimal");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |name: &str, version: &str| {
+        let t = text.replace(
+            "slurmVersion: \"24.11\"",
+            &format!("slurmVersion: \"{version}\""),
+        );
+        std::fs::create_dir_all(d.join(name)).unwrap();
+        std::fs::write(d.join(name).join("cluster.yaml"), t).unwrap();
+    };
+    write("old", "24.11");
+    write("new", "26.05");
+    let (code, out, _) = slurmops(&["plan", "new", "--from", "old/cluster.yaml"], d);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("* Slurm upgrade 24.11 → 26.05: slurmctld (state kept: running and pending jobs stay), then slurmrestd, then workers, drain-before-replace (NodeSets cpu): never newer than slurmctld; each step waits until the one before is healthy"),
+        "{out}"
+    );
+    let (code, md, _) = slurmops(
+        &[
+            "plan",
+            "new",
+            "--from",
+            "old/cluster.yaml",
+            "--format",
+            "markdown",
+        ],
+        d,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        md.contains("- Slurm upgrade 24.11 → 26.05: slurmctld"),
+        "{md}"
+    );
+    let (code, json, _) = slurmops(
+        &[
+            "plan",
+            "new",
+            "--from",
+            "old/cluster.yaml",
+            "--format",
+            "json",
+        ],
+        d,
+    );
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["slurm"]["upgrade"]["from"], "24.11");
+    assert_eq!(v["slurm"]["upgrade"]["steps"].as_array().unwrap().len(), 3);
+
+    let (code, out, err) = slurmops(&["plan", "old", "--from", "new/cluster.yaml"], d);
+    assert_eq!(code, 1, "a downgrade is an error: {out}");
+    assert!(
+        out.contains("REFUSED: Slurm 26.05 → 24.11 is a downgrade"),
+        "{out}"
+    );
+    assert!(err.contains("downgrade"), "{err}");
+}

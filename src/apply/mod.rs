@@ -9,6 +9,7 @@ pub mod compare;
 pub mod health;
 pub mod live;
 pub mod rbac;
+pub mod upgrade;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -51,6 +52,8 @@ pub enum ApplyError {
         "StatefulSet {name}: {fields} cannot change in place. Set spec.policy.allowRecreate: true to let slurmops recreate it (pods are orphaned and adopted again, none is killed); nothing was changed"
     )]
     Immutable { name: String, fields: String },
+    #[error("{0}")]
+    SlurmRelease(String),
     #[error(
         "StatefulSet {name}: its selector changed; recreating it would leave the running pods unmanaged. Rename the NodeSet instead; nothing was changed"
     )]
@@ -111,6 +114,9 @@ pub struct Report {
     pub pruned: Vec<String>,
     /// Edited by hand and left so (detect-only mode).
     pub drifted: Vec<String>,
+    /// Workloads a Slurm upgrade holds back (their live objects stay), and what they wait for.
+    pub upgrade_held: Vec<String>,
+    pub upgrade_waits_for: String,
     pub requests: Requests,
 }
 
@@ -536,13 +542,35 @@ pub async fn apply(
             recreate.insert(o.name.clone());
         }
     }
+    let workloads: Vec<(String, Json)> = desired
+        .iter()
+        .filter(|o| matches!(o.kind.as_str(), "StatefulSet" | "Deployment"))
+        .filter_map(|o| {
+            let id = key(&o.kind, &o.name);
+            let l = serde_json::to_value(live.get(&id)?).ok()?;
+            Some((id, l))
+        })
+        .collect();
+    upgrade::check(&c.spec.slurm_version, &workloads).map_err(ApplyError::SlurmRelease)?;
+    let held = upgrade::held(
+        &c.spec.slurm_version,
+        &desired.iter().collect::<Vec<_>>(),
+        &workloads,
+    );
     let gone = prune_set(cluster, c, &desired, &live, opts, guard).await?;
     check_scale_in(cluster, c, &desired, &live, guard).await?;
 
-    let mut report = Report::default();
+    let mut report = Report {
+        upgrade_held: held.objects.iter().cloned().collect(),
+        upgrade_waits_for: held.waiting_for.clone(),
+        ..Report::default()
+    };
     update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
     for o in &desired {
         let id = key(&o.kind, &o.name);
+        if held.objects.contains(&id) {
+            continue;
+        }
         let current = live.get(&id);
         let dry_runs_seen = cluster.log.summary().dry_runs;
         if recreate.contains(&o.name) && o.kind == "StatefulSet" {

@@ -303,7 +303,10 @@ fn plan_cmd(
                 Format::Json => format::json(&p),
             };
             print!("{out}");
-            if p.has_changes() {
+            if let Some(why) = p.slurm.upgrade.as_ref().and_then(|u| u.refused.as_ref()) {
+                eprintln!("error: {why}");
+                EXIT_ERROR
+            } else if p.has_changes() {
                 EXIT_CHANGES
             } else {
                 EXIT_OK

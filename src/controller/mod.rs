@@ -139,6 +139,8 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
     if let Some(opts) = t.apply {
         fenced(env)?;
         let rep = apply_held(env, t, opts, &obs, &decisions).await?;
+        // A Slurm upgrade holds later components back: apply again on the next pass.
+        out.held |= !rep.upgrade_held.is_empty();
         for id in rep.updated.iter().chain(&rep.created).chain(&rep.recreated) {
             if let Some(name) = id.strip_prefix("StatefulSet/") {
                 changed.insert(name.to_string());
@@ -147,7 +149,11 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
         out.applied = Some(rep);
     }
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
-    let mut all_done = out.slurm_error.is_none();
+    let upgrading = out
+        .applied
+        .as_ref()
+        .is_some_and(|r| !r.upgrade_held.is_empty());
+    let mut all_done = out.slurm_error.is_none() && !upgrading;
     for (name, mut d) in decisions {
         if changed.contains(&name) {
             // Decided on the old StatefulSet: the next pass sees the new revision.

@@ -33,7 +33,19 @@ fn headline(p: &Plan, target: &str) -> String {
 fn slurm_lines(p: &Plan) -> Vec<String> {
     let s = &p.slurm;
     let mut out = Vec::new();
-    if s.controller_restarts {
+    if let Some(u) = &s.upgrade {
+        out.push(match &u.refused {
+            Some(why) => format!("REFUSED: {why}"),
+            None => format!(
+                "Slurm upgrade {} → {}: {}; each step waits until the one before is healthy",
+                u.from,
+                u.to,
+                u.steps.join(", then ")
+            ),
+        });
+    }
+    // An upgrade restarts slurmctld on the new release: the line above says so.
+    if s.controller_restarts && s.upgrade.is_none() {
         out.push("slurmctld restarts to load the new configuration (reconfig_on_restart); running jobs keep running".to_string());
         if !s.node_sets_untouched.is_empty() {
             out.push(format!(

@@ -92,6 +92,22 @@ pub struct SlurmSummary {
     /// With a live cluster and Slurm: each node the change drains and the jobs running there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drains: Vec<NodeDrain>,
+    /// `slurmVersion` changes: the in-place upgrade, in the order it is applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<Upgrade>,
+}
+
+/// A Slurm release change, as apply carries it out (or why it cannot).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Upgrade {
+    pub from: String,
+    pub to: String,
+    /// The steps, each after the one before is healthy.
+    pub steps: Vec<String>,
+    /// Why apply refuses it (a downgrade, or further than Slurm upgrades in place), with the
+    /// path that is allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A Slurm node a change drains, and what runs on it now.
@@ -492,7 +508,46 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     }
     s.controller_restarts =
         matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(a, b).is_empty());
+    s.upgrade = upgrade(base_c, head.cluster);
     s
+}
+
+/// The upgrade from BASE's Slurm release to HEAD's, when they differ.
+pub fn upgrade(base: &ClusterFile, head: &ClusterFile) -> Option<Upgrade> {
+    use crate::spec::release;
+    let (from, to) = (&base.spec.slurm_version, &head.spec.slurm_version);
+    if from == to {
+        return None;
+    }
+    let s = &head.spec;
+    let mut steps = Vec::new();
+    if s.accounting.enabled {
+        steps.push("slurmdbd (its database is converted on start)".to_string());
+    }
+    steps.push("slurmctld (state kept: running and pending jobs stay)".to_string());
+    let mut clients = Vec::new();
+    if s.restapi.enabled {
+        clients.push("slurmrestd");
+    }
+    if !s.login_sets.is_empty() {
+        clients.push("login pods");
+    }
+    if !clients.is_empty() {
+        steps.push(clients.join(" and "));
+    }
+    let sets: Vec<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
+    if !sets.is_empty() {
+        steps.push(format!(
+            "workers, drain-before-replace (NodeSets {}): never newer than slurmctld",
+            sets.join(", ")
+        ));
+    }
+    Some(Upgrade {
+        from: from.clone(),
+        to: to.clone(),
+        steps,
+        refused: release::upgrade(from, to).err().map(|e| e.to_string()),
+    })
 }
 
 #[cfg(test)]

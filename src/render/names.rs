@@ -11,6 +11,9 @@ pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const LABEL_NODESET: &str = "slurmops.dev/nodeset";
 pub const LABEL_LOGIN_SET: &str = "slurmops.dev/login-set";
+/// The Slurm release (`spec.slurmVersion`) a component's objects and pods run; upgrades are
+/// staged by it (apply::upgrade).
+pub const LABEL_SLURM_VERSION: &str = "slurmops.dev/slurm-version";
 /// Set by the daemon on worker pods running jobs; the worker PDB protects those.
 pub const LABEL_BUSY: &str = "slurmops.dev/busy";
 /// Prefix of the per-file checksum annotations on pod templates.
@@ -55,6 +58,7 @@ pub struct Names {
     /// `metadata.labels` / `metadata.annotations` of cluster.yaml, added to every object.
     pub extra_labels: BTreeMap<String, String>,
     pub extra_annotations: BTreeMap<String, String>,
+    pub slurm_version: String,
 }
 
 impl Names {
@@ -69,6 +73,7 @@ impl Names {
                 .unwrap_or_else(|| c.metadata.name.clone()),
             extra_labels: c.metadata.labels.clone(),
             extra_annotations: c.metadata.annotations.clone(),
+            slurm_version: c.spec.slurm_version.clone(),
         }
     }
 
@@ -168,6 +173,7 @@ impl Names {
         if let Some(c) = component {
             l.extend(self.selector(c, node_set));
             l.insert(LABEL_NAME.to_string(), c.program().to_string());
+            l.insert(LABEL_SLURM_VERSION.to_string(), self.slurm_version.clone());
         } else {
             l.insert(LABEL_NAME.to_string(), "slurm".to_string());
         }
