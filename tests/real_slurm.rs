@@ -55,7 +55,9 @@ fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    // One write: slurmctld parses the request from the first segment it reads.
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.split_once("\r\n\r\n")

@@ -5,14 +5,20 @@
 # (/etc/slurm-INST in its chroot), spool dirs and ports, chosen by the caller's overlay.
 #   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f;
 #                                           the release is $SLURM_RELEASE (default 24.11); every
-#                                           later command on INST uses the same release
+#                                           later command on INST uses the same release. With
+#                                           SLURM_KEEP_STATE=1 only slurmctld restarts, its state
+#                                           kept (carried over from the earlier release's chroot
+#                                           on an upgrade); the instance's slurmd keep running
+#   slurm.sh stop-ctld INST                 stop INST's slurmctld by PID
 #   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT;
 #                                           NAME (default slurmrestd) lets a test run its own
 #   slurm.sh stop-restd INST NAME           stop that slurmrestd by PID
 #   slurm.sh token INST [USER]              print a JWT for USER (default root), 1 day
 #   slurm.sh start-slurmd INST NAME PORT CONF [ARGS...]
 #                                           start a dynamic slurmd (-Z) whose hostname (own UTS
-#                                           namespace) and Slurm node name is NAME
+#                                           namespace) and Slurm node name is NAME; from the
+#                                           chroot of $SLURM_RELEASE when set (a worker may run
+#                                           an older release than slurmctld), as start-restd
 #   slurm.sh stop-slurmd INST NAME          stop that slurmd by PID
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
@@ -32,7 +38,8 @@ if [ "${1:-}" = _private ]; then
   exec unshare --mount --uts sh -c '
     R=$1 host=$2 inst=$3; shift 3
     [ "$host" = - ] || hostname "$host"
-    mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm" &&
+    mkdir -p "$R/run/sack-$inst" &&
+      mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm" &&
       mount --bind "$R/run/sack-$inst" "$R/run/slurmctld" && exec "$@"' \
     sh "$2" "$3" "$4" "${@:5}"
 fi
@@ -47,11 +54,14 @@ fi
 RUN=$BASE/$inst
 ETC=/etc/slurm-$inst
 mkdir -p "$RUN"
+PREVIOUS=$(cat "$RUN/release" 2>/dev/null || echo 24.11)
 if [ "$cmd" = start-ctld ]; then
   RELEASE=${SLURM_RELEASE:-24.11}
   echo "$RELEASE" > "$RUN/release"
+elif [ "$cmd" = start-slurmd ] || [ "$cmd" = start-restd ]; then
+  RELEASE=${SLURM_RELEASE:-$PREVIOUS}
 elif [ "$cmd" != down ]; then
-  RELEASE=$(cat "$RUN/release" 2>/dev/null || echo 24.11)
+  RELEASE=$PREVIOUS
 fi
 [ "$cmd" = down ] || R=$("$HERE/slurm-chroot.sh" "$RELEASE")
 
@@ -105,7 +115,12 @@ private() { local host=$1; shift; "$SELF" _private "$R" "$host" "$inst" "$@"; }
 case "$cmd" in
   start-ctld)
     conf=$1
-    for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    keep=${SLURM_KEEP_STATE:-}
+    if [ -n "$keep" ]; then
+      kill_pidfile "$RUN/slurmctld.pid"
+    else
+      for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    fi
     mounts
     rm -rf "${R:?}$ETC"
     mkdir -p "$R$ETC"
@@ -118,7 +133,15 @@ case "$cmd" in
       [ -n "$v" ] || continue
       case $k in *PidFile|*LogFile) v=$(dirname "$v") ;; esac
       v=${v%%/%n*}
-      rm -rf "${R:?}$v"; mkdir -p "$R$v"
+      if [ -z "$keep" ]; then
+        rm -rf "${R:?}$v"
+      elif [ "$k" = StateSaveLocation ] && [ "$PREVIOUS" != "$RELEASE" ]; then
+        # An upgrade: the new release's slurmctld reads the old one's state.
+        old=$("$HERE/slurm-chroot.sh" "$PREVIOUS")
+        rm -rf "${R:?}$v"; mkdir -p "$(dirname "$R$v")"
+        cp -a "$old$v" "$R$v"
+      fi
+      mkdir -p "$R$v"
     done
     chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run/sack-$inst /run/slurm-* /var/log/slurm 2>/dev/null || true
       chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
@@ -153,6 +176,9 @@ case "$cmd" in
   stop-restd)
     kill_pidfile "$RUN/$1.pid"
     ;;
+  stop-ctld)
+    kill_pidfile "$RUN/slurmctld.pid"
+    ;;
   token)
     for _ in $(seq 1 10); do
       t=$(in_chroot scontrol token "username=${1:-root}" lifespan=86400 2>"$RUN/token.err" | sed -n 's/^SLURM_JWT=//p') || true
@@ -169,6 +195,12 @@ case "$cmd" in
     name=$1 port=$2 conf=$3
     shift 3
     kill_pidfile "$RUN/slurmd-$name.pid"
+    # The node's spool directory (the overlay's SlurmdSpoolDir, d/%n). Configless slurmd caches
+    # the configuration it fetched in d/conf-cache (%n is not known yet at that point) and
+    # reloads it on a reconfigure (a slurmctld restart) from d/NAME/conf-cache: the same files.
+    d="$R/var/spool/slurm-$inst/d"
+    mkdir -p "$d/$name" "$d/conf-cache" "$R/run/slurm-$inst"
+    [ -e "$d/$name/conf-cache" ] || ln -s ../conf-cache "$d/$name/conf-cache"
     setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"

@@ -36,7 +36,14 @@ pub enum Event {
     SlurmdStarted {
         pod: String,
         uid: String,
+        /// The Slurm release it runs.
+        release: String,
     },
+    /// The controller pod's slurmctld (an `OwnSlurm`) started on RELEASE and answers.
+    SlurmctldStarted {
+        release: String,
+    },
+    SlurmctldStopped,
     SlurmdStopped {
         pod: String,
         uid: String,
@@ -63,13 +70,36 @@ pub struct Readied {
 struct Running {
     pod: String,
     hostname: String,
+    /// The slurmd's port (a worker pod).
     port: Option<u16>,
+    /// The slurmctld or slurmrestd it runs (a controller or restapi pod of an `OwnSlurm`).
+    daemon: Option<Daemon>,
     started: std::time::Instant,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Daemon {
+    Slurmctld,
+    Slurmrestd,
+}
+
+/// A test's own Slurm instance, run from its pods as a kubelet runs their containers: the
+/// controller pod's slurmctld (state kept across pods), the restapi pod's slurmrestd and the
+/// workers' slurmd, each from the chroot of the release its pod is labelled with
+/// (`slurmops.dev/slurm-version`), as the image of that release would.
+pub struct OwnSlurm {
+    pub instance: String,
+    pub ctld_port: u16,
+    pub restd_port: u16,
+    /// The test-host Slurm config directory, by release.
+    pub confs: BTreeMap<String, std::path::PathBuf>,
 }
 
 pub struct Kubelet {
     /// The first node (the only one of `start`).
     pub node: String,
+    /// The Slurm instance its pods' daemons run in.
+    instance: String,
     nodes: Vec<String>,
     events: Arc<Mutex<Vec<Event>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
@@ -87,6 +117,20 @@ impl Kubelet {
     /// Registers fake Nodes with their labels, and starts serving the pods of `ns`: a pod of
     /// ordinal I is bound to node I modulo their number (the first node otherwise).
     pub async fn start_on(client: Client, ns: &str, nodes: &[(&str, &[(&str, &str)])]) -> Kubelet {
+        Kubelet::start_with(client, ns, nodes, None).await
+    }
+
+    /// As `start_on`, running the pods' Slurm daemons in OWN's instance when given.
+    pub async fn start_with(
+        client: Client,
+        ns: &str,
+        nodes: &[(&str, &[(&str, &str)])],
+        own: Option<OwnSlurm>,
+    ) -> Kubelet {
+        let own = own.map(Arc::new);
+        let instance = own
+            .as_ref()
+            .map_or_else(|| slurm_instance().to_string(), |o| o.instance.clone());
         for (node, labels) in nodes {
             create_node(&client, node, labels).await;
         }
@@ -107,10 +151,13 @@ impl Kubelet {
             ready: Arc::default(),
             busy: Arc::default(),
             closed: closed.clone(),
+            own: own.clone(),
+            restd_owner: Arc::default(),
         };
         let task = tokio::spawn(state.serve());
         Kubelet {
             node,
+            instance,
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events,
             readied,
@@ -168,10 +215,22 @@ impl Drop for Kubelet {
     fn drop(&mut self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.task.abort();
+        let instance = self.instance.clone();
         for r in self.running.lock().unwrap().values() {
-            slurm::sh(&["stop-slurmd", slurm_instance(), &r.hostname]);
+            match r.daemon {
+                Some(Daemon::Slurmctld) => {
+                    slurm::sh(&["stop-ctld", &instance]);
+                    continue;
+                }
+                Some(Daemon::Slurmrestd) => {
+                    slurm::sh(&["stop-restd", &instance, "slurmrestd"]);
+                    continue;
+                }
+                None => {}
+            }
+            slurm::sh(&["stop-slurmd", &instance, &r.hostname]);
             let _ = std::process::Command::new("bash")
-                .args(["tests/bed/slurm.sh", "exec", slurm_instance(), "scontrol"])
+                .args(["tests/bed/slurm.sh", "exec", &instance, "scontrol"])
                 .arg("delete")
                 .arg(format!("nodename={}", r.hostname))
                 .output();
@@ -193,6 +252,11 @@ struct State {
     busy: Arc<Mutex<BTreeSet<String>>>,
     /// The Kubelet was dropped: a slurmd that finishes starting now is stopped at once.
     closed: Arc<std::sync::atomic::AtomicBool>,
+    own: Option<Arc<OwnSlurm>>,
+    /// The pod (uid) whose slurmrestd holds the OwnSlurm port: a new restapi pod takes it over
+    /// (a Deployment starts the new pod before the old one goes), and stopping the old pod then
+    /// leaves the new one's slurmrestd alone.
+    restd_owner: Arc<Mutex<Option<String>>>,
 }
 
 impl State {
@@ -248,6 +312,79 @@ impl State {
         }
     }
 
+    /// The Slurm instance the pods' daemons run in.
+    fn instance(&self) -> String {
+        self.own
+            .as_ref()
+            .map_or_else(|| slurm_instance().to_string(), |o| o.instance.clone())
+    }
+
+    /// Where POD's Slurm daemons run: the bed's instance of this process's release, or the
+    /// test's own instance on the release the pod is labelled with.
+    fn target(&self, pod: &Pod) -> Target {
+        match &self.own {
+            None => Target {
+                instance: slurm_instance().to_string(),
+                ctld_port: bed().slurmctld_port,
+                release: super::slurm_release().to_string(),
+            },
+            Some(o) => Target {
+                instance: o.instance.clone(),
+                ctld_port: o.ctld_port,
+                release: pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("slurmops.dev/slurm-version"))
+                    .cloned()
+                    .unwrap_or_else(|| super::slurm_release().to_string()),
+            },
+        }
+    }
+
+    /// Starts the controller pod's slurmctld (state kept) or the restapi pod's slurmrestd of an
+    /// `OwnSlurm`, once it answers; Err when it did not come up (started again next time, as a
+    /// kubelet restarts a failed container).
+    async fn start_daemon(
+        &self,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        t: &Target,
+    ) -> Result<Option<Daemon>, ()> {
+        let Some(own) = self.own.clone() else {
+            return Ok(None);
+        };
+        let has = |n: &str| spec.containers.iter().any(|c| c.name == n);
+        let daemon = if has("slurmctld") {
+            Daemon::Slurmctld
+        } else if has("slurmrestd") {
+            Daemon::Slurmrestd
+        } else {
+            return Ok(None);
+        };
+        let release = t.release.clone();
+        let r = release.clone();
+        let up = tokio::task::spawn_blocking(move || match daemon {
+            Daemon::Slurmctld => {
+                let conf = own
+                    .confs
+                    .get(&r)
+                    .unwrap_or_else(|| panic!("no Slurm {r} config"));
+                slurm::start_ctld_keeping_state(&own.instance, &r, conf)
+            }
+            Daemon::Slurmrestd => slurm::start_restd(&own.instance, &r, own.restd_port),
+        })
+        .await
+        .unwrap_or(false);
+        if !up {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            return Err(());
+        }
+        if daemon == Daemon::Slurmctld {
+            self.event(Event::SlurmctldStarted { release });
+        }
+        Ok(Some(daemon))
+    }
+
     /// The node a pod is bound to: by its ordinal (`NAME-I`), over this kubelet's nodes.
     fn node_for(&self, pod: &str) -> &str {
         let i: usize = pod
@@ -279,12 +416,19 @@ impl State {
         let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
         let started = self.running.lock().unwrap().contains_key(uid);
         if !started {
+            let target = self.target(pod);
+            let Ok(daemon) = self.start_daemon(&spec, &target).await else {
+                return;
+            };
+            if daemon == Some(Daemon::Slurmrestd) {
+                *self.restd_owner.lock().unwrap() = Some(uid.to_string());
+            }
             let slurmd = spec.containers.iter().find(|c| c.name == "slurmd").cloned();
             let port = match slurmd {
                 Some(c) => {
-                    let h = hostname.clone();
+                    let (h, t) = (hostname.clone(), target.clone());
                     Some(
-                        tokio::task::spawn_blocking(move || start_slurmd(&c, &h))
+                        tokio::task::spawn_blocking(move || start_slurmd(&c, &h, &t))
                             .await
                             .expect("start slurmd"),
                     )
@@ -293,11 +437,10 @@ impl State {
             };
             if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
                 if port.is_some() {
-                    let h = hostname.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        slurm::sh(&["stop-slurmd", slurm_instance(), &h])
-                    })
-                    .await;
+                    let (h, i) = (hostname.clone(), target.instance.clone());
+                    let _ =
+                        tokio::task::spawn_blocking(move || slurm::sh(&["stop-slurmd", &i, &h]))
+                            .await;
                 }
                 return;
             }
@@ -305,6 +448,7 @@ impl State {
                 self.event(Event::SlurmdStarted {
                     pod: name.clone(),
                     uid: uid.to_string(),
+                    release: target.release.clone(),
                 });
             }
             self.running.lock().unwrap().insert(
@@ -313,6 +457,7 @@ impl State {
                     pod: name.clone(),
                     hostname,
                     port,
+                    daemon,
                     started: std::time::Instant::now(),
                 },
             );
@@ -337,7 +482,7 @@ impl State {
                     let log = std::fs::read_to_string(format!(
                         "{}/{}/slurmd-{}.out",
                         slurm::run_dir(),
-                        slurm_instance(),
+                        self.instance(),
                         r.hostname
                     ))
                     .unwrap_or_default();
@@ -363,14 +508,10 @@ impl State {
             let age = r.started.elapsed().as_millis();
             (r.hostname.clone(), age > 2000 && age % 2000 < 160)
         };
+        let instance = self.instance();
         due && !tokio::task::spawn_blocking(move || {
             std::process::Command::new("bash")
-                .args([
-                    "tests/bed/slurm.sh",
-                    "slurmd-alive",
-                    slurm_instance(),
-                    &hostname,
-                ])
+                .args(["tests/bed/slurm.sh", "slurmd-alive", &instance, &hostname])
                 .status()
                 .is_ok_and(|s| s.success())
         })
@@ -385,11 +526,8 @@ impl State {
             let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
             for c in &spec.containers {
                 if let Some(cmd) = pre_stop(c, &name) {
-                    let mut args = vec![
-                        "run-as-node".to_string(),
-                        slurm_instance().to_string(),
-                        hostname.clone(),
-                    ];
+                    let mut args =
+                        vec!["run-as-node".to_string(), self.instance(), hostname.clone()];
                     args.extend(cmd);
                     let ok = tokio::task::spawn_blocking(move || {
                         std::process::Command::new("bash")
@@ -424,10 +562,26 @@ impl State {
             return;
         };
         self.ready.lock().unwrap().remove(uid);
+        let instance = self.instance();
+        let owner = self.restd_owner.lock().unwrap().clone();
+        if let Some(d) = r
+            .daemon
+            .filter(|d| *d == Daemon::Slurmctld || owner.as_deref() == Some(uid))
+        {
+            let i = instance.clone();
+            let _ = tokio::task::spawn_blocking(move || match d {
+                Daemon::Slurmctld => slurm::sh(&["stop-ctld", &i]),
+                Daemon::Slurmrestd => slurm::sh(&["stop-restd", &i, "slurmrestd"]),
+            })
+            .await;
+            if d == Daemon::Slurmctld {
+                self.event(Event::SlurmctldStopped);
+            }
+        }
         if r.port.is_some() {
             let hostname = r.hostname.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                slurm::sh(&["stop-slurmd", slurm_instance(), &hostname])
+                slurm::sh(&["stop-slurmd", &instance, &hostname])
             })
             .await;
             self.event(Event::SlurmdStopped {
@@ -477,7 +631,15 @@ fn now() -> String {
 
 /// A free port on 127.0.0.1 for one slurmd.
 /// Starts the container's slurmd command line; returns the port it serves instead of 6818.
-fn start_slurmd(c: &Container, hostname: &str) -> u16 {
+/// Where a pod's Slurm daemons run.
+#[derive(Clone)]
+struct Target {
+    instance: String,
+    ctld_port: u16,
+    release: String,
+}
+
+fn start_slurmd(c: &Container, hostname: &str, t: &Target) -> u16 {
     let port = slurm::slurmd_port();
     let args = c.args.clone().unwrap_or_default();
     let mut conf = String::new();
@@ -489,15 +651,15 @@ fn start_slurmd(c: &Container, hostname: &str) -> u16 {
             "--conf-server" => {
                 it.next();
                 rest.push(a);
-                rest.push(format!("localhost:{}", bed().slurmctld_port));
+                rest.push(format!("localhost:{}", t.ctld_port));
             }
             _ => rest.push(a),
         }
     }
     let port_s = port.to_string();
-    let mut sh_args = vec!["start-slurmd", slurm_instance(), hostname, &port_s, &conf];
+    let mut sh_args = vec!["start-slurmd", &t.instance, hostname, &port_s, &conf];
     sh_args.extend(rest.iter().map(String::as_str));
-    slurm::sh(&sh_args);
+    slurm::sh_on(&t.release, &sh_args);
     port
 }
 

@@ -49,7 +49,7 @@ use serde_json::json;
 #[allow(unused_imports)]
 pub use bed::{bed, select_slurm, slurm_instance, slurm_release};
 #[allow(unused_imports)]
-pub use kubelet::{Event, Kubelet};
+pub use kubelet::{Event, Kubelet, OwnSlurm};
 
 /// A kube client for one of the bed's identities.
 pub async fn client(kubeconfig: &Path) -> Client {
@@ -93,6 +93,23 @@ impl TestEnv {
     /// As `new`, with a kubelet running one fake Node per entry of NODES (their labels), named
     /// `node-SUFFIX-I`; pods are bound by ordinal modulo their number.
     pub async fn on_nodes(name: &str, nodes: &[&[(&str, &str)]]) -> TestEnv {
+        TestEnv::build(name, nodes, |_| None).await
+    }
+
+    /// As `new`, with the pods' Slurm daemons (slurmctld, slurmrestd, slurmd) in the test's own
+    /// Slurm instance that OWN describes for the test's namespace.
+    pub async fn with_own_slurm(
+        name: &str,
+        own: impl FnOnce(&str) -> kubelet::OwnSlurm,
+    ) -> TestEnv {
+        TestEnv::build(name, &[&[]], |ns| Some(own(ns))).await
+    }
+
+    async fn build(
+        name: &str,
+        nodes: &[&[(&str, &str)]],
+        own: impl FnOnce(&str) -> Option<kubelet::OwnSlurm>,
+    ) -> TestEnv {
         let bed = bed();
         let client = client(&bed.kubeconfig_admin).await;
         let suffix = unique_suffix();
@@ -113,7 +130,7 @@ impl TestEnv {
             .zip(nodes)
             .map(|(n, l)| (n.as_str(), *l))
             .collect();
-        let kubelet = Kubelet::start_on(client.clone(), &ns, &with_labels).await;
+        let kubelet = Kubelet::start_with(client.clone(), &ns, &with_labels, own(&ns)).await;
         TestEnv {
             client,
             ns,

@@ -25,6 +25,63 @@ pub fn sh(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `slurm.sh ARGS` with the daemon it starts from Slurm RELEASE's chroot (`SLURM_RELEASE`).
+pub fn sh_on(release: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(args)
+        .env("SLURM_RELEASE", release)
+        .output()
+        .expect("run tests/bed/slurm.sh");
+    assert!(
+        out.status.success(),
+        "test bed failed: slurm.sh {args:?} (Slurm {release})\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Restarts only slurmctld of INSTANCE, on Slurm RELEASE with the config in CONF, keeping its
+/// state (carried over from the earlier release's chroot on an upgrade); its slurmd keep running.
+/// False when it did not come up, with its log on stderr.
+pub fn start_ctld_keeping_state(instance: &str, release: &str, conf: &std::path::Path) -> bool {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(["start-ctld", instance])
+        .arg(conf)
+        .env("SLURM_RELEASE", release)
+        .env("SLURM_KEEP_STATE", "1")
+        .output()
+        .expect("run tests/bed/slurm.sh");
+    if !out.status.success() {
+        eprintln!(
+            "slurmctld {release} of {instance} did not start with its state (retried):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.status.success()
+}
+
+/// Starts slurmrestd (JWT) of INSTANCE from Slurm RELEASE's chroot on 127.0.0.1:PORT; false
+/// when it did not come up (slurmctld not up yet, say), with why on stderr.
+pub fn start_restd(instance: &str, release: &str, port: u16) -> bool {
+    let out = Command::new("bash")
+        .arg(SLURM_SH)
+        .args(["start-restd", instance, &port.to_string()])
+        .env("SLURM_RELEASE", release)
+        .output()
+        .expect("run tests/bed/slurm.sh");
+    if !out.status.success() {
+        eprintln!(
+            "slurmrestd {release} of {instance} did not start (retried): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.status.success()
+}
+
 /// Starts (or restarts) slurmctld of INSTANCE on Slurm RELEASE with the config files in CONF.
 pub fn start_ctld(instance: &str, release: &str, conf: &std::path::Path) {
     let out = Command::new("bash")
