@@ -1,11 +1,11 @@
 //! The rendered Slurm config is only proven when real Slurm accepts it: for every example,
 //! start the real slurmctld of the release it names (24.11 or 26.05, from the test bed's chroots)
-//! with the rendered slurm.conf, cgroup.conf,
-//! gres.conf and topology.conf, then start one dynamic slurmd per NodeSet with the exact
-//! `--conf` line the worker StatefulSet passes, and check each registers in its partitions.
+//! with the rendered slurm.conf, cgroup.conf, gres.conf and topology.yaml, then start one dynamic
+//! slurmd per NodeSet with the exact `--conf` line the worker StatefulSet passes, and check each
+//! registers in its partitions.
 //!
-//! Only what a test host must differ in is overlaid (see `support::slurm::test_host_overlay`): controller host and port,
-//! per-node spool/pid paths, no cgroups, no slurmdbd, stand-in GPU device files, and a memory size
+//! Only what a test host must differ in is overlaid (see `support::slurm::test_host_overlay`):
+//! controller host and port, per-instance state and pid paths, no cgroups, no slurmdbd, stand-in GPU device files, and a memory size
 //! that fits (CPUs are detected).
 
 use std::time::{Duration, Instant};

@@ -31,7 +31,10 @@ set -euo pipefail
 # Every Slurm process gets a private /run/slurm (an empty tmpfs) and its instance's own
 # /run/slurmctld (bound from /run/sack-INST), as each pod has its own /run. Clients reach
 # slurmctld's auth socket (sackd) there; shared dirs would let instances overwrite each other's
-# socket, and a client finding a stale one fails to authenticate.
+# socket, and a client finding a stale one fails to authenticate. A node's processes (its slurmd,
+# its jobs, its pod hooks) also get their own /var/spool/slurmd (bound from
+# /var/spool/slurm-INST/d/NAME), as each worker pod has: slurm.conf's SlurmdSpoolDir stays as
+# slurmops renders it, and configless slurmd caches its configuration there.
 #   slurm.sh _private ROOT HOSTNAME|- INST CMD...   (internal) exec CMD so isolated; keeps the PID
 SELF=$(readlink -f "$0")
 if [ "${1:-}" = _private ]; then
@@ -40,6 +43,8 @@ if [ "${1:-}" = _private ]; then
     [ "$host" = - ] || hostname "$host"
     mkdir -p "$R/run/sack-$inst" &&
       mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm" &&
+      { [ "$host" = - ] || { mkdir -p "$R/var/spool/slurm-$inst/d/$host" "$R/var/spool/slurmd" &&
+        mount --bind "$R/var/spool/slurm-$inst/d/$host" "$R/var/spool/slurmd"; }; } &&
       mount --bind "$R/run/sack-$inst" "$R/run/slurmctld" && exec "$@"' \
     sh "$2" "$3" "$4" "${@:5}"
 fi
@@ -128,7 +133,8 @@ case "$cmd" in
     cp "$R/etc/slurm/slurm.key" "$R/etc/slurm/jwt_hs256.key" "$R$ETC/"
     rm -rf "$R/run/sack-$inst"; mkdir -p "$R/run/sack-$inst"
     # The instance's own state, spool and pid directories, as its slurm.conf names them.
-    for k in StateSaveLocation SlurmdSpoolDir SlurmctldPidFile SlurmdPidFile SlurmctldLogFile; do
+    # (SlurmdSpoolDir is per node: bound at start-slurmd.)
+    for k in StateSaveLocation SlurmctldPidFile SlurmdPidFile SlurmctldLogFile; do
       v=$(sed -n "s/^$k=//p" "$R$ETC/slurm.conf" | head -1)
       [ -n "$v" ] || continue
       case $k in *PidFile|*LogFile) v=$(dirname "$v") ;; esac
@@ -195,12 +201,9 @@ case "$cmd" in
     name=$1 port=$2 conf=$3
     shift 3
     kill_pidfile "$RUN/slurmd-$name.pid"
-    # The node's spool directory (the overlay's SlurmdSpoolDir, d/%n). Configless slurmd caches
-    # the configuration it fetched in d/conf-cache (%n is not known yet at that point) and
-    # reloads it on a reconfigure (a slurmctld restart) from d/NAME/conf-cache: the same files.
-    d="$R/var/spool/slurm-$inst/d"
-    mkdir -p "$d/$name" "$d/conf-cache" "$R/run/slurm-$inst"
-    [ -e "$d/$name/conf-cache" ] || ln -s ../conf-cache "$d/$name/conf-cache"
+    # A new pod's /var/spool/slurmd starts empty.
+    rm -rf "$R/var/spool/slurm-$inst/d/$name"
+    mkdir -p "$R/run/slurm-$inst"
     setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"

@@ -136,8 +136,8 @@ fn set_params(conf: &str, set: &[(&str, String)], drop: &[&str]) -> String {
 }
 
 /// The rendered Slurm files with only what a test host must differ in: controller host and port,
-/// per-instance spool/pid paths (several instances share the chroot), no cgroups, no slurmdbd,
-/// stand-in GPU device files (see tests/bed/slurm.sh).
+/// per-instance state and pid paths (several instances share the chroot; each node gets its own
+/// /var/spool/slurmd from tests/bed/slurm.sh), no cgroups, no slurmdbd, stand-in GPU device files.
 pub fn test_host_overlay(
     c: &ClusterFile,
     r: &Rendered,
@@ -154,10 +154,6 @@ pub fn test_host_overlay(
             (
                 "StateSaveLocation",
                 format!("/var/spool/slurm-{instance}/ctld"),
-            ),
-            (
-                "SlurmdSpoolDir",
-                format!("/var/spool/slurm-{instance}/d/%n"),
             ),
             (
                 "SlurmctldPidFile",
