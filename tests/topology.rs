@@ -34,6 +34,19 @@ fn cluster_yaml(ns: &str, w: &str) -> String {
         )
 }
 
+/// `slurmops apply DIR` with the bed's Slurm, as the restricted identity.
+fn apply(dir: &std::path::Path, wait: &str) -> std::process::Output {
+    let bed = bed();
+    Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["apply", "--wait", wait])
+        .arg(dir)
+        .args(["--slurmrestd-url", &bed.slurmrestd_url])
+        .args(["--slurm-jwt", &bed.slurm_jwt])
+        .env("KUBECONFIG", &bed.kubeconfig_restricted)
+        .output()
+        .unwrap()
+}
+
 /// `sbatch -N2 -w NODES` in the bed's Slurm: Ok(job id) or Err(sbatch's refusal).
 fn sbatch_two(nodes: &str) -> Result<u64, String> {
     let out = Command::new("bash")
@@ -68,15 +81,7 @@ async fn workers_join_the_block_of_their_kubernetes_node_and_jobs_stay_inside_a_
     let w = env.name("w");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
-    let bed = bed();
-    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-        .args(["apply", "--wait", "120s"])
-        .arg(dir.path())
-        .args(["--slurmrestd-url", &bed.slurmrestd_url])
-        .args(["--slurm-jwt", &bed.slurm_jwt])
-        .env("KUBECONFIG", &bed.kubeconfig_restricted)
-        .output()
-        .unwrap();
+    let out = apply(dir.path(), "120s");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -127,14 +132,7 @@ async fn workers_join_the_block_of_their_kubernetes_node_and_jobs_stay_inside_a_
     .await;
 
     // A second apply finds every worker in place: nothing to do.
-    let again = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-        .args(["apply", "--wait", "30s"])
-        .arg(dir.path())
-        .args(["--slurmrestd-url", &bed.slurmrestd_url])
-        .args(["--slurm-jwt", &bed.slurm_jwt])
-        .env("KUBECONFIG", &bed.kubeconfig_restricted)
-        .output()
-        .unwrap();
+    let again = apply(dir.path(), "30s");
     let again = String::from_utf8_lossy(&again.stdout);
     assert!(!again.contains("placed in block"), "{again}");
     env.cleanup().await;

@@ -9,94 +9,66 @@ use slurmops::spec::ClusterFile;
 
 const SLURM_SH: &str = "tests/bed/slurm.sh";
 
-/// Runs `slurm.sh ARGS`; panics with its output when it fails (a bed failure, not a test result).
-pub fn sh(args: &[&str]) -> String {
+/// `slurm.sh ARGS` with ENV set: its output, or why it failed (exit status, stdout, stderr).
+fn run(args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let out = Command::new("bash")
         .arg(SLURM_SH)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run tests/bed/slurm.sh");
-    assert!(
-        out.status.success(),
-        "test bed failed: slurm.sh {args:?}\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "slurm.sh {args:?} {env:?}: {}\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Runs `slurm.sh ARGS`; panics with its output when it fails (a bed failure, not a test result).
+pub fn sh(args: &[&str]) -> String {
+    run(args, &[]).unwrap_or_else(|e| panic!("test bed failed: {e}"))
 }
 
 /// `slurm.sh ARGS` with the daemon it starts from Slurm RELEASE's chroot (`SLURM_RELEASE`).
 pub fn sh_on(release: &str, args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(SLURM_SH)
-        .args(args)
-        .env("SLURM_RELEASE", release)
-        .output()
-        .expect("run tests/bed/slurm.sh");
-    assert!(
-        out.status.success(),
-        "test bed failed: slurm.sh {args:?} (Slurm {release})\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run(args, &[("SLURM_RELEASE", release)]).unwrap_or_else(|e| panic!("test bed failed: {e}"))
+}
+
+/// Like a kubelet starting a container: true when the daemon came up; why not on stderr (the
+/// caller starts it again later).
+fn try_start(args: &[&str], env: &[(&str, &str)]) -> bool {
+    run(args, env)
+        .map_err(|e| eprintln!("did not start (retried): {e}"))
+        .is_ok()
 }
 
 /// Restarts only slurmctld of INSTANCE, on Slurm RELEASE with the config in CONF, keeping its
 /// state (carried over from the earlier release's chroot on an upgrade); its slurmd keep running.
-/// False when it did not come up, with its log on stderr.
+/// False when it did not come up.
 pub fn start_ctld_keeping_state(instance: &str, release: &str, conf: &std::path::Path) -> bool {
-    let out = Command::new("bash")
-        .arg(SLURM_SH)
-        .args(["start-ctld", instance])
-        .arg(conf)
-        .env("SLURM_RELEASE", release)
-        .env("SLURM_KEEP_STATE", "1")
-        .output()
-        .expect("run tests/bed/slurm.sh");
-    if !out.status.success() {
-        eprintln!(
-            "slurmctld {release} of {instance} did not start with its state (retried):\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out.status.success()
+    let conf = conf.to_string_lossy();
+    let env = [("SLURM_RELEASE", release), ("SLURM_KEEP_STATE", "1")];
+    try_start(&["start-ctld", instance, &conf], &env)
 }
 
 /// Starts slurmrestd (JWT) of INSTANCE from Slurm RELEASE's chroot on 127.0.0.1:PORT; false
-/// when it did not come up (slurmctld not up yet, say), with why on stderr.
+/// when it did not come up (slurmctld not up yet, say).
 pub fn start_restd(instance: &str, release: &str, port: u16) -> bool {
-    let out = Command::new("bash")
-        .arg(SLURM_SH)
-        .args(["start-restd", instance, &port.to_string()])
-        .env("SLURM_RELEASE", release)
-        .output()
-        .expect("run tests/bed/slurm.sh");
-    if !out.status.success() {
-        eprintln!(
-            "slurmrestd {release} of {instance} did not start (retried): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out.status.success()
+    let port = port.to_string();
+    try_start(
+        &["start-restd", instance, &port],
+        &[("SLURM_RELEASE", release)],
+    )
 }
 
 /// Starts (or restarts) slurmctld of INSTANCE on Slurm RELEASE with the config files in CONF.
 pub fn start_ctld(instance: &str, release: &str, conf: &std::path::Path) {
-    let out = Command::new("bash")
-        .arg(SLURM_SH)
-        .args(["start-ctld", instance])
-        .arg(conf)
-        .env("SLURM_RELEASE", release)
-        .output()
-        .expect("run tests/bed/slurm.sh");
-    assert!(
-        out.status.success(),
-        "test bed failed: slurmctld {release} of {instance} did not start\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sh_on(release, &["start-ctld", instance, &conf.to_string_lossy()]);
 }
 
 /// `scontrol -o show node NAME` of INSTANCE as key=value pairs; None when Slurm does not know it.
