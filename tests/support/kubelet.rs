@@ -74,7 +74,8 @@ struct Running {
     port: Option<u16>,
     /// The slurmctld or slurmrestd it runs (a controller or restapi pod of an `OwnSlurm`).
     daemon: Option<Daemon>,
-    started: std::time::Instant,
+    /// When its slurmd was last seen alive (checked every 2 s until the pod is Ready).
+    checked: std::time::Instant,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -458,7 +459,7 @@ impl State {
                     hostname,
                     port,
                     daemon,
-                    started: std::time::Instant::now(),
+                    checked: std::time::Instant::now(),
                 },
             );
             self.set_status(pod, &name, false).await;
@@ -489,6 +490,9 @@ impl State {
                     let tail: Vec<&str> = log.lines().rev().take(15).collect();
                     eprintln!("kubelet: slurmd of {name} died; its last lines:");
                     tail.iter().rev().for_each(|l| eprintln!("  {l}"));
+                    if let Some(p) = r.port.filter(|_| log.contains("Address already in use")) {
+                        eprintln!("kubelet: sockets on port {p}: {}", slurm::sockets_on(p));
+                    }
                 }
                 self.event(Event::SlurmdRestarted {
                     pod: name,
@@ -498,15 +502,19 @@ impl State {
         }
     }
 
-    /// slurmd of this pod exited (checked at most every 2 s, from 2 s after its start).
+    /// slurmd of this pod exited (checked every 2 s, from 2 s after its start, however long
+    /// a pass of this kubelet takes).
     async fn slurmd_died(&self, uid: &str) -> bool {
         let (hostname, due) = {
-            let running = self.running.lock().unwrap();
-            let Some(r) = running.get(uid).filter(|r| r.port.is_some()) else {
+            let mut running = self.running.lock().unwrap();
+            let Some(r) = running.get_mut(uid).filter(|r| r.port.is_some()) else {
                 return false;
             };
-            let age = r.started.elapsed().as_millis();
-            (r.hostname.clone(), age > 2000 && age % 2000 < 160)
+            let due = r.checked.elapsed() >= Duration::from_secs(2);
+            if due {
+                r.checked = std::time::Instant::now();
+            }
+            (r.hostname.clone(), due)
         };
         let instance = self.instance();
         due && !tokio::task::spawn_blocking(move || {

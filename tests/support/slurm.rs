@@ -187,20 +187,35 @@ pub struct Slurmd {
 
 /// A port for a slurmd, outside the kernel's ephemeral range (32768-60999), so that no outgoing
 /// connection can take it between this check and slurmd's bind. Test processes run side by side,
-/// so a port is claimed across processes: a file named after it, created exclusively, holds the
-/// claiming PID; a claim whose process is gone is taken over. Claims last as long as the process.
+/// so a port is claimed across processes: an exclusive lock on a file named after it, held open
+/// until this process exits (the kernel drops the lock then, whatever way the process ends). A
+/// port whose earlier claimer is gone but whose slurmd still listens fails the bind check.
 pub fn slurmd_port() -> u16 {
     const FIRST: u16 = 20000;
     const COUNT: u16 = 12000;
+    static CLAIMS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
     let dir = std::env::temp_dir().join("slurmops-slurmd-ports");
     std::fs::create_dir_all(&dir).expect("create the slurmd port claims directory");
-    let me = std::process::id();
-    let start = (me % u32::from(COUNT)) as u16;
+    // Processes started one after the other begin far apart.
+    let start = (u64::from(std::process::id()) * 7919 % u64::from(COUNT)) as u16;
+    let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
     for i in 0..COUNT {
         let port = FIRST + (start + i) % COUNT;
-        if claim(&dir.join(port.to_string()), me)
-            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+        else {
+            continue;
+        };
+        // Locked by another process, or by this one through an earlier claim (a new open file
+        // description does not share the lock): either way, not free.
+        if file.try_lock().is_ok()
+            // slurmd binds every address: a listener on any of them makes the port taken.
+            && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
         {
+            claims.push(file);
             return port;
         }
     }
@@ -208,35 +223,6 @@ pub fn slurmd_port() -> u16 {
         "no free slurmd port in 127.0.0.1:{FIRST}..{}",
         FIRST + COUNT
     );
-}
-
-/// Claims FILE for PID: true when it is ours now (new, ours already, or its claimer is gone).
-fn claim(file: &std::path::Path, pid: u32) -> bool {
-    use std::io::Write;
-    for _ in 0..2 {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(file)
-        {
-            Ok(mut f) => return f.write_all(pid.to_string().as_bytes()).is_ok(),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let owner = std::fs::read_to_string(file).unwrap_or_default();
-                match owner.trim().parse::<u32>() {
-                    // Our own earlier claim: its slurmd is gone (the caller asks again).
-                    Ok(p) if p == pid => return false,
-                    Ok(p) if std::path::Path::new(&format!("/proc/{p}")).exists() => return false,
-                    // Being written right now by its claimer: leave it.
-                    Err(_) if owner.is_empty() => return false,
-                    _ => {
-                        let _ = std::fs::remove_file(file);
-                    }
-                }
-            }
-            Err(_) => return false,
-        }
-    }
-    false
 }
 
 /// Whether slurmd NAME answers on PORT within a few seconds; false when its process died.
@@ -397,4 +383,13 @@ pub fn client() -> slurmops::slurm::Client {
 pub fn run_dir() -> String {
     let base = std::env::var("SLURMOPS_BED_RUN").unwrap_or_else(|_| "/tmp/slurmops-bed".into());
     format!("{base}/slurm")
+}
+
+/// Every socket on local PORT with its process (`ss`), to say who took a slurmd's port.
+pub fn sockets_on(port: u16) -> String {
+    Command::new("ss")
+        .args(["-tanpH", &format!("sport = :{port}")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("ss: {e}"))
 }
