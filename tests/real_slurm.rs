@@ -16,7 +16,7 @@ use slurmops::spec::load;
 #[macro_use]
 mod support;
 
-use support::slurm::{node, sh, start_ctld, test_host_overlay};
+use support::slurm::{conf_cache, node, sh, start_ctld, test_host_overlay};
 
 /// An example's own Slurm instance, slurmctld port and first slurmd port, by release (the shared
 /// bed instances keep running beside it; both examples run at once).
@@ -137,6 +137,18 @@ fn check_example(dir: &str) {
             );
         }
     }
+    // Every config file written in cluster.yaml reached every slurmd, configless.
+    for (file, f) in &c.spec.controller.config_files {
+        let Some(content) = &f.content else { continue };
+        for ns in &c.spec.node_sets {
+            let name = format!("{}-0", ns.name);
+            assert_eq!(
+                conf_cache(instance, &name, file).as_ref(),
+                Some(content),
+                "{dir}: {name} did not receive {file} from slurmctld"
+            );
+        }
+    }
     if c.spec.controller.metrics.enabled {
         // metrics/openmetrics answers on slurmctld's own port, counting the registered workers.
         let metrics = http_get(ctld_port, "/metrics/nodes");
@@ -163,4 +175,77 @@ fn real_slurmctld_accepts_the_gpu_example_and_a_dynamic_slurmd_of_each_node_set(
 #[test]
 fn real_slurmctld_accepts_the_minimal_example_and_a_dynamic_slurmd_of_each_node_set() {
     check_example("examples/minimal");
+}
+
+#[test]
+fn config_files_reach_every_slurmd_configless_and_a_failing_health_check_drains_its_node() {
+    let text = std::fs::read_to_string("examples/minimal/cluster.yaml")
+        .unwrap()
+        .replace(
+            "  nodeSets:\n",
+            r#"  controller:
+    configFiles:
+      plugstack.conf:
+        content: |
+          optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/run/pyxis
+      oci.conf:
+        content: |
+          RunTimeQuery="runc --rootless=true --root=/run/user/%U/ state %n.%u.%j.%s.%t"
+          RunTimeKill="runc --rootless=true --root=/run/user/%U/ kill -a %n.%u.%j.%s.%t"
+    healthCheck:
+      interval: 2s
+      program: |
+        #!/bin/sh
+        scontrol update nodename="$(hostname)" state=drain reason="health check: /scratch is full"
+        exit 1
+  nodeSets:
+"#,
+        );
+    let c = load("cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
+    let r = render(&c);
+    let (instance, ctld_port, slurmd_port) = ("extras", 16957, 17201);
+    let conf_dir = tempfile::tempdir().unwrap();
+    for (name, content) in test_host_overlay(&c, &r, instance, ctld_port) {
+        std::fs::write(conf_dir.path().join(name), content).unwrap();
+    }
+    start_ctld(instance, &c.spec.slurm_version, conf_dir.path());
+    let name = "cpu-0";
+    sh(&[
+        "start-slurmd",
+        instance,
+        name,
+        &slurmd_port.to_string(),
+        &slurmd_conf(&r, "cpu"),
+        "-D",
+        "-Z",
+        "--conf-server",
+        &format!("localhost:{ctld_port}"),
+    ]);
+    // The worker runs the script slurm.conf names every 2 s; it drains its own node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fields = loop {
+        let f = node(instance, name).unwrap_or_default();
+        if f.get("State").is_some_and(|s| s.contains("DRAIN")) || Instant::now() > deadline {
+            break f;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        fields
+            .get("Reason")
+            .is_some_and(|r| r.starts_with("health")),
+        "{name} was not drained by its health check: {fields:?}\nslurmd log:\n{}",
+        sh(&["log", instance, &format!("slurmd-{name}")])
+    );
+    let reason = sh(&["exec", instance, "sinfo", "-h", "-R", "-o", "%E"]);
+    assert_eq!(reason.trim(), "health check: /scratch is full");
+    for file in ["plugstack.conf", "oci.conf"] {
+        let sent = c.spec.controller.config_files[file].content.clone();
+        assert_eq!(
+            conf_cache(instance, name, file),
+            sent,
+            "{name} did not receive {file} from slurmctld"
+        );
+    }
+    sh(&["stop", instance]);
 }

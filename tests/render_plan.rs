@@ -528,3 +528,123 @@ fn a_slurm_version_change_is_planned_as_an_ordered_upgrade_and_downgrades_are_re
     );
     assert!(err.contains("downgrade"), "{err}");
 }
+
+#[test]
+fn a_user_affinity_is_added_to_the_one_worker_per_node_rule() {
+    let (_, text) = example("examples/minimal");
+    let with = text.replace(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: pool, operator: In, values: [cpu]}]
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {app: noisy}}
+              topologyKey: kubernetes.io/hostname
+",
+    );
+    let r = render(&load_text(&with));
+    let affinity = r
+        .get("StatefulSet", "cpu")
+        .unwrap()
+        .body
+        .pointer("/spec/template/spec/affinity")
+        .cloned()
+        .unwrap();
+    let anti = affinity
+        .pointer("/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution")
+        .and_then(|v| v.as_array())
+        .unwrap();
+    // slurmops' own rule first (one slurmd per Kubernetes node), then the user's.
+    assert_eq!(anti.len(), 2, "{affinity:#}");
+    assert_eq!(
+        anti[0].pointer("/labelSelector/matchLabels/app.kubernetes.io~1component"),
+        Some(&serde_json::json!("worker")),
+        "{affinity:#}"
+    );
+    assert_eq!(
+        anti[1].pointer("/labelSelector/matchLabels/app"),
+        Some(&serde_json::json!("noisy"))
+    );
+    assert_eq!(
+        affinity.pointer(
+            "/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0/key"
+        ),
+        Some(&serde_json::json!("pool"))
+    );
+}
+
+#[test]
+fn config_files_reach_slurmctld_and_a_new_health_check_reaches_workers_without_a_restart() {
+    let (_, text) = example("examples/repo");
+    let r = render(&load_text(&text));
+    let ctl = r.get("StatefulSet", "research-controller").unwrap();
+    let sources = ctl
+        .body
+        .pointer("/spec/template/spec/volumes/0/projected/sources")
+        .unwrap()
+        .to_string();
+    // Inline files come from the slurm ConfigMap, referenced ones from their own ConfigMap.
+    assert_eq!(
+        r.get("ConfigMap", "research-config").unwrap().body["data"]["plugstack.conf"],
+        r.slurm["plugstack.conf"].as_str()
+    );
+    assert!(
+        sources.contains(r#"{"key":"plugstack.conf","mode":288,"path":"plugstack.conf"}"#),
+        "{sources}"
+    );
+    assert!(
+        sources.contains(r#""configMap":{"items":[{"key":"oci.conf","mode":288,"path":"oci.conf"}],"name":"slurm-oci","optional":false}"#),
+        "{sources}"
+    );
+    // The health check is not slurmctld's: only the workers mount it.
+    assert!(!sources.contains("health-check.sh"));
+    let worker = r.get("StatefulSet", "h100").unwrap().body.to_string();
+    assert!(
+        worker.contains(r#"{"key":"health-check.sh","mode":365,"path":"health-check.sh"}"#),
+        "{worker}"
+    );
+    assert!(r.slurm["slurm.conf"].contains("HealthCheckProgram=/etc/slurm/health-check.sh\n"));
+
+    // A new version of the script: the ConfigMap changes, no pod template does.
+    let p = plan_of(
+        &text,
+        &text.replace(
+            "reason=\"health check: nvidia-smi failed\"",
+            "reason=\"GPU lost\"",
+        ),
+    );
+    let changed: Vec<String> = p
+        .changes
+        .iter()
+        .map(|c| format!("{} {}", c.kind, c.name))
+        .collect();
+    assert_eq!(changed, ["ConfigMap research-config"]);
+    assert!(!p.slurm.controller_restarts && p.slurm.node_sets_rolled.is_empty());
+
+    // A config file's new content restarts slurmctld, not the workers, and the plan shows the
+    // file's diff.
+    let new = text.replace(
+        "runtime_path=/run/pyxis",
+        "runtime_path=/run/pyxis execute_entrypoint=0",
+    );
+    let p = plan_of(&text, &new);
+    assert!(p.slurm.controller_restarts);
+    assert!(p.slurm.node_sets_rolled.is_empty());
+    let out = format::text(&p, "test");
+    assert!(
+        out.contains("  plugstack.conf:\n    @@ -1,2 +1,2 @@\n")
+            && out.contains("\n    +optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/run/pyxis execute_entrypoint=0\n"),
+        "{out}"
+    );
+
+    // Another referenced ConfigMap is another file: slurmctld restarts to read it.
+    let p = plan_of(
+        &text,
+        &text.replace("name: slurm-oci", "name: slurm-oci-v2"),
+    );
+    assert!(p.slurm.controller_restarts);
+}

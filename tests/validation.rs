@@ -89,6 +89,30 @@ fn missing_required_field_points_at_its_parent() {
 }
 
 #[test]
+fn a_required_field_set_to_null_is_reported_where_it_stands() {
+    for (null, kind) in [
+        ("~", "an integer"),
+        ("null", "an integer"),
+        ("", "an integer"),
+    ] {
+        let text = with("      replicas: 2\n", &format!("      replicas: {null}\n"));
+        let d = one(&text);
+        assert_eq!(d.path, "spec.nodeSets[0].replicas", "{d}");
+        assert_eq!((d.line, d.col), (line_of(&text, "replicas:"), 7), "{d}");
+        assert!(d.message.contains("required but has no value"), "{d}");
+        assert_eq!(d.hint.as_deref(), Some(format!("give it {kind}").as_str()));
+    }
+    let text = with("  partitions:\n", "  partitions: null\n  x:\n");
+    let e = errors(&text);
+    assert!(
+        e.iter().any(|d| d.path == "spec.partitions"
+            && d.line == line_of(&text, "partitions: null")
+            && d.hint.as_deref() == Some("give it a list")),
+        "{e:#?}"
+    );
+}
+
+#[test]
 fn inline_secret_is_refused_without_echoing_it() {
     let text = with(
         "slurmKey: {name: slurm-auth, key: slurm.key}",
@@ -338,4 +362,114 @@ fn ignore_rules_must_name_a_rendered_kind_and_a_field_pointer() {
     );
     assert!(e[1].message.contains("not a JSON pointer"));
     assert!(e[2].message.contains("identifies the object"));
+}
+
+/// The minimal example with CONTROLLER as its `spec.controller` section.
+fn with_controller(controller: &str) -> String {
+    with(
+        "  nodeSets:\n",
+        &format!("  controller:\n{controller}  nodeSets:\n"),
+    )
+}
+
+#[test]
+fn config_files_are_the_ones_slurm_serves_configless_with_one_source_each() {
+    let text = with_controller(
+        "    configFiles:
+      nhc.conf: {content: \"* || check_fs_free /scratch 10%\"}
+      gres.conf: {content: \"AutoDetect=off\"}
+      oci.conf: {content: \"x\", secretRef: {name: oci, key: oci.conf}}
+      plugstack.conf: {configMapRef: {name: spank, key: plugstack.conf}}
+",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    let nhc = e
+        .iter()
+        .find(|d| d.path == "spec.controller.configFiles.nhc.conf")
+        .unwrap();
+    assert_eq!((nhc.line, nhc.col), (line_of(&text, "nhc.conf"), 7));
+    assert!(
+        nhc.message
+            .contains("does not serve \"nhc.conf\" configless"),
+        "{nhc}"
+    );
+    // The hint lists what 24.11 serves, without the files slurmops renders.
+    let hint = nhc.hint.as_deref().unwrap();
+    assert!(
+        hint.contains("plugstack.conf") && hint.contains("oci.conf"),
+        "{hint}"
+    );
+    assert!(
+        !hint.contains("gres.conf") && !hint.contains("namespace.yaml"),
+        "{hint}"
+    );
+    let gres = e.iter().find(|d| d.path.ends_with("gres.conf")).unwrap();
+    assert!(gres.message.contains("rendered by slurmops"), "{gres}");
+    assert_eq!(gres.hint.as_deref(), Some("set spec.nodeSets[].gpus"));
+    let oci = e.iter().find(|d| d.path.ends_with("oci.conf")).unwrap();
+    assert!(
+        oci.message
+            .contains("exactly one of content, secretRef and configMapRef")
+    );
+
+    // namespace.yaml is served from 26.05 on.
+    let ns =
+        with_controller("    configFiles:\n      namespace.yaml: {content: \"defaults: {}\"}\n");
+    assert!(
+        one(&ns)
+            .message
+            .contains("does not serve \"namespace.yaml\"")
+    );
+    load(
+        "cluster.yaml",
+        &ns.replace("slurmVersion: \"24.11\"", "slurmVersion: \"26.05\""),
+    )
+    .expect("26.05 serves namespace.yaml");
+}
+
+#[test]
+fn a_health_check_needs_a_script_and_owns_the_health_check_settings() {
+    let text = with_controller(
+        "    slurmConf:
+      HealthCheckInterval: 60
+    healthCheck:
+      interval: 0s
+      program: \"nvidia-smi -L\"
+",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert!(
+        e.iter()
+            .any(|d| d.path == "spec.controller.healthCheck.program"
+                && d.hint.as_deref() == Some("begin it with #!/bin/sh"))
+    );
+    assert!(
+        e.iter()
+            .any(|d| d.path == "spec.controller.healthCheck.interval")
+    );
+    assert!(e.iter().any(
+        |d| d.path == "spec.controller.slurmConf.HealthCheckInterval"
+            && d.message.contains("set by controller.healthCheck")
+    ));
+    let bad_state = with_controller(
+        "    healthCheck:\n      program: \"#!/bin/sh\"\n      nodeState: [BUSY]\n",
+    );
+    assert_eq!(
+        one(&bad_state).path,
+        "spec.controller.healthCheck.nodeState[0]"
+    );
+}
+
+#[test]
+fn inline_files_larger_than_a_config_map_are_refused() {
+    let big = "#".repeat(1 << 20);
+    let text = with_controller(&format!(
+        "    configFiles:\n      plugstack.conf: {{content: \"{big}\"}}\n"
+    ));
+    let d = one(&text);
+    assert_eq!(d.path, "spec.controller.configFiles");
+    assert!(d.message.contains("1 MiB"), "{d}");
+    assert!(d.hint.as_deref().unwrap().contains("secretRef"));
 }

@@ -7,19 +7,20 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, Statef
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSecurityContext,
-    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
+    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeProjection,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::names::{Component, LABEL_LOGIN_SET, Names, controller_replicas};
+use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
 use super::pod::{self, PodParts};
 use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
 };
-use crate::spec::types::{ClusterFile, LoginSet};
+use crate::spec::types::{ClusterFile, ConfigFile, LoginSet};
 
 /// The uid/gid of the `slurm` user in the Slinky images.
 const SLURM_UID: i64 = 401;
@@ -124,6 +125,31 @@ fn spread(names: &Names, component: Component) -> Affinity {
     pod::spread_over_nodes(selector(names, component, None))
 }
 
+/// The config files kept in a Secret or ConfigMap: (file name, its projection into /etc/slurm,
+/// what identifies its content). render cannot read the referenced object, so the reference
+/// stands for the content: pointing at another Secret, ConfigMap or key restarts slurmctld.
+fn referenced_files(
+    files: &BTreeMap<String, ConfigFile>,
+) -> Vec<(String, VolumeProjection, String)> {
+    files
+        .iter()
+        .filter_map(|(name, f)| {
+            if let Some(r) = &f.secret_ref {
+                let source = pod::secret_file(r, name, 0o440);
+                Some((name.clone(), source, format!("secret {}/{}", r.name, r.key)))
+            } else {
+                let r = f.config_map_ref.as_ref()?;
+                let source = pod::config_map_file(&r.name, &r.key, name, 0o440);
+                Some((
+                    name.clone(),
+                    source,
+                    format!("configmap {}/{}", r.name, r.key),
+                ))
+            }
+        })
+        .collect()
+}
+
 /// slurmctld: a StatefulSet (primary + HA backups) with its state volume, two Services and a PDB.
 pub fn controller(
     c: &ClusterFile,
@@ -139,14 +165,14 @@ pub fn controller(
         .map(|k| (k.as_str(), 0o440))
         .collect();
     keys.extend(scripts.keys().map(|k| (k.as_str(), 0o550)));
-    let etc = pod::projected(
-        "etc-slurm",
-        vec![
-            pod::config_files(&names.config_map(), keys),
-            pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
-            pod::secret_file(&s.auth.jwt_key, JWT_KEY_FILE, 0o400),
-        ],
-    );
+    let mut sources = vec![
+        pod::config_files(&names.config_map(), keys),
+        pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
+        pod::secret_file(&s.auth.jwt_key, JWT_KEY_FILE, 0o400),
+    ];
+    let referenced = referenced_files(&ctl.config_files);
+    sources.extend(referenced.iter().map(|(_, source, _)| source.clone()));
+    let etc = pod::projected("etc-slurm", sources);
     let mut volumes = vec![etc];
     let mut claims = None;
     match (&ctl.persistence.existing_claim, ctl.persistence.enabled) {
@@ -201,6 +227,11 @@ pub fn controller(
     };
     let mut annotations = pod::checksums(files.iter().filter(|(k, _)| *k != "slurmdbd.conf"));
     annotations.extend(pod::checksums(scripts.iter()));
+    annotations.extend(
+        referenced
+            .iter()
+            .map(|(name, _, id)| (format!("{CHECKSUM_PREFIX}{name}"), pod::checksum(id))),
+    );
     let template = PodParts {
         names,
         spec: s,

@@ -108,6 +108,9 @@ pub fn render(c: &ClusterFile) -> Rendered {
     let mut config = files.clone();
     let dbd_conf = config.remove("slurmdbd.conf");
     config.extend(scripts.clone());
+    if let Some(h) = &c.spec.controller.health_check {
+        config.insert(slurm::HEALTH_CHECK_FILE.into(), h.program.clone());
+    }
 
     let mut out = Vec::new();
     let mut push = |o: Object| out.push(o);

@@ -113,6 +113,22 @@ pub fn secret_file(r: &SecretRef, path: &str, mode: i32) -> VolumeProjection {
     }
 }
 
+/// One key of the ConfigMap NAME projected as the file PATH.
+pub fn config_map_file(name: &str, key: &str, path: &str, mode: i32) -> VolumeProjection {
+    VolumeProjection {
+        config_map: Some(ConfigMapProjection {
+            name: name.into(),
+            items: Some(vec![KeyToPath {
+                key: key.into(),
+                path: path.into(),
+                mode: Some(mode),
+            }]),
+            optional: Some(false),
+        }),
+        ..VolumeProjection::default()
+    }
+}
+
 /// ConfigMap keys projected as files of the same name.
 pub fn config_files<'a>(
     config_map: &str,
@@ -167,6 +183,33 @@ pub fn spread_over_nodes(selector: LabelSelector) -> Affinity {
         }),
         ..Affinity::default()
     }
+}
+
+/// The user's affinity added to the rendered one: the rendered anti-affinity terms (one worker
+/// per node, control-plane spread) stay, the user's terms come after them; node and pod
+/// affinity, which slurmops never renders, are the user's.
+fn merge_affinity(rendered: Option<Affinity>, user: &Affinity) -> Affinity {
+    let mut out = rendered.unwrap_or_default();
+    if user.node_affinity.is_some() {
+        out.node_affinity = user.node_affinity.clone();
+    }
+    if user.pod_affinity.is_some() {
+        out.pod_affinity = user.pod_affinity.clone();
+    }
+    if let Some(u) = &user.pod_anti_affinity {
+        let anti = out.pod_anti_affinity.get_or_insert_with(Default::default);
+        if let Some(terms) = &u.required_during_scheduling_ignored_during_execution {
+            anti.required_during_scheduling_ignored_during_execution
+                .get_or_insert_with(Vec::new)
+                .extend(terms.iter().cloned());
+        }
+        if let Some(terms) = &u.preferred_during_scheduling_ignored_during_execution {
+            anti.preferred_during_scheduling_ignored_during_execution
+                .get_or_insert_with(Vec::new)
+                .extend(terms.iter().cloned());
+        }
+    }
+    out
 }
 
 /// The container-level half of Pod Security "restricted" (the pod-level half — non-root UID,
@@ -228,8 +271,8 @@ impl PodParts<'_> {
             tolerations: (!s.tolerations.is_empty()).then(|| s.tolerations.clone()),
             ..self.pod
         };
-        if s.affinity.is_some() {
-            pod.affinity = s.affinity.clone();
+        if let Some(user) = &s.affinity {
+            pod.affinity = Some(merge_affinity(pod.affinity.take(), user));
         }
         if let Some(o) = &s.pod_template {
             labels.extend(o.labels.clone());

@@ -20,6 +20,8 @@ pub const SLURMRESTD_PORT: u16 = 6820;
 /// Where every pod finds the Slurm config and keys.
 pub const ETC_SLURM: &str = "/etc/slurm";
 pub const JWT_KEY_FILE: &str = "jwt_hs256.key";
+/// The health check's key in the slurm ConfigMap and its file name in each worker's /etc/slurm.
+pub const HEALTH_CHECK_FILE: &str = "health-check.sh";
 pub const STATE_SAVE: &str = "/var/spool/slurmctld";
 
 /// slurm.conf parameters whose value is a comma-separated list: user values are merged with
@@ -231,6 +233,19 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
             );
         }
     }
+    if let Some(h) = &s.controller.health_check {
+        // A ConfigMap key mounted into each worker (not a configless file: Slurm does not ship
+        // HealthCheckProgram), refreshed in place by the kubelet when it changes.
+        set(
+            "HealthCheckProgram",
+            format!("{ETC_SLURM}/{HEALTH_CHECK_FILE}"),
+        );
+        set("HealthCheckInterval", h.interval.as_secs().to_string());
+        let states: Vec<&str> = h.node_state.iter().map(|n| n.as_str()).collect();
+        if !states.is_empty() {
+            set("HealthCheckNodeState", states.join(","));
+        }
+    }
     for (k, v) in &s.controller.slurm_conf {
         merge(&mut p, k, v);
     }
@@ -296,6 +311,13 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
             "topology.yaml".into(),
             render(&env, "topology.yaml", topology_context(&t.block)),
         );
+    }
+    // The user's extra files written in cluster.yaml; referenced ones are mounted from their
+    // Secret or ConfigMap (components::controller).
+    for (name, f) in &s.controller.config_files {
+        if let Some(content) = &f.content {
+            files.insert(name.clone(), content.clone());
+        }
     }
     if s.accounting.enabled
         && let Some(db) = &s.accounting.database

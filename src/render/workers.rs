@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::components::{meta, pdb, selector, service};
 use super::names::{Component, LABEL_BUSY, Names};
 use super::pod::{self, PodParts};
-use super::slurm::{ETC_SLURM, SLURMD_PORT, slurmd_conf};
+use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
 use crate::spec::types::{ClusterFile, NodeSet};
 
 const IMEX_CLAIM: &str = "imex-channel";
@@ -101,10 +101,16 @@ pub fn node_set(
     let s = &c.spec;
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
     mounts.extend(ns.volume_mounts.iter().cloned());
-    let mut volumes: Vec<Volume> = vec![pod::projected(
-        "etc-slurm",
-        vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)],
-    )];
+    let mut etc = vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)];
+    if s.controller.health_check.is_some() {
+        // No checksum: the kubelet refreshes a projected file in place, and slurmd runs the
+        // new version at its next interval, with no worker replaced.
+        etc.push(pod::config_files(
+            &names.config_map(),
+            [(HEALTH_CHECK_FILE, 0o555)],
+        ));
+    }
+    let mut volumes: Vec<Volume> = vec![pod::projected("etc-slurm", etc)];
     volumes.extend(ns.volumes.iter().cloned());
     let image = ns
         .image

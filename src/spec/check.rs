@@ -228,7 +228,18 @@ impl<'s> Checker<'s> {
                 (None, None) => &Json::Bool(true),
             };
             if value.is_null() && !accepts_null(self.resolve(sub), self) {
-                // `field:` with nothing after it means "not set", as Kubernetes reads it.
+                // `field:` with nothing after it means "not set", as Kubernetes reads it; a
+                // required field cannot be unset, and is reported where it stands.
+                if is_required(schema, &key.text) {
+                    let expected = value_kind(self.resolve(sub), self);
+                    let mut f = Finding::new(
+                        child,
+                        format!("`{}` is required but has no value (null)", key.text),
+                    )
+                    .hint(format!("give it {expected}"));
+                    f.at_key = Some(key.text.clone());
+                    self.report(f);
+                }
                 continue;
             }
             let v = self.walk(value, sub, &child);
@@ -367,6 +378,34 @@ fn max_of(schema: &Json) -> Option<f64> {
         "uint64" | "uint" => Some(u64::MAX as f64),
         _ => None,
     }
+}
+
+/// What a value of SCHEMA is, in a user's words: "a list", "an integer", ...
+fn value_kind(schema: &Json, c: &Checker) -> String {
+    let words: Vec<&str> = types_of(schema)
+        .into_iter()
+        .filter_map(|t| match t {
+            "array" => Some("a list"),
+            "object" => Some("a mapping"),
+            "integer" => Some("an integer"),
+            "number" => Some("a number"),
+            "string" => Some("a string"),
+            "boolean" => Some("true or false"),
+            _ => None,
+        })
+        .collect();
+    if words.is_empty() {
+        describe(schema, c)
+    } else {
+        words.join(" or ")
+    }
+}
+
+fn is_required(schema: &Json, key: &str) -> bool {
+    schema
+        .get("required")
+        .and_then(Json::as_array)
+        .is_some_and(|r| r.iter().any(|k| k.as_str() == Some(key)))
 }
 
 fn accepts_null(schema: &Json, c: &Checker) -> bool {

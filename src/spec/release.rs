@@ -19,7 +19,25 @@ pub struct Release {
     /// `MetricsType=metrics/openmetrics` (the metrics_openmetrics plugin ships from 26.05 here;
     /// 24.11 has none).
     pub openmetrics: bool,
+    /// Files slurmctld serves configless besides slurm.conf (the list compiled into its
+    /// libslurmfull: `strings` of each chroot's library).
+    pub configless: &'static [&'static str],
 }
+
+/// Configless files of 24.11; 26.05 adds namespace.yaml and topology.yaml.
+const CONFIGLESS_24_11: &[&str] = &[
+    "acct_gather.conf",
+    "cgroup.conf",
+    "cli_filter.lua",
+    "gres.conf",
+    "helpers.conf",
+    "job_container.conf",
+    "mpi.conf",
+    "oci.conf",
+    "plugstack.conf",
+    "scrun.lua",
+    "topology.conf",
+];
 
 /// Every release slurmops supports, oldest first.
 pub const SUPPORTED: &[Release] = &[
@@ -29,6 +47,7 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: false,
         block_as_node_rank: false,
         openmetrics: false,
+        configless: CONFIGLESS_24_11,
     },
     Release {
         version: "26.05",
@@ -36,6 +55,21 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: true,
         block_as_node_rank: true,
         openmetrics: true,
+        configless: &[
+            "acct_gather.conf",
+            "cgroup.conf",
+            "cli_filter.lua",
+            "gres.conf",
+            "helpers.conf",
+            "job_container.conf",
+            "mpi.conf",
+            "namespace.yaml",
+            "oci.conf",
+            "plugstack.conf",
+            "scrun.lua",
+            "topology.conf",
+            "topology.yaml",
+        ],
     },
 ];
 

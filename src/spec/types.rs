@@ -208,6 +208,8 @@ pub struct PodSettings {
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// Added to the affinity slurmops renders (workers: one per Kubernetes node; control plane:
+    /// spread over nodes): anti-affinity terms are appended, node and pod affinity are yours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
     /// Extra fields merged into the pod template.
@@ -269,6 +271,104 @@ pub struct Controller {
     /// Slurm's OpenMetrics endpoint on slurmctld (Slurm 26.05).
     #[serde(default)]
     pub metrics: Toggle,
+    /// Further Slurm config files, by file name (e.g. `plugstack.conf`, `oci.conf`): slurmctld
+    /// serves them configless to every slurmd, login pod and client, next to slurm.conf. Only
+    /// the files Slurm serves configless are accepted (and the files `plugstack.conf` includes
+    /// by name from /etc/slurm).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config_files: BTreeMap<String, ConfigFile>,
+    /// A node health check every worker's slurmd runs (`HealthCheckProgram`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+}
+
+impl Controller {
+    /// Whether a script of any kind is called NAME.
+    pub fn scripts_named(&self, name: &str) -> bool {
+        let s = &self.scripts;
+        [
+            &s.prolog,
+            &s.epilog,
+            &s.prolog_slurmctld,
+            &s.epilog_slurmctld,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|sc| sc.name == name)
+    }
+}
+
+/// One config file: its content in cluster.yaml, or a key of a Secret or ConfigMap in the
+/// cluster's namespace (exactly one of the three). A referenced file is identified by its
+/// reference: to roll out new content, point at a new Secret or ConfigMap (or key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ConfigMapKeyRef>,
+}
+
+/// A key of a ConfigMap in the cluster's namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigMapKeyRef {
+    pub name: String,
+    pub key: String,
+}
+
+/// Slurm's node health check: slurmd runs PROGRAM every INTERVAL on nodes in the listed states.
+/// The program decides what a failure does (a health check usually drains its node with
+/// `scontrol update nodename=$(hostname) state=drain reason=...`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthCheck {
+    /// The script, starting with `#!`. It reaches the workers as a mounted ConfigMap key, so
+    /// a new version is picked up by the running workers without replacing them.
+    pub program: String,
+    /// How often it runs (`HealthCheckInterval`).
+    #[serde(default = "default_health_interval")]
+    pub interval: Duration,
+    /// Node states it runs on (`HealthCheckNodeState`).
+    #[serde(
+        default = "default_health_states",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub node_state: Vec<HealthNodeState>,
+}
+
+fn default_health_interval() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_health_states() -> Vec<HealthNodeState> {
+    vec![HealthNodeState::Any]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HealthNodeState {
+    Alloc,
+    Any,
+    Cycle,
+    Idle,
+    Mixed,
+    NondrainedIdle,
+}
+
+impl HealthNodeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthNodeState::Alloc => "ALLOC",
+            HealthNodeState::Any => "ANY",
+            HealthNodeState::Cycle => "CYCLE",
+            HealthNodeState::Idle => "IDLE",
+            HealthNodeState::Mixed => "MIXED",
+            HealthNodeState::NondrainedIdle => "NONDRAINED_IDLE",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -148,6 +148,20 @@ pub fn test_host_overlay(
     );
     files.insert("slurm.conf".into(), slurm_conf);
     files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
+    // The health check at the path slurm.conf names: a worker pod mounts it in /etc/slurm; here
+    // it sits in the instance's config directory, which its slurmd see too.
+    if let Some(h) = &c.spec.controller.health_check {
+        let conf = set_params(
+            &files["slurm.conf"],
+            &[(
+                "HealthCheckProgram",
+                format!("/etc/slurm-{instance}/health-check.sh"),
+            )],
+            &[],
+        );
+        files.insert("slurm.conf".into(), conf);
+        files.insert("health-check.sh".into(), h.program.clone());
+    }
     if let Some(gres) = files.get_mut("gres.conf") {
         *gres = fake_gpu_files(c, gres);
     }
@@ -392,4 +406,11 @@ pub fn sockets_on(port: u16) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_else(|e| format!("ss: {e}"))
+}
+
+/// FILE as slurmd NAME of INSTANCE received it configless (its cache in its own
+/// /var/spool/slurmd), or None when it did not.
+pub fn conf_cache(instance: &str, name: &str, file: &str) -> Option<String> {
+    let path = format!("/var/spool/slurm-{instance}/d/{name}/conf-cache/{file}");
+    run(&["exec", instance, "cat", &path], &[]).ok()
 }

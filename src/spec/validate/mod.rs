@@ -4,6 +4,8 @@
 
 use std::collections::BTreeSet;
 
+mod controller;
+
 use super::diag::{Finding, Path, did_you_mean};
 use super::release;
 use super::types::*;
@@ -151,6 +153,19 @@ impl Validator {
 
     fn err(&mut self, path: Path, msg: impl Into<String>, hint: impl Into<String>) {
         self.out.push(Finding::new(path, msg).hint(hint));
+    }
+
+    /// A finding about the map key KEY at PATH (a name), pointed at the key, not its value.
+    fn err_at_key(
+        &mut self,
+        path: Path,
+        key: &str,
+        msg: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        let mut f = Finding::new(path, msg).hint(hint);
+        f.at_key = Some(key.to_string());
+        self.out.push(f);
     }
 
     fn dns_label(&mut self, path: Path, what: &str, value: &str, max: usize) {
@@ -333,84 +348,6 @@ impl Validator {
                     "a value must be on one line",
                     "remove the line break",
                 );
-            }
-        }
-    }
-
-    fn controller(&mut self, c: &Controller, version: Option<&release::Release>, p: &Path) {
-        self.pod(&c.pod, p);
-        self.slurm_conf_map(&c.slurm_conf, &p.key("slurmConf"), true);
-        if let Some(ha) = &c.ha {
-            if ha.backups == 0 {
-                self.err(
-                    p.key("ha").key("backups"),
-                    "backups must be 1 or more",
-                    "remove `ha` for a single controller",
-                );
-            }
-            if c.persistence.existing_claim.is_none() {
-                self.err(p.key("ha"), "high availability needs a state volume shared by every controller", "set controller.persistence.existingClaim to a ReadWriteMany PersistentVolumeClaim");
-            }
-        }
-        if c.persistence.enabled && parse_quantity(&c.persistence.size).is_none_or(|b| b <= 0.0) {
-            self.err(
-                p.key("persistence").key("size"),
-                format!("{:?} is not a storage size", c.persistence.size),
-                "write it as a quantity such as 10Gi",
-            );
-        }
-        if let Some(r) = version.filter(|r| c.metrics.enabled && !r.openmetrics) {
-            self.err(
-                p.key("metrics").key("enabled"),
-                format!("slurmctld metrics (metrics/openmetrics) need Slurm 26.05: Slurm {} has no such plugin", r.version),
-                "raise spec.slurmVersion to \"26.05\" or turn metrics off",
-            );
-        }
-        let mut names = BTreeSet::new();
-        let kinds = [
-            ("prolog", &c.scripts.prolog),
-            ("epilog", &c.scripts.epilog),
-            ("prologSlurmctld", &c.scripts.prolog_slurmctld),
-            ("epilogSlurmctld", &c.scripts.epilog_slurmctld),
-        ];
-        for (kind, scripts) in kinds {
-            for (i, s) in scripts.iter().enumerate() {
-                let sp = p.key("scripts").key(kind).index(i);
-                let name_ok = !s.name.is_empty()
-                    && s.name.len() <= 200
-                    && s.name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-                    && !s.name.starts_with('.');
-                if !name_ok {
-                    self.err(
-                        sp.key("name"),
-                        format!("{:?} is not a usable file name", s.name),
-                        "use letters, digits, '-', '_' and '.'",
-                    );
-                } else if matches!(
-                    s.name.as_str(),
-                    "slurm.conf" | "cgroup.conf" | "gres.conf" | "topology.conf" | "slurmdbd.conf"
-                ) {
-                    self.err(
-                        sp.key("name"),
-                        format!("{} is a Slurm config file slurmops renders", s.name),
-                        "give the script another name",
-                    );
-                } else if !names.insert(s.name.clone()) {
-                    self.err(
-                        sp.key("name"),
-                        format!("script name {:?} is used twice", s.name),
-                        "script names must be unique across all kinds",
-                    );
-                }
-                if !s.content.starts_with("#!") {
-                    self.err(
-                        sp.key("content"),
-                        "a script must start with an interpreter line",
-                        "begin it with #!/bin/bash",
-                    );
-                }
             }
         }
     }
