@@ -220,6 +220,86 @@ async fn hand_edits_show_as_drift_and_apply_corrects_them_while_ignore_rules_hol
     env.cleanup().await;
 }
 
+/// The `-`/`+` lines of the diff of OBJECT in a plan (without the ---/+++ headers).
+fn diff_lines(plan: &str, object: &str) -> Vec<String> {
+    let Some(start) = plan.find(object) else {
+        return Vec::new();
+    };
+    plan[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("    ") || l.is_empty())
+        .map(str::trim_start)
+        .filter(|l| {
+            (l.starts_with('-') || l.starts_with('+'))
+                && !l.starts_with("---")
+                && !l.starts_with("+++")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_added_by_hand_to_the_slurm_config_map_is_drift_and_a_one_line_edit_diffs_as_one_line()
+ {
+    let env = TestEnv::new("keys").await;
+    env.grant_slurmops_role().await;
+    let repo = temp_repo();
+    write(
+        repo.path(),
+        &small_cluster(&env.ns, &node_set(&env.name("k"), 0), ""),
+    );
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+
+    // A file nobody reviewed, slipped into slurmctld's config directory.
+    let edit = json!({"data": {"plugstack.conf": "required /tmp/evil.so\n"}});
+    cms.patch("c-config", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 2, "{plan}");
+    let object = format!("update ConfigMap {}/c-config", env.ns);
+    assert_eq!(
+        diff_lines(&plan, &object),
+        ["-  plugstack.conf: |", "-    required /tmp/evil.so"],
+        "{plan}"
+    );
+    let out = apply_ok(repo.path(), &["--wait", "0s", "--detect-only"]);
+    assert!(
+        out.contains("drift left in place (detect-only): ConfigMap/c-config"),
+        "{out}"
+    );
+    assert!(
+        cms.get("c-config")
+            .await
+            .unwrap()
+            .data
+            .unwrap()
+            .contains_key("plugstack.conf")
+    );
+    let out = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert!(out.contains("updated: ConfigMap/c-config"), "{out}");
+    let data = cms.get("c-config").await.unwrap().data.unwrap();
+    assert!(!data.contains_key("plugstack.conf"), "{data:?}");
+    assert_eq!(plan_cluster(repo.path()).0, 0);
+
+    // One value edited by hand: the diff is that line, not the object rearranged.
+    let cgroup = data["cgroup.conf"].replace("ConstrainRAMSpace=yes", "ConstrainRAMSpace=no");
+    let edit = json!({"data": {"cgroup.conf": cgroup}});
+    cms.patch("c-config", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
+    let (code, plan) = plan_cluster(repo.path());
+    assert_eq!(code, 2, "{plan}");
+    assert_eq!(
+        diff_lines(&plan, &object),
+        ["-    ConstrainRAMSpace=no", "+    ConstrainRAMSpace=yes"],
+        "{plan}"
+    );
+    env.cleanup().await;
+}
+
 on_each_slurm! {
 async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() {
     let env = TestEnv::new("prune").await;

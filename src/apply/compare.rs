@@ -99,6 +99,68 @@ pub fn remove_pointer(obj: &mut Json, ptr: &str) {
     }
 }
 
+/// Maps whose every key slurmops owns: each key of a ConfigMap slurmops renders becomes a file
+/// in a Slurm daemon's config directory, so a key added by hand is drift, not someone else's
+/// field.
+const OWNED_MAPS: &[(&str, &str)] = &[("ConfigMap", "data"), ("ConfigMap", "binaryData")];
+
+/// Keys of LIVE (an object of KIND) that slurmops owns the map of but DESIRED lacks: `data/KEY`
+/// paths. Server-side apply leaves them (another manager owns them); slurmops takes them back.
+pub fn foreign_keys(kind: &str, desired: &Json, live: &Json) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (_, map) in OWNED_MAPS.iter().filter(|(k, _)| *k == kind) {
+        let Some(Json::Object(l)) = live.get(map) else {
+            continue;
+        };
+        let d = desired.get(map).and_then(Json::as_object);
+        for key in l.keys() {
+            if !d.is_some_and(|d| d.contains_key(key)) {
+                out.push((map.to_string(), key.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// V without the (map, key) entries KEYS: what the object is once they are taken back.
+pub fn without(v: &Json, keys: &[(String, String)]) -> Json {
+    let mut v = v.clone();
+    for (map, key) in keys {
+        if let Some(Json::Object(m)) = v.get_mut(map) {
+            m.remove(key);
+        }
+    }
+    v
+}
+
+/// V with the keys of every mapping in the order TEMPLATE has them (the rest after, as they
+/// were), so that a diff against TEMPLATE shows changed values, not moved blocks.
+pub fn order_like(v: &Json, template: &Json) -> Json {
+    match (v, template) {
+        (Json::Object(m), Json::Object(t)) => {
+            let mut out = serde_json::Map::new();
+            for (k, tv) in t {
+                if let Some(x) = m.get(k) {
+                    out.insert(k.clone(), order_like(x, tv));
+                }
+            }
+            for (k, x) in m {
+                if !out.contains_key(k) {
+                    out.insert(k.clone(), x.clone());
+                }
+            }
+            Json::Object(out)
+        }
+        (Json::Array(a), Json::Array(t)) => Json::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, x)| t.get(i).map_or_else(|| x.clone(), |tv| order_like(x, tv)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +189,21 @@ mod tests {
         remove_pointer(&mut a, "/spec/x/a~1b");
         assert_eq!(a, json!({"spec": {"x": {}}}));
         assert_ne!(hash(&a), h);
+    }
+
+    #[test]
+    fn keys_added_by_hand_to_an_owned_config_map_are_found_and_order_follows_the_template() {
+        let desired = json!({"metadata": {"name": "c"}, "data": {"slurm.conf": "a"}});
+        let live = json!({"data": {"plugstack.conf": "x", "slurm.conf": "a"}, "metadata": {"name": "c", "uid": "1"}});
+        let keys = foreign_keys("ConfigMap", &desired, &live);
+        assert_eq!(keys, [("data".to_string(), "plugstack.conf".to_string())]);
+        assert!(foreign_keys("Secret", &desired, &live).is_empty());
+        let back = without(&live, &keys);
+        assert_eq!(back["data"], json!({"slurm.conf": "a"}));
+        let ordered = order_like(&back, &desired);
+        let order: Vec<&String> = ordered.as_object().unwrap().keys().collect();
+        assert_eq!(order, ["metadata", "data"]);
+        let meta: Vec<&String> = ordered["metadata"].as_object().unwrap().keys().collect();
+        assert_eq!(meta, ["name", "uid"]);
     }
 }

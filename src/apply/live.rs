@@ -218,6 +218,31 @@ impl Cluster {
             .await
     }
 
+    /// Removes the (map, key) entries KEYS from the object named by BODY (a JSON merge patch:
+    /// keys another manager owns, which server-side apply leaves in place).
+    pub async fn remove_keys(
+        &self,
+        body: &serde_json::Value,
+        manager: &str,
+        keys: &[(String, String)],
+    ) -> Result<DynamicObject, kube::Error> {
+        let (api_version, kind, ns, name) = ident(body);
+        let mut patch = serde_json::Map::new();
+        for (map, key) in keys {
+            let entry = patch
+                .entry(map.clone())
+                .or_insert_with(|| serde_json::json!({}));
+            entry[key] = serde_json::Value::Null;
+        }
+        let pp = PatchParams {
+            field_manager: Some(manager.into()),
+            ..PatchParams::default()
+        };
+        self.api(&api_version, &kind, &ns)
+            .patch(&name, &pp, &Patch::Merge(serde_json::Value::Object(patch)))
+            .await
+    }
+
     pub async fn delete(
         &self,
         api_version: &str,

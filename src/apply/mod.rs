@@ -594,6 +594,7 @@ pub async fn apply(
             Some(l) if detect_only && same_hash(o, l) => report.drifted.push(id),
             Some(l) => {
                 apply_one(cluster, o, force, Some(l)).await?;
+                take_back_keys(cluster, o, l).await?;
                 report.updated.push(id);
             }
         }
@@ -783,6 +784,9 @@ async fn unchanged(
     live: &DynamicObject,
 ) -> Result<bool, ApplyError> {
     let lj = serde_json::to_value(live).unwrap_or_default();
+    if !compare::foreign_keys(&o.kind, &o.body, &lj).is_empty() {
+        return Ok(false);
+    }
     let ours = hash_of(&lj);
     let expected = hash_of(&o.body);
     if ours.is_some() && ours == expected && compare::contains(&compare::comparable(&o.body), &lj) {
@@ -796,6 +800,23 @@ async fn unchanged(
         .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
     let dj = serde_json::to_value(&dry).unwrap_or_default();
     Ok(compare::comparable(&dj) == compare::comparable(&lj))
+}
+
+/// Keys added by hand to a map slurmops owns (a ConfigMap's files) are removed: server-side
+/// apply keeps them, as another manager's fields.
+async fn take_back_keys(
+    cluster: &Cluster,
+    o: &Object,
+    live: &DynamicObject,
+) -> Result<(), ApplyError> {
+    let lj = serde_json::to_value(live).unwrap_or_default();
+    let keys = compare::foreign_keys(&o.kind, &o.body, &lj);
+    if !keys.is_empty() {
+        retry(|| cluster.remove_keys(&o.body, FIELD_MANAGER, &keys))
+            .await
+            .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
+    }
+    Ok(())
 }
 
 /// Deletes a StatefulSet leaving its pods running (orphan), and waits until it is gone.
@@ -851,6 +872,13 @@ pub async fn drift(
                     Err(kube::Error::Api(s)) if s.code == 422 => o.body.clone(),
                     Err(e) => return Err(api_err(&id, e)),
                 };
+                // Apply also takes back keys added by hand to the files slurmops owns.
+                let dj = compare::without(&dj, &compare::foreign_keys(&o.kind, &o.body, &lj));
+                // In the desired object's order, so that the diff shows values, not moves.
+                let (lj, dj) = (
+                    compare::order_like(&lj, &o.body),
+                    compare::order_like(&dj, &o.body),
+                );
                 if dj == lj {
                     continue;
                 }
