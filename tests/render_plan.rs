@@ -648,3 +648,54 @@ fn config_files_reach_slurmctld_and_a_new_health_check_reaches_workers_without_a
     );
     assert!(p.slurm.controller_restarts);
 }
+
+#[test]
+fn container_security_contexts_and_sidecars_land_where_they_belong() {
+    let (_, text) = example("examples/minimal");
+    let with = text
+        .replace(
+            "      memory: 1Gi\n",
+            "      memory: 1Gi
+      privileged: false
+      containerSecurityContext:
+        capabilities: {add: [SYS_ADMIN]}
+",
+        )
+        .replace(
+            "  nodeSets:\n",
+            "  controller:
+    podTemplate:
+      extraContainers: [{name: log-shipper, image: fluent-bit}]
+  nodeSets:\n",
+        );
+    let r = render(&load_text(&with));
+    let worker = r.get("StatefulSet", "cpu").unwrap();
+    assert_eq!(
+        worker
+            .body
+            .pointer("/spec/template/spec/containers/0/securityContext"),
+        Some(&serde_json::json!({"capabilities": {"add": ["SYS_ADMIN"]}}))
+    );
+    // Privileged by default, and kept with the user's additions.
+    let privileged = render(&load_text(&with.replace("      privileged: false\n", "")));
+    assert_eq!(
+        privileged
+            .get("StatefulSet", "cpu")
+            .unwrap()
+            .body
+            .pointer("/spec/template/spec/containers/0/securityContext"),
+        Some(&serde_json::json!({"capabilities": {"add": ["SYS_ADMIN"]}, "privileged": true}))
+    );
+    // A control-plane sidecar is held to Pod Security "restricted" like slurmctld.
+    let ctl = r.get("StatefulSet", "mini-controller").unwrap();
+    let sidecar = ctl
+        .body
+        .pointer("/spec/template/spec/containers/1")
+        .unwrap();
+    assert_eq!(sidecar["name"], "log-shipper");
+    assert_eq!(
+        sidecar["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(sidecar["securityContext"]["capabilities"]["drop"][0], "ALL");
+}

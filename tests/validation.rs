@@ -473,3 +473,58 @@ fn inline_files_larger_than_a_config_map_are_refused() {
     assert!(d.message.contains("1 MiB"), "{d}");
     assert!(d.hint.as_deref().unwrap().contains("secretRef"));
 }
+
+#[test]
+fn pod_additions_name_their_volumes_and_containers_properly() {
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi
+      privileged: false
+      containerSecurityContext: {privileged: true}
+      volumes:
+        - {name: etc-slurm, emptyDir: {}}
+      podTemplate:
+        extraContainers:
+          - {name: slurmd, image: busybox}
+          - {name: Exporter, image: busybox}
+          - {name: tail}
+  loginSets:
+    - name: users
+      volumes: [{name: home, persistentVolumeClaim: {claimName: home}}]
+      volumeMounts: [{name: hmoe, mountPath: /home}]
+",
+    );
+    let e = errors(&text);
+    let find = |path: &str| {
+        e.iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
+    };
+    assert!(
+        find("spec.nodeSets[0].containerSecurityContext.privileged")
+            .message
+            .contains("contradict")
+    );
+    assert!(
+        find("spec.nodeSets[0].volumes[0].name")
+            .message
+            .contains("taken by slurmops")
+    );
+    assert!(
+        find("spec.nodeSets[0].podTemplate.extraContainers[0].name")
+            .message
+            .contains("used twice")
+    );
+    assert!(
+        find("spec.nodeSets[0].podTemplate.extraContainers[1].name")
+            .message
+            .contains("not a valid container name")
+    );
+    assert_eq!(
+        find("spec.nodeSets[0].podTemplate.extraContainers[2].image").message,
+        "a container needs an image"
+    );
+    let mount = find("spec.loginSets[0].volumeMounts[0].name");
+    assert_eq!(mount.hint.as_deref(), Some("did you mean `home`?"));
+    assert_eq!(e.len(), 6, "{e:#?}");
+}

@@ -519,6 +519,8 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         ));
         mounts.push(pod::mount("sssd", "/etc/sssd", true));
     }
+    volumes.extend(l.volumes.iter().cloned());
+    mounts.extend(l.volume_mounts.iter().cloned());
     let main = Container {
         name: "login".into(),
         image: Some(
@@ -535,6 +537,7 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         ports: Some(vec![pod::port("ssh", 22)]),
         readiness_probe: Some(pod::tcp_probe(22, 5)),
         volume_mounts: Some(mounts),
+        security_context: l.container_security_context.clone(),
         ..Container::default()
     };
     let mut template = PodParts {

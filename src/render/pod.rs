@@ -246,16 +246,27 @@ impl PodParts<'_> {
             main.resources = s.resources.clone();
         }
         let mut init = self.init;
+        let mut extra = Vec::new();
+        if let Some(o) = &s.pod_template {
+            init.extend(o.init_containers.iter().cloned());
+            extra.extend(o.extra_containers.iter().cloned());
+        }
+        // Control-plane pods pass Pod Security "restricted", sidecars included.
         if matches!(
             self.component,
             Component::Controller | Component::Accounting | Component::RestApi
         ) {
-            for c in std::iter::once(&mut main).chain(init.iter_mut()) {
+            for c in std::iter::once(&mut main)
+                .chain(init.iter_mut())
+                .chain(extra.iter_mut())
+            {
                 restricted(c);
             }
         }
+        let mut containers = vec![main];
+        containers.extend(extra);
         let mut pod = PodSpec {
-            containers: vec![main],
+            containers,
             init_containers: (!init.is_empty()).then_some(init),
             volumes: (!self.volumes.is_empty()).then_some(self.volumes),
             image_pull_secrets: (!self.spec.image_pull_secrets.is_empty()).then(|| {
@@ -282,12 +293,6 @@ impl PodParts<'_> {
                     .env
                     .get_or_insert_with(Vec::new)
                     .extend(o.env.clone());
-            }
-            pod.containers.extend(o.extra_containers.clone());
-            if !o.init_containers.is_empty() {
-                pod.init_containers
-                    .get_or_insert_with(Vec::new)
-                    .extend(o.init_containers.clone());
             }
             if o.security_context.is_some() {
                 pod.security_context = o.security_context.clone();

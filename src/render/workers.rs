@@ -75,6 +75,16 @@ fn resources(ns: &NodeSet) -> Option<ResourceRequirements> {
     (r != ResourceRequirements::default()).then_some(r)
 }
 
+/// The slurmd container's securityContext: the user's, privileged as `privileged` says unless
+/// it says otherwise.
+fn security_context(ns: &NodeSet) -> Option<SecurityContext> {
+    let mut sc = ns.container_security_context.clone().unwrap_or_default();
+    if sc.privileged.is_none() && ns.privileged {
+        sc.privileged = Some(true);
+    }
+    (sc != SecurityContext::default()).then_some(sc)
+}
+
 /// One slurmd per Kubernetes node: workers of the cluster repel each other.
 fn one_per_node(names: &Names) -> Affinity {
     Affinity {
@@ -137,10 +147,7 @@ pub fn node_set(
             ..EnvVar::default()
         }]),
         resources: resources(ns),
-        security_context: ns.privileged.then(|| SecurityContext {
-            privileged: Some(true),
-            ..SecurityContext::default()
-        }),
+        security_context: security_context(ns),
         volume_mounts: Some(mounts),
         lifecycle: Some(Lifecycle {
             pre_stop: Some(LifecycleHandler {

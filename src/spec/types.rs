@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, PersistentVolumeClaim, PodSecurityContext, ResourceRequirements,
-    Toleration, TopologySpreadConstraint, Volume, VolumeMount,
+    SecurityContext, Toleration, TopologySpreadConstraint, Volume, VolumeMount,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -523,6 +523,16 @@ pub struct LoginSet {
     /// sssd.conf (user directory), by reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sssd_conf: Option<SecretRef>,
+    /// Volumes of the login pods, e.g. the shared filesystem users stage data on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// Mounts into the login container of volumes declared in `volumes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
+    /// securityContext of the login container (e.g. `privileged: true` where enroot must run,
+    /// if the cluster allows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_security_context: Option<SecurityContext>,
     #[serde(default, flatten)]
     pub pod: PodSettings,
 }
@@ -602,6 +612,10 @@ pub struct NodeSet {
     /// Run slurmd privileged (needed for cgroup job containment). Default true.
     #[serde(default = "yes")]
     pub privileged: bool,
+    /// securityContext of the slurmd container, e.g. capabilities for enroot when not
+    /// privileged. `privileged` above fills its `privileged` when it leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_security_context: Option<SecurityContext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
     /// Mounts into slurmd, e.g. shared filesystems declared in `volumes`.

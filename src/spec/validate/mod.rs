@@ -5,6 +5,9 @@
 use std::collections::BTreeSet;
 
 mod controller;
+mod pods;
+
+use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};
 
 use super::diag::{Finding, Path, did_you_mean};
 use super::release;
@@ -382,33 +385,6 @@ impl Validator {
         }
     }
 
-    fn pod(&mut self, pod: &PodSettings, p: &Path) {
-        if let Some(sa) = &pod.service_account_name
-            && !is_dns_subdomain(sa)
-        {
-            self.err(
-                p.key("serviceAccountName"),
-                format!("{sa:?} is not a valid ServiceAccount name"),
-                "use a DNS-1123 subdomain",
-            );
-        }
-        if let Some(t) = &pod.pod_template {
-            for (i, e) in t.env.iter().enumerate() {
-                let upper = e.name.to_ascii_uppercase();
-                let looks_secret = ["PASSWORD", "PASSWD", "SECRET", "TOKEN", "PRIVATE_KEY"]
-                    .iter()
-                    .any(|w| upper.contains(w));
-                if looks_secret && e.value.as_deref().is_some_and(|v| !v.is_empty()) {
-                    self.err(
-                        p.key("podTemplate").key("env").index(i).key("value"),
-                        format!("{} holds secret material inline", e.name),
-                        "use valueFrom.secretKeyRef",
-                    );
-                }
-            }
-        }
-    }
-
     fn login_sets(&mut self, s: &ClusterSpec, p: &Path) {
         let mut seen = BTreeSet::new();
         for (i, l) in s.login_sets.iter().enumerate() {
@@ -430,6 +406,7 @@ impl Validator {
                 }
             }
             self.pod(&l.pod, &lp);
+            self.volumes(&l.volumes, &[], &l.volume_mounts, LOGIN_VOLUMES, &lp);
         }
     }
 
@@ -575,28 +552,23 @@ impl Validator {
                 self.err(fp, format!("feature {f:?} is the name of another NodeSet, whose membership it would change"), "rename the feature");
             }
         }
-        let volumes: BTreeSet<&str> = n
-            .volumes
+        let claims: Vec<&str> = n
+            .volume_claim_templates
             .iter()
-            .map(|v| v.name.as_str())
-            .chain(
-                n.volume_claim_templates
-                    .iter()
-                    .filter_map(|c| c.metadata.name.as_deref()),
-            )
+            .filter_map(|c| c.metadata.name.as_deref())
             .collect();
-        for (i, m) in n.volume_mounts.iter().enumerate() {
-            if !volumes.contains(m.name.as_str()) {
-                let mut f = Finding::new(
-                    p.key("volumeMounts").index(i).key("name"),
-                    format!("no volume named {:?}", m.name),
-                );
-                f = match did_you_mean(&m.name, volumes.iter().copied()) {
-                    Some(s) => f.hint(format!("did you mean `{s}`?")),
-                    None => f.hint("declare it in volumes or volumeClaimTemplates"),
-                };
-                self.out.push(f);
-            }
+        self.volumes(&n.volumes, &claims, &n.volume_mounts, WORKER_VOLUMES, p);
+        if !n.privileged
+            && n.container_security_context
+                .as_ref()
+                .and_then(|sc| sc.privileged)
+                == Some(true)
+        {
+            self.err(
+                p.key("containerSecurityContext").key("privileged"),
+                "privileged: false and containerSecurityContext.privileged: true contradict each other",
+                "keep one of them",
+            );
         }
         for (i, c) in n.volume_claim_templates.iter().enumerate() {
             if c.metadata.name.as_deref().is_none_or(|s| !is_dns_label(s)) {
