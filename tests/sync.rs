@@ -1,5 +1,6 @@
 //! State sync end to end on the test bed: Slurm's view of each worker as a pod condition, a
-//! cordoned Kubernetes node drains its workers (and uncordoning resumes only slurmops' drains),
+//! cordoned Kubernetes node, or one with a listed condition or taint, drains its workers (and
+//! the problem clearing resumes only slurmops' drains),
 //! a Ready worker whose Slurm node is gone is replaced.
 
 #[macro_use]
@@ -23,6 +24,10 @@ fn cluster_yaml(ns: &str, w: &str) -> String {
     - {{name: {w}, replicas: 2, cpu: "1", memory: 256Mi}}
   partitions:
     - {{name: all, nodeSets: [ALL], default: true}}
+  policy:
+    nodeHealth:
+      conditions: [{{type: GpuUnhealthy}}]
+      taints: [{{key: nvidia.com/gpu-xid, effect: NoSchedule}}]
 "#
         )
 }
@@ -66,6 +71,43 @@ async fn cordon(env: &TestEnv, on: bool) {
             &env.kubelet.node,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"unschedulable": on}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Sets the GpuUnhealthy condition of the test's Kubernetes node (as a node agent would).
+async fn gpu_condition(env: &TestEnv, status: &str, message: &str) {
+    Api::<Node>::all(env.client.clone())
+        .patch_status(
+            &env.kubelet.node,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [{"type": "GpuUnhealthy",
+                "status": status, "reason": "GpuCheck", "message": message}]}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn taint(env: &TestEnv, effect: &str) {
+    Api::<Node>::all(env.client.clone())
+        .patch(
+            &env.kubelet.node,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"taints": [{"key": "nvidia.com/gpu-xid", "effect": effect}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+async fn untaint(env: &TestEnv) {
+    Api::<Node>::all(env.client.clone())
+        .patch(
+            &env.kubelet.node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": null}})),
         )
         .await
         .unwrap();
@@ -165,7 +207,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     cordon(&env, true).await;
     let printed = sync_once(dir.path());
     assert!(
-        printed.contains(&format!("{w0}: drained: its Kubernetes node is cordoned")),
+        printed.contains(&format!("{w0}: drained: node {} cordoned", env.kubelet.node)),
         "{printed}"
     );
     let n0 = s.get(&w0).await.unwrap();
@@ -179,7 +221,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     cordon(&env, false).await;
     let printed = sync_once(dir.path());
     assert!(
-        printed.contains(&format!("{w0}: resumed: its Kubernetes node is uncordoned")),
+        printed.contains(&format!("{w0}: resumed: the problem of its Kubernetes node cleared")),
         "{printed}"
     );
     assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
@@ -188,6 +230,37 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         n1.state.has("DRAIN") && n1.reason == "disk check by admin",
         "{n1:?}"
     );
+
+    // A node condition policy.nodeHealth lists (as the GPU operator sets it): drained with the
+    // condition's message; cleared: resumed. The administrator's drain stays throughout.
+    let node = &env.kubelet.node;
+    gpu_condition(&env, "True", "XID 79: GPU has fallen off the bus").await;
+    let printed = sync_once(dir.path());
+    let reason = format!("node {node}: GpuUnhealthy: XID 79: GPU has fallen off the bus");
+    assert!(printed.contains(&format!("{w0}: drained: {reason}")), "{printed}");
+    let n0 = s.get(&w0).await.unwrap();
+    assert!(n0.state.has("DRAIN"), "{}", n0.state);
+    assert_eq!(n0.reason, format!("slurmops: {reason}"));
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+    // The next pass shows the drain and its reason on the pod.
+    sync_once(dir.path());
+    let (status, _, message) = condition(&pods, &w0).await.unwrap();
+    assert!(status == "False" && message.contains(&reason), "{status}: {message}");
+    gpu_condition(&env, "False", "GPUs healthy").await;
+    let printed = sync_once(dir.path());
+    assert!(printed.contains(&format!("{w0}: resumed")), "{printed}");
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+    // A listed taint does the same; an unlisted effect does not.
+    // (Not NoExecute: the controller-manager would evict the pods.)
+    taint(&env, "PreferNoSchedule").await;
+    let printed = sync_once(dir.path());
+    assert!(!printed.contains("drained"), "an unlisted taint effect drained: {printed}");
+    taint(&env, "NoSchedule").await;
+    let printed = sync_once(dir.path());
+    assert!(printed.contains(&format!("{w0}: drained: node {node}: taint nvidia.com/gpu-xid:NoSchedule")), "{printed}");
+    untaint(&env).await;
+    assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
 
     // A Ready worker whose Slurm node is gone is replaced after the grace, and registers again.
     let uid0 = pods.get(&w0).await.unwrap().metadata.uid;

@@ -528,3 +528,22 @@ fn pod_additions_name_their_volumes_and_containers_properly() {
     assert_eq!(mount.hint.as_deref(), Some("did you mean `home`?"));
     assert_eq!(e.len(), 6, "{e:#?}");
 }
+
+#[test]
+fn node_health_rules_use_kubernetes_words() {
+    let text = with(
+        "      default: true\n",
+        "      default: true
+  policy:
+    nodeHealth:
+      conditions: [{type: GpuUnhealthy, status: yes}, {type: Ready, status: \"False\"}]
+      taints: [{key: nvidia.com/gpu-xid, effect: NoRun}, {key: gpu-lost}]
+",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert_eq!(e[0].path, "spec.policy.nodeHealth.conditions[0].status");
+    assert!(e[0].hint.as_deref().unwrap().contains("\"True\""));
+    assert_eq!(e[1].path, "spec.policy.nodeHealth.taints[0].effect");
+    assert!(e[1].message.contains("\"NoRun\" is not a taint effect"));
+}

@@ -36,12 +36,8 @@ pub fn run(a: Args) -> i32 {
             ),
             ("busy label removed: no job runs there", &r.marked_idle),
             (
-                "drained: its Kubernetes node is cordoned",
-                &r.drained_for_cordon,
-            ),
-            (
-                "resumed: its Kubernetes node is uncordoned",
-                &r.resumed_after_uncordon,
+                "resumed: the problem of its Kubernetes node cleared",
+                &r.resumed_for_node,
             ),
             (
                 "replaced: Ready but never registered in Slurm",
@@ -51,6 +47,9 @@ pub fn run(a: Args) -> i32 {
             for n in list {
                 println!("{n}: {what}");
             }
+        }
+        for (n, why) in &r.drained_for_node {
+            println!("{n}: drained: {why}");
         }
         for w in r.warnings.iter().filter(|w| !warned.contains(*w)) {
             eprintln!("warning: {w}");

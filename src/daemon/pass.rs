@@ -432,8 +432,11 @@ async fn keep_workers(
             for n in &r.replaced_unregistered {
                 tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");
             }
-            for n in &r.drained_for_cordon {
-                tracing::info!(pod = %n, "{n}: drained: its Kubernetes node is cordoned");
+            for (n, why) in &r.drained_for_node {
+                tracing::warn!(pod = %n, "{n}: drained: {why}");
+            }
+            for n in &r.resumed_for_node {
+                tracing::info!(pod = %n, "{n}: resumed: the problem of its Kubernetes node cleared");
             }
         }
         Err(e) => tracing::warn!("sync: {e}"),

@@ -808,6 +808,46 @@ pub struct Policy {
     /// Differences slurmops neither corrects nor reports (e.g. a field another controller owns).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_differences: Vec<IgnoreDifference>,
+    /// Kubernetes node problems that drain the workers on the node in Slurm, besides a cordon
+    /// (e.g. a condition Node Problem Detector or the GPU operator sets). A drained worker is
+    /// resumed when the problem clears, if the drain is still slurmops' own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_health: Option<NodeHealth>,
+}
+
+/// Node conditions and taints that mean "do not run jobs here".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeHealth {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeConditionRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<TaintRule>,
+}
+
+/// A node condition: TYPE with STATUS (e.g. `GpuUnhealthy` `"True"`, or `Ready` `"False"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeConditionRule {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `"True"`, `"False"` or `"Unknown"`.
+    #[serde(default = "default_condition_status")]
+    pub status: String,
+}
+
+fn default_condition_status() -> String {
+    "True".into()
+}
+
+/// A node taint by KEY, of any effect unless EFFECT is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaintRule {
+    pub key: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
 }
 
 /// A field slurmops leaves alone on some objects.

@@ -143,6 +143,9 @@ impl Validator {
                 }
             }
         }
+        if let Some(h) = &policy.node_health {
+            self.node_health(h, &p.key("nodeHealth"));
+        }
         if let Some(IntOrPercent::Percent(pct)) = &policy.max_prune
             && *pct > 100
         {
@@ -151,6 +154,45 @@ impl Validator {
                 format!("{pct}% is more than everything"),
                 "use at most 100%",
             );
+        }
+    }
+
+    fn node_health(&mut self, h: &NodeHealth, p: &Path) {
+        for (i, c) in h.conditions.iter().enumerate() {
+            let cp = p.key("conditions").index(i);
+            if c.type_.is_empty() || c.type_.len() > 316 || c.type_.contains(char::is_whitespace) {
+                self.err(
+                    cp.key("type"),
+                    format!("{:?} is not a node condition type", c.type_),
+                    "e.g. GpuUnhealthy, as `kubectl describe node` lists it",
+                );
+            }
+            if !matches!(c.status.as_str(), "True" | "False" | "Unknown") {
+                self.err(
+                    cp.key("status"),
+                    format!("{:?} is not a condition status", c.status),
+                    "use \"True\", \"False\" or \"Unknown\" (quoted)",
+                );
+            }
+        }
+        for (i, t) in h.taints.iter().enumerate() {
+            let tp = p.key("taints").index(i);
+            if t.key.is_empty() || t.key.len() > 316 || t.key.contains(char::is_whitespace) {
+                self.err(
+                    tp.key("key"),
+                    format!("{:?} is not a taint key", t.key),
+                    "e.g. nvidia.com/gpu-unhealthy",
+                );
+            }
+            if let Some(e) = &t.effect
+                && !matches!(e.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute")
+            {
+                self.err(
+                    tp.key("effect"),
+                    format!("{e:?} is not a taint effect"),
+                    "use NoSchedule, PreferNoSchedule or NoExecute, or leave it out for any",
+                );
+            }
         }
     }
 

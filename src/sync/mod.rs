@@ -4,12 +4,15 @@
 //!   shows which pods are idle, busy, draining, drained or not registered; a worker running jobs
 //!   carries the label `slurmops.dev/busy=true`, which the NodeSet's busy PodDisruptionBudget
 //!   selects, so `kubectl drain` and cluster autoscalers cannot evict it.
-//! - A cordoned Kubernetes node drains the workers on it in Slurm (running jobs finish, no new
-//!   ones start); uncordoning resumes them, but only drains slurmops set for that cordon.
+//! - A cordoned Kubernetes node, or one with a condition or taint `policy.nodeHealth` lists,
+//!   drains the workers on it in Slurm (running jobs finish, no new ones start); when the problem
+//!   clears they are resumed, but only drains slurmops set for that node (`health`).
 //! - A Ready worker whose Slurm node stays unknown for the registration grace is replaced: Slurm
 //!   cannot run anything there, so deleting it kills nothing. At most one per NodeSet per pass.
 //!
 //! Writes happen only on change; a pass over a steady cluster writes nothing.
+
+pub mod health;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,7 +24,7 @@ use serde_json::json;
 use crate::apply::Cluster;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::rollout::pod_ready;
-use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
+use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes};
 use crate::spec::ClusterFile;
 
 /// The pod condition type carrying Slurm's view of the worker.
@@ -51,8 +54,10 @@ pub struct Report {
     /// Pods labelled busy (jobs run there) / no longer busy.
     pub marked_busy: Vec<String>,
     pub marked_idle: Vec<String>,
-    pub drained_for_cordon: Vec<String>,
-    pub resumed_after_uncordon: Vec<String>,
+    /// Workers drained for a problem of their Kubernetes node: (pod, reason).
+    pub drained_for_node: Vec<(String, String)>,
+    /// Workers resumed: the problem of their Kubernetes node cleared.
+    pub resumed_for_node: Vec<String>,
     pub replaced_unregistered: Vec<String>,
     /// Things sync could not look at (e.g. no permission to read Nodes).
     pub warnings: Vec<String>,
@@ -95,7 +100,7 @@ impl Syncer {
         let nodes: BTreeMap<String, Node> =
             nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut report = Report::default();
-        let cordoned = cordoned_nodes(cluster, &mut report).await;
+        let problems = node_problems(cluster, c, &mut report).await;
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
         let all = pods_api
             .list(&ListParams::default().labels(LABEL_NODESET))
@@ -131,9 +136,9 @@ impl Syncer {
                     Some(false) => report.marked_idle.push(name.clone()),
                     None => {}
                 }
-                if let (Some(n), Some(cordoned)) = (node, &cordoned) {
+                if let (Some(n), Some(problems)) = (node, &problems) {
                     let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
-                    follow_cordon(slurm, n, on, cordoned, &mut report).await?;
+                    follow_node(slurm, n, on, problems, &mut report).await?;
                 }
                 if !replaced_here && self.unregistered(p, node.is_some()) {
                     replace(&pods_api, p).await?;
@@ -158,49 +163,54 @@ impl Syncer {
     }
 }
 
-/// Kubernetes nodes marked unschedulable; None when they cannot be read (sync of cordons off).
-async fn cordoned_nodes(cluster: &Cluster, report: &mut Report) -> Option<Vec<String>> {
+/// Kubernetes nodes with a problem and the drain reason for each; None when Nodes cannot be read
+/// (then neither drains nor resumes happen, and the report says why).
+async fn node_problems(
+    cluster: &Cluster,
+    c: &ClusterFile,
+    report: &mut Report,
+) -> Option<BTreeMap<String, String>> {
     match Api::<KubeNode>::all(cluster.client.clone())
         .list(&ListParams::default())
         .await
     {
-        Ok(l) => Some(
-            l.items
-                .into_iter()
-                .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
-                .filter_map(|n| n.metadata.name)
-                .collect(),
-        ),
+        Ok(l) => Some(health::problems(
+            &l.items,
+            c.spec.policy.node_health.as_ref(),
+        )),
         Err(e) => {
             report.warnings.push(format!(
-                "cannot read Kubernetes Nodes, cordons are not followed (grant the ClusterRole from slurmops::apply::rbac::node_reader): {e}"
+                "cannot read Kubernetes Nodes, cordons and node health are not followed (grant the ClusterRole from slurmops::apply::rbac::node_reader): {e}"
             ));
             None
         }
     }
 }
 
-/// The drain reason of a cordon on Kubernetes node ON.
-fn cordon_reason(on: &str) -> String {
-    format!("node {on} cordoned")
-}
-
-async fn follow_cordon(
+/// Drains worker N when its Kubernetes node ON has a problem; resumes it when the problem is
+/// gone and the drain is still the one slurmops set for that node.
+async fn follow_node(
     slurm: &Client,
     n: &Node,
     on: Option<String>,
-    cordoned: &[String],
+    problems: &BTreeMap<String, String>,
     report: &mut Report,
 ) -> Result<(), SyncError> {
     let Some(on) = on else { return Ok(()) };
-    let reason = cordon_reason(&on);
-    if cordoned.contains(&on) {
-        if !n.state.has("DRAIN") && slurm.drain(&n.name, &reason).await? == Drain::Requested {
-            report.drained_for_cordon.push(n.name.clone());
+    match problems.get(&on) {
+        Some(reason)
+            if !n.state.has("DRAIN")
+                && slurm.drain(&n.name, reason).await? == Drain::Requested =>
+        {
+            report
+                .drained_for_node
+                .push((n.name.clone(), reason.clone()));
         }
-    } else if n.state.has("DRAIN") && n.reason == our_reason(&reason) {
-        slurm.resume(&n.name).await?;
-        report.resumed_after_uncordon.push(n.name.clone());
+        None if n.state.has("DRAIN") && health::drained_for(&n.reason, &on) => {
+            slurm.resume(&n.name).await?;
+            report.resumed_for_node.push(n.name.clone());
+        }
+        _ => {}
     }
     Ok(())
 }

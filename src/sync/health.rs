@@ -1,0 +1,148 @@
+//! Which Kubernetes nodes must not run Slurm jobs, and why: a cordon, or a condition or taint the
+//! cluster's `policy.nodeHealth` lists (set by Node Problem Detector, the GPU operator, ...).
+//! Pure: the caller lists the Nodes once per pass. A reason names its Kubernetes node, so a drain
+//! slurmops set for one node is told apart from every other drain (an administrator's, a
+//! rollout's) and only that one is resumed when the problem clears.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::slurm::our_reason;
+use crate::spec::types::NodeHealth;
+
+/// Longest condition message carried into a Slurm reason (untrusted text from the Node).
+const MAX_MESSAGE: usize = 160;
+
+/// The drain reason of a cordon on Kubernetes node ON.
+pub fn cordon_reason(on: &str) -> String {
+    format!("node {on} cordoned")
+}
+
+/// Whether REASON (as Slurm reports it) is a drain slurmops set for Kubernetes node ON.
+pub fn drained_for(reason: &str, on: &str) -> bool {
+    reason == our_reason(&cordon_reason(on))
+        || reason.starts_with(&our_reason(&format!("node {on}: ")))
+}
+
+/// Each listed node with a problem, and the drain reason for it (before the `slurmops:` prefix).
+pub fn problems(nodes: &[Node], rules: Option<&NodeHealth>) -> BTreeMap<String, String> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.clone()?;
+            let reason = problem(n, &name, rules)?;
+            Some((name, reason))
+        })
+        .collect()
+}
+
+fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
+    if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+        return Some(cordon_reason(name));
+    }
+    let rules = rules?;
+    let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+    for c in conditions.into_iter().flatten() {
+        if rules
+            .conditions
+            .iter()
+            .any(|r| r.type_ == c.type_ && r.status == c.status)
+        {
+            let message = c
+                .message
+                .as_deref()
+                .or(c.reason.as_deref())
+                .unwrap_or(&c.status);
+            return Some(format!("node {name}: {}: {}", c.type_, one_line(message)));
+        }
+    }
+    let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+    for t in taints.into_iter().flatten() {
+        if rules
+            .taints
+            .iter()
+            .any(|r| r.key == t.key && r.effect.as_ref().is_none_or(|e| *e == t.effect))
+        {
+            return Some(format!("node {name}: taint {}:{}", t.key, t.effect));
+        }
+    }
+    None
+}
+
+/// MESSAGE on one line, at most MAX_MESSAGE bytes (cut at a character boundary).
+fn one_line(message: &str) -> String {
+    let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.len() <= MAX_MESSAGE {
+        return flat;
+    }
+    let mut end = MAX_MESSAGE;
+    while !flat.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &flat[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::types::{NodeConditionRule, TaintRule};
+    use serde_json::json;
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn listed_conditions_and_taints_and_cordons_are_problems_with_reasons() {
+        let rules = NodeHealth {
+            conditions: vec![NodeConditionRule {
+                type_: "GpuUnhealthy".into(),
+                status: "True".into(),
+            }],
+            taints: vec![TaintRule {
+                key: "nvidia.com/gpu-xid".into(),
+                effect: Some("NoSchedule".into()),
+            }],
+        };
+        let nodes = vec![
+            node(json!({"metadata": {"name": "a"}, "status": {"conditions": [
+                {"type": "GpuUnhealthy", "status": "True", "message": "XID 79:\n GPU fell off the bus"}]}})),
+            node(json!({"metadata": {"name": "b"}, "status": {"conditions": [
+                {"type": "GpuUnhealthy", "status": "False"}]}})),
+            node(json!({"metadata": {"name": "c"}, "spec": {"taints": [
+                {"key": "nvidia.com/gpu-xid", "effect": "NoSchedule"}]}})),
+            node(json!({"metadata": {"name": "d"}, "spec": {"taints": [
+                {"key": "nvidia.com/gpu-xid", "effect": "NoExecute"}]}})),
+            node(json!({"metadata": {"name": "e"}, "spec": {"unschedulable": true}})),
+        ];
+        let p = problems(&nodes, Some(&rules));
+        assert_eq!(p["a"], "node a: GpuUnhealthy: XID 79: GPU fell off the bus");
+        assert_eq!(p["c"], "node c: taint nvidia.com/gpu-xid:NoSchedule");
+        assert_eq!(p["e"], "node e cordoned");
+        assert_eq!(p.len(), 3, "{p:?}");
+        // Without rules, cordons still count.
+        assert_eq!(problems(&nodes, None).keys().collect::<Vec<_>>(), ["e"]);
+    }
+
+    #[test]
+    fn a_drain_is_ours_for_exactly_its_node_and_long_messages_are_cut() {
+        assert!(drained_for(
+            "slurmops: node gpu-1: GpuUnhealthy: x",
+            "gpu-1"
+        ));
+        assert!(drained_for("slurmops: node gpu-1 cordoned", "gpu-1"));
+        assert!(!drained_for(
+            "slurmops: node gpu-10: GpuUnhealthy: x",
+            "gpu-1"
+        ));
+        assert!(!drained_for("node gpu-1: GpuUnhealthy: x", "gpu-1"));
+        assert!(!drained_for("slurmops: rollout", "gpu-1"));
+        let long = "é".repeat(200);
+        let cut = one_line(&long);
+        assert!(
+            cut.len() <= MAX_MESSAGE + 3 && cut.ends_with("..."),
+            "{cut}"
+        );
+    }
+}
