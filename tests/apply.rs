@@ -121,6 +121,18 @@ async fn example_applies_from_empty_then_plan_is_clean_and_a_second_apply_writes
     let text = text.replace("namespace: slurm\n", &format!("namespace: {}\n", env.ns));
     assert!(text.contains(&env.ns), "the example's namespace line moved");
     write(repo.path(), &text);
+    // Its ServiceMonitor needs the Prometheus Operator's API: without it, apply refuses before
+    // writing anything. (Only this test serves that API on the bed.)
+    env.serve_service_monitors(false).await;
+    let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("ServiceMonitor/research-metrics")
+            && err.contains("Prometheus Operator")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    env.serve_service_monitors(true).await;
     // The example's IMEX NodeSet needs DRA (Kubernetes >= 1.32); the bed's 1.20 has none: apply
     // refuses before writing anything.
     let (code, _, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
@@ -145,6 +157,10 @@ async fn example_applies_from_empty_then_plan_is_clean_and_a_second_apply_writes
 
     let out = apply_ok(repo.path(), &["--wait", "0s"]);
     assert!(out.contains("created: StatefulSet/"), "{out}");
+    assert!(
+        out.contains("created: ServiceMonitor/research-metrics"),
+        "{out}"
+    );
     assert!(writes(&out) > 0);
     let (code, plan) = plan_cluster(repo.path());
     assert_eq!(code, 0, "live cluster differs right after apply:\n{plan}");

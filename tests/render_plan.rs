@@ -699,3 +699,64 @@ fn container_security_contexts_and_sidecars_land_where_they_belong() {
     );
     assert_eq!(sidecar["securityContext"]["capabilities"]["drop"][0], "ALL");
 }
+
+#[test]
+fn slurm_metrics_get_a_scrape_service_a_service_monitor_and_a_network_path() {
+    let (_, text) = example("examples/repo");
+    let r = render(&load_text(&text));
+    let svc = &r.get("Service", "research-metrics").unwrap().body;
+    assert_eq!(
+        svc["metadata"]["annotations"]["prometheus.io/scrape"],
+        "true"
+    );
+    assert_eq!(svc["metadata"]["annotations"]["prometheus.io/port"], "6817");
+    assert_eq!(
+        svc["metadata"]["annotations"]["prometheus.io/path"],
+        "/metrics/nodes"
+    );
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 6817);
+    assert_eq!(
+        svc["spec"]["selector"]["app.kubernetes.io/component"],
+        "controller"
+    );
+    let sm = &r.get("ServiceMonitor", "research-metrics").unwrap().body;
+    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(
+        sm["spec"]["selector"]["matchLabels"],
+        svc["metadata"]["labels"]
+    );
+    let paths: Vec<&str> = sm["spec"]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, slurmops::render::metrics::ENDPOINTS);
+    // Prometheus' namespace reaches slurmctld's port through the NetworkPolicy.
+    let np = &r.get("NetworkPolicy", "research-controller").unwrap().body;
+    assert_eq!(
+        np["spec"]["ingress"][0]["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["monitoring"])
+    );
+    // Where the Prometheus Operator is not installed, apply refuses before touching anything.
+    let err = slurmops::apply::check_served(false, &r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ServiceMonitor/research-metrics")
+            && err.contains("monitoring.coreos.com/v1")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(slurmops::apply::check_served(true, &r).is_ok());
+    // Metrics off: neither object.
+    let off = text.replace(
+        "      enabled: true\n      serviceMonitor: {labels: {release: prometheus}}\n",
+        "      enabled: false\n",
+    );
+    assert_ne!(off, text);
+    let off = render(&load_text(&off));
+    assert!(off.get("Service", "research-metrics").is_none());
+    assert!(off.get("ServiceMonitor", "research-metrics").is_none());
+}

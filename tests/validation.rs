@@ -266,7 +266,7 @@ fn an_unsupported_slurm_release_names_the_supported_ones() {
 }
 
 #[test]
-fn blocks_must_be_label_values_listed_once_and_metrics_need_26_05() {
+fn blocks_must_be_label_values_listed_once_and_metrics_need_25_11_or_later() {
     let topo = "  topology:\n    block: {nodeLabel: l, blocks: [r1, r1, \"-bad\"], nodeSets: [cpu], blockSize: 2}\n  partitions:\n";
     let text = with("  partitions:\n", topo).replace("\"24.11\"", "\"26.05\"");
     let ds = slurmops::spec::load("cluster.yaml", &text).unwrap_err();
@@ -285,9 +285,13 @@ fn blocks_must_be_label_values_listed_once_and_metrics_need_26_05() {
     ));
     assert!(
         d.message
-            .contains("need Slurm 26.05: Slurm 24.11 has no such plugin"),
+            .contains("arrived in Slurm 25.11: Slurm 24.11 has no such plugin"),
         "{}",
         d.message
+    );
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("raise spec.slurmVersion to a release that has it (26.05), or turn metrics off")
     );
 }
 

@@ -50,6 +50,7 @@ pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String
         ("apps", "StatefulSet" | "Deployment") => "apps/v1".to_string(),
         ("policy", "PodDisruptionBudget") => pdb_api_version.to_string(),
         ("networking.k8s.io", "NetworkPolicy") => "networking.k8s.io/v1".to_string(),
+        ("monitoring.coreos.com", "ServiceMonitor") => "monitoring.coreos.com/v1".to_string(),
         _ => return None,
     };
     Some((v, kind.to_string()))

@@ -97,6 +97,8 @@ pub struct Cluster {
     pub server_version: String,
     /// Dynamic Resource Allocation (`resource.k8s.io`) is served: pods may carry resourceClaims.
     pub dra: bool,
+    /// The Prometheus Operator's `monitoring.coreos.com/v1` (ServiceMonitor) is served.
+    pub service_monitors: bool,
 }
 
 impl Cluster {
@@ -153,8 +155,15 @@ impl Cluster {
             g.name == "policy" && g.versions.iter().any(|v| v.group_version == "policy/v1")
         });
         let dra = groups.groups.iter().any(|g| g.name == "resource.k8s.io");
+        let service_monitors = groups.groups.iter().any(|g| {
+            g.name == "monitoring.coreos.com"
+                && g.versions
+                    .iter()
+                    .any(|v| v.group_version == "monitoring.coreos.com/v1")
+        });
         Ok(Cluster {
             dra,
+            service_monitors,
             client,
             log,
             pdb_api_version: if policy_v1 {
@@ -291,6 +300,7 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         "PodDisruptionBudget" => "poddisruptionbudgets",
         "NetworkPolicy" => "networkpolicies",
         "Pod" => "pods",
+        "ServiceMonitor" => "servicemonitors",
         other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)

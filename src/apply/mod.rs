@@ -85,6 +85,10 @@ pub enum ApplyError {
         to: i64,
         nodes: String,
     },
+    #[error(
+        "{object}: controller.metrics.serviceMonitor needs the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1), which this cluster does not serve. Install the Prometheus Operator's CRDs, or set serviceMonitor.enabled: false and scrape the annotated Service; nothing was changed"
+    )]
+    NoServiceMonitor { object: String },
     #[error("timed out after {after:?} waiting for: {pending}")]
     Timeout { after: Duration, pending: String },
 }
@@ -275,6 +279,10 @@ pub async fn members(
         else {
             continue;
         };
+        // Recorded once, since uninstalled: there is nothing of it left to list or prune.
+        if kind == "ServiceMonitor" && !cluster.service_monitors {
+            continue;
+        }
         let items = cluster
             .list(&api_version, &kind, ns, &selector)
             .await
@@ -289,6 +297,21 @@ pub async fn members(
         group_kinds: recorded,
         objects,
     })
+}
+
+/// Every rendered kind is served by the cluster (checked before anything is read or written).
+fn served(cluster: &Cluster, r: &Rendered) -> Result<(), ApplyError> {
+    check_served(cluster.service_monitors, r)
+}
+
+/// R's kinds against what a cluster serves: SERVICE_MONITORS, the Prometheus Operator's API.
+pub fn check_served(service_monitors: bool, r: &Rendered) -> Result<(), ApplyError> {
+    match r.objects.iter().find(|o| o.kind == "ServiceMonitor") {
+        Some(o) if !service_monitors => Err(ApplyError::NoServiceMonitor {
+            object: key(&o.kind, &o.name),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn rendered_group_kinds(r: &Rendered, cluster: &Cluster) -> BTreeSet<String> {
@@ -505,6 +528,7 @@ pub async fn apply(
     let before = cluster.log.summary();
     let force = opts.force_conflicts || c.spec.policy.force_conflicts;
     let detect_only = opts.detect_only || c.spec.policy.detect_drift_only;
+    served(cluster, r)?;
     let live = members(cluster, c, r).await?;
     let desired = desired(c, r, cluster, &live);
     // Everything that can refuse is decided before the first write.
@@ -856,6 +880,7 @@ pub async fn drift(
     r: &Rendered,
     base: Option<(&ClusterFile, &Rendered)>,
 ) -> Result<Plan, ApplyError> {
+    served(cluster, r)?;
     let live = members(cluster, c, r).await?;
     let desired = desired(c, r, cluster, &live);
     let mut changes = Vec::new();

@@ -38,6 +38,14 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
     ),
+    // controller.metrics.serviceMonitor (a rule for an API the cluster lacks grants nothing).
+    (
+        &["monitoring.coreos.com"],
+        &["servicemonitors"],
+        &[
+            "get", "list", "watch", "create", "patch", "update", "delete",
+        ],
+    ),
     // Rollouts delete drained workers; prune checks a NodeSet's pods first.
     (
         &[""],

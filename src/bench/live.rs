@@ -13,11 +13,15 @@ use crate::{render, spec};
 const EXAMPLE: &str = include_str!("../../examples/repo/cluster.yaml");
 
 /// The example as a cluster of NAMESPACE, without `imex:` (IMEX needs DRA resource claims, which
-/// Kubernetes serves from 1.32; the bed runs 1.20). Every other object is the example's own.
+/// Kubernetes serves from 1.32; the bed runs 1.20) and without its ServiceMonitor (a cluster
+/// without the Prometheus Operator has no such API). Every other object is the example's own.
 fn example_in(namespace: &str) -> String {
     EXAMPLE
         .lines()
-        .filter(|l| !l.trim_start().starts_with("imex:"))
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.starts_with("imex:") && !l.starts_with("serviceMonitor:")
+        })
         .map(|l| l.replace("namespace: slurm", &format!("namespace: {namespace}")) + "\n")
         .collect()
 }
@@ -94,7 +98,7 @@ pub async fn noop_reconcile(cluster: &Cluster) -> Result<Vec<Figure>, String> {
         cluster,
         "example",
         &example,
-        "examples/repo without imex (Kubernetes 1.20 serves no DRA)",
+        "examples/repo without imex (Kubernetes 1.20 serves no DRA) and its ServiceMonitor",
     )
     .await;
     if let Ok(f) = out.as_mut() {

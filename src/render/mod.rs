@@ -5,6 +5,7 @@
 //! into JSON at the end, in the order apply will send them.
 
 pub mod components;
+pub mod metrics;
 pub mod names;
 mod network;
 pub mod pod;
@@ -158,6 +159,9 @@ pub fn render(c: &ClusterFile) -> Rendered {
         push(Object::from_typed(svc.clone(), &names));
     }
     push(Object::from_typed(workers::workers_service(&names), &names));
+    if let Some(svc) = metrics::metrics_service(c, &names) {
+        push(Object::from_typed(svc, &names));
+    }
     if let Some((_, sts)) = accounting {
         push(Object::from_typed(sts, &names));
     }
@@ -180,6 +184,9 @@ pub fn render(c: &ClusterFile) -> Rendered {
     }
     for np in network::policies(c, &names) {
         push(Object::from_typed(np, &names));
+    }
+    if let Some(sm) = metrics::service_monitor(c, &names) {
+        push(Object::from_typed(sm, &names));
     }
     Rendered {
         objects: out,

@@ -89,6 +89,10 @@ impl Names {
     pub fn controller(&self) -> String {
         self.of("controller")
     }
+    /// The Service Prometheus scrapes slurmctld's metrics through.
+    pub fn metrics(&self) -> String {
+        self.of("metrics")
+    }
     pub fn controller_headless(&self) -> String {
         self.of("controller-headless")
     }

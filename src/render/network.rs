@@ -1,5 +1,5 @@
 //! NetworkPolicies for the control plane (`spec.networkPolicy`): slurmctld reachable from the
-//! cluster's own pods, slurmdbd from slurmctld and slurmrestd, slurmrestd from the cluster's pods
+//! cluster's own pods (and, with metrics on, the monitoring namespaces listed), slurmdbd from slurmctld and slurmrestd, slurmrestd from the cluster's pods
 //! and the namespaces listed. Workers and login pods are left open: job steps talk between
 //! workers, and users reach login pods.
 
@@ -21,6 +21,21 @@ fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
     NetworkPolicyPeer {
         pod_selector: Some(LabelSelector {
             match_labels: Some(labels),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    }
+}
+
+/// Every pod of the namespaces NAMES.
+fn namespaces(names: &[String]) -> NetworkPolicyPeer {
+    NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".into(),
+                operator: "In".into(),
+                values: Some(names.to_vec()),
+            }]),
             ..LabelSelector::default()
         }),
         ..NetworkPolicyPeer::default()
@@ -71,12 +86,11 @@ pub fn policies(c: &ClusterFile, names: &Names) -> Vec<NetworkPolicy> {
             names.name.clone(),
         )]))
     };
-    let mut out = vec![policy(
-        names,
-        Component::Controller,
-        SLURMCTLD_PORT,
-        vec![cluster()],
-    )];
+    let mut from = vec![cluster()];
+    if c.spec.controller.metrics.enabled && !np.metrics_from_namespaces.is_empty() {
+        from.push(namespaces(&np.metrics_from_namespaces));
+    }
+    let mut out = vec![policy(names, Component::Controller, SLURMCTLD_PORT, from)];
     if c.spec.accounting.enabled {
         out.push(policy(
             names,
@@ -91,17 +105,7 @@ pub fn policies(c: &ClusterFile, names: &Names) -> Vec<NetworkPolicy> {
     if c.spec.restapi.enabled {
         let mut from = vec![cluster()];
         if !np.restapi_from_namespaces.is_empty() {
-            from.push(NetworkPolicyPeer {
-                namespace_selector: Some(LabelSelector {
-                    match_expressions: Some(vec![LabelSelectorRequirement {
-                        key: "kubernetes.io/metadata.name".into(),
-                        operator: "In".into(),
-                        values: Some(np.restapi_from_namespaces.clone()),
-                    }]),
-                    ..LabelSelector::default()
-                }),
-                ..NetworkPolicyPeer::default()
-            });
+            from.push(namespaces(&np.restapi_from_namespaces));
         }
         out.push(policy(names, Component::RestApi, SLURMRESTD_PORT, from));
     }

@@ -16,8 +16,8 @@ pub struct Release {
     pub block_topology: bool,
     /// `TopologyParam=BlockAsNodeRank` (slurm.conf(5) of 26.05; absent from 24.11's).
     pub block_as_node_rank: bool,
-    /// `MetricsType=metrics/openmetrics` (the metrics_openmetrics plugin ships from 26.05 here;
-    /// 24.11 has none).
+    /// `MetricsType=metrics/openmetrics` (the plugin arrived in Slurm 25.11; of the releases
+    /// here, 26.05 ships metrics_openmetrics.so and 24.11 does not).
     pub openmetrics: bool,
     /// Files slurmctld serves configless besides slurm.conf (the list compiled into its
     /// libslurmfull: `strings` of each chroot's library).

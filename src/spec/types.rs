@@ -101,6 +101,10 @@ pub struct NetworkPolicy {
     /// Namespaces (by name) whose pods may reach slurmrestd, e.g. `[slurmops]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restapi_from_namespaces: Vec<String>,
+    /// Namespaces (by name) whose pods may scrape slurmctld's metrics (its port), e.g.
+    /// `[monitoring]`; with `controller.metrics` on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_from_namespaces: Vec<String>,
 }
 
 fn yes_network() -> bool {
@@ -268,9 +272,9 @@ pub struct Controller {
     /// Prolog/Epilog scripts, distributed to every node by configless Slurm.
     #[serde(default)]
     pub scripts: Scripts,
-    /// Slurm's OpenMetrics endpoint on slurmctld (Slurm 26.05).
+    /// Slurm's OpenMetrics endpoints on slurmctld (Slurm 25.11 and later).
     #[serde(default)]
-    pub metrics: Toggle,
+    pub metrics: Metrics,
     /// Further Slurm config files, by file name (e.g. `plugstack.conf`, `oci.conf`): slurmctld
     /// serves them configless to every slurmd, login pod and client, next to slurm.conf. Only
     /// the files Slurm serves configless are accepted (and the files `plugstack.conf` includes
@@ -411,6 +415,38 @@ fn default_state_size() -> String {
 pub struct HighAvailability {
     /// Number of backup slurmctld (1 or more).
     pub backups: u32,
+}
+
+/// Slurm's own metrics (`metrics/openmetrics`): slurmctld serves `/metrics/jobs`,
+/// `/metrics/nodes`, `/metrics/partitions` and `/metrics/scheduler` on its own port. slurmops
+/// renders a `CLUSTER-metrics` Service with Prometheus scrape annotations (for `/metrics/nodes`)
+/// and, when asked, a Prometheus Operator ServiceMonitor scraping all four.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metrics {
+    #[serde(default)]
+    pub enabled: bool,
+    /// A `monitoring.coreos.com/v1` ServiceMonitor (needs the Prometheus Operator's CRDs:
+    /// apply refuses where they are not installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_monitor: Option<ServiceMonitorSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceMonitorSettings {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Scrape interval.
+    #[serde(default = "default_scrape_interval")]
+    pub interval: Duration,
+    /// Labels the Prometheus instance selects ServiceMonitors by (e.g. `release: prometheus`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn default_scrape_interval() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// On/off switch.

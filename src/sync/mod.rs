@@ -199,8 +199,7 @@ async fn follow_node(
     let Some(on) = on else { return Ok(()) };
     match problems.get(&on) {
         Some(reason)
-            if !n.state.has("DRAIN")
-                && slurm.drain(&n.name, reason).await? == Drain::Requested =>
+            if !n.state.has("DRAIN") && slurm.drain(&n.name, reason).await? == Drain::Requested =>
         {
             report
                 .drained_for_node

@@ -186,6 +186,45 @@ impl TestEnv {
             .expect("bind the node reader ClusterRole");
     }
 
+    /// Makes the cluster serve the Prometheus Operator's ServiceMonitor (its CRD, with an open
+    /// schema), as a cluster with the operator installed does, or stop serving it (the CRD
+    /// deleted); waits until discovery says so. Cluster-wide: one test uses it.
+    pub async fn serve_service_monitors(&self, serve: bool) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        const NAME: &str = "servicemonitors.monitoring.coreos.com";
+        let crds = Api::<CustomResourceDefinition>::all(self.client.clone());
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": NAME},
+            "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                "names": {"plural": "servicemonitors", "singular": "servicemonitor",
+                          "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        let what = if serve { "served" } else { "gone" };
+        eventually(
+            &format!("ServiceMonitor {what}"),
+            Duration::from_secs(60),
+            async || {
+                if serve {
+                    let pp = kube::api::PatchParams::apply("test-setup");
+                    // Refused while an earlier deletion is still finishing: tried again.
+                    let _ = crds.patch(NAME, &pp, &kube::api::Patch::Apply(&crd)).await;
+                } else {
+                    let _ = crds.delete(NAME, &DeleteParams::default()).await;
+                }
+                let groups = self.client.list_api_groups().await.ok()?;
+                let listed = groups
+                    .groups
+                    .iter()
+                    .any(|g| g.name == "monitoring.coreos.com");
+                (listed == serve).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Removes the namespace and the fake Node (the kubelet stops its slurmds when dropped).
     pub async fn cleanup(self) {
         let dp = DeleteParams::default();

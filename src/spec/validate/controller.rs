@@ -57,9 +57,26 @@ impl Validator {
         if let Some(r) = version.filter(|r| c.metrics.enabled && !r.openmetrics) {
             self.err(
                 p.key("metrics").key("enabled"),
-                format!("slurmctld metrics (metrics/openmetrics) need Slurm 26.05: Slurm {} has no such plugin", r.version),
-                "raise spec.slurmVersion to \"26.05\" or turn metrics off",
+                format!("slurmctld metrics (metrics/openmetrics) arrived in Slurm 25.11: Slurm {} has no such plugin", r.version),
+                format!("raise spec.slurmVersion to a release that has it ({}), or turn metrics off", release::SUPPORTED.iter().filter(|r| r.openmetrics).map(|r| r.version).collect::<Vec<_>>().join(", ")),
             );
+        }
+        if let Some(sm) = &c.metrics.service_monitor {
+            let sp = p.key("metrics").key("serviceMonitor");
+            if sm.enabled && !c.metrics.enabled {
+                self.err(
+                    sp.key("enabled"),
+                    "a ServiceMonitor needs metrics on",
+                    "set controller.metrics.enabled: true",
+                );
+            }
+            if sm.interval.as_secs() == 0 {
+                self.err(
+                    sp.key("interval"),
+                    "the scrape interval must be at least 1s",
+                    "e.g. interval: 30s",
+                );
+            }
         }
         self.config_files(c, version, p);
         self.health_check(c, p);

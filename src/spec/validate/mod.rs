@@ -60,6 +60,7 @@ pub fn reserved_suffixes() -> &'static [&'static str] {
         "workers",
         "slurmdbd",
         "applyset",
+        "metrics",
     ]
 }
 
@@ -251,9 +252,14 @@ impl Validator {
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         self.policy(&s.policy, &p.key("policy"));
         if let Some(np) = &s.network_policy {
-            let at = p.key("networkPolicy").key("restapiFromNamespaces");
-            for (i, ns) in np.restapi_from_namespaces.iter().enumerate() {
-                self.dns_label(at.index(i), "namespace", ns, 63);
+            for (field, list) in [
+                ("restapiFromNamespaces", &np.restapi_from_namespaces),
+                ("metricsFromNamespaces", &np.metrics_from_namespaces),
+            ] {
+                let at = p.key("networkPolicy").key(field);
+                for (i, ns) in list.iter().enumerate() {
+                    self.dns_label(at.index(i), "namespace", ns, 63);
+                }
             }
         }
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
