@@ -6,8 +6,10 @@
 
 pub mod applyset;
 pub mod compare;
+mod drift;
 pub mod health;
 pub mod live;
+mod prune;
 pub mod rbac;
 pub mod upgrade;
 
@@ -17,11 +19,13 @@ use std::time::Duration;
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::{Value as Json, json};
 
-use crate::plan::{self, Action, Change, IMMUTABLE_STS_FIELDS, Plan, Side};
+use crate::plan::IMMUTABLE_STS_FIELDS;
 use crate::render::{Object, Rendered};
 use crate::spec::types::ClusterFile;
-use crate::spec::values::IntOrPercent;
+pub use drift::drift;
 pub use live::{Cluster, Requests};
+pub use prune::{NoSlurm, PruneGuard};
+use prune::{check_scale_in, prune_set};
 
 /// The field manager slurmops applies as.
 pub const FIELD_MANAGER: &str = "slurmops";
@@ -161,21 +165,6 @@ impl Report {
             self.requests.writes,
             self.requests.dry_runs
         )
-    }
-}
-
-/// Answers whether pruning a worker StatefulSet may delete its pods: every pod's Slurm node must
-/// be known drained (or gone). Implemented over slurmrestd by the caller; absent → refuse.
-pub trait PruneGuard: Sync {
-    fn drained(&self, nodes: &[String]) -> impl Future<Output = Result<bool, String>> + Send;
-}
-
-/// A guard for callers without a Slurm connection: only worker StatefulSets without pods prune.
-pub struct NoSlurm;
-
-impl PruneGuard for NoSlurm {
-    async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
-        Ok(nodes.is_empty())
     }
 }
 
@@ -389,131 +378,6 @@ fn immutable_changes(desired: &Json, live: &Json) -> Vec<&'static str> {
         .filter(|f| !spec_field(desired, f).is_null())
         .filter(|f| !compare::contains(&spec_field(desired, f), &spec_field(live, f)))
         .collect()
-}
-
-/// Plans the prune, refusing (before any write) mass prunes and unsafe worker removal.
-async fn prune_set(
-    cluster: &Cluster,
-    c: &ClusterFile,
-    desired: &[Object],
-    live: &Members,
-    opts: &Options,
-    guard: &impl PruneGuard,
-) -> Result<Vec<(String, String, String)>, ApplyError> {
-    let want: BTreeSet<String> = desired.iter().map(|o| key(&o.kind, &o.name)).collect();
-    let gone: Vec<(String, String, String)> = live
-        .objects
-        .iter()
-        .filter(|(k, _)| !want.contains(*k))
-        .filter(|(k, _)| {
-            k.strip_prefix("StatefulSet/")
-                .is_none_or(|n| !opts.keep.contains(n))
-        })
-        .map(|(k, (v, _))| {
-            let (kind, name) = k.split_once('/').unwrap_or((k, ""));
-            (v.clone(), kind.to_string(), name.to_string())
-        })
-        .collect();
-    let total = live.objects.len();
-    let limit = c.spec.policy.max_prune.unwrap_or(IntOrPercent::Percent(50));
-    let allowed = match limit {
-        IntOrPercent::Int(n) => n as usize,
-        IntOrPercent::Percent(p) => total * p as usize / 100,
-    };
-    let everything = total > 0 && gone.len() == total;
-    if !gone.is_empty() && (everything || gone.len() > allowed.max(1)) && !opts.allow_mass_prune {
-        return Err(ApplyError::MassPrune {
-            count: gone.len(),
-            total,
-            namespace: c.metadata.namespace.clone(),
-            limit: match limit {
-                IntOrPercent::Int(n) => format!("{n}"),
-                IntOrPercent::Percent(p) => format!("{p}%"),
-            },
-            which: gone
-                .iter()
-                .map(|(_, k, n)| key(k, n))
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    for (_, _, name) in gone.iter().filter(|(_, k, _)| k == "StatefulSet") {
-        let pods = worker_pods(cluster, &c.metadata.namespace, name).await?;
-        if pods.is_empty() {
-            continue;
-        }
-        let ok = guard.drained(&pods).await.unwrap_or(false);
-        if !ok {
-            return Err(ApplyError::UnsafePrune {
-                name: name.clone(),
-                nodes: pods.join(", "),
-            });
-        }
-    }
-    Ok(gone)
-}
-
-/// Lowering a NodeSet's replicas makes the StatefulSet delete its highest ordinals at once: only
-/// allowed when those workers are drained (or do not exist).
-async fn check_scale_in(
-    cluster: &Cluster,
-    c: &ClusterFile,
-    desired: &[Object],
-    live: &Members,
-    guard: &impl PruneGuard,
-) -> Result<(), ApplyError> {
-    for o in desired.iter().filter(|o| o.kind == "StatefulSet") {
-        let Some(to) = o.body.pointer("/spec/replicas").and_then(Json::as_i64) else {
-            continue;
-        };
-        let Some(l) = live.get(&key(&o.kind, &o.name)) else {
-            continue;
-        };
-        let from = l
-            .data
-            .pointer("/spec/replicas")
-            .and_then(Json::as_i64)
-            .unwrap_or(1);
-        if to >= from || !c.spec.node_sets.iter().any(|n| n.name == o.name) {
-            continue;
-        }
-        let leaving: Vec<String> = worker_pods(cluster, &c.metadata.namespace, &o.name)
-            .await?
-            .into_iter()
-            .filter(|p| ordinal(p).is_some_and(|i| i >= to))
-            .collect();
-        if !leaving.is_empty() && !guard.drained(&leaving).await.unwrap_or(false) {
-            return Err(ApplyError::UnsafeScaleIn {
-                name: o.name.clone(),
-                from,
-                to,
-                nodes: leaving.join(", "),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn ordinal(pod: &str) -> Option<i64> {
-    pod.rsplit_once('-').and_then(|(_, n)| n.parse().ok())
-}
-
-/// Pod names (= Slurm node names) of a NodeSet's StatefulSet.
-async fn worker_pods(
-    cluster: &Cluster,
-    ns: &str,
-    node_set: &str,
-) -> Result<Vec<String>, ApplyError> {
-    let pods = cluster
-        .list(
-            "v1",
-            "Pod",
-            ns,
-            &format!("{}={node_set}", crate::render::names::LABEL_NODESET),
-        )
-        .await
-        .map_err(|e| api_err(&format!("pods of {node_set}"), e))?;
-    Ok(pods.into_iter().filter_map(|p| p.metadata.name).collect())
 }
 
 /// Applies cluster.yaml (its TEXT, parsed C and rendering R) to the cluster.
@@ -870,96 +734,4 @@ async fn recreate_orphaning(cluster: &Cluster, o: &Object) -> Result<(), ApplyEr
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// `plan --cluster`: live vs desired for every object (server-side dry run), objects that would
-/// be pruned, and the Slurm summary against the cluster.yaml last applied.
-pub async fn drift(
-    cluster: &Cluster,
-    c: &ClusterFile,
-    r: &Rendered,
-    base: Option<(&ClusterFile, &Rendered)>,
-) -> Result<Plan, ApplyError> {
-    served(cluster, r)?;
-    let live = members(cluster, c, r).await?;
-    let desired = desired(c, r, cluster, &live);
-    let mut changes = Vec::new();
-    for o in &desired {
-        let id = key(&o.kind, &o.name);
-        let (action, before, after) = match live.get(&id) {
-            None => (Action::Create, String::new(), yaml(&o.body)),
-            Some(l) => {
-                let lj = compare::comparable(&serde_json::to_value(l).unwrap_or_default());
-                let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true)).await;
-                let dj = match dry {
-                    Ok(d) => compare::comparable(&serde_json::to_value(&d).unwrap_or_default()),
-                    // An immutable field: the dry run is refused; show our object instead.
-                    Err(kube::Error::Api(s)) if s.code == 422 => o.body.clone(),
-                    Err(e) => return Err(api_err(&id, e)),
-                };
-                // Apply also takes back keys added by hand to the files slurmops owns.
-                let dj = compare::without(&dj, &compare::foreign_keys(&o.kind, &o.body, &lj));
-                // In the desired object's order, so that the diff shows values, not moves.
-                let (lj, dj) = (
-                    compare::order_like(&lj, &o.body),
-                    compare::order_like(&dj, &o.body),
-                );
-                if dj == lj {
-                    continue;
-                }
-                let replace =
-                    o.kind == "StatefulSet" && !immutable_changes(&o.body, &lj).is_empty();
-                let action = if replace {
-                    Action::Replace
-                } else {
-                    Action::Update
-                };
-                (action, yaml(&lj), yaml(&dj))
-            }
-        };
-        changes.push(Change {
-            action,
-            kind: o.kind.clone(),
-            namespace: o.namespace.clone(),
-            name: o.name.clone(),
-            diff: plan::unified(
-                &before,
-                &after,
-                &format!("live/{id}"),
-                &format!("desired/{id}"),
-            ),
-        });
-    }
-    let want: BTreeSet<String> = desired.iter().map(|o| key(&o.kind, &o.name)).collect();
-    for (k, (_, o)) in live
-        .objects
-        .iter()
-        .rev()
-        .filter(|(k, _)| !want.contains(*k))
-    {
-        let (kind, name) = k.split_once('/').unwrap();
-        let lj = compare::comparable(&serde_json::to_value(o).unwrap_or_default());
-        changes.push(Change {
-            action: Action::Delete,
-            kind: kind.into(),
-            namespace: c.metadata.namespace.clone(),
-            name: name.into(),
-            diff: plan::unified(&yaml(&lj), "", &format!("live/{k}"), "/dev/null"),
-        });
-    }
-    let head = Side {
-        cluster: c,
-        rendered: r,
-    };
-    let base_side = base.map(|(bc, br)| Side {
-        cluster: bc,
-        rendered: br,
-    });
-    let mut p = plan::plan(base_side, head);
-    p.changes = changes;
-    Ok(p)
-}
-
-fn yaml(v: &Json) -> String {
-    serde_saphyr::to_string(v).unwrap_or_default()
 }

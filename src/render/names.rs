@@ -1,4 +1,4 @@
-//! Names and labels of everything slurmops renders, in one place, so that render, plan and the
+//! Names, labels and ports of everything slurmops renders, in one place, so that render, plan and the
 //! later apply/rollout stages agree on what an object is called and how it is selected.
 
 use std::collections::BTreeMap;
@@ -18,6 +18,12 @@ pub const LABEL_SLURM_VERSION: &str = "slurmops.dev/slurm-version";
 pub const LABEL_BUSY: &str = "slurmops.dev/busy";
 /// Prefix of the per-file checksum annotations on pod templates.
 pub const CHECKSUM_PREFIX: &str = "checksum.slurmops.dev/";
+
+/// Where each daemon listens (the Services and `--conf-server` name them).
+pub const SLURMCTLD_PORT: u16 = 6817;
+pub const SLURMD_PORT: u16 = 6818;
+pub const SLURMDBD_PORT: u16 = 6819;
+pub const SLURMRESTD_PORT: u16 = 6820;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Component {
@@ -134,7 +140,7 @@ impl Names {
                     "{}-{i}.{}:{}",
                     self.controller(),
                     self.svc_domain(&self.controller_headless()),
-                    super::slurm::SLURMCTLD_PORT
+                    SLURMCTLD_PORT
                 )
             })
             .collect::<Vec<_>>()

@@ -11,12 +11,9 @@ use super::names::Names;
 use crate::spec::types::{ClusterFile, GpuDetect, NodeSet};
 use crate::spec::values::{SlurmValue, parse_quantity};
 
-pub const SLURMCTLD_PORT: u16 = 6817;
+pub use super::names::{SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT};
 /// The name of the block topology in topology.yaml (a worker's topology is `NAME:BLOCK`).
 pub const TOPOLOGY_NAME: &str = "nvlink";
-pub const SLURMD_PORT: u16 = 6818;
-pub const SLURMDBD_PORT: u16 = 6819;
-pub const SLURMRESTD_PORT: u16 = 6820;
 /// Where every pod finds the Slurm config and keys.
 pub const ETC_SLURM: &str = "/etc/slurm";
 pub const JWT_KEY_FILE: &str = "jwt_hs256.key";
