@@ -38,6 +38,9 @@ pub struct Shared {
     pub sync_now: Arc<Notify>,
     /// The next pass fetches git even if the poll interval has not passed.
     pub fetch_now: std::sync::atomic::AtomicBool,
+    /// This replica just became the leader: the next pass fetches unless its last fetch is
+    /// fresh (a standby fetches on its own interval too).
+    pub became_leader: std::sync::atomic::AtomicBool,
     pub metrics: Mutex<Metrics>,
     /// When the loop last finished an iteration: `/healthz` fails when that is older than
     /// `stale_after` (a stuck loop), so Kubernetes restarts the daemon and the lease moves.

@@ -108,6 +108,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         branch: cfg.remote.branch.clone(),
         sync_now: Arc::new(tokio::sync::Notify::new()),
         fetch_now: AtomicBool::new(true),
+        became_leader: AtomicBool::new(false),
         metrics: std::sync::Mutex::new(Metrics::default()),
         last_pass: std::sync::Mutex::new(None),
         stale_after: cfg.interval * 5 + Duration::from_secs(60),
@@ -241,7 +242,7 @@ async fn keep_leading(
                 }
             );
             if now {
-                shared.fetch_now.store(true, Ordering::SeqCst);
+                shared.became_leader.store(true, Ordering::SeqCst);
                 shared.sync_now.notify_one();
             }
         }

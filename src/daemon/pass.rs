@@ -37,10 +37,7 @@ pub async fn pass(
 ) -> bool {
     let started = Instant::now();
     let mut apply_now = false;
-    if state.fetching.is_none()
-        && (shared.fetch_now.swap(false, Ordering::SeqCst)
-            || state.fetched_at.is_none_or(|t| t.elapsed() >= cfg.interval))
-    {
+    if state.fetching.is_none() && fetch_due(cfg, shared, state) {
         state.fetching = Some(start_fetch(cfg, shared));
     }
     // `--once` waits for its fetch; the loop takes a fetch's result in the pass after it ended
@@ -82,6 +79,18 @@ pub async fn pass(
     super::report::write_status(cluster, cfg, state).await;
     shared.metrics.lock().expect("metrics").ready = true;
     acted
+}
+
+/// A new leader's last fetch is recent enough to act on: it fetches again only past this.
+const LEADER_FRESH: Duration = Duration::from_secs(10);
+
+/// Whether this pass starts a fetch (none is in flight): asked for (startup, webhook), the poll
+/// interval passed, or this replica just took the lead with a fetch older than LEADER_FRESH.
+fn fetch_due(cfg: &Config, shared: &Shared, state: &State) -> bool {
+    let asked = shared.fetch_now.swap(false, Ordering::SeqCst);
+    let stale = |age: Duration| state.fetched_at.is_none_or(|t| t.elapsed() >= age);
+    let leading = shared.became_leader.swap(false, Ordering::SeqCst) && stale(LEADER_FRESH);
+    asked || leading || stale(cfg.interval)
 }
 
 /// Fetches the branch on a blocking thread; wakes the loop when done.
