@@ -110,12 +110,9 @@ fn no_rendered_object_carries_the_database_password() {
 }
 
 #[test]
-fn config_checksums_change_only_the_pods_that_mount_the_file() {
+fn only_settings_a_reconfigure_cannot_change_alter_the_daemons_pod_templates() {
     let (_, text) = example("examples/repo");
     let a = render(&load_text(&text));
-    let b = render(&load_text(
-        &text.replace("MinJobAge: 300", "MinJobAge: 600"),
-    ));
     let template = |r: &Rendered, kind: &str, name: &str| {
         r.get(kind, name)
             .unwrap()
@@ -123,6 +120,22 @@ fn config_checksums_change_only_the_pods_that_mount_the_file() {
             .pointer("/spec/template")
             .cloned()
     };
+    // A scheduling parameter: slurmctld reconfigures; no pod template changes.
+    let b = render(&load_text(
+        &text.replace("MinJobAge: 300", "MinJobAge: 600"),
+    ));
+    assert_ne!(a.slurm["slurm.conf"], b.slurm["slurm.conf"]);
+    for (kind, name) in [
+        ("StatefulSet", "research-controller"),
+        ("Deployment", "research-restapi"),
+    ] {
+        assert_eq!(template(&a, kind, name), template(&b, kind, name), "{name}");
+    }
+    // An authentication setting: slurmctld and slurmrestd restart.
+    let b = render(&load_text(&text.replace(
+        "      SlurmctldParameters: [cloud_reg_addrs]\n",
+        "      SlurmctldParameters: [cloud_reg_addrs]\n      AuthInfo: [cred_expire=200]\n",
+    )));
     assert_ne!(
         template(&a, "StatefulSet", "research-controller"),
         template(&b, "StatefulSet", "research-controller")
@@ -210,7 +223,7 @@ fn image_change_updates_and_rolls_only_that_node_set() {
 }
 
 #[test]
-fn a_slurm_conf_change_restarts_the_controller_and_no_worker() {
+fn a_partition_change_reconfigures_slurmctld_and_restarts_nothing() {
     let (_, text) = example("examples/repo");
     let new = text.replace("maxTime: UNLIMITED", "maxTime: \"7-00:00:00\"");
     assert_ne!(
@@ -218,7 +231,15 @@ fn a_slurm_conf_change_restarts_the_controller_and_no_worker() {
         "the example has a partition with maxTime UNLIMITED"
     );
     let p = plan_of(&text, &new);
-    assert!(p.slurm.controller_restarts);
+    assert!(!p.slurm.controller_restarts);
+    assert!(p.slurm.controller_reconfigures);
+    // Only the ConfigMap changes: no pod template at all.
+    let changed: Vec<String> = p
+        .changes
+        .iter()
+        .map(|c| format!("{} {}", c.kind, c.name))
+        .collect();
+    assert_eq!(changed, ["ConfigMap research-config"]);
     assert!(
         p.slurm.node_sets_rolled.is_empty(),
         "{:?}",
@@ -237,11 +258,36 @@ fn a_slurm_conf_change_restarts_the_controller_and_no_worker() {
     }
     let text_out = slurmops::plan::format::text(&p, "test");
     assert!(
+        text_out.contains("slurmctld reconfigures in place, no restart")
+            && !text_out.contains("slurmctld restarts"),
+        "{text_out}"
+    );
+    assert!(
         text_out.contains(&format!(
             "workers not restarted (configless: slurmd reloads the configuration from slurmctld): NodeSets {}",
             all.join(", ")
         )),
         "{text_out}"
+    );
+}
+
+#[test]
+fn a_setting_a_reconfigure_cannot_change_restarts_slurmctld_and_the_plan_names_it() {
+    let (_, text) = example("examples/minimal");
+    let ha = text.replace(
+        "  nodeSets:\n",
+        "  controller:\n    ha: {backups: 1}\n    persistence: {existingClaim: state}\n  nodeSets:\n",
+    );
+    let p = plan_of(&text, &ha);
+    assert!(p.slurm.controller_restarts && !p.slurm.controller_reconfigures);
+    assert_eq!(
+        p.slurm.restart_because,
+        ["SlurmctldHost (listening address)"]
+    );
+    let out = slurmops::plan::format::text(&p, "test");
+    assert!(
+        out.contains("slurmctld restarts (SlurmctldHost (listening address) changed, which a reconfigure cannot change)"),
+        "{out}"
     );
 }
 
@@ -358,7 +404,8 @@ fn autoscale_and_partition_changes_are_summarised() {
             .iter()
             .any(|c| c.contains("max 16") && c.contains("max 32"))
     );
-    assert!(p.slurm.controller_restarts);
+    // Partitions and MaxNodeCount: slurmctld reconfigures.
+    assert!(!p.slurm.controller_restarts && p.slurm.controller_reconfigures);
 }
 
 fn slurmops(args: &[&str], dir: &Path) -> (i32, String, String) {
@@ -625,14 +672,14 @@ fn config_files_reach_slurmctld_and_a_new_health_check_reaches_workers_without_a
     assert_eq!(changed, ["ConfigMap research-config"]);
     assert!(!p.slurm.controller_restarts && p.slurm.node_sets_rolled.is_empty());
 
-    // A config file's new content restarts slurmctld, not the workers, and the plan shows the
-    // file's diff.
+    // A config file's new content: slurmctld reconfigures (no restart, no worker replaced), and
+    // the plan shows the file's diff.
     let new = text.replace(
         "runtime_path=/run/pyxis",
         "runtime_path=/run/pyxis execute_entrypoint=0",
     );
     let p = plan_of(&text, &new);
-    assert!(p.slurm.controller_restarts);
+    assert!(!p.slurm.controller_restarts && p.slurm.controller_reconfigures);
     assert!(p.slurm.node_sets_rolled.is_empty());
     let out = format::text(&p, "test");
     assert!(
@@ -688,16 +735,24 @@ fn container_security_contexts_and_sidecars_land_where_they_belong() {
     );
     // A control-plane sidecar is held to Pod Security "restricted" like slurmctld.
     let ctl = r.get("StatefulSet", "mini-controller").unwrap();
-    let sidecar = ctl
+    let containers = ctl
         .body
-        .pointer("/spec/template/spec/containers/1")
+        .pointer("/spec/template/spec/containers")
+        .and_then(|c| c.as_array())
         .unwrap();
-    assert_eq!(sidecar["name"], "log-shipper");
-    assert_eq!(
-        sidecar["securityContext"]["allowPrivilegeEscalation"],
-        false
-    );
-    assert_eq!(sidecar["securityContext"]["capabilities"]["drop"][0], "ALL");
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    // slurmctld, slurmops' own reconfigure sidecar, then the user's.
+    assert_eq!(names, ["slurmctld", "reconfigure", "log-shipper"]);
+    for sidecar in &containers[1..] {
+        assert_eq!(
+            sidecar["securityContext"]["allowPrivilegeEscalation"],
+            false
+        );
+        assert_eq!(sidecar["securityContext"]["capabilities"]["drop"][0], "ALL");
+    }
 }
 
 #[test]

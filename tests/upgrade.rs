@@ -281,3 +281,159 @@ async fn a_slurm_version_commit_upgrades_24_11_to_26_05_in_place_and_the_running
     );
     env.cleanup().await;
 }
+
+/// OWN for INSTANCE with its slurmctld on CTLD_PORT: the 24.11 config of the cluster in NS.
+fn own_24_11(
+    ns: &str,
+    w: &str,
+    instance: &str,
+    ports: (u16, u16),
+    dir: &std::path::Path,
+) -> OwnSlurm {
+    let c = load(
+        "cluster.yaml",
+        &with_max_time(&cluster_yaml(ns, w, "24.11"), "1:00:00"),
+    )
+    .unwrap();
+    let conf = dir.join("24.11");
+    std::fs::create_dir_all(&conf).unwrap();
+    for (name, content) in test_host_overlay(&c, &render(&c), instance, ports.0) {
+        std::fs::write(conf.join(name), content).unwrap();
+    }
+    OwnSlurm {
+        instance: instance.to_string(),
+        ctld_port: ports.0,
+        restd_port: ports.1,
+        confs: BTreeMap::from([("24.11".to_string(), conf)]),
+    }
+}
+
+/// The cluster with its partition's MaxTime set.
+fn with_max_time(yaml: &str, max_time: &str) -> String {
+    yaml.replace(
+        "default: true}",
+        &format!("default: true, maxTime: \"{max_time}\"}}"),
+    )
+}
+
+/// slurmctld's PID in INSTANCE (the bed's pid file of the daemon it started).
+fn ctld_pid(instance: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/{instance}/slurmctld.pid",
+        support::slurm::run_dir()
+    ))
+    .unwrap_or_default()
+    .trim()
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_change_reconfigures_slurmctld_in_place_and_the_running_job_is_untouched() {
+    let instance = format!("rc{}", unique_suffix());
+    let ports = (slurmd_port(), slurmd_port());
+    let w = format!("r{}", unique_suffix());
+    let confs_dir = tempfile::tempdir().unwrap();
+    let env = TestEnv::with_own_slurm("reconf", |ns: &str| {
+        own_24_11(ns, &w, &instance, ports, confs_dir.path())
+    })
+    .await;
+    env.grant_slurmops_role().await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |max_time: &str| {
+        let yaml = with_max_time(&cluster_yaml(&env.ns, &w, "24.11"), max_time);
+        std::fs::write(dir.path().join("cluster.yaml"), yaml).unwrap()
+    };
+    write("1:00:00");
+    let (ok, out) = slurmops(&["apply", "--wait", "120s"], dir.path());
+    assert!(ok, "{out}");
+    let node = format!("{w}-0");
+    eventually("a worker idle", Duration::from_secs(60), async || {
+        let line = exec(&instance, &["scontrol", "-o", "show", "node", &node])?;
+        let state = field(&line, "State")?;
+        (state.starts_with("IDLE") && !state.contains("NOT_RESPONDING")).then_some(())
+    })
+    .await;
+    let max_time = || {
+        exec(&instance, &["scontrol", "-o", "show", "partition", "all"])
+            .and_then(|l| field(&l, "MaxTime"))
+    };
+    assert_eq!(max_time().as_deref(), Some("01:00:00"));
+    let job = exec(
+        &instance,
+        &[
+            "sbatch",
+            "--parsable",
+            "-w",
+            &node,
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 300",
+        ],
+    )
+    .expect("sbatch")
+    .trim()
+    .to_string();
+    let job_state = || {
+        exec(&instance, &["scontrol", "-o", "show", "job", &job])
+            .and_then(|l| field(&l, "JobState"))
+    };
+    eventually("the job running", Duration::from_secs(30), async || {
+        (job_state()? == "RUNNING").then_some(())
+    })
+    .await;
+    let pid = ctld_pid(&instance);
+    assert!(!pid.is_empty());
+    let controller_uid = || async {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(env.client.clone(), &env.ns);
+        pods.get("c-controller-0").await.ok()?.metadata.uid
+    };
+    let uid = controller_uid().await;
+    assert!(uid.is_some());
+
+    // The plan says what happens: a reconfigure, no restart.
+    let before = dir.path().join("before.yaml");
+    std::fs::copy(dir.path().join("cluster.yaml"), &before).unwrap();
+    write("2:00:00");
+    let (_, plan) = slurmops(&["plan", "--from", before.to_str().unwrap()], dir.path());
+    assert!(
+        plan.contains("slurmctld reconfigures in place, no restart"),
+        "{plan}"
+    );
+    assert!(!plan.contains("slurmctld restarts"), "{plan}");
+    let (ok, out) = slurmops(&["apply", "--wait", "60s"], dir.path());
+    assert!(ok, "{out}");
+
+    // The kubelet updates the mounted files; the pod's sidecar asks for the reconfigure.
+    eventually(
+        "MaxTime 2:00:00 in Slurm",
+        Duration::from_secs(60),
+        async || (max_time()? == "02:00:00").then_some(()),
+    )
+    .await;
+    assert_eq!(ctld_pid(&instance), pid, "slurmctld was restarted");
+    assert_eq!(
+        controller_uid().await,
+        uid,
+        "the controller pod was replaced"
+    );
+    assert_eq!(
+        job_state().as_deref(),
+        Some("RUNNING"),
+        "the job was touched"
+    );
+    let events = env.kubelet.events();
+    assert!(events.contains(&Event::SidecarStarted), "{events:?}");
+    assert!(events.contains(&Event::ConfigRefreshed), "{events:?}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::SlurmctldStarted { .. }))
+            .count(),
+        1,
+        "{events:?}"
+    );
+    let _ = exec(&instance, &["scancel", &job]);
+    env.cleanup().await;
+}

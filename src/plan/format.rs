@@ -46,13 +46,29 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
     }
     // An upgrade restarts slurmctld on the new release: the line above says so.
     if s.controller_restarts && s.upgrade.is_none() {
-        out.push("slurmctld restarts to load the new configuration (reconfig_on_restart); running jobs keep running".to_string());
-        if !s.node_sets_untouched.is_empty() {
-            out.push(format!(
-                "workers not restarted (configless: slurmd reloads the configuration from slurmctld): NodeSets {}",
-                s.node_sets_untouched.join(", ")
-            ));
-        }
+        let why = if s.restart_because.is_empty() {
+            "its pod template changed".to_string()
+        } else {
+            format!(
+                "{} changed, which a reconfigure cannot change",
+                s.restart_because.join(", ")
+            )
+        };
+        out.push(format!(
+            "slurmctld restarts ({why}) and loads the new configuration; running jobs keep running"
+        ));
+    }
+    if s.controller_reconfigures {
+        out.push("slurmctld reconfigures in place, no restart (scontrol reconfigure, once its pod sees the new files); running jobs keep running".to_string());
+    }
+    if (s.controller_restarts || s.controller_reconfigures)
+        && s.upgrade.is_none()
+        && !s.node_sets_untouched.is_empty()
+    {
+        out.push(format!(
+            "workers not restarted (configless: slurmd reloads the configuration from slurmctld): NodeSets {}",
+            s.node_sets_untouched.join(", ")
+        ));
     }
     for r in &s.node_sets_rolled {
         out.push(format!(

@@ -84,8 +84,14 @@ pub struct SlurmSummary {
     pub node_sets_rolled: Vec<Roll>,
     pub scaled: Vec<Scale>,
     pub autoscale_changes: Vec<String>,
-    /// slurmctld pods change (config files or pod template): the controller restarts.
+    /// slurmctld's pod template changes: the controller restarts.
     pub controller_restarts: bool,
+    /// The slurm.conf settings that restart it (a reconfigure cannot change them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restart_because: Vec<String>,
+    /// Config files change and slurmctld does not restart: its pod's `reconfigure` sidecar
+    /// applies them in place (`scontrol reconfigure`) once the kubelet has updated them.
+    pub controller_reconfigures: bool,
     /// NodeSets kept whose workers this change does not touch (with a controller restart, they
     /// pick the new configuration up from slurmctld without restarting).
     pub node_sets_untouched: Vec<String>,
@@ -508,8 +514,28 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     }
     s.controller_restarts =
         matches!((ctl(old), ctl(new)), (Some(a), Some(b)) if !template_diff(a, b).is_empty());
+    if s.controller_restarts {
+        s.restart_because =
+            crate::render::reconfigure::restart_changes(slurm_conf(old), slurm_conf(new));
+    }
+    s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);
     s
+}
+
+fn slurm_conf(r: &Rendered) -> &str {
+    r.slurm.get("slurm.conf").map_or("", String::as_str)
+}
+
+/// The files slurmctld reads from its config directory (slurmdbd.conf is slurmdbd's).
+fn ctld_files(r: &Rendered) -> Vec<(&String, &String)> {
+    let mut f: Vec<(&String, &String)> = r
+        .slurm
+        .iter()
+        .filter(|(k, _)| *k != "slurmdbd.conf")
+        .collect();
+    f.extend(r.scripts.iter());
+    f
 }
 
 /// The upgrade from BASE's Slurm release to HEAD's, when they differ.

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
 use super::pod::{self, PodParts};
+use super::reconfigure;
 use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
 };
@@ -125,6 +126,37 @@ fn spread(names: &Names, component: Component) -> Affinity {
     pod::spread_over_nodes(selector(names, component, None))
 }
 
+/// The digest of the slurm.conf settings a reconfigure cannot change: the pod template of a
+/// daemon that reads slurm.conf changes (and the daemon restarts) only when they do.
+fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String> {
+    let conf = files.get("slurm.conf").map_or("", String::as_str);
+    BTreeMap::from([(
+        format!("{CHECKSUM_PREFIX}slurm.conf-restart"),
+        reconfigure::restart_digest(conf),
+    )])
+}
+
+/// The sidecar that runs `scontrol reconfigure` once the kubelet has updated slurmctld's files.
+fn reconfigure_sidecar(s: &crate::spec::types::ClusterSpec) -> Container {
+    Container {
+        name: "reconfigure".into(),
+        image: Some(pod::image(s, s.images.slurmctld.as_ref(), "slurmctld")),
+        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
+        command: Some(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            reconfigure::SIDECAR_SCRIPT.into(),
+        ]),
+        env: Some(vec![EnvVar {
+            name: "SLURM_CONF".into(),
+            value: Some(format!("{ETC_SLURM}/slurm.conf")),
+            ..EnvVar::default()
+        }]),
+        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
+        ..Container::default()
+    }
+}
+
 /// The config files kept in a Secret or ConfigMap: (file name, its projection into /etc/slurm,
 /// what identifies its content). render cannot read the referenced object, so the reference
 /// stands for the content: pointing at another Secret, ConfigMap or key restarts slurmctld.
@@ -225,8 +257,7 @@ pub fn controller(
             5,
         )
     };
-    let mut annotations = pod::checksums(files.iter().filter(|(k, _)| *k != "slurmdbd.conf"));
-    annotations.extend(pod::checksums(scripts.iter()));
+    let mut annotations = restart_annotation(files);
     annotations.extend(
         referenced
             .iter()
@@ -240,6 +271,7 @@ pub fn controller(
         settings: &ctl.pod,
         main,
         init: Vec::new(),
+        sidecars: vec![reconfigure_sidecar(s)],
         volumes,
         annotations,
         pod: k8s_openapi::api::core::v1::PodSpec {
@@ -359,6 +391,7 @@ pub fn accounting(
         settings: &s.accounting.pod,
         main,
         init: vec![init],
+        sidecars: Vec::new(),
         volumes: vec![etc, keys, template_vol],
         annotations: pod::checksums([(&"slurmdbd.conf".to_string(), conf)]),
         pod: k8s_openapi::api::core::v1::PodSpec {
@@ -449,7 +482,6 @@ pub fn restapi(
             3,
         )
     };
-    let slurm_conf = files.get_key_value("slurm.conf").into_iter();
     let template = PodParts {
         names,
         spec: s,
@@ -458,8 +490,10 @@ pub fn restapi(
         settings: &s.restapi.pod,
         main,
         init: Vec::new(),
+        sidecars: Vec::new(),
         volumes: vec![etc],
-        annotations: pod::checksums(slurm_conf),
+        // slurmrestd asks slurmctld for everything: only ports and auth need it restarted.
+        annotations: restart_annotation(files),
         pod: k8s_openapi::api::core::v1::PodSpec {
             security_context: Some(non_root(65534)),
             affinity: Some(spread(names, Component::RestApi)),
@@ -548,6 +582,7 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         settings: &l.pod,
         main,
         init: Vec::new(),
+        sidecars: Vec::new(),
         volumes,
         annotations: BTreeMap::new(),
         pod: k8s_openapi::api::core::v1::PodSpec {

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod names;
 mod network;
 pub mod pod;
+pub mod reconfigure;
 pub mod slurm;
 pub mod workers;
 

@@ -231,6 +231,8 @@ pub struct PodParts<'a> {
     pub settings: &'a PodSettings,
     pub main: Container,
     pub init: Vec<Container>,
+    /// Containers of slurmops' own beside the main one.
+    pub sidecars: Vec<Container>,
     pub volumes: Vec<Volume>,
     pub annotations: BTreeMap<String, String>,
     pub pod: PodSpec,
@@ -246,7 +248,7 @@ impl PodParts<'_> {
             main.resources = s.resources.clone();
         }
         let mut init = self.init;
-        let mut extra = Vec::new();
+        let mut extra = self.sidecars;
         if let Some(o) = &s.pod_template {
             init.extend(o.init_containers.iter().cloned());
             extra.extend(o.extra_containers.iter().cloned());

@@ -179,6 +179,7 @@ pub fn node_set(
         settings: &ns.pod,
         main,
         init: Vec::new(),
+        sidecars: Vec::new(),
         volumes,
         annotations: BTreeMap::new(),
         pod: PodSpec {

@@ -20,6 +20,11 @@
 #                                           chroot of $SLURM_RELEASE when set (a worker may run
 #                                           an older release than slurmctld), as start-restd
 #   slurm.sh stop-slurmd INST NAME          stop that slurmd by PID
+#   slurm.sh refresh-conf INST CONF_DIR     copy CONF_DIR/* over INST's config, then move its
+#                                           `..data` link (a kubelet's projected-volume update)
+#   slurm.sh start-sidecar INST NAME CMD... run a controller pod's sidecar CMD with INST's config
+#                                           directory at /etc/slurm (SLURM_CONF set), by PID
+#   slurm.sh stop-sidecar INST NAME         stop it
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
 #   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
@@ -115,6 +120,9 @@ kill_pidfile() {
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 in_chroot() { private - chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
+# The instance's config directory as a kubelet leaves a projected volume: `..data` names the
+# current generation and moves on every update.
+mark_conf() { local gen="..$(date +%s%N)"; mkdir -p "$R$ETC/$gen"; ln -sfn "$gen" "$R$ETC/..data"; }
 private() { local host=$1; shift; "$SELF" _private "$R" "$host" "$inst" "$@"; }
 
 case "$cmd" in
@@ -131,6 +139,7 @@ case "$cmd" in
     mkdir -p "$R$ETC"
     cp "$conf"/* "$R$ETC/"
     cp "$R/etc/slurm/slurm.key" "$R/etc/slurm/jwt_hs256.key" "$R$ETC/"
+    mark_conf
     rm -rf "$R/run/sack-$inst"; mkdir -p "$R/run/sack-$inst"
     # The instance's own state, spool and pid directories, as its slurm.conf names them.
     # (SlurmdSpoolDir is per node: bound at start-slurmd.)
@@ -207,6 +216,24 @@ case "$cmd" in
     setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"
+    ;;
+  refresh-conf)
+    # As the kubelet updates a pod's projected volume: the new files, then `..data` moved.
+    cp "$1"/* "$R$ETC/"
+    mark_conf
+    ;;
+  start-sidecar)
+    # A controller pod's sidecar: CMD in the chroot with the instance's config directory where
+    # the pod mounts its files (/etc/slurm, private to the sidecar), SLURM_CONF pointing there.
+    name=$1
+    shift
+    setsid "$SELF" _private "$R" - "$inst" sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
+      "$R$ETC" "$R/etc/slurm" chroot "$R" env SLURM_CONF=/etc/slurm/slurm.conf "$@" \
+      > "$RUN/sidecar-$name.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/sidecar-$name.pid"
+    ;;
+  stop-sidecar)
+    kill_pidfile "$RUN/sidecar-$1.pid"
     ;;
   stop-slurmd)
     kill_pidfile "$RUN/slurmd-$1.pid"

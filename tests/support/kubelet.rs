@@ -21,14 +21,14 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
 use super::bed::{bed, slurm_instance};
-use super::slurm;
+use super::{ctld_files, slurm};
 
 /// What the kubelet did, in order, for assertions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +44,10 @@ pub enum Event {
         release: String,
     },
     SlurmctldStopped,
+    /// The controller pod's `reconfigure` sidecar started.
+    SidecarStarted,
+    /// A new version of the controller's ConfigMap was written into its config directory.
+    ConfigRefreshed,
     SlurmdStopped {
         pod: String,
         uid: String,
@@ -144,6 +148,8 @@ impl Kubelet {
         let running = Arc::new(Mutex::new(BTreeMap::new()));
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let state = State {
+            config_maps: Api::namespaced(client.clone(), ns),
+            ctld_files: Arc::default(),
             pods: Api::namespaced(client, ns),
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events: events.clone(),
@@ -220,6 +226,7 @@ impl Drop for Kubelet {
         for r in self.running.lock().unwrap().values() {
             match r.daemon {
                 Some(Daemon::Slurmctld) => {
+                    slurm::sh(&["stop-sidecar", &instance, "reconfigure"]);
                     slurm::sh(&["stop-ctld", &instance]);
                     continue;
                 }
@@ -258,6 +265,9 @@ struct State {
     /// (a Deployment starts the new pod before the old one goes), and stopping the old pod then
     /// leaves the new one's slurmrestd alone.
     restd_owner: Arc<Mutex<Option<String>>>,
+    config_maps: Api<ConfigMap>,
+    /// The ConfigMap version the running slurmctld's config directory holds (an `OwnSlurm`).
+    ctld_files: Arc<Mutex<Option<ctld_files::Materialized>>>,
 }
 
 impl State {
@@ -269,6 +279,7 @@ impl State {
                 self.sync(list.items, &mut tasks);
             }
             while tasks.try_join_next().is_some() {}
+            self.refresh_ctld_files().await;
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     }
@@ -381,9 +392,36 @@ impl State {
             return Err(());
         }
         if daemon == Daemon::Slurmctld {
-            self.event(Event::SlurmctldStarted { release });
+            self.event(Event::SlurmctldStarted {
+                release: release.clone(),
+            });
+            let m = ctld_files::started(&self.config_maps, spec).await;
+            *self.ctld_files.lock().unwrap() = m;
+            let (s, o) = (spec.clone(), self.own.clone());
+            let sidecar = tokio::task::spawn_blocking(move || {
+                o.is_some_and(|o| ctld_files::start_sidecar(&s, &o, &release))
+            })
+            .await
+            .unwrap_or(false);
+            if sidecar {
+                self.event(Event::SidecarStarted);
+            }
         }
         Ok(Some(daemon))
+    }
+
+    /// As a kubelet refreshes a projected volume: a new version of the running slurmctld's
+    /// ConfigMap is written into its config directory.
+    async fn refresh_ctld_files(&self) {
+        let (Some(own), Some(mut m)) = (self.own.clone(), self.ctld_files.lock().unwrap().take())
+        else {
+            return;
+        };
+        if ctld_files::refresh(&self.config_maps, &own, &mut m).await {
+            self.event(Event::ConfigRefreshed);
+        }
+        // Unless a new slurmctld started meanwhile, with its own version.
+        self.ctld_files.lock().unwrap().get_or_insert(m);
     }
 
     /// The node a pod is bound to: by its ordinal (`NAME-I`), over this kubelet's nodes.
@@ -577,8 +615,14 @@ impl State {
             .filter(|d| *d == Daemon::Slurmctld || owner.as_deref() == Some(uid))
         {
             let i = instance.clone();
+            if d == Daemon::Slurmctld {
+                self.ctld_files.lock().unwrap().take();
+            }
             let _ = tokio::task::spawn_blocking(move || match d {
-                Daemon::Slurmctld => slurm::sh(&["stop-ctld", &i]),
+                Daemon::Slurmctld => {
+                    slurm::sh(&["stop-sidecar", &i, "reconfigure"]);
+                    slurm::sh(&["stop-ctld", &i])
+                }
                 Daemon::Slurmrestd => slurm::sh(&["stop-restd", &i, "slurmrestd"]),
             })
             .await;

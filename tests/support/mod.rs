@@ -32,6 +32,7 @@ macro_rules! on_each_slurm {
 }
 
 pub mod bed;
+pub mod ctld_files;
 pub mod daemon;
 pub mod kubelet;
 pub mod slurm;

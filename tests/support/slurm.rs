@@ -117,55 +117,65 @@ pub fn test_host_overlay(
     ctld_port: u16,
 ) -> BTreeMap<String, String> {
     let mut files = r.slurm.clone();
-    files.remove("slurmdbd.conf");
-    let slurm_conf = set_params(
-        &files["slurm.conf"],
-        &[
-            ("SlurmctldHost", "localhost".into()),
-            ("SlurmctldPort", ctld_port.to_string()),
-            (
-                "StateSaveLocation",
-                format!("/var/spool/slurm-{instance}/ctld"),
-            ),
-            (
-                "SlurmctldPidFile",
-                format!("/run/slurm-{instance}/slurmctld.pid"),
-            ),
-            (
-                "SlurmdPidFile",
-                format!("/run/slurm-{instance}/slurmd-%n.pid"),
-            ),
-            (
-                "AuthAltParameters",
-                format!("jwt_key=/etc/slurm-{instance}/jwt_hs256.key"),
-            ),
-            ("ProctrackType", "proctrack/linuxproc".into()),
-            ("TaskPlugin", "task/none".into()),
-            ("JobAcctGatherType", "jobacct_gather/none".into()),
-            ("AccountingStorageType", "accounting_storage/none".into()),
-        ],
-        &["AccountingStorageHost", "AccountingStoragePort"],
-    );
-    files.insert("slurm.conf".into(), slurm_conf);
-    files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
-    // The health check at the path slurm.conf names: a worker pod mounts it in /etc/slurm; here
-    // it sits in the instance's config directory, which its slurmd see too.
+    files.extend(r.scripts.clone());
     if let Some(h) = &c.spec.controller.health_check {
-        let conf = set_params(
-            &files["slurm.conf"],
-            &[(
-                "HealthCheckProgram",
-                format!("/etc/slurm-{instance}/health-check.sh"),
-            )],
-            &[],
-        );
-        files.insert("slurm.conf".into(), conf);
         files.insert("health-check.sh".into(), h.program.clone());
     }
+    let mut files = overlay_files(files, instance, ctld_port);
     if let Some(gres) = files.get_mut("gres.conf") {
         *gres = fake_gpu_files(c, gres);
     }
-    files.extend(r.scripts.clone());
+    files
+}
+
+/// FILES as slurmctld's config directory holds them (the slurm ConfigMap's keys, say), with the
+/// test host's differences (see `test_host_overlay`; GPUs aside, which need the cluster spec).
+pub fn overlay_files(
+    mut files: BTreeMap<String, String>,
+    instance: &str,
+    ctld_port: u16,
+) -> BTreeMap<String, String> {
+    files.remove("slurmdbd.conf");
+    let conf = files.get("slurm.conf").cloned().unwrap_or_default();
+    let mut set = vec![
+        ("SlurmctldHost", "localhost".to_string()),
+        ("SlurmctldPort", ctld_port.to_string()),
+        (
+            "StateSaveLocation",
+            format!("/var/spool/slurm-{instance}/ctld"),
+        ),
+        (
+            "SlurmctldPidFile",
+            format!("/run/slurm-{instance}/slurmctld.pid"),
+        ),
+        (
+            "SlurmdPidFile",
+            format!("/run/slurm-{instance}/slurmd-%n.pid"),
+        ),
+        (
+            "AuthAltParameters",
+            format!("jwt_key=/etc/slurm-{instance}/jwt_hs256.key"),
+        ),
+        ("ProctrackType", "proctrack/linuxproc".into()),
+        ("TaskPlugin", "task/none".into()),
+        ("JobAcctGatherType", "jobacct_gather/none".into()),
+        ("AccountingStorageType", "accounting_storage/none".into()),
+    ];
+    // The health check at the path slurm.conf names: a worker pod mounts it in /etc/slurm; here
+    // it sits in the instance's config directory, which its slurmd see too.
+    if conf.lines().any(|l| l.starts_with("HealthCheckProgram=")) {
+        set.push((
+            "HealthCheckProgram",
+            format!("/etc/slurm-{instance}/health-check.sh"),
+        ));
+    }
+    let conf = set_params(
+        &conf,
+        &set,
+        &["AccountingStorageHost", "AccountingStoragePort"],
+    );
+    files.insert("slurm.conf".into(), conf);
+    files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
     files
 }
 

@@ -1,0 +1,101 @@
+//! Which configuration changes slurmctld takes in place and which need it restarted. Since Slurm
+//! 23.11, `scontrol reconfigure` re-executes the daemons on the new files (running jobs and
+//! slurmctld's state stay), and "will not be able to change the daemons' listening TCP port
+//! settings or authentication mechanism" (scontrol(1), 24.11 and 26.05). So only the slurm.conf
+//! settings below restart slurmctld (they are hashed into its pod template); every other change
+//! — partitions, scheduling parameters, plugins, gres.conf, topology, the extra files — reaches
+//! slurmctld through the `reconfigure` sidecar of its pod, and the workers through that
+//! reconfigure (configless).
+
+use std::collections::BTreeMap;
+
+/// slurm.conf settings a reconfigure cannot change, by class.
+pub const RESTART: &[(&str, &str)] = &[
+    // Where daemons listen and are reached: their sockets are bound at start.
+    ("SlurmctldHost", "listening address"),
+    ("SlurmctldAddr", "listening address"),
+    ("SlurmctldPort", "listening port"),
+    ("SlurmdPort", "listening port"),
+    // How daemons and clients authenticate each other: fixed at start.
+    ("AuthType", "authentication"),
+    ("AuthAltTypes", "authentication"),
+    ("AuthAltParameters", "authentication"),
+    ("AuthInfo", "authentication"),
+    ("CredType", "authentication"),
+    ("TLSType", "authentication"),
+    // What and where slurmctld's saved state is: read once, at start.
+    ("ClusterName", "cluster identity"),
+    ("StateSaveLocation", "state location"),
+    ("SlurmUser", "daemon user"),
+];
+
+/// The restart settings of slurm.conf CONF: key → its values in order (SlurmctldHost repeats).
+pub fn restart_settings(conf: &str) -> BTreeMap<&'static str, Vec<String>> {
+    let mut out: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for line in conf.lines().map(str::trim) {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if let Some((k, _)) = RESTART
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key.trim()))
+        {
+            out.entry(k).or_default().push(value.trim().to_string());
+        }
+    }
+    out
+}
+
+/// A digest of the restart settings: the controller's and slurmrestd's pod templates carry it.
+pub fn restart_digest(conf: &str) -> String {
+    super::pod::checksum(&format!("{:?}", restart_settings(conf)))
+}
+
+/// The restart settings that differ between slurm.conf OLD and NEW, with their class.
+pub fn restart_changes(old: &str, new: &str) -> Vec<String> {
+    let (a, b) = (restart_settings(old), restart_settings(new));
+    RESTART
+        .iter()
+        .filter(|(k, _)| a.get(k) != b.get(k))
+        .map(|(k, class)| format!("{k} ({class})"))
+        .collect()
+}
+
+/// The `reconfigure` sidecar's script: once the kubelet has updated the mounted files (the
+/// `..data` link of a projected volume moves on every update), ask slurmctld to re-read them;
+/// retried every 5 s until slurmctld accepts. It runs beside slurmctld, as SlurmUser.
+pub const SIDECAR_SCRIPT: &str = r#"seen=$(readlink /etc/slurm/..data)
+while sleep 5; do
+  now=$(readlink /etc/slurm/..data)
+  [ "$now" = "$seen" ] && continue
+  if scontrol reconfigure; then
+    echo "reconfigured: /etc/slurm is now $now"
+    seen=$now
+  fi
+done"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ports_auth_and_state_settings_restart() {
+        let old = "ClusterName=c\nSlurmctldHost=c-0\nSlurmctldPort=6817\nPartitionName=p MaxTime=1:00:00\nMaxJobCount=10\n";
+        let reconf = old
+            .replace("MaxTime=1:00:00", "MaxTime=2:00:00")
+            .replace("MaxJobCount=10", "MaxJobCount=20");
+        assert!(restart_changes(old, &reconf).is_empty());
+        assert_eq!(restart_digest(old), restart_digest(&reconf));
+        let backup = format!("{old}SlurmctldHost=c-1\n");
+        assert_eq!(
+            restart_changes(old, &backup),
+            ["SlurmctldHost (listening address)"]
+        );
+        let port = old.replace("SlurmctldPort=6817", "slurmctldport=7817");
+        assert_eq!(
+            restart_changes(old, &port),
+            ["SlurmctldPort (listening port)"]
+        );
+        assert_ne!(restart_digest(old), restart_digest(&port));
+    }
+}
