@@ -367,15 +367,10 @@ pub fn node_topology(block: &str) -> String {
 
 /// Script files shipped next to slurm.conf, by file name.
 pub fn script_files(c: &ClusterFile) -> BTreeMap<String, String> {
-    let s = &c.spec.controller.scripts;
-    [
-        &s.prolog,
-        &s.epilog,
-        &s.prolog_slurmctld,
-        &s.epilog_slurmctld,
-    ]
-    .into_iter()
-    .flatten()
-    .map(|sc| (sc.name.clone(), sc.content.clone()))
-    .collect()
+    c.spec
+        .controller
+        .scripts
+        .all()
+        .map(|sc| (sc.name.clone(), sc.content.clone()))
+        .collect()
 }

@@ -19,13 +19,14 @@ pub struct Release {
     /// `MetricsType=metrics/openmetrics` (the plugin arrived in Slurm 25.11; of the releases
     /// here, 26.05 ships metrics_openmetrics.so and 24.11 does not).
     pub openmetrics: bool,
-    /// Files slurmctld serves configless besides slurm.conf (the list compiled into its
-    /// libslurmfull: `strings` of each chroot's library).
-    pub configless: &'static [&'static str],
+    /// Files slurmctld serves configless besides slurm.conf and those of every release
+    /// (`CONFIGLESS`): the lists compiled into each release's libslurmfull (`strings` of each
+    /// chroot's library).
+    pub configless_added: &'static [&'static str],
 }
 
-/// Configless files of 24.11; 26.05 adds namespace.yaml and topology.yaml.
-const CONFIGLESS_24_11: &[&str] = &[
+/// Files every supported release's slurmctld serves configless besides slurm.conf.
+const CONFIGLESS: &[&str] = &[
     "acct_gather.conf",
     "cgroup.conf",
     "cli_filter.lua",
@@ -47,7 +48,7 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: false,
         block_as_node_rank: false,
         openmetrics: false,
-        configless: CONFIGLESS_24_11,
+        configless_added: &[],
     },
     Release {
         version: "26.05",
@@ -55,23 +56,22 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: true,
         block_as_node_rank: true,
         openmetrics: true,
-        configless: &[
-            "acct_gather.conf",
-            "cgroup.conf",
-            "cli_filter.lua",
-            "gres.conf",
-            "helpers.conf",
-            "job_container.conf",
-            "mpi.conf",
-            "namespace.yaml",
-            "oci.conf",
-            "plugstack.conf",
-            "scrun.lua",
-            "topology.conf",
-            "topology.yaml",
-        ],
+        configless_added: &["namespace.yaml", "topology.yaml"],
     },
 ];
+
+impl Release {
+    /// Every file this release's slurmctld serves configless besides slurm.conf, sorted.
+    pub fn configless(&self) -> Vec<&'static str> {
+        let mut all: Vec<&'static str> = CONFIGLESS
+            .iter()
+            .chain(self.configless_added)
+            .copied()
+            .collect();
+        all.sort_unstable();
+        all
+    }
+}
 
 /// Slurm upgrades in place from at most this many major releases back (24.11 and later; Slurm's
 /// upgrade guide). Majors come every six months: YY.05 and YY.11.

@@ -289,16 +289,21 @@ pub struct Controller {
 impl Controller {
     /// Whether a script of any kind is called NAME.
     pub fn scripts_named(&self, name: &str) -> bool {
-        let s = &self.scripts;
+        self.scripts.all().any(|sc| sc.name == name)
+    }
+}
+
+impl Scripts {
+    /// Every script, of every kind.
+    pub fn all(&self) -> impl Iterator<Item = &Script> {
         [
-            &s.prolog,
-            &s.epilog,
-            &s.prolog_slurmctld,
-            &s.epilog_slurmctld,
+            &self.prolog,
+            &self.epilog,
+            &self.prolog_slurmctld,
+            &self.epilog_slurmctld,
         ]
         .into_iter()
         .flatten()
-        .any(|sc| sc.name == name)
     }
 }
 
@@ -447,14 +452,6 @@ pub struct ServiceMonitorSettings {
 
 fn default_scrape_interval() -> Duration {
     Duration::from_secs(30)
-}
-
-/// On/off switch.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Toggle {
-    #[serde(default)]
-    pub enabled: bool,
 }
 
 /// Scripts by kind. Each runs where Slurm runs that kind of script.

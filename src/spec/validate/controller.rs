@@ -138,7 +138,7 @@ impl Validator {
         version: Option<&release::Release>,
         p: &Path,
     ) {
-        let served = version.map_or(&[][..], |r| r.configless);
+        let served = version.map(|r| r.configless()).unwrap_or_default();
         for (name, file) in &c.config_files {
             let fp = p.key("configFiles").key(name);
             if let Some((_, how)) = RENDERED_FILES.iter().find(|(n, _)| n == name) {
