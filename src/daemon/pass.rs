@@ -77,7 +77,11 @@ pub async fn pass(
         return false;
     }
     super::report::write_status(cluster, cfg, state).await;
-    shared.metrics.lock().expect("metrics").ready = true;
+    // Ready once a pass has acted on a fetch: the first pass only starts the fetch, and a daemon
+    // ready before it ends would apply whatever the branch holds when it does.
+    if state.fetched_at.is_some() {
+        shared.metrics.lock().expect("metrics").ready = true;
+    }
     acted
 }
 

@@ -175,7 +175,7 @@ impl Daemon {
 
     pub fn kill(self) {}
 
-    /// GET /readyz answers 200: the daemon finished its first pass.
+    /// GET /readyz answers 200: the daemon finished a pass on its first fetch.
     pub fn ready(&self) -> bool {
         self.get("/readyz").0 == 200
     }
