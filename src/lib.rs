@@ -10,6 +10,7 @@
 //! `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
 //! the cluster and the terminal.
 
+pub mod accounting;
 pub mod apply;
 pub mod autoscale;
 pub mod bench;

@@ -56,6 +56,26 @@ pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String
     Some((v, kind.to_string()))
 }
 
+/// The cluster.yaml the last apply recorded in the ApplySet parent (None: none, or unreadable).
+pub async fn last_applied(
+    cluster: &super::Cluster,
+    c: &crate::spec::ClusterFile,
+) -> Result<Option<crate::spec::ClusterFile>, super::ApplyError> {
+    let name = parent_name(&c.metadata.name);
+    let parent = cluster
+        .get("v1", "ConfigMap", &c.metadata.namespace, &name)
+        .await
+        .map_err(|e| super::ApplyError::Connect(format!("reading ConfigMap/{name}: {e}")))?;
+    let text = parent
+        .and_then(|p| {
+            p.data
+                .pointer(&format!("/data/{DATA_CLUSTER_YAML}"))
+                .cloned()
+        })
+        .and_then(|v| v.as_str().map(str::to_string));
+    Ok(text.and_then(|t| crate::spec::load("last-applied/cluster.yaml", &t).ok()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,6 +126,13 @@ pub struct Report {
     pub upgrade_held: Vec<String>,
     pub upgrade_waits_for: String,
     pub requests: Requests,
+    /// QOS, accounts and users: what changed in slurmdbd (in Slurm's words), drift reported,
+    /// refusals and objects made by hand.
+    pub accounting: Vec<String>,
+    /// Requests that changed slurmdbd.
+    pub accounting_writes: u32,
+    /// The accounting step failed (nothing destructive followed): why.
+    pub accounting_error: Option<String>,
 }
 
 impl Report {
@@ -145,6 +152,15 @@ impl Report {
             }
         }
         self.unchanged.retain(|id| !later.updated.contains(id));
+        for line in &later.accounting {
+            if !self.accounting.contains(line) {
+                self.accounting.push(line.clone());
+            }
+        }
+        self.accounting_writes += later.accounting_writes;
+        if later.accounting_error.is_some() {
+            self.accounting_error.clone_from(&later.accounting_error);
+        }
         self.requests.total += later.requests.total;
         self.requests.reads += later.requests.reads;
         self.requests.writes += later.requests.writes;
@@ -153,7 +169,14 @@ impl Report {
 
     /// One line: what happened to the objects and the API requests it took.
     pub fn counts(&self) -> String {
-        format!(
+        let mut accounting = String::new();
+        if self.accounting_writes > 0 || self.accounting_error.is_some() {
+            accounting = format!("; accounting: {} slurmdbd writes", self.accounting_writes);
+        }
+        if let Some(e) = &self.accounting_error {
+            accounting.push_str(&format!(", failed: {e}"));
+        }
+        let objects = format!(
             "{} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes, {} dry runs)",
             self.created.len(),
             self.updated.len(),
@@ -164,7 +187,8 @@ impl Report {
             self.requests.total,
             self.requests.writes,
             self.requests.dry_runs
-        )
+        );
+        objects + &accounting
     }
 }
 

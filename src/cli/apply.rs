@@ -137,7 +137,14 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                     println!("{what}: {id}");
                 }
             }
+            for line in &rep.accounting {
+                println!("accounting: {line}");
+            }
             println!("{}: {}", loaded.name, rep.counts());
+            if let Some(e) = &rep.accounting_error {
+                eprintln!("error: accounting: {e}");
+                return EXIT_ERROR;
+            }
             EXIT_OK
         }
         Err(e) => {
@@ -226,7 +233,7 @@ pub fn plan_cluster(
     let r = render::render(&c);
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        let last = last_applied(&cluster, &c).await?;
+        let last = apply::applyset::last_applied(&cluster, &c).await?;
         let base = last.as_ref().map(|b| (b, render::render(b)));
         let base = base.as_ref().map(|(b, br)| (*b, br));
         let mut p = apply::drift(&cluster, &c, &r, base).await?;
@@ -236,6 +243,10 @@ pub fn plan_cluster(
             p.slurm.drains = drains(&cluster, &client, &c, &p)
                 .await
                 .map_err(ApplyError::Connect)?;
+            // Live: slurmdbd's objects, not the last applied revision's.
+            p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
+                .await
+                .map_err(|e| ApplyError::Connect(format!("accounting: {e}")))?;
         }
         Ok::<_, ApplyError>(p)
     });
@@ -264,25 +275,6 @@ pub fn plan_cluster(
 }
 
 /// The cluster.yaml recorded by the last apply (in the ApplySet parent), if any and valid.
-async fn last_applied(
-    cluster: &Cluster,
-    c: &spec::ClusterFile,
-) -> Result<Option<spec::ClusterFile>, ApplyError> {
-    let name = apply::applyset::parent_name(&c.metadata.name);
-    let parent = cluster
-        .get("v1", "ConfigMap", &c.metadata.namespace, &name)
-        .await
-        .map_err(|e| ApplyError::Connect(format!("reading ConfigMap/{name}: {e}")))?;
-    let text = parent
-        .and_then(|p| {
-            p.data
-                .pointer(&format!("/data/{}", apply::applyset::DATA_CLUSTER_YAML))
-                .cloned()
-        })
-        .and_then(|v| v.as_str().map(str::to_string));
-    Ok(text.and_then(|t| spec::load("last-applied/cluster.yaml", &t).ok()))
-}
-
 #[derive(clap::Args)]
 pub struct RolloutArgs {
     #[arg(default_value = ".")]

@@ -30,6 +30,15 @@ enum Cmd {
     },
     /// Resume NODE, only if slurmops drained it.
     Resume { node: String },
+    /// Compare slurmdbd's QOS, accounts and users with cluster.yaml's `spec.accounting`, in
+    /// Slurm's words; with --apply, reconcile them (the accounting step of `apply`, without
+    /// Kubernetes). Exit 0 nothing to do, 2 changes (without --apply), 1 error.
+    Accounting {
+        /// cluster.yaml (file or directory).
+        file: PathBuf,
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -89,6 +98,7 @@ pub fn run(args: Args) -> i32 {
             Cmd::Nodes => nodes(&client).await,
             Cmd::Drain { node, reason } => drain(&client, node, reason).await,
             Cmd::Resume { node } => resume(&client, node).await,
+            Cmd::Accounting { file, apply } => accounting(&client, file, *apply).await,
         }
     });
     match result {
@@ -98,6 +108,38 @@ pub fn run(args: Args) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+async fn accounting(
+    client: &Client,
+    file: &std::path::Path,
+    apply: bool,
+) -> Result<i32, SlurmError> {
+    let Ok(c) = super::read(file).and_then(|l| super::load(&l)) else {
+        return Ok(EXIT_ERROR);
+    };
+    if !apply {
+        let d = crate::accounting::observe(client, &c, None).await?;
+        for line in d.lines() {
+            println!("{line}");
+        }
+        return Ok(if d.is_empty() {
+            EXIT_OK
+        } else {
+            super::EXIT_CHANGES
+        });
+    }
+    let o = crate::accounting::reconcile(client, &c, None).await?;
+    for line in o.lines() {
+        println!("{line}");
+    }
+    println!("{} slurmdbd writes", o.writes);
+    let refused = o.diff.changes.iter().any(|ch| ch.refused.is_some());
+    Ok(if o.failed.is_some() || refused {
+        EXIT_ERROR
+    } else {
+        EXIT_OK
+    })
 }
 
 fn connect(c: &Connection) -> Result<Client, SlurmError> {

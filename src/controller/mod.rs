@@ -28,6 +28,7 @@ use serde_json::json;
 use self::decide::{Action, Decision, Policy, Progress, SetView, SlurmView, Want};
 use self::observe::{Observation, Scope, observe};
 use self::watch::Cache;
+use crate::accounting::SlurmAccounts;
 use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard, Report};
 use crate::render::Rendered;
 use crate::rollout::{Event, Observer};
@@ -108,7 +109,10 @@ fn kube_err(what: &str) -> impl FnOnce(kube::Error) -> PassError + '_ {
 }
 
 /// One pass for T.
-pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outcome, PassError> {
+pub async fn pass<S: SlurmNodes + SlurmAccounts>(
+    env: &Env<'_, S>,
+    t: &Target<'_>,
+) -> Result<Outcome, PassError> {
     let c = t.c;
     let ns = &c.metadata.namespace;
     let Some(slurm) = env.slurm else {
@@ -138,6 +142,14 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
     let mut changed = BTreeSet::new();
     if let Some(opts) = t.apply {
         fenced(env)?;
+        // Read before apply records the new revision: it tells hand edits from git changes.
+        let last = match c.spec.accounting.enabled {
+            true => apply::applyset::last_applied(env.cluster, c)
+                .await
+                .ok()
+                .flatten(),
+            false => None,
+        };
         let rep = apply_held(env, t, opts, &obs, &decisions).await?;
         // A Slurm upgrade holds later components back: apply again on the next pass.
         out.held |= !rep.upgrade_held.is_empty();
@@ -146,6 +158,8 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
                 changed.insert(name.to_string());
             }
         }
+        let mut rep = rep;
+        accounting(env, slurm, c, last.as_ref(), &mut rep).await?;
         out.applied = Some(rep);
     }
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
@@ -193,6 +207,43 @@ pub async fn pass<S: SlurmNodes>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Out
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
     Ok(out)
+}
+
+/// QOS, accounts and users, after the Kubernetes objects (slurmdbd and slurmrestd may just have
+/// been created) and before workers move. A failure is reported and does not stop the pass.
+async fn accounting<S: SlurmAccounts>(
+    env: &Env<'_, S>,
+    slurm: &S,
+    c: &ClusterFile,
+    last: Option<&ClusterFile>,
+    rep: &mut Report,
+) -> Result<(), PassError> {
+    if !c.spec.accounting.enabled {
+        return Ok(());
+    }
+    fenced(env)?;
+    match slurm.reconcile_accounting(c, last).await {
+        Ok(o) => {
+            rep.accounting = o.lines();
+            rep.accounting_writes = o.writes;
+            let refused: Vec<String> = o
+                .diff
+                .changes
+                .iter()
+                .filter_map(|ch| ch.refused.clone())
+                .collect();
+            rep.accounting_error =
+                o.failed
+                    .map(|(ch, e)| format!("{}: {e}", ch.key))
+                    .or_else(|| {
+                        (!refused.is_empty()).then(|| format!("refused: {}", refused.join("; ")))
+                    });
+        }
+        Err(e) => {
+            rep.accounting_error = Some(format!("cannot read slurmdbd, nothing changed: {e}"))
+        }
+    }
+    Ok(())
 }
 
 /// One rollout-only pass over one NodeSet (`slurmops rollout`): the same observe, decide and act,

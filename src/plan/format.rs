@@ -105,6 +105,7 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         out.push(format!("partition {n} removed"));
     }
     out.extend(s.autoscale_changes.iter().cloned());
+    out.extend(s.accounting.lines());
     for d in &s.drains {
         let jobs: Vec<String> = d
             .jobs

@@ -101,6 +101,9 @@ pub struct SlurmSummary {
     /// `slurmVersion` changes: the in-place upgrade, in the order it is applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<Upgrade>,
+    /// QOS, accounts and users: between two revisions, or against slurmdbd with a live Slurm.
+    #[serde(skip_serializing_if = "crate::accounting::Diff::is_quiet")]
+    pub accounting: crate::accounting::Diff,
 }
 
 /// A Slurm release change, as apply carries it out (or why it cannot).
@@ -135,10 +138,13 @@ pub struct JobOnNode {
 impl SlurmSummary {
     /// Nothing happens on the Slurm side (untouched NodeSets are context, not a change).
     pub fn is_empty(&self) -> bool {
-        SlurmSummary {
+        let mut s = SlurmSummary {
             node_sets_untouched: Vec::new(),
             ..self.clone()
-        } == SlurmSummary::default()
+        };
+        // Objects made by hand are context too: nothing happens to them.
+        s.accounting.unmanaged.clear();
+        s == SlurmSummary::default()
     }
 }
 
@@ -405,6 +411,27 @@ fn stateful_sets(r: &Rendered) -> BTreeMap<&str, &Object> {
         .collect()
 }
 
+/// Accounting between two revisions: the older revision stands for slurmdbd, every object in
+/// it made by slurmops (the live plan reads slurmdbd instead).
+fn offline_accounting(base: Option<&ClusterFile>, head: &ClusterFile) -> crate::accounting::Diff {
+    use crate::accounting::{diff, model};
+    let want = |c: &ClusterFile| {
+        c.spec
+            .accounting
+            .enabled
+            .then(|| model::desired(&c.spec.accounting))
+    };
+    let current = base.and_then(want).unwrap_or_default();
+    let desired = want(head).unwrap_or_default();
+    let inputs = diff::Inputs {
+        desired: &desired,
+        current: &current,
+        last: None,
+        busy: &[],
+    };
+    diff::diff(&inputs, crate::accounting::mode(head))
+}
+
 fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendered) -> SlurmSummary {
     let mut s = SlurmSummary::default();
     let files: std::collections::BTreeSet<&String> = old
@@ -461,6 +488,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
         .filter(|n| !new_set_names.contains(n))
         .cloned()
         .collect();
+    s.accounting = offline_accounting(base_c, head.cluster);
     let Some(base_c) = base_c else { return s };
     // Indexed once: a cluster has hundreds of NodeSets and thousands of objects.
     let before_sets: BTreeMap<&str, &NodeSet> = base_c

@@ -49,6 +49,7 @@ mod tests {
             id: 1,
             name: "j".into(),
             user: "u".into(),
+            account: "a".into(),
             state: vec!["RUNNING".into()],
             partition: "p".into(),
             nodes: vec![],

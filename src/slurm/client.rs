@@ -347,6 +347,31 @@ impl Client {
         body: Option<serde_json::Value>,
     ) -> Result<Vec<u8>, SlurmError> {
         let url = format!("{}/slurm/{}/{path}", self.base, parser.as_str());
+        self.send_url(method, url, body).await
+    }
+
+    /// One request to slurmrestd's slurmdbd plugin (`openapi/slurmdbd`), at data parser
+    /// v0.0.42: 24.11 and 26.05 serve it with the same shapes (see `accounting::rest`).
+    pub async fn slurmdb(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Vec<u8>, SlurmError> {
+        let url = format!(
+            "{}/slurmdb/{}/{path}",
+            self.base,
+            DataParser::V0042.as_str()
+        );
+        self.send_url(method, url, body).await
+    }
+
+    async fn send_url(
+        &self,
+        method: Method,
+        url: String,
+        body: Option<serde_json::Value>,
+    ) -> Result<Vec<u8>, SlurmError> {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {

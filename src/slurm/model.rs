@@ -130,6 +130,8 @@ pub struct Job {
     pub id: u64,
     pub name: String,
     pub user: String,
+    /// The Slurm account the job charges.
+    pub account: String,
     pub state: Vec<String>,
     pub partition: String,
     /// Expanded from the hostlist slurmrestd reports.
@@ -296,6 +298,8 @@ pub struct JobWire {
     #[serde(default)]
     user_name: String,
     #[serde(default)]
+    account: String,
+    #[serde(default)]
     job_state: Vec<String>,
     #[serde(default)]
     partition: String,
@@ -316,6 +320,7 @@ impl TryFrom<JobWire> for Job {
             id: w.job_id,
             name: w.name,
             user: w.user_name,
+            account: w.account,
             state: w.job_state,
             partition: w.partition,
             nodes: hostlist::expand(&w.nodes)?,

@@ -1,6 +1,7 @@
 //! `spec`: read cluster.yaml, check it against the format, and hand back a validated
 //! [`ClusterFile`] — or every problem at once, each with its position and a fix.
 
+pub mod accounts;
 pub mod check;
 pub mod diag;
 pub mod release;

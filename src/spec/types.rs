@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::accounts::*;
 use super::values::{Duration, IntOrPercent, SlurmValue};
 
 pub const API_VERSION: &str = "slurmops.dev/v1alpha1";
@@ -490,6 +491,22 @@ pub struct Accounting {
     /// Extra slurmdbd.conf settings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub slurmdbd_conf: BTreeMap<String, SlurmValue>,
+    /// QOS slurmops creates and keeps as written here (through slurmrestd's slurmdb endpoints).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qos: Vec<Qos>,
+    /// Accounts of this cluster, a tree under Slurm's `root` account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accounts: Vec<Account>,
+    /// Users and the accounts each may charge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<User>,
+}
+
+impl Accounting {
+    /// Declares accounting objects for slurmops to manage.
+    pub fn manages_objects(&self) -> bool {
+        self.enabled && !(self.qos.is_empty() && self.accounts.is_empty() && self.users.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -846,6 +863,13 @@ pub struct Policy {
     /// resumed when the problem clears, if the drain is still slurmops' own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_health: Option<NodeHealth>,
+    /// Accounting objects (QOS, accounts, users) slurmops did not create.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub accounting: AccountingPolicy,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Node conditions and taints that mean "do not run jobs here".

@@ -9,8 +9,9 @@
 set -euo pipefail
 RELEASE=${1:-24.11}
 case $RELEASE in
-  24.11) SUITE=trixie SCRIPT= ;;
-  26.05) SUITE=forky SCRIPT=/usr/share/debootstrap/scripts/sid ;;
+  # The bed's MariaDB (mariadb.sh) runs from the 24.11 chroot; every release's slurmdbd uses it.
+  24.11) SUITE=trixie SCRIPT= EXTRA="mariadb-server mariadb-client" ;;
+  26.05) SUITE=forky SCRIPT=/usr/share/debootstrap/scripts/sid EXTRA= ;;
   *) echo "slurm-chroot.sh: unknown Slurm release $RELEASE (24.11 or 26.05)" >&2; exit 2 ;;
 esac
 CACHE=${SLURMOPS_CACHE:-/var/cache/slurmops}
@@ -41,13 +42,13 @@ chmod +x "$ROOT.tmp/usr/sbin/policy-rc.d"
 cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
 echo 'Acquire::Check-Valid-Until "false";' > "$ROOT.tmp/etc/apt/apt.conf.d/99no-check-valid-until"
 log "installing Slurm $RELEASE packages"
-chroot "$ROOT.tmp" bash -c 'export DEBIAN_FRONTEND=noninteractive; apt-get update -q &&
-  apt-get install -y -q --no-install-recommends slurmctld slurmd slurmrestd slurm-client \
-    slurm-wlm-jwt-plugin procps' >> "$ROOT.log" 2>&1 \
+chroot "$ROOT.tmp" bash -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -q &&
+  apt-get install -y -q --no-install-recommends slurmctld slurmd slurmrestd slurmdbd slurm-client \
+    slurm-wlm-jwt-plugin procps $EXTRA" >> "$ROOT.log" 2>&1 \
   || { tail -20 "$ROOT.log" >&2; log "FAILED: apt-get install slurm in the chroot"; exit 1; }
 rm -rf "$ROOT.tmp/var/cache/apt/archives/"*.deb "$ROOT.tmp/var/lib/apt/lists/"*_Packages
 chroot "$ROOT.tmp" bash -c 'id restd >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin restd
-  id alice >/dev/null 2>&1 || useradd -m alice'
+  for u in alice bob carol; do id $u >/dev/null 2>&1 || useradd -m $u; done'
 version=$(chroot "$ROOT.tmp" /usr/sbin/slurmctld -V)
 echo "$version" >&2
 case $version in "slurm-wlm $RELEASE".*|"slurm $RELEASE".*) ;;

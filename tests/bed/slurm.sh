@@ -3,14 +3,16 @@
 # (slurm-chroot.sh: 24.11 from trixie, 26.05 from forky).
 # Several independent Slurm instances can run at once; each has its own release, config dir
 # (/etc/slurm-INST in its chroot), spool dirs and ports, chosen by the caller's overlay.
-#   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f;
+#   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f
+#                                           (and slurmdbd first when CONF_DIR holds slurmdbd.conf);
 #                                           the release is $SLURM_RELEASE (default 24.11); every
 #                                           later command on INST uses the same release. With
 #                                           SLURM_KEEP_STATE=1 only slurmctld restarts, its state
 #                                           kept (carried over from the earlier release's chroot
 #                                           on an upgrade); the instance's slurmd keep running
 #   slurm.sh stop-ctld INST                 stop INST's slurmctld by PID
-#   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth) for INST on 127.0.0.1:PORT;
+#   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth; openapi/slurmctld and, when
+#                                           INST runs slurmdbd, openapi/slurmdbd) on 127.0.0.1:PORT;
 #                                           NAME (default slurmrestd) lets a test run its own
 #   slurm.sh stop-restd INST NAME           stop that slurmrestd by PID
 #   slurm.sh token INST [USER]              print a JWT for USER (default root), 1 day
@@ -28,6 +30,9 @@
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
 #   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
+#   slurm.sh start-mariadb mariadb PORT     the bed's MariaDB (Debian's mariadb-server, from the
+#                                           24.11 chroot) on 127.0.0.1:PORT, its own data dir, by PID
+#   slurm.sh sql mariadb                    run the SQL on stdin as MariaDB's root (local socket)
 #   slurm.sh log INST NAME                  print a daemon's output (slurmctld, slurmrestd, slurmd-NAME)
 #   slurm.sh stop INST                      stop every daemon of INST by PID
 #   slurm.sh down                           stop everything started from the chroot, unmount
@@ -160,6 +165,30 @@ case "$cmd" in
     done
     chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run/sack-$inst /run/slurm-* /var/log/slurm 2>/dev/null || true
       chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
+    if [ -f "$R$ETC/slurmdbd.conf" ] && ! alive "$RUN/slurmdbd.pid"; then
+      # slurmdbd always comes from the newest release's chroot: Slurm 24.11.5's slurmdbd stops at
+      # its first query to trixie's MariaDB 11.8 (client error 5027 in _check_mysql_concat_is_sane),
+      # and a slurmdbd serves slurmctld of older releases (Slurm upgrades slurmdbd first).
+      RD=$("$HERE/slurm-chroot.sh" 26.05)
+      ( R=$RD; mounts )
+      rm -rf "${RD:?}$ETC"; mkdir -p "$RD$ETC"
+      cp "$R$ETC/slurm.conf" "$R$ETC/slurmdbd.conf" "$R$ETC/slurm.key" "$R$ETC/jwt_hs256.key" "$RD$ETC/"
+      pid_dir=$(sed -n 's/^PidFile=//p' "$RD$ETC/slurmdbd.conf" | head -1)
+      [ -z "$pid_dir" ] || mkdir -p "$RD$(dirname "$pid_dir")"
+      chroot "$RD" bash -ec "chown -R slurm:slurm $ETC ${pid_dir:+$(dirname "$pid_dir")}; chmod 600 $ETC/slurmdbd.conf $ETC/*.key"
+      dbd_port=$(sed -n 's/^DbdPort=//p' "$RD$ETC/slurmdbd.conf" | head -1)
+      setsid "$SELF" _private "$RD" - "$inst" chroot "$RD" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
+        > "$RUN/slurmdbd.out" 2>&1 < /dev/null &
+      echo $! > "$RUN/slurmdbd.pid"
+      for _ in $(seq 1 150); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null && break
+        alive "$RUN/slurmdbd.pid" || break
+        sleep 0.2
+      done
+      (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null || {
+        echo "slurmdbd ($inst) did not listen on 127.0.0.1:$dbd_port; its log:" >&2
+        tail -30 "$RUN/slurmdbd.out" >&2; exit 1; }
+    fi
     setsid "$SELF" _private "$R" - "$inst" chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" \
       > "$RUN/slurmctld.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmctld.pid"
@@ -175,8 +204,10 @@ case "$cmd" in
   start-restd)
     port=$1 rname=${2:-slurmrestd}
     kill_pidfile "$RUN/$rname.pid"
+    plugins=openapi/slurmctld
+    [ -f "$R$ETC/slurmdbd.conf" ] && plugins=openapi/slurmctld,openapi/slurmdbd
     setsid "$SELF" _private "$R" - "$inst" chroot --userspec=restd:restd "$R" env SLURM_CONF="$ETC/slurm.conf" SLURM_JWT=daemon \
-      /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$port" \
+      /usr/sbin/slurmrestd -a rest_auth/jwt -s "$plugins" "127.0.0.1:$port" \
       > "$RUN/$rname.out" 2>&1 < /dev/null &
     echo $! > "$RUN/$rname.pid"
     for _ in $(seq 1 100); do
@@ -245,6 +276,34 @@ case "$cmd" in
     name=$1
     shift
     private "$name" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"
+    ;;
+  start-mariadb)
+    port=$1 D=/var/lib/mysql-bed
+    kill_pidfile "$RUN/mariadbd.pid"
+    mounts
+    if [ ! -d "$R$D/mysql" ]; then
+      rm -rf "${R:?}$D"; mkdir -p "$R$D"
+      chroot "$R" bash -ec "chown mysql:mysql $D; mariadb-install-db --user=mysql --datadir=$D \
+        --skip-test-db --auth-root-authentication-method=socket" > "$RUN/install.out" 2>&1 \
+        || { echo "mariadb-install-db failed:" >&2; tail -20 "$RUN/install.out" >&2; exit 1; }
+    fi
+    mkdir -p "$R/run/mysqld"; chroot "$R" chown mysql:mysql /run/mysqld
+    setsid chroot "$R" /usr/sbin/mariadbd --user=mysql --datadir=$D --bind-address=127.0.0.1 \
+      --port="$port" --socket=/run/mysqld/bed.sock --skip-name-resolve \
+      --innodb-buffer-pool-size=64M --innodb-snapshot-isolation=OFF --innodb-lock-wait-timeout=900 --max-allowed-packet=64M \
+      > "$RUN/mariadbd.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/mariadbd.pid"
+    for _ in $(seq 1 150); do
+      chroot "$R" mariadb-admin --socket=/run/mysqld/bed.sock ping >/dev/null 2>&1 && exit 0
+      alive "$RUN/mariadbd.pid" || break
+      sleep 0.2
+    done
+    echo "MariaDB did not come up on 127.0.0.1:$port; its log:" >&2
+    tail -30 "$RUN/mariadbd.out" >&2
+    exit 1
+    ;;
+  sql)
+    chroot "$R" mariadb --socket=/run/mysqld/bed.sock
     ;;
   log)
     cat "$RUN/$1.out"

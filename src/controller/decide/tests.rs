@@ -18,6 +18,7 @@ fn job(id: u64, on: &str, end: i64) -> Job {
         id,
         name: "train".into(),
         user: "alice".into(),
+        account: "research".into(),
         state: vec!["RUNNING".into()],
         partition: "all".into(),
         nodes: vec![on.into()],
