@@ -815,3 +815,56 @@ fn slurm_metrics_get_a_scrape_service_a_service_monitor_and_a_network_path() {
     assert!(off.get("Service", "research-metrics").is_none());
     assert!(off.get("ServiceMonitor", "research-metrics").is_none());
 }
+
+/// A pull request that changes QOS, accounts and users: the plan says it in Slurm's words, in
+/// the order apply makes the changes, in all three formats.
+#[test]
+fn an_accounting_change_is_planned_in_slurms_words() {
+    let (base, text) = example("examples/repo");
+    let head_text = text
+        .replace("gres/gpu=16, maxWall", "gres/gpu=32, maxWall")
+        .replace(
+            "      - name: alice\n        accounts: [{name: vision}]\n",
+            "      - name: alice\n        accounts: [{name: vision}]\n      - name: carol\n        accounts: [{name: research, limits: {maxJobs: 2}}]\n",
+        )
+        .replace("        adminLevel: Operator\n", "")
+        .replace(
+            "          - {name: vision, qos: [gpu-high], defaultQOS: gpu-high, limits: {maxJobs: 4}}\n",
+            "",
+        );
+    assert_ne!(head_text, text, "the edits apply to the example");
+    let head = load_text(&head_text);
+    let (rb, rh) = (render(&base), render(&head));
+    let p = plan(
+        Some(Side {
+            cluster: &base,
+            rendered: &rb,
+        }),
+        Side {
+            cluster: &head,
+            rendered: &rh,
+        },
+    );
+    assert!(p.has_changes(), "accounting changes are changes (exit 2)");
+    let lines = p.slurm.accounting.lines();
+    assert_eq!(
+        lines,
+        [
+            "QOS gpu-high: MaxTRESPerUser gres/gpu=16 → gres/gpu=32",
+            "account research: +user carol (MaxJobs=2)",
+            "user bob: AdminLevel Operator → None",
+            "user carol added (AdminLevel=None, DefaultAccount=research)",
+            "account vision: -user bob",
+        ],
+        "QOS first, then associations, then user settings; removals last"
+    );
+    golden(
+        "accounting.plan.txt",
+        &format::text(&p, "cluster gpu (from main)"),
+    );
+    golden(
+        "accounting.plan.md",
+        &format::markdown(&p, "cluster gpu (from main)"),
+    );
+    golden("accounting.plan.json", &format::json(&p));
+}

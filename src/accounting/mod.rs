@@ -10,7 +10,6 @@
 pub mod diff;
 pub mod model;
 pub mod rest;
-pub mod words;
 
 use crate::slurm::{Client, SlurmError};
 use crate::spec::ClusterFile;

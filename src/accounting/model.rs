@@ -6,12 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::words::{list_text, minutes_text, parse_minutes, parse_tres, tres_text};
 use crate::spec::types::{Accounting, Association, AssociationLimits, QosLimits};
+use crate::spec::words::{list_text, minutes_text, parse_minutes, parse_tres, tres_text};
 
-/// The built-in objects every slurmdbd has; slurmops never removes them.
-pub const BUILT_IN_QOS: &str = "normal";
-pub const ROOT: &str = "root";
+pub use crate::spec::accounts::{BUILT_IN_QOS, ROOT};
 
 /// One accounting object. The order is the order of creation: QOS before the accounts that
 /// allow them, accounts before their users' associations, associations before the user

@@ -20,8 +20,15 @@ fn headline(p: &Plan, target: &str) -> String {
     if !p.has_changes() {
         return format!("No changes: {target} already matches cluster.yaml.");
     }
+    let accounting = match p.slurm.accounting.changes.len() {
+        0 => String::new(),
+        n => format!(
+            " Accounting: {n} change{} in slurmdbd.",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     format!(
-        "Plan for {target}: {} to create, {} to update, {} to replace, {} to delete.",
+        "Plan for {target}: {} to create, {} to update, {} to replace, {} to delete.{accounting}",
         p.count(Action::Create),
         p.count(Action::Update),
         p.count(Action::Replace),

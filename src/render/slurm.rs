@@ -186,6 +186,16 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
         );
         set("AccountingStorageHost", names.accounting_host());
         set("AccountingStoragePort", SLURMDBD_PORT.to_string());
+        // QOS and account limits declared in git mean nothing unless slurmctld enforces them.
+        if s.accounting.manages_objects() {
+            set(
+                "AccountingStorageEnforce",
+                "associations,limits,qos,safe".into(),
+            );
+        }
+        if s.node_sets.iter().any(|n| n.gpus.is_some()) {
+            set("AccountingStorageTRES", "gres/gpu".into());
+        }
     } else {
         set("AccountingStorageType", "accounting_storage/none".into());
     }

@@ -5,6 +5,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The built-in objects every slurmdbd has; slurmops never removes or redefines them (a QOS
+/// named `normal` may be declared: its settings are then managed).
+pub const BUILT_IN_QOS: &str = "normal";
+pub const ROOT: &str = "root";
+
 /// A Slurm QOS (`sacctmgr add qos`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -8,6 +8,7 @@ pub mod release;
 pub mod types;
 pub mod validate;
 pub mod values;
+pub mod words;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Path};

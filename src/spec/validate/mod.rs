@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+mod accounting;
 mod controller;
 mod pods;
 
@@ -404,6 +405,7 @@ impl Validator {
     }
 
     fn accounting(&mut self, a: &Accounting, p: &Path) {
+        self.accounting_objects(a, p);
         self.slurm_conf_map(&a.slurmdbd_conf, &p.key("slurmdbdConf"), false);
         self.pod(&a.pod, p);
         match (&a.database, a.enabled) {

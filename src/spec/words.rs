@@ -1,6 +1,6 @@
-//! Slurm's own spellings of TRES lists, times and QOS flags, parsed from cluster.yaml and
-//! written back in one canonical form, so that what git says and what slurmdbd answers compare
-//! equal when they mean the same thing (`mem=64G` and 65536 MB are one value).
+//! Slurm's own spellings of TRES lists, times and QOS flags (accounting), parsed from
+//! cluster.yaml and written back in one canonical form, so that what git says and what slurmdbd
+//! answers compare equal when they mean the same thing (`mem=64G` and 65536 MB are one value).
 
 /// One TRES limit: `cpu`, `mem` (in MB), `node`, `gres/gpu`, `gres/gpu:h100`, ...
 #[derive(Debug, Clone, PartialEq, Eq)]

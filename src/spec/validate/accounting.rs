@@ -1,0 +1,244 @@
+//! Checks of `spec.accounting`'s objects: names Slurm accepts, every QOS and account referenced
+//! exists, the account tree has no cycle, defaults are among the allowed, and TRES lists, times
+//! and QOS flags parse the way Slurm writes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::super::accounts::{BUILT_IN_QOS, ROOT};
+use super::super::diag::{Path, did_you_mean};
+use super::super::types::*;
+use super::super::words::{QOS_FLAGS, parse_minutes, parse_tres};
+use super::Validator;
+
+fn is_slurm_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+impl Validator {
+    pub(super) fn accounting_objects(&mut self, a: &Accounting, p: &Path) {
+        let declared = !(a.qos.is_empty() && a.accounts.is_empty() && a.users.is_empty());
+        if declared && !a.enabled {
+            self.err(
+                p.key("enabled"),
+                "QOS, accounts or users are declared but accounting is not enabled",
+                "set accounting.enabled: true (with accounting.database), or remove them",
+            );
+        }
+        let mut qos: Vec<&str> = vec![BUILT_IN_QOS];
+        qos.extend(a.qos.iter().map(|q| q.name.as_str()));
+        let accounts: Vec<&str> = a.accounts.iter().map(|x| x.name.as_str()).collect();
+        self.names(
+            p.key("qos"),
+            "QOS",
+            a.qos.iter().map(|q| q.name.as_str()),
+            &[],
+        );
+        self.names(
+            p.key("accounts"),
+            "account",
+            accounts.iter().copied(),
+            &[ROOT],
+        );
+        self.names(
+            p.key("users"),
+            "user",
+            a.users.iter().map(|u| u.name.as_str()),
+            &[ROOT],
+        );
+        for (i, q) in a.qos.iter().enumerate() {
+            let qp = p.key("qos").index(i);
+            for (j, other) in q.preempt.iter().enumerate() {
+                self.qos_ref(qp.key("preempt").index(j), other, &qos);
+            }
+            for (j, f) in q.flags.iter().enumerate() {
+                self.qos_flag(qp.key("flags").index(j), f);
+            }
+            let l = &q.limits;
+            let lp = qp.key("limits");
+            for (key, v) in [
+                ("maxTRESPerUser", &l.max_tres_per_user),
+                ("maxTRESPerAccount", &l.max_tres_per_account),
+                ("maxTRESPerJob", &l.max_tres_per_job),
+                ("maxTRESPerNode", &l.max_tres_per_node),
+                ("grpTRES", &l.grp_tres),
+            ] {
+                self.tres(lp.key(key), v);
+            }
+            self.wall(lp.key("maxWall"), &l.max_wall);
+        }
+        let mut with_accounts: Vec<&str> = vec![ROOT];
+        with_accounts.extend(accounts.iter().copied());
+        for (i, acc) in a.accounts.iter().enumerate() {
+            let ap = p.key("accounts").index(i);
+            if let Some(parent) = &acc.parent {
+                self.account_ref(ap.key("parent"), parent, &with_accounts);
+            }
+            self.association(&ap, &acc.association, &qos);
+        }
+        self.account_cycles(a, &p.key("accounts"));
+        for (i, u) in a.users.iter().enumerate() {
+            self.user(&p.key("users").index(i), u, &accounts, &qos);
+        }
+    }
+
+    fn names<'a>(
+        &mut self,
+        p: Path,
+        what: &str,
+        names: impl Iterator<Item = &'a str>,
+        reserved: &[&str],
+    ) {
+        let mut seen = BTreeSet::new();
+        for (i, n) in names.enumerate() {
+            let at = p.index(i).key("name");
+            if !is_slurm_name(n) {
+                self.err(
+                    at,
+                    format!("{n:?} is not a Slurm {what} name"),
+                    "use letters, digits, '-', '_' and '.' (at most 64)",
+                );
+            } else if reserved.contains(&n) {
+                self.err(
+                    at,
+                    format!("{n:?} is Slurm's own {what}"),
+                    format!("slurmops leaves Slurm's {n} {what} as it is: choose another name"),
+                );
+            } else if !seen.insert(n.to_ascii_lowercase()) {
+                self.err(
+                    at,
+                    format!("{what} {n:?} is declared twice"),
+                    "merge the two entries (Slurm names are case-insensitive)",
+                );
+            }
+        }
+    }
+
+    fn qos_ref(&mut self, p: Path, name: &str, known: &[&str]) {
+        if !known.contains(&name) {
+            self.unknown_ref(p, "QOS", name, known);
+        }
+    }
+
+    fn account_ref(&mut self, p: Path, name: &str, known: &[&str]) {
+        if !known.contains(&name) {
+            self.unknown_ref(p, "account", name, known);
+        }
+    }
+
+    fn qos_flag(&mut self, p: Path, flag: &str) {
+        if QOS_FLAGS.iter().any(|(f, _)| f.eq_ignore_ascii_case(flag)) {
+            return;
+        }
+        let names: Vec<&str> = QOS_FLAGS.iter().map(|(f, _)| *f).collect();
+        let hint = match did_you_mean(flag, names.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!("known: {}", names.join(", ")),
+        };
+        self.err(
+            p,
+            format!("{flag:?} is not a QOS flag slurmops can set"),
+            hint,
+        );
+    }
+
+    fn tres(&mut self, p: Path, v: &Option<String>) {
+        if let Some(Err(e)) = v.as_deref().map(parse_tres) {
+            self.err(p, e, "write TRES as Slurm does: cpu=16,mem=64G,gres/gpu=8");
+        }
+    }
+
+    fn wall(&mut self, p: Path, v: &Option<String>) {
+        if let Some(Err(e)) = v.as_deref().map(parse_minutes) {
+            self.err(p, e, "e.g. maxWall: \"2-00:00:00\" (two days)");
+        }
+    }
+
+    fn association(&mut self, p: &Path, a: &Association, qos: &[&str]) {
+        for (j, q) in a.qos.iter().enumerate() {
+            self.qos_ref(p.key("qos").index(j), q, qos);
+        }
+        if let Some(d) = &a.default_qos {
+            self.qos_ref(p.key("defaultQOS"), d, qos);
+            if !a.qos.is_empty() && !a.qos.contains(d) {
+                self.err(
+                    p.key("defaultQOS"),
+                    format!(
+                        "default QOS {d:?} is not one of the allowed QOS ({})",
+                        a.qos.join(", ")
+                    ),
+                    format!("add {d} to qos, or choose one of them"),
+                );
+            }
+        }
+        let l = &a.limits;
+        let lp = p.key("limits");
+        for (key, v) in [
+            ("grpTRES", &l.grp_tres),
+            ("maxTRESPerJob", &l.max_tres_per_job),
+            ("maxTRESPerNode", &l.max_tres_per_node),
+        ] {
+            self.tres(lp.key(key), v);
+        }
+        self.wall(lp.key("maxWall"), &l.max_wall);
+    }
+
+    fn account_cycles(&mut self, a: &Accounting, p: &Path) {
+        let parent: BTreeMap<&str, &str> = a
+            .accounts
+            .iter()
+            .map(|x| (x.name.as_str(), x.parent.as_deref().unwrap_or(ROOT)))
+            .collect();
+        for (i, acc) in a.accounts.iter().enumerate() {
+            let mut path = vec![acc.name.as_str()];
+            let mut at = acc.name.as_str();
+            while let Some(&up) = parent.get(at) {
+                if up == acc.name {
+                    path.push(up);
+                    self.err(
+                        p.index(i).key("parent"),
+                        format!("the account tree has a cycle: {}", path.join(" → ")),
+                        "every account must lead up to root: fix one of these parents",
+                    );
+                    break;
+                }
+                if path.contains(&up) || path.len() > a.accounts.len() {
+                    break;
+                }
+                path.push(up);
+                at = up;
+            }
+        }
+    }
+
+    fn user(&mut self, p: &Path, u: &User, accounts: &[&str], qos: &[&str]) {
+        if u.accounts.is_empty() {
+            self.err(
+                p.key("accounts"),
+                format!("user {} has no account", u.name),
+                "list at least one account the user may charge",
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for (j, m) in u.accounts.iter().enumerate() {
+            let mp = p.key("accounts").index(j);
+            self.account_ref(mp.key("name"), &m.name, accounts);
+            if !seen.insert(m.name.as_str()) {
+                self.err(
+                    mp.key("name"),
+                    format!("user {} is in account {} twice", u.name, m.name),
+                    "merge the two entries",
+                );
+            }
+            self.association(&mp, &m.association, qos);
+        }
+        if let Some(d) = &u.default_account
+            && !u.accounts.iter().any(|m| m.name == *d)
+        {
+            let names: Vec<&str> = u.accounts.iter().map(|m| m.name.as_str()).collect();
+            self.unknown_ref(p.key("defaultAccount"), "account of this user", d, &names);
+        }
+    }
+}
