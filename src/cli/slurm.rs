@@ -38,6 +38,10 @@ enum Cmd {
         file: PathBuf,
         #[arg(long)]
         apply: bool,
+        /// The cluster.yaml applied last: what differs from it in slurmdbd is a hand edit
+        /// (reported only with `policy.detectDriftOnly`), not a change in git.
+        #[arg(long)]
+        last_applied: Option<PathBuf>,
     },
 }
 
@@ -98,7 +102,11 @@ pub fn run(args: Args) -> i32 {
             Cmd::Nodes => nodes(&client).await,
             Cmd::Drain { node, reason } => drain(&client, node, reason).await,
             Cmd::Resume { node } => resume(&client, node).await,
-            Cmd::Accounting { file, apply } => accounting(&client, file, *apply).await,
+            Cmd::Accounting {
+                file,
+                apply,
+                last_applied,
+            } => accounting(&client, file, last_applied.as_deref(), *apply).await,
         }
     });
     match result {
@@ -113,13 +121,19 @@ pub fn run(args: Args) -> i32 {
 async fn accounting(
     client: &Client,
     file: &std::path::Path,
+    last: Option<&std::path::Path>,
     apply: bool,
 ) -> Result<i32, SlurmError> {
-    let Ok(c) = super::read(file).and_then(|l| super::load(&l)) else {
+    let load = |f: &std::path::Path| super::read(f).and_then(|l| super::load(&l));
+    let Ok(c) = load(file) else {
         return Ok(EXIT_ERROR);
     };
+    let Ok(last) = last.map(load).transpose() else {
+        return Ok(EXIT_ERROR);
+    };
+    let last = last.as_ref();
     if !apply {
-        let d = crate::accounting::observe(client, &c, None).await?;
+        let d = crate::accounting::observe(client, &c, last).await?;
         for line in d.lines() {
             println!("{line}");
         }
@@ -129,7 +143,7 @@ async fn accounting(
             super::EXIT_CHANGES
         });
     }
-    let o = crate::accounting::reconcile(client, &c, None).await?;
+    let o = crate::accounting::reconcile(client, &c, last).await?;
     for line in o.lines() {
         println!("{line}");
     }

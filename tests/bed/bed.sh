@@ -10,6 +10,7 @@
 #                             tests rendered from tests/bed/cluster.yaml for that release, with the
 #                             test-host overlay.
 #   bed.sh down               stop everything by PID.
+# MariaDB (accounting tests: each starts its own slurmdbd and slurmctld against it) on 13306.
 # Ports: apiserver 16443; Slurm 24.11 slurmctld 16817, slurmrestd 16820; Slurm 26.05 slurmctld
 # 16827, slurmrestd 16830; git 19418 / 18080 / 12222.
 set -euo pipefail
@@ -61,6 +62,11 @@ case "${1:-}" in
     {
       "$HERE/kube.sh" up || { part "FAILED: Kubernetes (logs in $SLURMOPS_BED_RUN/kube)"; exit 1; }
       "$HERE/git.sh" up || { part "FAILED: git servers (logs in $SLURMOPS_BED_RUN/git)"; exit 1; }
+      S=$SLURMOPS_BED_RUN/slurm/mariadb
+      if ! { [ -f "$S/mariadbd.pid" ] && kill -0 "$(cat "$S/mariadbd.pid")" 2>/dev/null; }; then
+        "$HERE/slurm.sh" start-mariadb mariadb 13306 >&2 || { part "FAILED: MariaDB (log: $S/mariadbd.out)"; exit 1; }
+      fi
+      echo "MARIADB_PORT=13306"
       slurm_up 24.11 "$2" || exit 1
       slurm_up 26.05 "$3" || exit 1
     } > "$env_file.tmp"

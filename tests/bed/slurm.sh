@@ -166,18 +166,13 @@ case "$cmd" in
     chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run/sack-$inst /run/slurm-* /var/log/slurm 2>/dev/null || true
       chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
     if [ -f "$R$ETC/slurmdbd.conf" ] && ! alive "$RUN/slurmdbd.pid"; then
-      # slurmdbd always comes from the newest release's chroot: Slurm 24.11.5's slurmdbd stops at
-      # its first query to trixie's MariaDB 11.8 (client error 5027 in _check_mysql_concat_is_sane),
-      # and a slurmdbd serves slurmctld of older releases (Slurm upgrades slurmdbd first).
-      RD=$("$HERE/slurm-chroot.sh" 26.05)
-      ( R=$RD; mounts )
-      rm -rf "${RD:?}$ETC"; mkdir -p "$RD$ETC"
-      cp "$R$ETC/slurm.conf" "$R$ETC/slurmdbd.conf" "$R$ETC/slurm.key" "$R$ETC/jwt_hs256.key" "$RD$ETC/"
-      pid_dir=$(sed -n 's/^PidFile=//p' "$RD$ETC/slurmdbd.conf" | head -1)
-      [ -z "$pid_dir" ] || mkdir -p "$RD$(dirname "$pid_dir")"
-      chroot "$RD" bash -ec "chown -R slurm:slurm $ETC ${pid_dir:+$(dirname "$pid_dir")}; chmod 600 $ETC/slurmdbd.conf $ETC/*.key"
-      dbd_port=$(sed -n 's/^DbdPort=//p' "$RD$ETC/slurmdbd.conf" | head -1)
-      setsid "$SELF" _private "$RD" - "$inst" chroot "$RD" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
+      # The release's own slurmdbd. Its database must exist already, as a DBA creates it: on
+      # MariaDB 11.8 a slurmdbd that creates it stops at its next query (client error 5027).
+      pid_dir=$(sed -n 's/^PidFile=//p' "$R$ETC/slurmdbd.conf" | head -1)
+      [ -z "$pid_dir" ] || mkdir -p "$R$(dirname "$pid_dir")"
+      chroot "$R" bash -ec "chown -R slurm:slurm $ETC ${pid_dir:+$(dirname "$pid_dir")}; chmod 600 $ETC/slurmdbd.conf"
+      dbd_port=$(sed -n 's/^DbdPort=//p' "$R$ETC/slurmdbd.conf" | head -1)
+      setsid "$SELF" _private "$R" - "$inst" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
         > "$RUN/slurmdbd.out" 2>&1 < /dev/null &
       echo $! > "$RUN/slurmdbd.pid"
       for _ in $(seq 1 150); do

@@ -31,6 +31,7 @@ macro_rules! on_each_slurm {
     };
 }
 
+pub mod accounting;
 pub mod bed;
 pub mod ctld_files;
 pub mod daemon;

@@ -1,0 +1,225 @@
+//! Accounting for real: the bed's MariaDB, a slurmdbd started with the slurmdbd.conf slurmops
+//! renders, slurmctld storing to it and slurmrestd's slurmdb endpoints. QOS, accounts and users
+//! come from cluster.yaml; what they did is checked with Slurm's own tools (`sacctmgr`, `sacct`,
+//! `squeue`), not with slurmops' reader.
+
+#[macro_use]
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::accounting::{AcctSlurm, by_first};
+
+/// The bed's cluster with accounting, a QOS limited to MAX_CPU CPUs per user, an account tree
+/// research → vision and users alice (vision) and bob (research and vision).
+fn cluster_yaml(suffix: &str, max_cpu: u32, with_vision: bool, extra: &str) -> String {
+    let base =
+        std::fs::read_to_string("tests/bed/cluster.yaml").expect("read the bed cluster.yaml");
+    let vision = if with_vision {
+        "      - name: vision\n        parent: research\n        description: Vision team\n        limits: {maxJobs: 10}\n"
+    } else {
+        ""
+    };
+    let alice = if with_vision {
+        "      - name: alice\n        accounts: [{name: vision, qos: [normal, gpu-high], defaultQOS: gpu-high}]\n"
+    } else {
+        ""
+    };
+    let bob_vision = if with_vision {
+        "\n          - {name: vision}"
+    } else {
+        ""
+    };
+    format!(
+        "{base}  clusterName: acct_{u}\n{extra}  accounting:\n    enabled: true\n    database:\n      host: db.example\n      name: acct_{u}\n      user: acct_{u}\n      password: {{name: slurmdbd-db, key: password}}\n    qos:\n      - name: gpu-high\n        description: GPU jobs\n        priority: 100\n        limits: {{maxTRESPerUser: \"cpu={max_cpu}\", maxWall: \"1:00:00\"}}\n    accounts:\n      - name: research\n        description: Research\n        fairshare: 10\n        qos: [normal, gpu-high]\n        defaultQOS: normal\n{vision}    users:\n{alice}      - name: bob\n        adminLevel: Operator\n        accounts:\n          - {{name: research}}{bob_vision}\n",
+        u = suffix.replace('-', "_"),
+    )
+}
+
+struct Cli {
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    /// `slurmops slurm accounting` on TEXT (`--apply` when APPLY; LAST: the cluster.yaml
+    /// applied before): exit code and output.
+    fn run(&self, s: &AcctSlurm, text: &str, apply: bool, last: Option<&str>) -> (i32, String) {
+        let file = self.dir.path().join("cluster.yaml");
+        std::fs::write(&file, text).expect("write cluster.yaml");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+        cmd.args(["slurm", "--url", &self.url, "accounting"])
+            .arg(&file);
+        cmd.env("SLURM_JWT", s.token("root"));
+        if apply {
+            cmd.arg("--apply");
+        }
+        if let Some(l) = last {
+            let lf = self.dir.path().join("last.yaml");
+            std::fs::write(&lf, l).expect("write the last applied cluster.yaml");
+            cmd.arg("--last-applied").arg(lf);
+        }
+        let out = cmd.output().expect("run slurmops");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+}
+
+async fn until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+on_each_slurm! {
+    /// slurmdbd runs with the rendered config and records jobs; QOS, accounts and users from git
+    /// exist in slurmdbd and their limits hold jobs; raising a limit in git releases them.
+    async fn accounting_objects_from_git_are_in_slurmdbd_and_their_limits_hold() {
+        support::bed();
+        let release = support::slurm_release();
+        let suffix = support::unique_suffix();
+        let v1 = cluster_yaml(&suffix, 1, true, "");
+        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let s = AcctSlurm::start(&c, release, &format!("pw-{suffix}"));
+        assert!(
+            s.log("slurmdbd").contains("started"),
+            "slurmdbd started with the rendered slurmdbd.conf:\n{}",
+            s.log("slurmdbd")
+        );
+        s.start_node("acct-n1", 2);
+        let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };
+
+        let (code, out) = cli.run(&s, &v1, false, None);
+        assert_eq!(code, 2, "the plan shows the objects to add:\n{out}");
+        assert!(out.contains("QOS gpu-high added"), "{out}");
+        let (code, out) = cli.run(&s, &v1, true, None);
+        assert_eq!(code, 0, "apply:\n{out}");
+
+        // Checked with Slurm's own tool.
+        let qos = by_first(s.sacctmgr_show(&["qos", "format=Name,Priority,MaxTRESPU,MaxWall,Description"]));
+        let q = qos.get("gpu-high").unwrap_or_else(|| panic!("QOS gpu-high in sacctmgr: {qos:?}"));
+        assert_eq!(q[1..4], ["100", "cpu=1", "01:00:00"], "{q:?}");
+        assert!(q[4].starts_with("slurmops:"), "owned by slurmops: {q:?}");
+        let cluster = format!("cluster={}", s.cluster);
+        let assocs = s.sacctmgr_show(&["assoc", "where", &cluster, "format=Account,User,ParentName,QOS,DefaultQOS,Share"]);
+        let find = |acc: &str, user: &str| {
+            assocs
+                .iter()
+                .find(|r| r[0] == acc && r[1] == user)
+                .unwrap_or_else(|| panic!("association {acc}/{user} in {assocs:?}"))
+                .clone()
+        };
+        assert_eq!(find("research", "")[2], "root");
+        assert_eq!(find("research", "")[5], "10");
+        assert_eq!(find("vision", "")[2], "research");
+        assert_eq!(find("vision", "alice")[3..5], ["gpu-high,normal", "gpu-high"]);
+        find("research", "bob");
+        let users = by_first(s.sacctmgr_show(&["user", "format=User,DefaultAccount,AdminLevel"]));
+        assert_eq!(users["bob"][1..], ["research", "Operator"]);
+        assert_eq!(users["alice"][1..], ["vision", "None"]);
+
+        // A job over the QOS limit waits with Slurm's reason; raising the limit in git runs it.
+        let job = s.submit("alice", "vision", Some("gpu-high"), 2, 3).await;
+        let reason = until("the job held by its QOS", 30, || {
+            s.job(job).filter(|(st, r)| st == "PENDING" && r.starts_with("QOS")).map(|(_, r)| r)
+        })
+        .await;
+        assert_eq!(reason, "QOSMaxCpuPerUserLimit");
+        let v2 = cluster_yaml(&suffix, 2, true, "");
+        let (code, out) = cli.run(&s, &v2, false, Some(&v1));
+        assert_eq!(code, 2);
+        assert!(out.contains("QOS gpu-high: MaxTRESPerUser cpu=1 → cpu=2"), "{out}");
+        let (code, out) = cli.run(&s, &v2, true, Some(&v1));
+        assert_eq!(code, 0, "{out}");
+        until("the job to run once the limit is raised", 60, || {
+            s.job(job).filter(|(st, _)| st != "PENDING").map(|_| ())
+                .or_else(|| s.job(job).is_none().then_some(()))
+        })
+        .await;
+        let state = until("the job's record in slurmdbd", 60, || {
+            s.sacct_state(job).filter(|st| st == "COMPLETED")
+        })
+        .await;
+        assert_eq!(state, "COMPLETED", "sacct reads the job from slurmdbd");
+
+        // Converged: a second apply writes nothing.
+        let (code, out) = cli.run(&s, &v2, true, Some(&v2));
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("0 slurmdbd writes"), "no write on a no-op:\n{out}");
+        let (code, out) = cli.run(&s, &v2, false, Some(&v2));
+        assert_eq!(code, 0, "nothing to do:\n{out}");
+    }
+}
+
+on_each_slurm! {
+    /// Hand edits are drift (corrected, or only reported in detect-only mode), accounts made by
+    /// hand are never removed, and an account with a running job is not removed.
+    async fn hand_edits_are_drift_and_nothing_made_by_hand_or_busy_is_removed() {
+        support::bed();
+        let release = support::slurm_release();
+        let suffix = support::unique_suffix();
+        let v1 = cluster_yaml(&suffix, 2, true, "");
+        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let s = AcctSlurm::start(&c, release, &format!("pw-{suffix}"));
+        s.start_node("acct-n1", 2);
+        let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };
+        let (code, out) = cli.run(&s, &v1, true, None);
+        assert_eq!(code, 0, "{out}");
+
+        // Someone edits with sacctmgr and makes an account by hand.
+        s.exec(&["sacctmgr", "-i", "modify", "qos", "gpu-high", "set", "priority=5"]);
+        s.exec(&["sacctmgr", "-i", "add", "account", "manual", "cluster", &s.cluster]);
+        let detect = cluster_yaml(&suffix, 2, true, "  policy: {detectDriftOnly: true}\n");
+        let (code, out) = cli.run(&s, &detect, true, Some(&detect));
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("drift (hand edit, reported only"), "{out}");
+        assert!(out.contains("QOS gpu-high: Priority is 5 in Slurm, 100 in cluster.yaml"), "{out}");
+        assert!(out.contains("account manual exists in Slurm but not in cluster.yaml"), "{out}");
+        assert!(out.contains("0 slurmdbd writes"), "detect-only changes nothing:\n{out}");
+        let prio = || by_first(s.sacctmgr_show(&["qos", "format=Name,Priority"]))["gpu-high"][1].clone();
+        assert_eq!(prio(), "5", "left as edited in detect-only mode");
+
+        let (code, out) = cli.run(&s, &v1, true, Some(&v1));
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("QOS gpu-high: Priority 5 → 100 (undoes a hand edit)"), "{out}");
+        assert_eq!(prio(), "100", "corrected");
+        let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
+        assert!(accounts.contains_key("manual"), "an account made by hand stays: {accounts:?}");
+
+        // vision has a running job: removing it from git is refused with the job id.
+        let job = s.submit("alice", "vision", None, 1, 300).await;
+        until("the long job to run", 30, || s.job(job).filter(|(st, _)| st == "RUNNING").map(|_| ())).await;
+        let without = cluster_yaml(&suffix, 2, false, "");
+        let (code, out) = cli.run(&s, &without, true, Some(&v1));
+        assert_eq!(code, 1, "refused:\n{out}");
+        assert!(
+            out.contains(&format!("REFUSED: account vision removed: account vision has running or pending jobs {job}")),
+            "{out}"
+        );
+        let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
+        assert!(accounts.contains_key("vision"), "still there: {accounts:?}");
+        assert_eq!(s.job(job).map(|j| j.0), Some("RUNNING".into()), "the job is untouched");
+
+        // Once the job is gone the same change goes through; the hand-made account stays.
+        s.exec(&["scancel", &job.to_string()]);
+        until("the job to end", 30, || s.job(job).is_none().then_some(())).await;
+        let (code, out) = cli.run(&s, &without, true, Some(&v1));
+        assert_eq!(code, 0, "{out}");
+        let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
+        assert!(!accounts.contains_key("vision"), "removed: {accounts:?}");
+        assert!(accounts.contains_key("manual") && accounts.contains_key("research"), "{accounts:?}");
+    }
+}
