@@ -223,3 +223,95 @@ on_each_slurm! {
         assert!(accounts.contains_key("manual") && accounts.contains_key("research"), "{accounts:?}");
     }
 }
+
+/// `slurmops apply` with Slurm (the daemon's pass, looped) reconciles accounting after the
+/// Kubernetes objects; `plan --cluster` reads slurmdbd live; the last applied revision in the
+/// ApplySet parent tells a hand edit (reported in detect-only mode) from a change in git.
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_reconciles_accounting_in_its_pass_and_plan_reads_slurmdbd_live() {
+    support::select_slurm("24.11");
+    let env = support::TestEnv::new("acct").await;
+    env.grant_slurmops_role().await;
+    let ns_line = format!("namespace: {}", env.ns);
+    let yaml = |max_cpu: u32, extra: &str| {
+        cluster_yaml(&env.suffix, max_cpu, true, extra).replace("namespace: slurm", &ns_line)
+    };
+    let v1 = yaml(1, "");
+    let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+    let s = AcctSlurm::start(&c, "24.11", &format!("pw-{}", env.suffix));
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path().to_str().unwrap().to_string();
+    let token = s.token("root");
+    let run = |args: &[&str], text: &str| {
+        std::fs::write(repo.path().join("cluster.yaml"), text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(args)
+            .args(["--slurmrestd-url", &s.restd_url, "--slurm-jwt", &token])
+            .env("KUBECONFIG", &support::bed().kubeconfig_restricted)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    };
+
+    let (code, out) = run(&["plan", &dir, "--cluster"], &v1);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("QOS gpu-high added"),
+        "live plan reads slurmdbd:\n{out}"
+    );
+    let (code, out) = run(&["apply", &dir, "--wait", "0s"], &v1);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("created: StatefulSet/bed-accounting"),
+        "Kubernetes objects first:\n{out}"
+    );
+    assert!(out.contains("accounting: QOS gpu-high added"), "{out}");
+    assert!(out.contains("accounting: account vision added"), "{out}");
+    let qos = by_first(s.sacctmgr_show(&["qos", "format=Name,MaxTRESPU"]));
+    assert_eq!(qos["gpu-high"][1], "cpu=1");
+
+    // A change in git is applied even in detect-only mode; a hand edit there is only reported.
+    s.exec(&[
+        "sacctmgr",
+        "-i",
+        "modify",
+        "qos",
+        "gpu-high",
+        "set",
+        "priority=5",
+    ]);
+    let v2 = yaml(2, "  policy: {detectDriftOnly: true}\n");
+    let (code, out) = run(&["plan", &dir, "--cluster"], &v2);
+    assert_eq!(code, 2, "{out}");
+    let (code, out) = run(&["apply", &dir, "--wait", "0s"], &v2);
+    assert_eq!(code, 0, "{out}");
+    let qos = by_first(s.sacctmgr_show(&["qos", "format=Name,MaxTRESPU,Priority"]));
+    assert_eq!(
+        qos["gpu-high"][1..],
+        ["cpu=2", "100"],
+        "the change from git wins over the hand edit"
+    );
+    s.exec(&[
+        "sacctmgr",
+        "-i",
+        "modify",
+        "qos",
+        "gpu-high",
+        "set",
+        "priority=7",
+    ]);
+    let (code, out) = run(&["apply", &dir, "--wait", "0s"], &v2);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("drift (hand edit, reported only: policy.detectDriftOnly): QOS gpu-high: Priority is 7 in Slurm, 100 in cluster.yaml"),
+        "{out}"
+    );
+    let qos = by_first(s.sacctmgr_show(&["qos", "format=Name,Priority"]));
+    assert_eq!(qos["gpu-high"][1], "7", "left as edited");
+    env.cleanup().await;
+}

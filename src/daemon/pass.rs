@@ -327,6 +327,16 @@ fn record(
             state.status.errors.clear();
         }
         state.status.summary = summary;
+        // Objects made by hand are reported on every pass: logged only when slurmdbd changed.
+        if rep.accounting_writes > 0 {
+            for line in &rep.accounting {
+                tracing::info!(commit = %commit, "accounting: {line}");
+            }
+        }
+        if let Some(e) = &rep.accounting_error {
+            tracing::warn!(commit = %commit, "accounting: {e}");
+            state.status.errors = format!("accounting: {e}");
+        }
         state.status.last_applied_commit = commit.clone();
         state.applied_at = Some(Instant::now());
         shared
