@@ -221,6 +221,14 @@ on_each_slurm! {
         let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
         assert!(!accounts.contains_key("vision"), "removed: {accounts:?}");
         assert!(accounts.contains_key("manual") && accounts.contains_key("research"), "{accounts:?}");
+
+        // Only policy.accounting.prune removes what was made by hand.
+        let prune = cluster_yaml(&suffix, 2, false, "  policy:\n    accounting: {prune: true}\n");
+        let (code, out) = cli.run(&s, &prune, true, Some(&without));
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("account manual removed"), "{out}");
+        let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
+        assert!(!accounts.contains_key("manual") && accounts.contains_key("research"), "{accounts:?}");
     }
 }
 

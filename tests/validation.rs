@@ -551,3 +551,67 @@ fn node_health_rules_use_kubernetes_words() {
     assert_eq!(e[1].path, "spec.policy.nodeHealth.taints[0].effect");
     assert!(e[1].message.contains("\"NoRun\" is not a taint effect"));
 }
+
+/// Accounting objects: each reference checked with its position and a suggestion, TRES, times
+/// and flags parsed as Slurm writes them, cycles in the account tree named.
+#[test]
+fn accounting_objects_are_checked_with_positions_and_suggestions() {
+    let repo = std::fs::read_to_string("examples/repo/cluster.yaml").unwrap();
+    let bad = repo
+        .replace("flags: [DenyOnLimit]", "flags: [DenyOnLimits]")
+        .replace("maxTRESPerUser: gres/gpu=16", "maxTRESPerUser: gpu=16")
+        .replace("maxWall: \"12:00:00\"", "maxWall: \"12 hours\"")
+        .replace("qos: [normal, gpu-high]", "qos: [normal, gpu-hihg]")
+        .replace("        parent: research\n", "        parent: vision\n")
+        .replace("accounts: [{name: vision}]", "accounts: [{name: visoin}]");
+    let e = load("cluster.yaml", &bad).expect_err("rejected");
+    let find = |path: &str| {
+        e.iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
+    };
+    let f = find("spec.accounting.qos[0].flags[0]");
+    assert!(
+        f.hint.as_deref() == Some("did you mean `DenyOnLimit`?"),
+        "{f:?}"
+    );
+    assert_eq!(f.line, line_of(&bad, "DenyOnLimits"));
+    assert!(
+        find("spec.accounting.qos[0].limits.maxTRESPerUser")
+            .message
+            .contains("unknown TRES type \"gpu\"")
+    );
+    assert!(
+        find("spec.accounting.qos[0].limits.maxWall")
+            .message
+            .contains("not a Slurm time")
+    );
+    let q = find("spec.accounting.accounts[0].qos[1]");
+    assert_eq!(
+        (q.message.as_str(), q.hint.as_deref()),
+        (
+            "no QOS named \"gpu-hihg\"",
+            Some("did you mean `gpu-high`?")
+        )
+    );
+    assert!(
+        find("spec.accounting.accounts[1].parent")
+            .message
+            .contains("cycle: vision → vision")
+    );
+    let u = find("spec.accounting.users[0].accounts[0].name");
+    assert_eq!(u.hint.as_deref(), Some("did you mean `vision`?"));
+    assert_eq!(u.line, line_of(&bad, "visoin"));
+
+    let disabled = repo.replacen(
+        "  accounting:\n    enabled: true",
+        "  accounting:\n    enabled: false",
+        1,
+    );
+    let e = load("cluster.yaml", &disabled).expect_err("objects need accounting");
+    assert!(
+        e.iter()
+            .any(|d| d.path == "spec.accounting.enabled" && d.message.contains("not enabled")),
+        "{e:#?}"
+    );
+}

@@ -254,6 +254,15 @@ fn update(
 
 /// What slurmrestd cannot do, refused with the way to do it by hand.
 fn refuse_unsupported(ch: &mut Change) {
+    if let Key::Account { name } = &ch.key
+        && let Some(f) = ch.fields.iter().find(|f| f.name == "Parent")
+    {
+        let to = f.to.as_deref().unwrap_or(ROOT);
+        ch.refused = Some(format!(
+            "slurmrestd cannot move an account to another parent: run `sacctmgr modify account {name} where cluster=CLUSTER set parent={to}` once"
+        ));
+        return;
+    }
     let clears_preempt = matches!(ch.key, Key::Qos { .. })
         && ch
             .fields
@@ -370,5 +379,194 @@ fn refuse_busy(deletes: &mut [Change], current: &Objects, busy: &[BusyJob]) {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::model::Settings;
+
+    fn obj(owned: bool, kv: &[(&str, &str)]) -> Object {
+        let settings: Settings = kv
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Object { settings, owned }
+    }
+    fn qos(n: &str) -> Key {
+        Key::Qos { name: n.into() }
+    }
+    fn acc(n: &str) -> Key {
+        Key::Account { name: n.into() }
+    }
+    fn member(a: &str, u: &str) -> Key {
+        Key::Association {
+            account: a.into(),
+            user: u.into(),
+        }
+    }
+    fn run(
+        desired: &Objects,
+        current: &Objects,
+        last: Option<&Objects>,
+        busy: &[BusyJob],
+        mode: Mode,
+    ) -> Diff {
+        diff(
+            &Inputs {
+                desired,
+                current,
+                last,
+                busy,
+            },
+            mode,
+        )
+    }
+
+    #[test]
+    fn creations_go_parents_first_and_removals_children_first() {
+        let desired: Objects = [
+            (acc("b"), obj(true, &[("Parent", "a")])),
+            (acc("a"), obj(true, &[])),
+            (member("b", "u"), obj(true, &[])),
+            (qos("q"), obj(true, &[("Priority", "5")])),
+        ]
+        .into();
+        let d = run(&desired, &Objects::new(), None, &[], Mode::default());
+        let keys: Vec<String> = d.changes.iter().map(|c| c.key.to_string()).collect();
+        assert_eq!(
+            keys,
+            ["QOS q", "account a", "account b", "account b: user u"]
+        );
+        // Everything leaves again: the other way round.
+        let current: Objects = desired
+            .iter()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
+        let d = run(&Objects::new(), &current, None, &[], Mode::default());
+        let keys: Vec<String> = d.changes.iter().map(|c| c.key.to_string()).collect();
+        assert_eq!(
+            keys,
+            ["account b: user u", "account b", "account a", "QOS q"]
+        );
+        assert!(d.changes.iter().all(|c| c.op == Op::Delete));
+    }
+
+    #[test]
+    fn objects_made_by_hand_are_left_alone_unless_prune_and_built_ins_always() {
+        let current: Objects = [
+            (acc("manual"), obj(false, &[])),
+            (acc("root"), obj(false, &[])),
+            (qos("normal"), obj(false, &[])),
+        ]
+        .into();
+        let d = run(&Objects::new(), &current, None, &[], Mode::default());
+        assert!(d.changes.is_empty());
+        assert_eq!(d.unmanaged, [acc("manual")]);
+        let d = run(
+            &Objects::new(),
+            &current,
+            None,
+            &[],
+            Mode {
+                prune: true,
+                detect_only: false,
+            },
+        );
+        assert_eq!(d.changes.len(), 1, "{:?}", d.changes);
+        assert_eq!(
+            (d.changes[0].key.clone(), d.changes[0].op),
+            (acc("manual"), Op::Delete)
+        );
+    }
+
+    #[test]
+    fn a_busy_account_and_one_holding_unmanaged_users_are_refused() {
+        let current: Objects = [
+            (acc("busy"), obj(true, &[])),
+            (member("busy", "alice"), obj(true, &[])),
+            (acc("shared"), obj(true, &[])),
+            (member("shared", "bob"), obj(false, &[])),
+        ]
+        .into();
+        let busy = [BusyJob {
+            id: 42,
+            account: "busy".into(),
+            user: "alice".into(),
+        }];
+        let d = run(&Objects::new(), &current, None, &busy, Mode::default());
+        let refused: Vec<(String, String)> = d
+            .changes
+            .iter()
+            .map(|c| (c.key.to_string(), c.refused.clone().unwrap_or_default()))
+            .collect();
+        assert!(
+            refused
+                .iter()
+                .any(|(k, r)| k == "account busy" && r.contains("jobs 42")),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .iter()
+                .any(|(k, r)| k == "account busy: user alice" && r.contains("jobs 42"))
+        );
+        assert!(
+            refused
+                .iter()
+                .any(|(k, r)| k == "account shared" && r.contains("(bob)"))
+        );
+        assert_eq!(d.to_make().count(), 0, "nothing refused is made");
+    }
+
+    #[test]
+    fn hand_edits_are_told_from_git_changes_by_the_last_applied_revision() {
+        let last: Objects = [(qos("q"), obj(true, &[("Priority", "10")]))].into();
+        let edited: Objects = [(qos("q"), obj(true, &[("Priority", "5")]))].into();
+        let detect = Mode {
+            prune: false,
+            detect_only: true,
+        };
+        // Same git, edited by hand: drift, reported only in detect-only mode.
+        let d = run(&last, &edited, Some(&last), &[], detect);
+        assert!(d.changes.is_empty());
+        assert_eq!(d.drift.len(), 1);
+        assert!(
+            d.lines()[0].contains("Priority is 5 in Slurm, 10 in cluster.yaml"),
+            "{:?}",
+            d.lines()
+        );
+        // Corrected otherwise, and said so.
+        let d = run(&last, &edited, Some(&last), &[], Mode::default());
+        assert_eq!(d.lines(), ["QOS q: Priority 5 → 10 (undoes a hand edit)"]);
+        // Git changed too: applied even in detect-only mode.
+        let new: Objects = [(qos("q"), obj(true, &[("Priority", "20")]))].into();
+        let d = run(&new, &edited, Some(&last), &[], detect);
+        assert_eq!(d.changes.len(), 1);
+        assert!(d.changes[0].hand_edit);
+    }
+
+    #[test]
+    fn inherited_settings_are_compared_only_when_git_sets_them() {
+        let desired: Objects = [(member("a", "u"), obj(true, &[]))].into();
+        let current: Objects = [(member("a", "u"), obj(true, &[("QOS", "normal")]))].into();
+        assert!(run(&desired, &current, None, &[], Mode::default()).is_empty());
+        let desired: Objects = [(member("a", "u"), obj(true, &[("QOS", "gpu")]))].into();
+        let d = run(&desired, &current, None, &[], Mode::default());
+        assert_eq!(d.lines(), ["account a: user u: QOS normal → gpu"]);
+    }
+
+    #[test]
+    fn emptying_a_preempt_list_is_refused_with_the_way_to_do_it() {
+        let desired: Objects = [(qos("q"), obj(true, &[]))].into();
+        let current: Objects = [(qos("q"), obj(true, &[("Preempt", "low")]))].into();
+        let d = run(&desired, &current, None, &[], Mode::default());
+        assert!(
+            d.changes[0]
+                .refused
+                .as_deref()
+                .is_some_and(|r| r.contains("sacctmgr modify qos q set preempt=''"))
+        );
     }
 }

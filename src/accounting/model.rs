@@ -91,7 +91,9 @@ pub fn desired(a: &Accounting) -> Objects {
     }
     for acc in &a.accounts {
         let mut s = Settings::new();
-        put(&mut s, "Description", acc.description.clone());
+        // Slurm describes an account by its name when nothing else is said.
+        let description = acc.description.clone().unwrap_or_else(|| acc.name.clone());
+        put(&mut s, "Description", Some(description));
         put(&mut s, "Organization", acc.organization.clone());
         put(&mut s, "Parent", acc.parent.clone());
         association(&mut s, &acc.association);
