@@ -172,7 +172,12 @@ pub fn overlay_files(
     let conf = set_params(
         &conf,
         &set,
-        &["AccountingStorageHost", "AccountingStoragePort"],
+        &[
+            "AccountingStorageHost",
+            "AccountingStoragePort",
+            "AccountingStorageEnforce",
+            "AccountingStorageTRES",
+        ],
     );
     files.insert("slurm.conf".into(), conf);
     files.insert("cgroup.conf".into(), "CgroupPlugin=disabled\n".into());
