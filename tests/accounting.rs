@@ -9,7 +9,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use support::accounting::{AcctSlurm, by_first};
+use support::accounting::{AcctSlurm, Mariadb, by_first};
 
 /// The bed's cluster with accounting, a QOS limited to MAX_CPU CPUs per user, an account tree
 /// research → vision and users alice (vision) and bob (research and vision).
@@ -322,4 +322,66 @@ async fn apply_reconciles_accounting_in_its_pass_and_plan_reads_slurmdbd_live() 
     let qos = by_first(s.sacctmgr_show(&["qos", "format=Name,Priority"]));
     assert_eq!(qos["gpu-high"][1], "7", "left as edited");
     env.cleanup().await;
+}
+
+on_each_slurm! {
+    /// The in-cluster MariaDB as slurmops renders it: Debian's mariadbd runs with the rendered
+    /// my.cnf, its database and user are made from the StatefulSet's environment as the image
+    /// makes them, and slurmdbd stores to it without a setting Slurm warns about.
+    async fn the_in_cluster_mariadb_runs_with_the_rendered_config_and_slurmdbd_stores_to_it() {
+        support::bed();
+        let release = support::slurm_release();
+        let suffix = support::unique_suffix();
+        let text = cluster_yaml(&suffix, 1, true, "").replace(
+            "      host: db.example\n",
+            "      inCluster: {storage: 1Gi, resources: {limits: {memory: 3Gi}}}\n",
+        );
+        let c = slurmops::spec::load("cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
+        let r = slurmops::render::render(&c);
+        let cnf = r
+            .get("ConfigMap", "bed-mariadb")
+            .and_then(|o| o.body["data"]["slurm.cnf"].as_str().map(String::from))
+            .expect("the rendered my.cnf");
+        let sts = r.get("StatefulSet", "bed-mariadb").expect("the MariaDB StatefulSet");
+        let env = &sts.body["spec"]["template"]["spec"]["containers"][0]["env"];
+        let value = |name: &str| {
+            env.as_array()
+                .and_then(|l| l.iter().find(|e| e["name"] == name))
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} in {env}"))
+        };
+        let (database, user) = (value("MARIADB_DATABASE")["value"].clone(), value("MARIADB_USER")["value"].clone());
+        let secret = &value("MARIADB_PASSWORD")["valueFrom"]["secretKeyRef"];
+        assert_eq!((secret["name"].as_str(), secret["key"].as_str()), (Some("slurmdbd-db"), Some("password")));
+        assert!(r.slurm["slurmdbd.conf"].contains("StorageHost=bed-mariadb.slurm.svc.cluster.local"));
+
+        let db = Mariadb::start(&cnf);
+        let password = format!("pw-{suffix}");
+        // What the image does with that environment at its first start.
+        db.sql(&format!(
+            "CREATE DATABASE `{d}`; CREATE USER '{u}'@'%' IDENTIFIED BY '{password}'; GRANT ALL ON `{d}`.* TO '{u}'@'%';",
+            d = database.as_str().unwrap(),
+            u = user.as_str().unwrap()
+        ));
+        let vars = db.sql(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_snapshot_isolation', 'innodb_lock_wait_timeout', 'innodb_buffer_pool_size');",
+        );
+        for want in ["innodb_buffer_pool_size\t2147483648", "innodb_lock_wait_timeout\t900", "innodb_snapshot_isolation\tOFF"] {
+            assert!(vars.contains(want), "{want} in effect:\n{vars}");
+        }
+        let s = AcctSlurm::start_on(&c, release, &password, &db, false);
+        let log = s.log("slurmdbd");
+        assert!(log.contains("started"), "{log}");
+        assert!(
+            !log.contains("not recommended") && !log.contains("innodb_snapshot_isolation"),
+            "slurmdbd finds the database as Slurm recommends it:\n{log}"
+        );
+        let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };
+        let (code, out) = cli.run(&s, &text, true, None);
+        assert_eq!(code, 0, "{out}");
+        let qos = by_first(s.sacctmgr_show(&["qos", "format=Name"]));
+        assert!(qos.contains_key("gpu-high"), "stored in the in-cluster MariaDB: {qos:?}");
+        let tables = db.sql(&format!("SHOW TABLES FROM `{}`;", database.as_str().unwrap()));
+        assert!(tables.contains("qos_table"), "slurmdbd's tables are in it:\n{tables}");
+    }
 }

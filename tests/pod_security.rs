@@ -112,6 +112,7 @@ fn control_plane_pods_pass_the_restricted_profile() {
     for example in [
         "examples/repo/cluster.yaml",
         "examples/minimal/cluster.yaml",
+        "examples/quickstart/cluster.yaml",
     ] {
         let text = std::fs::read_to_string(example).unwrap();
         let mut control_plane = 0;
@@ -128,6 +129,13 @@ fn control_plane_pods_pass_the_restricted_profile() {
         }
         assert!(control_plane >= 2, "{example}: no control-plane pods found");
     }
+    // The in-cluster MariaDB is one of them.
+    let quick = std::fs::read_to_string("examples/quickstart/cluster.yaml").unwrap();
+    assert!(
+        pods(&quick)
+            .iter()
+            .any(|(n, _)| n == "StatefulSet quick-mariadb")
+    );
 }
 
 #[test]

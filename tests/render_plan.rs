@@ -36,7 +36,11 @@ fn golden(name: &str, actual: &str) {
 
 #[test]
 fn golden_rendering_of_the_examples() {
-    for (dir, name) in [("examples/repo", "repo"), ("examples/minimal", "minimal")] {
+    for (dir, name) in [
+        ("examples/repo", "repo"),
+        ("examples/minimal", "minimal"),
+        ("examples/quickstart", "quickstart"),
+    ] {
         let r = render(&example(dir).0);
         golden(&format!("{name}.objects.yaml"), &objects_yaml(&r));
         let slurm: String = r

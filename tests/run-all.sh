@@ -32,6 +32,9 @@ snapshot=../shared/advisory-db/advisory-db.bundle
 db=.advisory-db/advisory-db-3157b0e258782691
 rm -rf "$db" && mkdir -p .advisory-db && git clone -q "$snapshot" "$db" 2>/dev/null
 echo "advisory database: $(git -C "$db" log -1 --format='%s (committed %cs)')"
+# cargo-deny reads `cargo metadata`, which needs every crate of Cargo.lock, those of other
+# platforms too (a build downloads only this one's): fetch them from crates.io first.
+cargo fetch --locked -q
 cargo deny --offline check advisories bans licenses sources
 
 step "tests"
@@ -43,7 +46,7 @@ step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-valida
 # release build here would add minutes to a cold run for nothing.
 cargo build -q
 bin="${CARGO_TARGET_DIR:-target}/debug/slurmops"
-for ex in examples/repo examples/minimal; do
+for ex in examples/repo examples/minimal examples/quickstart; do
   out=$(mktemp -d)
   "$bin" render "$ex" --output-dir "$out" 2>/dev/null
   # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use

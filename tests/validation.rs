@@ -37,6 +37,7 @@ fn the_examples_are_valid() {
     for f in [
         "examples/repo/cluster.yaml",
         "examples/minimal/cluster.yaml",
+        "examples/quickstart/cluster.yaml",
     ] {
         let text = std::fs::read_to_string(f).unwrap();
         if let Err(e) = load(f, &text) {
@@ -614,4 +615,35 @@ fn accounting_objects_are_checked_with_positions_and_suggestions() {
             .any(|d| d.path == "spec.accounting.enabled" && d.message.contains("not enabled")),
         "{e:#?}"
     );
+}
+
+/// The database is an external host or the in-cluster MariaDB, and that one gets the memory
+/// slurmdbd wants of it.
+#[test]
+fn the_database_is_a_host_or_in_cluster_with_enough_memory() {
+    let quick = std::fs::read_to_string("examples/quickstart/cluster.yaml").unwrap();
+    let both = quick.replace(
+        "      user: slurm\n",
+        "      user: slurm\n      host: db.example\n",
+    );
+    let e = load("cluster.yaml", &both).expect_err("both");
+    assert!(
+        e.iter()
+            .any(|d| d.path == "spec.accounting.database.inCluster"
+                && d.message.contains("both a host and inCluster")),
+        "{e:#?}"
+    );
+    let neither = quick.replace(
+        "      inCluster:\n        storage: 20Gi\n",
+        "      noCluster:\n        storage: 20Gi\n",
+    );
+    assert!(load("cluster.yaml", &neither).is_err());
+    let small = quick.replace("limits: {memory: 3Gi}", "limits: {memory: 1Gi}");
+    let e = load("cluster.yaml", &small).expect_err("too little memory");
+    let d = e
+        .iter()
+        .find(|d| d.path == "spec.accounting.database.inCluster.resources.limits.memory")
+        .unwrap_or_else(|| panic!("{e:#?}"));
+    assert!(d.message.contains("3Gi or more"), "{d:?}");
+    assert_eq!(d.line, line_of(&small, "limits: {memory: 1Gi}"));
 }

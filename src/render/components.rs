@@ -103,7 +103,7 @@ pub fn pdb(
 
 /// A control-plane pod running as UID (with `pod::restricted` containers: Pod Security
 /// "restricted").
-fn non_root(uid: i64) -> PodSecurityContext {
+pub fn non_root(uid: i64) -> PodSecurityContext {
     PodSecurityContext {
         run_as_user: Some(uid),
         run_as_group: Some(uid),

@@ -5,6 +5,7 @@
 //! into JSON at the end, in the order apply will send them.
 
 pub mod components;
+pub mod database;
 pub mod metrics;
 pub mod names;
 mod network;
@@ -131,6 +132,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
         ));
     }
     let accounting = components::accounting(c, &names, &files);
+    let database = database::database(c, &names);
     let (ctl_services, ctl, ctl_pdb) = components::controller(c, &names, &files, &scripts);
     let restapi = components::restapi(c, &names, &files);
     let logins: Vec<_> = c
@@ -150,6 +152,10 @@ pub fn render(c: &ClusterFile) -> Rendered {
     for svc in ctl_services {
         push(Object::from_typed(svc, &names));
     }
+    if let Some((cm, svc, _, _)) = &database {
+        push(Object::from_typed(cm.clone(), &names));
+        push(Object::from_typed(svc.clone(), &names));
+    }
     if let Some((svc, _)) = &accounting {
         push(Object::from_typed(svc.clone(), &names));
     }
@@ -163,6 +169,11 @@ pub fn render(c: &ClusterFile) -> Rendered {
     if let Some(svc) = metrics::metrics_service(c, &names) {
         push(Object::from_typed(svc, &names));
     }
+    let mut pdbs = Vec::new();
+    if let Some((_, _, sts, pdb)) = database {
+        push(Object::from_typed(sts, &names));
+        pdbs.push(pdb);
+    }
     if let Some((_, sts)) = accounting {
         push(Object::from_typed(sts, &names));
     }
@@ -174,7 +185,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
     for (_, dep) in logins {
         push(Object::from_typed(dep, &names));
     }
-    let mut pdbs = vec![ctl_pdb];
+    pdbs.push(ctl_pdb);
     pdbs.extend(restapi_pdb);
     for (sts, pdb) in workers {
         push(Object::from_typed(sts, &names));

@@ -32,6 +32,7 @@ pub enum Component {
     RestApi,
     Login,
     Worker,
+    Database,
 }
 
 impl Component {
@@ -42,6 +43,7 @@ impl Component {
             Component::RestApi => "restapi",
             Component::Login => "login",
             Component::Worker => "worker",
+            Component::Database => "database",
         }
     }
     /// The Slurm program the component runs (the `app.kubernetes.io/name`).
@@ -52,6 +54,7 @@ impl Component {
             Component::RestApi => "slurmrestd",
             Component::Login => "login",
             Component::Worker => "slurmd",
+            Component::Database => "mariadb",
         }
     }
 }
@@ -153,6 +156,13 @@ impl Names {
     pub fn accounting_host(&self) -> String {
         self.svc_domain(&self.accounting())
     }
+    /// The in-cluster MariaDB (StatefulSet, Service, ConfigMap, PDB).
+    pub fn database(&self) -> String {
+        self.of("mariadb")
+    }
+    pub fn database_host(&self) -> String {
+        self.svc_domain(&self.database())
+    }
 
     /// Labels selecting one component's pods (and a NodeSet's, for workers).
     pub fn selector(
@@ -183,7 +193,10 @@ impl Names {
         if let Some(c) = component {
             l.extend(self.selector(c, node_set));
             l.insert(LABEL_NAME.to_string(), c.program().to_string());
-            l.insert(LABEL_SLURM_VERSION.to_string(), self.slurm_version.clone());
+            // The database runs no Slurm: a Slurm upgrade leaves its pods alone.
+            if c != Component::Database {
+                l.insert(LABEL_SLURM_VERSION.to_string(), self.slurm_version.clone());
+            }
         } else {
             l.insert(LABEL_NAME.to_string(), "slurm".to_string());
         }

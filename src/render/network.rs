@@ -1,6 +1,7 @@
 //! NetworkPolicies for the control plane (`spec.networkPolicy`): slurmctld reachable from the
-//! cluster's own pods (and, with metrics on, the monitoring namespaces listed), slurmdbd from slurmctld and slurmrestd, slurmrestd from the cluster's pods
-//! and the namespaces listed. Workers and login pods are left open: job steps talk between
+//! cluster's own pods (and, with metrics on, the monitoring namespaces listed), slurmdbd from
+//! slurmctld and slurmrestd, the in-cluster MariaDB from slurmdbd, slurmrestd from the cluster's
+//! pods and the namespaces listed. Workers and login pods are left open: job steps talk between
 //! workers, and users reach login pods.
 
 use std::collections::BTreeMap;
@@ -100,6 +101,21 @@ pub fn policies(c: &ClusterFile, names: &Names) -> Vec<NetworkPolicy> {
                 pods(names.selector(Component::Controller, None)),
                 pods(names.selector(Component::RestApi, None)),
             ],
+        ));
+    }
+    let in_cluster_db = c
+        .spec
+        .accounting
+        .database
+        .as_ref()
+        .filter(|d| d.in_cluster.is_some());
+    if let (true, Some(db)) = (c.spec.accounting.enabled, in_cluster_db) {
+        // The in-cluster MariaDB: slurmdbd only.
+        out.push(policy(
+            names,
+            Component::Database,
+            db.port,
+            vec![pods(names.selector(Component::Accounting, None))],
         ));
     }
     if c.spec.restapi.enabled {

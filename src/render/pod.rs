@@ -256,7 +256,10 @@ impl PodParts<'_> {
         // Control-plane pods pass Pod Security "restricted", sidecars included.
         if matches!(
             self.component,
-            Component::Controller | Component::Accounting | Component::RestApi
+            Component::Controller
+                | Component::Accounting
+                | Component::RestApi
+                | Component::Database
         ) {
             for c in std::iter::once(&mut main)
                 .chain(init.iter_mut())

@@ -341,7 +341,10 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
             ("SlurmUser".into(), "slurm".into()),
             ("PidFile".into(), "/run/slurmdbd/slurmdbd.pid".into()),
             ("StorageType".into(), "accounting_storage/mysql".into()),
-            ("StorageHost".into(), db.host.clone()),
+            (
+                "StorageHost".into(),
+                db.host.clone().unwrap_or_else(|| names.database_host()),
+            ),
             ("StoragePort".into(), db.port.to_string()),
             ("StorageLoc".into(), db.name.clone()),
             ("StorageUser".into(), db.user.clone()),

@@ -512,7 +512,10 @@ impl Accounting {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Database {
-    pub host: String,
+    /// The MySQL/MariaDB host (an external or operator-managed database, the production path);
+    /// leave it out with `inCluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     #[serde(default = "default_db_port")]
     pub port: u16,
     /// Database name (StorageLoc).
@@ -521,6 +524,27 @@ pub struct Database {
     pub user: String,
     /// The database password, by reference; it never appears in rendered objects.
     pub password: SecretRef,
+    /// A MariaDB slurmops renders in the cluster (StatefulSet on a PVC, Service, PDB), with
+    /// this database and user made at its first start: the quickstart path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_cluster: Option<InClusterDatabase>,
+}
+
+/// The in-cluster MariaDB.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InClusterDatabase {
+    /// Size of its volume, e.g. `20Gi`.
+    pub storage: String,
+    /// StorageClass of the volume (default: the cluster's default class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Container image (default `docker.io/library/mariadb:11.8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// CPU and memory; half the memory limit (or request) becomes InnoDB's buffer pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 fn default_db_port() -> u16 {

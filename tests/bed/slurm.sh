@@ -30,9 +30,10 @@
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
 #   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
-#   slurm.sh start-mariadb mariadb PORT     the bed's MariaDB (Debian's mariadb-server, from the
-#                                           24.11 chroot) on 127.0.0.1:PORT, its own data dir, by PID
-#   slurm.sh sql mariadb                    run the SQL on stdin as MariaDB's root (local socket)
+#   slurm.sh start-mariadb INST PORT [CNF]  a MariaDB (Debian's mariadb-server, from the 24.11
+#                                           chroot) on 127.0.0.1:PORT, its own data dir, by PID;
+#                                           CNF: a my.cnf to run it with (the bed's: INST mariadb)
+#   slurm.sh sql INST                       run the SQL on stdin as that MariaDB's root (socket)
 #   slurm.sh log INST NAME                  print a daemon's output (slurmctld, slurmrestd, slurmd-NAME)
 #   slurm.sh stop INST                      stop every daemon of INST by PID
 #   slurm.sh down                           stop everything started from the chroot, unmount
@@ -273,7 +274,10 @@ case "$cmd" in
     private "$name" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"
     ;;
   start-mariadb)
-    port=$1 D=/var/lib/mysql-bed
+    # Debian's mariadbd from the 24.11 chroot, its own data dir and socket per instance; with
+    # CNF, that file (a my.cnf slurmops renders) is read after Debian's own config, and the
+    # command line keeps only what a test host must differ in (address, port, paths).
+    port=$1 cnf=${2:-} D=/var/lib/mysql-$inst
     kill_pidfile "$RUN/mariadbd.pid"
     mounts
     if [ ! -d "$R$D/mysql" ]; then
@@ -283,13 +287,20 @@ case "$cmd" in
         || { echo "mariadb-install-db failed:" >&2; tail -20 "$RUN/install.out" >&2; exit 1; }
     fi
     mkdir -p "$R/run/mysqld"; chroot "$R" chown mysql:mysql /run/mysqld
-    setsid chroot "$R" /usr/sbin/mariadbd --user=mysql --datadir=$D --bind-address=127.0.0.1 \
-      --port="$port" --socket=/run/mysqld/bed.sock --skip-name-resolve \
-      --innodb-buffer-pool-size=64M --innodb-snapshot-isolation=OFF --innodb-lock-wait-timeout=900 --max-allowed-packet=64M \
-      > "$RUN/mariadbd.out" 2>&1 < /dev/null &
+    if [ -n "$cnf" ]; then
+      cp "$cnf" "$R/etc/mysql/$inst.cnf"
+      set -- --defaults-extra-file="/etc/mysql/$inst.cnf"
+    else
+      # The shared bed's database: small, and without MariaDB 11.8's snapshot isolation.
+      set -- --innodb-buffer-pool-size=64M --innodb-snapshot-isolation=OFF \
+        --innodb-lock-wait-timeout=900 --max-allowed-packet=64M
+    fi
+    setsid chroot "$R" /usr/sbin/mariadbd "$@" --user=mysql --datadir="$D" --bind-address=127.0.0.1 \
+      --port="$port" --socket="/run/mysqld/$inst.sock" --pid-file="/run/mysqld/$inst.pid" \
+      --skip-name-resolve > "$RUN/mariadbd.out" 2>&1 < /dev/null &
     echo $! > "$RUN/mariadbd.pid"
     for _ in $(seq 1 150); do
-      chroot "$R" mariadb-admin --socket=/run/mysqld/bed.sock ping >/dev/null 2>&1 && exit 0
+      chroot "$R" mariadb-admin --socket="/run/mysqld/$inst.sock" ping >/dev/null 2>&1 && exit 0
       alive "$RUN/mariadbd.pid" || break
       sleep 0.2
     done
@@ -298,7 +309,7 @@ case "$cmd" in
     exit 1
     ;;
   sql)
-    chroot "$R" mariadb --socket=/run/mysqld/bed.sock
+    chroot "$R" mariadb --socket="/run/mysqld/$inst.sock"
     ;;
   log)
     cat "$RUN/$1.out"

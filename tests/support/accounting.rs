@@ -12,8 +12,85 @@ use slurmops::spec::ClusterFile;
 
 use super::slurm::{overlay_files, sh_on, slurmd_port};
 
-/// The bed's MariaDB (tests/bed/bed.sh starts it).
-pub const MARIADB_PORT: u16 = 13306;
+/// A MariaDB of tests/bed/slurm.sh: the bed's shared one, or a test's own.
+pub struct Mariadb {
+    pub instance: String,
+    pub port: u16,
+    own: bool,
+}
+
+impl Mariadb {
+    /// The bed's MariaDB (tests/bed/bed.sh starts it).
+    pub fn bed() -> Mariadb {
+        Mariadb {
+            instance: "mariadb".into(),
+            port: 13306,
+            own: false,
+        }
+    }
+
+    /// A MariaDB of this test's own, run with CNF (a my.cnf) plus the test host's address,
+    /// port and paths.
+    pub fn start(cnf: &str) -> Mariadb {
+        let instance = format!("db-{}", super::unique_suffix());
+        let port = slurmd_port();
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(file.path(), cnf).expect("write my.cnf");
+        sh_on(
+            "24.11",
+            &[
+                "start-mariadb",
+                &instance,
+                &port.to_string(),
+                &file.path().to_string_lossy(),
+            ],
+        );
+        Mariadb {
+            instance,
+            port,
+            own: true,
+        }
+    }
+
+    /// SQL as this MariaDB's root (over its socket in the chroot).
+    pub fn sql(&self, sql: &str) -> String {
+        use std::io::Write;
+        let mut child = Command::new("bash")
+            .args(["tests/bed/slurm.sh", "sql", &self.instance])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run mariadb");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(sql.as_bytes())
+            .expect("write SQL");
+        let out = child.wait_with_output().expect("mariadb");
+        assert!(
+            out.status.success(),
+            "SQL failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn log(&self) -> String {
+        sh_on("24.11", &["log", &self.instance, "mariadbd"])
+    }
+}
+
+impl Drop for Mariadb {
+    fn drop(&mut self) {
+        if self.own {
+            let _ = Command::new("bash")
+                .args(["tests/bed/slurm.sh", "stop", &self.instance])
+                .output();
+        }
+    }
+}
 
 pub struct AcctSlurm {
     pub instance: String,
@@ -73,9 +150,22 @@ fn init_container(c: &ClusterFile) -> (String, String, String) {
 }
 
 impl AcctSlurm {
-    /// Starts C's Slurm on RELEASE with accounting, the database password being PASSWORD (the
-    /// value of the Secret `accounting.database.password` names).
+    /// Starts C's Slurm on RELEASE with accounting on the bed's MariaDB, the database password
+    /// being PASSWORD (the value of the Secret `accounting.database.password` names).
     pub fn start(c: &ClusterFile, release: &'static str, password: &str) -> AcctSlurm {
+        let db = Mariadb::bed();
+        AcctSlurm::start_on(c, release, password, &db, true)
+    }
+
+    /// As `start`, on the MariaDB DB; MAKE_DB: create the database and user first, as a DBA
+    /// does (false: they were made already, as the in-cluster MariaDB's image makes them).
+    pub fn start_on(
+        c: &ClusterFile,
+        release: &'static str,
+        password: &str,
+        mariadb: &Mariadb,
+        make_db: bool,
+    ) -> AcctSlurm {
         let suffix = super::unique_suffix();
         let instance = format!("acct-{suffix}");
         let db = c
@@ -95,7 +185,9 @@ impl AcctSlurm {
             u = db.user,
             d = db.name
         );
-        sql_as_root(&sql);
+        if make_db {
+            mariadb.sql(&sql);
+        }
         let r = render(c);
         let conf = tempfile::tempdir().expect("temp dir");
         let mut files = r.slurm.clone();
@@ -131,7 +223,7 @@ impl AcctSlurm {
                 ("DbdHost", "localhost".into()),
                 ("DbdPort", dbd_port.to_string()),
                 ("StorageHost", "127.0.0.1".into()),
-                ("StoragePort", MARIADB_PORT.to_string()),
+                ("StoragePort", mariadb.port.to_string()),
                 ("PidFile", format!("/run/slurm-{instance}/slurmdbd.pid")),
                 (
                     "AuthAltParameters",
@@ -343,30 +435,6 @@ fn with_password(c: &ClusterFile, template: &str, password: &str) -> String {
     );
     std::fs::read_to_string(etc.join("slurmdbd.conf"))
         .expect("slurmdbd.conf written by the init container")
-}
-
-/// SQL as MariaDB's root (over its socket in the chroot).
-pub fn sql_as_root(sql: &str) {
-    use std::io::Write;
-    let mut child = Command::new("bash")
-        .args(["tests/bed/slurm.sh", "sql", "mariadb"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run mariadb");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(sql.as_bytes())
-        .expect("write SQL");
-    let out = child.wait_with_output().expect("mariadb");
-    assert!(
-        out.status.success(),
-        "SQL failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Rows of `sacctmgr show` keyed by their first field.

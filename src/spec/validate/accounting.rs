@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::super::accounts::{BUILT_IN_QOS, ROOT};
 use super::super::diag::{Path, did_you_mean};
 use super::super::types::*;
+use super::super::values::parse_quantity;
 use super::super::words::{QOS_FLAGS, parse_minutes, parse_tres};
 use super::Validator;
 
@@ -81,6 +82,58 @@ impl Validator {
         self.account_cycles(a, &p.key("accounts"));
         for (i, u) in a.users.iter().enumerate() {
             self.user(&p.key("users").index(i), u, &accounts, &qos);
+        }
+    }
+
+    /// An external host or an in-cluster MariaDB, exactly one.
+    pub(super) fn database_place(&mut self, db: &Database, p: &Path) {
+        match (&db.host, &db.in_cluster) {
+            (None, None) => self.err(
+                p.clone(),
+                "the database has neither a host nor inCluster",
+                "set host (an external MySQL/MariaDB) or inCluster: {storage: 20Gi} (a MariaDB slurmops runs)",
+            ),
+            (Some(_), Some(_)) => self.err(
+                p.key("inCluster"),
+                "the database has both a host and inCluster",
+                "keep host for an external database, or inCluster for the one slurmops runs",
+            ),
+            (Some(h), None) if h.trim().is_empty() => self.err(
+                p.key("host"),
+                "the database host is empty",
+                "set the MySQL/MariaDB host name",
+            ),
+            (Some(_), None) => {}
+            (None, Some(ic)) => {
+                if parse_quantity(&ic.storage).is_none_or(|b| b <= 0.0) {
+                    self.err(
+                        p.key("inCluster").key("storage"),
+                        format!("{:?} is not a volume size", ic.storage),
+                        "e.g. storage: 20Gi",
+                    );
+                }
+                let limit = ic
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.as_ref())
+                    .and_then(|l| l.get("memory"))
+                    .and_then(|q| parse_quantity(&q.0));
+                // InnoDB's buffer pool is half the limit and at least 2 GiB (slurmdbd warns below).
+                if limit.is_some_and(|b| b < 3.0 * 1024.0 * 1024.0 * 1024.0) {
+                    self.err(
+                        p.key("inCluster").key("resources").key("limits").key("memory"),
+                        "MariaDB for slurmdbd needs a memory limit of 3Gi or more",
+                        "InnoDB's buffer pool takes 2Gi at least (slurmdbd warns below half of Slurm's recommended 4Gi): use memory: 3Gi",
+                    );
+                }
+                if ic.storage_class.as_deref().is_some_and(|c| c.is_empty()) {
+                    self.err(
+                        p.key("inCluster").key("storageClass"),
+                        "the storage class is empty",
+                        "name a StorageClass, or leave storageClass out for the default one",
+                    );
+                }
+            }
         }
     }
 

@@ -62,6 +62,7 @@ pub fn reserved_suffixes() -> &'static [&'static str] {
         "slurmdbd",
         "applyset",
         "metrics",
+        "mariadb",
     ]
 }
 
@@ -415,13 +416,7 @@ impl Validator {
                 "add accounting.database with host, user and password",
             ),
             (Some(db), _) => {
-                if db.host.trim().is_empty() {
-                    self.err(
-                        p.key("database").key("host"),
-                        "the database host is empty",
-                        "set the MySQL/MariaDB host name",
-                    );
-                }
+                self.database_place(db, &p.key("database"));
                 if db.port == 0 {
                     self.err(
                         p.key("database").key("port"),
