@@ -727,3 +727,135 @@ async fn garbage_in_the_status_config_map_panics_nothing_and_is_replaced() {
     );
     env.cleanup().await;
 }
+
+/// Two clusters in one namespace, each with its daemon (`--cluster`): each applies its own
+/// repository under its own Lease and status, neither touches the other's objects when it
+/// prunes, `slurmops status` shows both, and a daemon never applies a cluster.yaml of another
+/// cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_clusters_in_one_namespace_each_with_its_daemon() {
+    let env = TestEnv::new("two").await;
+    env.grant_slurmops_role_for(&[Some("a"), Some("b"), Some("z")])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = |name: &str, node_set: &str| {
+        support::cluster_head(name, &env.ns)
+            + &format!(
+                "  nodeSets:\n    - {{name: {node_set}, replicas: 0, cpu: \"1\", memory: 256Mi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n"
+            )
+    };
+    let (ra, rb) = (Repo::new(&env.name("ra")), Repo::new(&env.name("rb")));
+    let url = |r: &str| format!("{}/{}.git", bed().git.http_url, env.name(r));
+    let ca = ra.push(&yaml("a", "wa"), "a");
+    let cb = rb.push(&yaml("b", "wb"), "b");
+    let opts = |c: &'static str| ["--interval", "1s", "--no-slurm", "--cluster", c];
+    let da = Daemon::start(&env, dir.path(), &url("ra"), "a", &opts("a"));
+    let db = Daemon::start(&env, dir.path(), &url("rb"), "b", &opts("b"));
+    let status_of = |c: &'static str| {
+        let client = env.client.clone();
+        let ns = env.ns.clone();
+        async move {
+            slurmops::status::configmap::read(&client, &ns, Some(c))
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    for (c, commit) in [("a", &ca), ("b", &cb)] {
+        eventually(
+            &format!("cluster {c} applied"),
+            Duration::from_secs(60),
+            async || (status_of(c).await?.last_applied_commit == *commit).then_some(()),
+        )
+        .await;
+    }
+    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    for (lease, holder) in [("slurmops-leader-a", "a"), ("slurmops-leader-b", "b")] {
+        let l = leases
+            .get(lease)
+            .await
+            .unwrap_or_else(|e| panic!("{lease}: {e}"));
+        assert_eq!(
+            l.spec.and_then(|s| s.holder_identity).as_deref(),
+            Some(holder)
+        );
+    }
+    assert!(
+        sts.get_opt("wa").await.unwrap().is_some() && sts.get_opt("wb").await.unwrap().is_some()
+    );
+
+    // a's NodeSet is renamed: a prunes its own StatefulSet, b's stays.
+    let ca2 = ra.push(&yaml("a", "wa2"), "rename");
+    eventually("a's rename applied", Duration::from_secs(60), async || {
+        (status_of("a").await?.last_applied_commit == ca2).then_some(())
+    })
+    .await;
+    eventually("wa pruned", Duration::from_secs(30), async || {
+        sts.get_opt("wa").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        sts.get_opt("wb").await.unwrap().is_some(),
+        "b's objects untouched by a's prune"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    assert!(cms.get_opt("b-config").await.unwrap().is_some());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["status", "--namespace", &env.ns])
+        .env("KUBECONFIG", &bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("== cluster a") && text.contains("== cluster b"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&ca2[..12]) && text.contains(&cb[..12]),
+        "{text}"
+    );
+
+    // A daemon for cluster z pointed at b's repository applies nothing.
+    let z = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args([
+            "run",
+            "--repo",
+            &url("rb"),
+            "--namespace",
+            &env.ns,
+            "--identity",
+            "z",
+        ])
+        .args([
+            "--no-slurm",
+            "--cluster",
+            "z",
+            "--once",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--mirror")
+        .arg(dir.path().join("mirror-z"))
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .output()
+        .unwrap();
+    let zs = status_of("z").await.expect("z's status");
+    assert_eq!(zs.result, "refused", "{zs:?} {z:?}");
+    assert!(
+        zs.errors.contains("this daemon manages cluster z"),
+        "{}",
+        zs.errors
+    );
+    da.kill();
+    db.kill();
+    env.cleanup().await;
+}

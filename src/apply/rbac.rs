@@ -60,8 +60,16 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
     (&["coordination.k8s.io"], &["leases"], &["create"]),
 ];
 
-/// The daemon's Lease, the only one it reads or renews.
+/// The Lease of a daemon without `--cluster`, the only one it reads or renews.
 pub const LEASE: &str = "slurmops-leader";
+
+/// The Lease of the daemon for CLUSTER (`--cluster`), or the one-per-namespace name.
+pub fn lease_for(cluster: Option<&str>) -> String {
+    match cluster {
+        Some(c) => format!("{LEASE}-{c}"),
+        None => LEASE.to_string(),
+    }
+}
 
 /// Cluster-wide read of Nodes, so that `sync` follows cordons (optional: without it, sync skips
 /// cordons and says so).
@@ -101,10 +109,11 @@ pub fn node_reader(name: &str) -> ClusterRole {
     }
 }
 
-/// The Role, as an object to apply in NAMESPACE. JWT_SECRETS are the Secrets (cluster.yaml's
-/// `spec.auth.jwtKey`) the daemon may `get`, to mint Slurm tokens: no other Secret is readable,
-/// and none is listed, written or deleted (nothing slurmops renders is a Secret).
-pub fn role(name: &str, namespace: &str, jwt_secrets: &[String]) -> Role {
+/// The Role, as an object to apply in NAMESPACE. LEASES are the Leases the daemon may renew
+/// (its own: `lease_for`). JWT_SECRETS are the Secrets (cluster.yaml's `spec.auth.jwtKey`) the
+/// daemon may `get`, to mint Slurm tokens: no other Secret is readable, and none is listed,
+/// written or deleted (nothing slurmops renders is a Secret).
+pub fn role(name: &str, namespace: &str, leases: &[String], jwt_secrets: &[String]) -> Role {
     let mut rules = rules(RULES);
     let named = |resource: &str, group: &str, verbs: &[&str], names: Vec<String>| PolicyRule {
         api_groups: Some(vec![group.to_string()]),
@@ -117,7 +126,7 @@ pub fn role(name: &str, namespace: &str, jwt_secrets: &[String]) -> Role {
         "leases",
         "coordination.k8s.io",
         &["get", "update"],
-        vec![LEASE.to_string()],
+        leases.to_vec(),
     ));
     if !jwt_secrets.is_empty() {
         rules.push(named("secrets", "", &["get"], jwt_secrets.to_vec()));

@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// Namespace of the status ConfigMap and the leader Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
+    /// The cluster (cluster.yaml's metadata.name) this daemon manages, so that several daemons
+    /// share a namespace: its Lease is `slurmops-leader-NAME`, its status `slurmops-status-NAME`,
+    /// its metrics carry `cluster="NAME"`, and a cluster.yaml naming another cluster is refused.
+    #[arg(long, env = "SLURMOPS_CLUSTER")]
+    cluster: Option<String>,
     /// This replica's name in the leader Lease.
     #[arg(long, env = "HOSTNAME", default_value = "slurmops")]
     identity: String,
@@ -274,6 +279,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             None => None,
         },
         namespace: a.namespace.clone(),
+        cluster: a.cluster.clone(),
         identity: a.identity.clone(),
         slurm,
         apply: Options {
@@ -322,6 +328,9 @@ pub struct StatusArgs {
     /// Namespace the daemon runs in.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
+    /// Only the daemon of this cluster (default: every daemon of the namespace).
+    #[arg(long)]
+    cluster: Option<String>,
     #[command(flatten)]
     kube: KubeArgs,
     /// Redraw every 2 seconds (a table to follow a long rollout).
@@ -336,17 +345,9 @@ pub fn status(a: StatusArgs) -> i32 {
             .await
             .map_err(|e| e.to_string())?;
         loop {
-            let s = crate::status::configmap::read(&cluster.client, &a.namespace)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| {
-                    format!(
-                        "no status in namespace {} (is the daemon running there?)",
-                        a.namespace
-                    )
-                })?;
+            let all = read_statuses(&cluster.client, &a.namespace, a.cluster.as_deref()).await?;
             let now = k8s_openapi::jiff::Timestamp::now();
-            let text = crate::status::show::text(&s, now.as_second());
+            let text = crate::status::show::all(&all, now.as_second());
             if !a.watch {
                 print!("{text}");
                 return Ok::<(), String>(());
@@ -367,6 +368,32 @@ pub fn status(a: StatusArgs) -> i32 {
     }
 }
 
+/// The statuses to show: CLUSTER's daemon's, or every daemon's of NAMESPACE.
+async fn read_statuses(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: Option<&str>,
+) -> Result<Vec<(Option<String>, crate::status::configmap::Status)>, String> {
+    use crate::status::configmap;
+    let all = match cluster {
+        Some(c) => configmap::read(client, namespace, Some(c))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|s| vec![(Some(c.to_string()), s)])
+            .unwrap_or_default(),
+        None => configmap::read_all(client, namespace)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    if all.is_empty() {
+        let which = cluster.map_or(String::new(), |c| format!(" for cluster {c}"));
+        return Err(format!(
+            "no status{which} in namespace {namespace} (is the daemon running there?)"
+        ));
+    }
+    Ok(all)
+}
+
 #[derive(clap::Args)]
 pub struct InstallArgs {
     /// Print the objects as YAML (pipe into `kubectl apply -f -`).
@@ -385,6 +412,10 @@ pub struct InstallArgs {
     /// Namespace of a cluster it manages (repeat for several; default: its own namespace).
     #[arg(long = "cluster-namespace")]
     cluster_namespaces: Vec<String>,
+    /// The cluster (cluster.yaml's metadata.name) this daemon manages: its objects are named
+    /// `slurmops-NAME`, so that each cluster of a namespace gets its own daemon.
+    #[arg(long)]
+    cluster: Option<String>,
     #[arg(long, default_value = concat!("ghcr.io/slurmops/slurmops:", env!("CARGO_PKG_VERSION")))]
     image: String,
     #[arg(long, default_value_t = 2)]
@@ -423,6 +454,7 @@ pub fn install(a: InstallArgs) -> i32 {
     let i = crate::daemon::install::Install {
         namespace: a.namespace,
         cluster_namespaces: a.cluster_namespaces,
+        cluster: a.cluster,
         image: a.image,
         repo: a.repo,
         branch: a.branch,

@@ -37,6 +37,8 @@ pub struct Install {
     pub namespace: String,
     /// Namespaces of the clusters it manages (cluster.yaml's metadata.namespace).
     pub cluster_namespaces: Vec<String>,
+    /// The one cluster (metadata.name) this daemon manages, when several share a namespace.
+    pub cluster: Option<String>,
     pub image: String,
     pub repo: String,
     pub branch: String,
@@ -57,6 +59,14 @@ pub struct Install {
 }
 
 impl Install {
+    /// The daemon's objects' name: `slurmops`, or `slurmops-CLUSTER` for a daemon per cluster.
+    pub fn name(&self) -> String {
+        match &self.cluster {
+            Some(c) => format!("{NAME}-{c}"),
+            None => NAME.to_string(),
+        }
+    }
+
     /// Whether the daemon verifies commit signatures.
     pub fn verifies_signatures(&self) -> bool {
         self.allowed_signers.is_some() || self.allowed_gpg_keys.is_some()
@@ -66,26 +76,35 @@ impl Install {
 /// What `install --print` says first when signatures are not verified.
 pub const UNSIGNED_WARNING: &str = "WARNING: commit signature verification is OFF: every commit pushed to the branch is applied to the cluster. Turn it on with --allowed-signers CONFIGMAP and/or --allowed-gpg-keys CONFIGMAP.";
 
-/// Name of the cluster-scoped node reader of the daemon installed in NAMESPACE (one per install,
-/// so several installs do not share a binding).
-pub fn node_reader_name(namespace: &str) -> String {
-    format!("{NAME}-{namespace}-node-reader")
+/// Name of the cluster-scoped node reader of daemon NAME installed in NAMESPACE (one per
+/// install, so several installs do not share a binding).
+pub fn node_reader_name(name: &str, namespace: &str) -> String {
+    format!("{name}-{namespace}-node-reader")
 }
 
-fn meta(name: &str, namespace: &str) -> ObjectMeta {
+fn meta(i: &Install, namespace: &str) -> ObjectMeta {
     ObjectMeta {
-        name: Some(name.into()),
+        name: Some(i.name()),
         namespace: Some(namespace.into()),
-        labels: Some(labels()),
+        labels: Some(labels(i)),
         ..ObjectMeta::default()
     }
 }
 
-fn labels() -> BTreeMap<String, String> {
-    BTreeMap::from([
+/// The labels of the daemon's objects, also its pods' selector: a daemon per cluster adds the
+/// cluster, so that two in one namespace select only their own pods.
+fn labels(i: &Install) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), NAME.to_string()),
         ("app.kubernetes.io/managed-by".to_string(), NAME.to_string()),
-    ])
+    ]);
+    if let Some(c) = &i.cluster {
+        l.insert(
+            crate::status::configmap::LABEL_CLUSTER.to_string(),
+            c.clone(),
+        );
+    }
+    l
 }
 
 fn to_json<T: serde::Serialize>(o: &T) -> Json {
@@ -95,7 +114,7 @@ fn to_json<T: serde::Serialize>(o: &T) -> Json {
 /// The objects, in apply order.
 pub fn objects(i: &Install) -> Vec<Json> {
     let mut out = vec![to_json(&ServiceAccount {
-        metadata: meta(NAME, &i.namespace),
+        metadata: meta(i, &i.namespace),
         automount_service_account_token: Some(true),
         ..ServiceAccount::default()
     })];
@@ -104,31 +123,37 @@ pub fn objects(i: &Install) -> Vec<Json> {
     namespaces.sort();
     namespaces.dedup();
     for ns in &namespaces {
-        out.push(to_json(&rbac::role(NAME, ns, &i.jwt_secrets)));
+        let lease = rbac::lease_for(i.cluster.as_deref());
+        out.push(to_json(&rbac::role(
+            &i.name(),
+            ns,
+            &[lease],
+            &i.jwt_secrets,
+        )));
         out.push(to_json(&RoleBinding {
-            metadata: meta(NAME, ns),
+            metadata: meta(i, ns),
             role_ref: RoleRef {
                 api_group: "rbac.authorization.k8s.io".into(),
                 kind: "Role".into(),
-                name: NAME.into(),
+                name: i.name(),
             },
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".into(),
-                name: NAME.into(),
+                name: i.name(),
                 namespace: Some(i.namespace.clone()),
                 ..Subject::default()
             }]),
         }));
     }
     if i.node_reader {
-        let name = node_reader_name(&i.namespace);
+        let name = node_reader_name(&i.name(), &i.namespace);
         let mut role = rbac::node_reader(&name);
-        role.metadata.labels = Some(labels());
+        role.metadata.labels = Some(labels(i));
         out.push(to_json(&role));
         out.push(to_json(&ClusterRoleBinding {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some(labels()),
+                labels: Some(labels(i)),
                 ..ObjectMeta::default()
             },
             role_ref: RoleRef {
@@ -138,7 +163,7 @@ pub fn objects(i: &Install) -> Vec<Json> {
             },
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".into(),
-                name: NAME.into(),
+                name: i.name(),
                 namespace: Some(i.namespace.clone()),
                 ..Subject::default()
             }]),
@@ -147,11 +172,11 @@ pub fn objects(i: &Install) -> Vec<Json> {
     out.push(to_json(&deployment(i)));
     // At most one replica out at a time (a node drain never takes them all).
     out.push(to_json(&PodDisruptionBudget {
-        metadata: meta(NAME, &i.namespace),
+        metadata: meta(i, &i.namespace),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(LabelSelector {
-                match_labels: Some(labels()),
+                match_labels: Some(labels(i)),
                 ..LabelSelector::default()
             }),
             ..PodDisruptionBudgetSpec::default()
@@ -159,9 +184,9 @@ pub fn objects(i: &Install) -> Vec<Json> {
         ..PodDisruptionBudget::default()
     }));
     out.push(to_json(&Service {
-        metadata: meta(NAME, &i.namespace),
+        metadata: meta(i, &i.namespace),
         spec: Some(ServiceSpec {
-            selector: Some(labels()),
+            selector: Some(labels(i)),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: PORT,
@@ -208,6 +233,9 @@ fn args(i: &Install) -> Vec<String> {
     if i.jwt_secrets.is_empty() {
         a.push("--no-slurm".into());
     }
+    if let Some(c) = &i.cluster {
+        a.push(format!("--cluster={c}"));
+    }
     a
 }
 
@@ -245,9 +273,9 @@ fn mounted(volume: Volume, mount: &str) -> (Volume, VolumeMount) {
 }
 
 /// Replicas spread over nodes when the nodes allow it.
-fn spread() -> Affinity {
+fn spread(i: &Install) -> Affinity {
     crate::render::pod::spread_over_nodes(LabelSelector {
-        match_labels: Some(labels()),
+        match_labels: Some(labels(i)),
         ..LabelSelector::default()
     })
 }
@@ -365,21 +393,21 @@ fn deployment(i: &Install) -> Deployment {
         ..Container::default()
     };
     Deployment {
-        metadata: meta(NAME, &i.namespace),
+        metadata: meta(i, &i.namespace),
         spec: Some(DeploymentSpec {
             replicas: Some(i.replicas),
             selector: LabelSelector {
-                match_labels: Some(labels()),
+                match_labels: Some(labels(i)),
                 ..LabelSelector::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels()),
+                    labels: Some(labels(i)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    service_account_name: Some(NAME.into()),
-                    affinity: Some(spread()),
+                    service_account_name: Some(i.name()),
+                    affinity: Some(spread(i)),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
@@ -410,6 +438,7 @@ mod tests {
         Install {
             namespace: "slurmops".into(),
             cluster_namespaces: vec!["slurm".into()],
+            cluster: None,
             image: "img".into(),
             repo: "https://git.example/infra.git".into(),
             branch: "main".into(),
@@ -491,5 +520,49 @@ mod tests {
         assert!(args.contains("--allowed-gpg-keys=/etc/slurmops/gpg/allowed_gpg_keys"));
         let volumes = pod["volumes"].to_string();
         assert!(volumes.contains("\"name\":\"signers\"") && volumes.contains("\"gpg-keys\""));
+    }
+
+    #[test]
+    fn a_daemon_per_cluster_gets_its_own_names_lease_and_pods() {
+        let a = Install {
+            cluster: Some("a".into()),
+            ..install()
+        };
+        let objs = objects(&a);
+        for o in &objs {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            assert!(name.starts_with("slurmops-a"), "{name}");
+        }
+        let dep = &find(&objs, "Deployment")[0];
+        assert_eq!(
+            dep["spec"]["selector"]["matchLabels"]["slurmops.dev/cluster"],
+            "a"
+        );
+        assert!(
+            dep["spec"]["template"]["spec"]["containers"][0]["args"]
+                .to_string()
+                .contains("--cluster=a")
+        );
+        let roles = find(&objs, "Role");
+        let leases: Vec<&Json> = roles[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["resources"] == serde_json::json!(["leases"]) && r.get("resourceNames").is_some()
+            })
+            .collect();
+        assert_eq!(
+            leases[0]["resourceNames"],
+            serde_json::json!(["slurmops-leader-a"])
+        );
+        // The one-per-namespace install keeps its names and selector.
+        let one = objects(&install());
+        assert_eq!(find(&one, "Deployment")[0]["metadata"]["name"], "slurmops");
+        assert!(
+            find(&one, "Deployment")[0]["spec"]["selector"]["matchLabels"]
+                .get("slurmops.dev/cluster")
+                .is_none()
+        );
     }
 }

@@ -9,10 +9,10 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 
-pub const NAME: &str = crate::apply::rbac::LEASE;
-
 pub struct Elector {
     api: Api<Lease>,
+    /// The Lease (`rbac::lease_for` the daemon's cluster).
+    pub name: String,
     pub identity: String,
     pub duration: Duration,
 }
@@ -25,11 +25,13 @@ impl Elector {
     pub fn new(
         client: kube::Client,
         namespace: &str,
+        name: String,
         identity: String,
         duration: Duration,
     ) -> Self {
         Elector {
             api: Api::namespaced(client, namespace),
+            name,
             identity,
             duration,
         }
@@ -49,10 +51,10 @@ impl Elector {
     /// Acquires or renews the lease; true when this replica leads now. A lost race is `false`,
     /// not an error.
     pub async fn try_lead(&self) -> Result<bool, kube::Error> {
-        let Some(mut lease) = self.api.get_opt(NAME).await? else {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
-                    name: Some(NAME.into()),
+                    name: Some(self.name.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(self.spec(0, None)),
@@ -78,17 +80,24 @@ impl Elector {
         } else {
             return Ok(false);
         });
-        conflict_is_false(self.api.replace(NAME, &PostParams::default(), &lease).await)
+        conflict_is_false(
+            self.api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await,
+        )
     }
 
     /// Gives the lease up (graceful shutdown), so another replica takes over at once.
     pub async fn release(&self) {
-        if let Ok(Some(mut lease)) = self.api.get_opt(NAME).await
+        if let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await
             && let Some(spec) = lease.spec.as_mut()
             && spec.holder_identity.as_deref() == Some(self.identity.as_str())
         {
             spec.holder_identity = None;
-            let _ = self.api.replace(NAME, &PostParams::default(), &lease).await;
+            let _ = self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await;
         }
     }
 }

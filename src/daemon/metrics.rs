@@ -45,8 +45,26 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Metrics {
+        Metrics::for_cluster(None)
+    }
+}
+
+impl Metrics {
+    /// The metrics of the daemon for CLUSTER (`--cluster`): every series carries `cluster`, so
+    /// that the daemons of one namespace stay apart in Prometheus.
+    pub fn for_cluster(cluster: Option<&str>) -> Metrics {
+        let registry = match cluster {
+            Some(c) => Registry::with_labels(
+                [(
+                    std::borrow::Cow::Borrowed("cluster"),
+                    std::borrow::Cow::Owned(escape(c)),
+                )]
+                .into_iter(),
+            ),
+            None => Registry::default(),
+        };
         let mut m = Metrics {
-            registry: Registry::default(),
+            registry,
             reconciles: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
             fetch_seconds: Gauge::default(),
@@ -247,5 +265,17 @@ mod tests {
         // A NodeSet that left cluster.yaml leaves the metrics.
         m.progress(&[]);
         assert!(!m.render().contains("gpu"));
+    }
+
+    #[test]
+    fn a_daemon_per_cluster_labels_every_series_with_its_cluster() {
+        let m = Metrics::for_cluster(Some("a"));
+        m.reconciled("applied", 0.3);
+        let text = m.render();
+        for line in text.lines().filter(|l| l.starts_with("slurmops_")) {
+            assert!(line.contains("cluster=\"a\""), "{line}");
+        }
+        assert!(text.contains("slurmops_reconcile_total{"), "{text}");
+        assert!(!Metrics::default().render().contains("cluster="));
     }
 }

@@ -54,6 +54,10 @@ pub struct Config {
     pub webhook_secret: Option<secrecy::SecretSlice<u8>>,
     /// Namespace of the status ConfigMap and the leader Lease.
     pub namespace: String,
+    /// The cluster (cluster.yaml's metadata.name) this daemon manages, when several share the
+    /// namespace: its Lease, status ConfigMap and metrics carry the name, and a cluster.yaml
+    /// naming another cluster is refused.
+    pub cluster: Option<String>,
     pub identity: String,
     pub slurm: SlurmSource,
     pub apply: Options,
@@ -109,7 +113,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         sync_now: Arc::new(tokio::sync::Notify::new()),
         fetch_now: AtomicBool::new(true),
         became_leader: AtomicBool::new(false),
-        metrics: std::sync::Mutex::new(Metrics::default()),
+        metrics: std::sync::Mutex::new(Metrics::for_cluster(cfg.cluster.as_deref())),
         last_pass: std::sync::Mutex::new(None),
         stale_after: cfg.interval * 5 + Duration::from_secs(60),
         fetching_since: std::sync::Mutex::new(None),
@@ -122,6 +126,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
     let elector = Arc::new(lease::Elector::new(
         cluster.client.clone(),
         &cfg.namespace,
+        crate::apply::rbac::lease_for(cfg.cluster.as_deref()),
         cfg.identity.clone(),
         Duration::from_secs(15),
     ));
@@ -136,8 +141,7 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         if !lead {
             return Err(format!(
                 "another replica holds the Lease {}/{}; nothing applied",
-                cfg.namespace,
-                lease::NAME
+                cfg.namespace, elector.name
             ));
         }
         leading.store(true, Ordering::SeqCst);
@@ -162,7 +166,8 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
         ..State::default()
     };
     // A restarted daemon, or a new leader, carries on from the status the last one wrote.
-    if let Ok(Some(prev)) = configmap::read(&cluster.client, &cfg.namespace).await
+    if let Ok(Some(prev)) =
+        configmap::read(&cluster.client, &cfg.namespace, cfg.cluster.as_deref()).await
         && prev.repository == cfg.remote.shown_url()
         && prev.branch == cfg.remote.branch
     {

@@ -180,6 +180,21 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
         return None;
     }
     match spec::load(&f.name, &f.text) {
+        Ok(c) if cfg.cluster.as_ref().is_some_and(|n| *n != c.metadata.name) => {
+            // Two daemons share the namespace: one must never apply the other's cluster.
+            let why = format!(
+                "{}: this daemon manages cluster {} (--cluster), but cluster.yaml describes cluster {}: point it at the right repository or path",
+                f.name,
+                cfg.cluster.as_deref().unwrap_or_default(),
+                c.metadata.name
+            );
+            tracing::warn!(commit = %f.commit, result = "refused", "commit {}: refused: {why}", short(&f.commit));
+            state.status.result = "refused".into();
+            state.status.result_commit = f.commit.clone();
+            state.status.errors = why;
+            super::report::count(shared, "refused", started);
+            None
+        }
         Ok(c) => {
             let r = crate::render::render(&c);
             Some(Loaded {

@@ -36,7 +36,8 @@ pub(super) async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut St
     if transition && !state.status.result.is_empty() {
         record_result(cluster, cfg, &state.status).await;
     }
-    match configmap::write(&cluster.client, &cfg.namespace, &state.status).await {
+    let who = cfg.cluster.as_deref();
+    match configmap::write(&cluster.client, &cfg.namespace, who, &state.status).await {
         Ok(()) => state.written = Some((state.status.clone(), Instant::now())),
         Err(e) => tracing::error!("writing the status ConfigMap: {e}"),
     }
@@ -65,7 +66,7 @@ async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
         involved: k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("ConfigMap".into()),
-            name: Some(configmap::NAME.into()),
+            name: Some(configmap::name_for(cfg.cluster.as_deref())),
             namespace: Some(cfg.namespace.clone()),
             ..Default::default()
         },

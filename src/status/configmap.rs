@@ -8,8 +8,20 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-/// Name of the status ConfigMap in the daemon's namespace.
+/// Name of the status ConfigMap of a daemon without `--cluster` (one cluster per namespace).
 pub const NAME: &str = "slurmops-status";
+/// The label every status ConfigMap carries (`slurmops status` lists them by it), and the one
+/// naming the cluster of a daemon run with `--cluster`.
+pub const LABEL_STATUS: &str = "slurmops.dev/status";
+pub const LABEL_CLUSTER: &str = "slurmops.dev/cluster";
+
+/// The status ConfigMap of the daemon for CLUSTER (`--cluster`), or the one-per-namespace name.
+pub fn name_for(cluster: Option<&str>) -> String {
+    match cluster {
+        Some(c) => format!("{NAME}-{c}"),
+        None => NAME.to_string(),
+    }
+}
 /// Field manager of the status writes.
 pub const MANAGER: &str = "slurmops-status";
 
@@ -87,19 +99,24 @@ impl Status {
     }
 }
 
-/// Writes STATUS to the ConfigMap in NAMESPACE.
+/// Writes STATUS to the status ConfigMap of CLUSTER's daemon in NAMESPACE.
 pub async fn write(
     client: &kube::Client,
     namespace: &str,
+    cluster: Option<&str>,
     status: &Status,
 ) -> Result<(), kube::Error> {
+    let name = name_for(cluster);
+    let mut labels = json!({"app.kubernetes.io/managed-by": "slurmops", LABEL_STATUS: "true"});
+    if let Some(c) = cluster {
+        labels[LABEL_CLUSTER] = c.into();
+    }
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": NAME, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "slurmops"}},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": status.to_data()});
     Api::<ConfigMap>::namespaced(client.clone(), namespace)
         .patch(
-            NAME,
+            &name,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(&body),
         )
@@ -107,10 +124,45 @@ pub async fn write(
         .map(|_| ())
 }
 
-/// Reads the status in NAMESPACE (None when the daemon never wrote one).
-pub async fn read(client: &kube::Client, namespace: &str) -> Result<Option<Status>, kube::Error> {
+/// Reads the status of CLUSTER's daemon in NAMESPACE (None when it never wrote one).
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: Option<&str>,
+) -> Result<Option<Status>, kube::Error> {
     Ok(Api::<ConfigMap>::namespaced(client.clone(), namespace)
-        .get_opt(NAME)
+        .get_opt(&name_for(cluster))
         .await?
         .map(|cm| Status::from_data(&cm.data.unwrap_or_default())))
+}
+
+/// Every daemon's status in NAMESPACE, by cluster (`None`: a daemon without `--cluster`).
+pub async fn read_all(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<(Option<String>, Status)>, kube::Error> {
+    let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let listed = api
+        .list(&kube::api::ListParams::default().labels(&format!("{LABEL_STATUS}=true")))
+        .await?;
+    let mut out: Vec<(Option<String>, Status)> = listed
+        .items
+        .into_iter()
+        .map(|cm| {
+            let cluster = cm
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_CLUSTER).cloned());
+            (cluster, Status::from_data(&cm.data.unwrap_or_default()))
+        })
+        .collect();
+    // Written by an earlier release, before the label.
+    if out.is_empty()
+        && let Some(s) = read(client, namespace, None).await?
+    {
+        out.push((None, s));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
 }

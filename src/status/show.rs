@@ -129,6 +129,22 @@ pub fn waiting(w: &Waiting, now: i64) -> String {
     format!("{} waits for {what} [{}]{since}", w.node, w.why)
 }
 
+/// Every daemon's status of a namespace: one section per cluster (a daemon without `--cluster`
+/// shows as the namespace's only one).
+pub fn all(statuses: &[(Option<String>, Status)], now: i64) -> String {
+    if let [(None, s)] = statuses {
+        return text(s, now);
+    }
+    statuses
+        .iter()
+        .map(|(cluster, s)| {
+            let name = cluster.as_deref().unwrap_or("(without --cluster)");
+            format!("== cluster {name}\n{}", text(s, now))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

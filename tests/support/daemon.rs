@@ -208,7 +208,10 @@ pub async fn gitops(test: &str) -> (TestEnv, Repo, String, tempfile::TempDir) {
 }
 
 pub async fn status(env: &TestEnv) -> Option<Status> {
-    configmap::read(&env.client, &env.ns).await.ok().flatten()
+    configmap::read(&env.client, &env.ns, None)
+        .await
+        .ok()
+        .flatten()
 }
 
 pub async fn applied(env: &TestEnv, commit: &str, within: Duration) -> Duration {

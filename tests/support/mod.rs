@@ -148,7 +148,17 @@ impl TestEnv {
 
     /// Binds the Role slurmops documents for itself to the bed's restricted identity here.
     pub async fn grant_slurmops_role(&self) {
-        let role = slurmops::apply::rbac::role("slurmops", &self.ns, &["slurm-jwt".to_string()]);
+        self.grant_slurmops_role_for(&[None]).await;
+    }
+
+    /// As `grant_slurmops_role`, for the daemons of CLUSTERS (`--cluster`; None: without).
+    pub async fn grant_slurmops_role_for(&self, clusters: &[Option<&str>]) {
+        let leases: Vec<String> = clusters
+            .iter()
+            .map(|c| slurmops::apply::rbac::lease_for(*c))
+            .collect();
+        let role =
+            slurmops::apply::rbac::role("slurmops", &self.ns, &leases, &["slurm-jwt".to_string()]);
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": "slurmops", "namespace": self.ns},
