@@ -195,7 +195,7 @@ async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
     let printed = std::fs::read_to_string(&log).unwrap();
     assert!(
         printed.contains(&format!(
-            "{w}: scaled 1 -> 3: 2 pending job(s), 1 worker(s) busy"
+            "{w}: scaled 1 -> 3: pending jobs ask for 2 worker(s), 1 worker(s) busy"
         )),
         "{printed}"
     );
@@ -231,6 +231,69 @@ async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
         .collect();
     assert!(reasons.contains(&"ScaledOut".to_string()), "{reasons:?}");
     assert!(reasons.contains(&"ScaledIn".to_string()), "{reasons:?}");
+    env.cleanup().await;
+}
+}
+
+on_each_slurm! {
+/// A pending 3-node job in a partition of two autoscaled NodeSets adds the workers it lacks
+/// between them (idle ones first, then the lower weight), counted once, and then runs. Counting
+/// jobs instead (one per NodeSet) would add one worker and leave it pending for ever. (Slurm
+/// refuses a job asking more nodes than its partition has, so the partition starts with four.)
+async fn a_multi_node_job_scales_the_node_sets_of_its_partition_by_its_node_count_once() {
+    let env = TestEnv::new("multi").await;
+    env.grant_slurmops_role().await;
+    let (a, b) = (env.name("ma"), env.name("mb"));
+    let yaml = support::cluster_head("c", &env.ns)
+        + &format!(
+            r#"  nodeSets:
+    - {{name: {a}, replicas: 2, cpu: "1", memory: 256Mi, weight: 1, features: [multi], autoscale: {{min: 2, max: 4, scaleDownDelay: 600s}}}}
+    - {{name: {b}, replicas: 2, cpu: "1", memory: 256Mi, weight: 5, features: [multi], autoscale: {{min: 2, max: 4, scaleDownDelay: 600s}}}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+    - {{name: multi, nodeSets: [{a}, {b}]}}
+"#
+        );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), yaml).unwrap();
+    let out = slurmops(dir.path(), &["apply", "--wait", "90s"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = slurm();
+    let workers = [format!("{a}-0"), format!("{a}-1"), format!("{b}-0"), format!("{b}-1")];
+    for w in &workers {
+        eventually(&format!("{w} idle"), Duration::from_secs(60), async || {
+            let n = s.get(w).await.ok()?;
+            (n.state.has("IDLE") && !n.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    // Three workers busy, one idle; then a job for three nodes.
+    let mut long = Vec::new();
+    for w in &workers[..3] {
+        long.push(support::slurm::submit_job(serde_json::json!({"partition": "multi", "required_nodes": [w]}), 300).await);
+    }
+    for (w, j) in workers[..3].iter().zip(&long) {
+        eventually(&format!("job {j} running on {w}"), Duration::from_secs(30), async || {
+            (job_state(*j).await == vec!["RUNNING".to_string()]).then_some(())
+        })
+        .await;
+    }
+    let job = support::slurm::submit_job(serde_json::json!({"partition": "multi",
+        "minimum_nodes": 3, "maximum_nodes": 3, "tasks": 3}), 5)
+    .await;
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    let out = slurmops(dir.path(), &["autoscale", "--once"]).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let (ra, rb) = (replicas(&sts, &a).await.unwrap(), replicas(&sts, &b).await.unwrap());
+    assert_eq!((ra, rb), (4, 2), "the idle worker of {b} and two new ones of {a} (lower weight):\n{printed}");
+    eventually("the 3-node job runs and completes", Duration::from_secs(120), async || {
+        (job_state(job).await == vec!["COMPLETED".to_string()]).then_some(())
+    })
+    .await;
+    for j in long {
+        support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &j.to_string()]);
+    }
     env.cleanup().await;
 }
 }

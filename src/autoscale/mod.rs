@@ -1,5 +1,8 @@
 //! `autoscale`: a NodeSet's replicas from Slurm's own queue, with no KEDA or Prometheus. Jobs
-//! pending in the NodeSet's partitions add workers (up to `max`); workers idle for `scaleDownDelay`
+//! pending in the NodeSet's partitions add the workers they ask for (a job's node count; one-node
+//! jobs that share nodes `pendingJobsPerReplica` to a worker), each job counted once across the
+//! autoscaled NodeSets of its partitions (lower Slurm weight first, then the most headroom), up
+//! to `max`; workers idle for `scaleDownDelay`
 //! go away (down to `min`), highest ordinals first because StatefulSets remove those, and only
 //! after Slurm drained them. The replicas field belongs to its own field manager
 //! (`slurmops-autoscale`), so apply never fights it.
@@ -8,6 +11,7 @@
 
 pub mod run;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::slurm::Job;
@@ -33,8 +37,8 @@ pub enum WorkerState {
 pub struct Observation {
     /// `spec.replicas` of the StatefulSet.
     pub replicas: u32,
-    /// Pending jobs more workers could start (not held, not waiting on a dependency or time).
-    pub pending: usize,
+    /// Workers the pending jobs ask of this NodeSet (their share of `demand`).
+    pub pending: u32,
     /// Workers by ordinal (index = ordinal), `replicas` long.
     pub workers: Vec<(String, WorkerState)>,
 }
@@ -70,19 +74,21 @@ pub fn decide(rule: &Autoscale, o: &Observation) -> Decision {
         };
     }
     if o.pending > 0 {
-        let per = rule.pending_jobs_per_replica.max(1) as usize;
-        let need = busy + o.pending.div_ceil(per) as u32;
+        let need = busy + o.pending;
         let to = need.clamp(rule.min, rule.max);
         if to > o.replicas {
             return Decision::ScaleOut {
                 to,
-                why: format!("{} pending job(s), {busy} worker(s) busy", o.pending),
+                why: format!(
+                    "pending jobs ask for {} worker(s), {busy} worker(s) busy",
+                    o.pending
+                ),
             };
         }
         if o.replicas <= rule.max {
             return Decision::Hold {
                 why: format!(
-                    "{} pending job(s); {} worker(s) cover them or max {} reached",
+                    "pending jobs ask for {} worker(s); {} worker(s) cover them or max {} reached",
                     o.pending, o.replicas, rule.max
                 ),
             };
@@ -146,31 +152,103 @@ fn scale_in(rule: &Autoscale, o: &Observation) -> Decision {
     }
 }
 
-/// Pending jobs that more workers of NODE_SET could start: pending in one of its partitions, and
-/// not waiting on something else (a hold, a dependency, a begin time, a reservation).
-pub fn pending_for(c: &ClusterFile, node_set: &str, jobs: &[Job]) -> usize {
-    let parts: Vec<&str> = c
-        .spec
-        .partitions
+/// Why a pending job waits when more workers would not start it.
+const NOT_FOR_NODES: &[&str] = &[
+    "Dependency",
+    "DependencyNeverSatisfied",
+    "BeginTime",
+    "JobHeldUser",
+    "JobHeldAdmin",
+    "Reservation",
+    "PartitionDown",
+    "PartitionInactive",
+];
+
+/// An autoscaled NodeSet as the split sees it.
+#[derive(Debug, Clone)]
+pub struct Capacity {
+    /// Workers now (`spec.replicas`).
+    pub replicas: u32,
+    /// Workers running jobs now.
+    pub busy: u32,
+    pub max: u32,
+    /// Slurm's scheduling weight (lower is used first).
+    pub weight: u32,
+    pub per_replica: u32,
+}
+
+/// The workers pending jobs ask of each autoscaled NodeSet in SETS. Each job counts once: its
+/// nodes go first to NodeSets of its partitions with workers not yet spoken for (no scale-out
+/// needed there), then to the lowest weight, then the most headroom left, never past `max`; one-node jobs that share nodes are packed
+/// `pendingJobsPerReplica` to a worker. Jobs waiting on something workers cannot give (a hold,
+/// a dependency, a begin time, a reservation) ask for nothing.
+pub fn demand(
+    c: &ClusterFile,
+    jobs: &[Job],
+    sets: &BTreeMap<String, Capacity>,
+) -> BTreeMap<String, u32> {
+    let mut whole: BTreeMap<String, u32> = BTreeMap::new();
+    let mut shared: BTreeMap<String, u32> = BTreeMap::new();
+    let mut pending: Vec<&Job> = jobs
         .iter()
-        .filter(|p| p.node_sets.iter().any(|n| n == node_set || n == "ALL"))
-        .map(|p| p.name.as_str())
-        .collect();
-    const NOT_FOR_NODES: &[&str] = &[
-        "Dependency",
-        "DependencyNeverSatisfied",
-        "BeginTime",
-        "JobHeldUser",
-        "JobHeldAdmin",
-        "Reservation",
-        "PartitionDown",
-        "PartitionInactive",
-    ];
-    jobs.iter()
         .filter(|j| j.has_state("PENDING"))
         .filter(|j| !NOT_FOR_NODES.contains(&j.state_reason.as_str()))
-        .filter(|j| j.partition.split(',').any(|p| parts.contains(&p)))
-        .count()
+        .collect();
+    pending.sort_by_key(|j| j.id);
+    for j in pending {
+        let mut candidates: Vec<&String> = sets
+            .keys()
+            .filter(|ns| j.partition.split(',').any(|p| in_partition(c, p, ns)))
+            .collect();
+        if candidates.is_empty() {
+            continue;
+        }
+        candidates.sort_by_key(|ns| (sets[*ns].weight, (*ns).clone()));
+        let one_shared = j.node_count <= 1 && !j.exclusive;
+        for _ in 0..j.node_count.max(1) {
+            let used = |ns: &String| {
+                let cap = &sets[ns];
+                let packed = shared
+                    .get(ns)
+                    .copied()
+                    .unwrap_or(0)
+                    .div_ceil(cap.per_replica.max(1));
+                cap.busy + whole.get(ns).copied().unwrap_or(0) + packed
+            };
+            let pick = candidates
+                .iter()
+                .filter(|ns| used(ns) < sets[**ns].max.max(sets[**ns].replicas))
+                .min_by_key(|ns| {
+                    let cap = &sets[**ns];
+                    let spare = used(ns) < cap.replicas;
+                    (
+                        !spare,
+                        cap.weight,
+                        std::cmp::Reverse(cap.max.saturating_sub(used(ns))),
+                    )
+                });
+            let Some(ns) = pick else { break };
+            let into = if one_shared { &mut shared } else { &mut whole };
+            *into.entry((*ns).clone()).or_default() += 1;
+        }
+    }
+    sets.iter()
+        .map(|(ns, cap)| {
+            let packed = shared
+                .get(ns)
+                .copied()
+                .unwrap_or(0)
+                .div_ceil(cap.per_replica.max(1));
+            (ns.clone(), whole.get(ns).copied().unwrap_or(0) + packed)
+        })
+        .collect()
+}
+
+fn in_partition(c: &ClusterFile, partition: &str, node_set: &str) -> bool {
+    c.spec
+        .partitions
+        .iter()
+        .any(|p| p.name == partition && p.node_sets.iter().any(|n| n == node_set || n == "ALL"))
 }
 
 #[cfg(test)]
@@ -187,7 +265,7 @@ mod tests {
         }
     }
 
-    fn obs(pending: usize, states: Vec<WorkerState>) -> Observation {
+    fn obs(pending: u32, states: Vec<WorkerState>) -> Observation {
         Observation {
             replicas: states.len() as u32,
             pending,
@@ -254,5 +332,96 @@ mod tests {
         assert!(matches!(d, Decision::ScaleIn { to: 1, .. }), "{d:?}");
         let d = decide(&rule(2, 4), &obs(0, vec![Busy]));
         assert!(matches!(d, Decision::ScaleOut { to: 2, .. }), "{d:?}");
+    }
+
+    fn two_sets() -> ClusterFile {
+        crate::spec::load(
+            "c.yaml",
+            r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {name: c, namespace: n}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {name: k, key: slurm.key}
+    jwtKey: {name: j, key: jwt_hs256.key}
+  nodeSets:
+    - {name: a, replicas: 1, cpu: "1", memory: 1Gi, weight: 1, autoscale: {min: 0, max: 4}}
+    - {name: b, replicas: 1, cpu: "1", memory: 1Gi, weight: 5, autoscale: {min: 0, max: 4}}
+  partitions:
+    - {name: p, nodeSets: [a, b], default: true}
+"#,
+        )
+        .unwrap()
+    }
+
+    fn pending(id: u64, nodes: u32, exclusive: bool, reason: &str) -> Job {
+        Job {
+            id,
+            name: "j".into(),
+            user: "u".into(),
+            account: "acc".into(),
+            state: vec!["PENDING".into()],
+            partition: "p".into(),
+            nodes: vec![],
+            end_time: None,
+            start_time: None,
+            state_reason: reason.into(),
+            node_count: nodes,
+            exclusive,
+        }
+    }
+
+    fn caps(busy_a: u32, per: u32) -> BTreeMap<String, Capacity> {
+        let cap = |busy, weight| Capacity {
+            replicas: busy,
+            busy,
+            max: 4,
+            weight,
+            per_replica: per,
+        };
+        BTreeMap::from([
+            ("a".to_string(), cap(busy_a, 1)),
+            ("b".to_string(), cap(0, 5)),
+        ])
+    }
+
+    #[test]
+    fn a_multi_node_job_is_counted_once_across_the_node_sets_of_its_partition() {
+        let c = two_sets();
+        // A 3-node job: the NodeSets' sum grows by 3, not 3 each; lower weight fills first.
+        let d = demand(&c, &[pending(1, 3, false, "Resources")], &caps(0, 1));
+        assert_eq!(d.values().sum::<u32>(), 3, "{d:?}");
+        assert_eq!((d["a"], d["b"]), (3, 0));
+        // a has room for one more: the rest goes to b, and max holds.
+        let d = demand(&c, &[pending(1, 3, false, "Resources")], &caps(3, 1));
+        assert_eq!((d["a"], d["b"]), (1, 2));
+        let d = demand(&c, &[pending(1, 20, false, "Resources")], &caps(0, 1));
+        assert_eq!((d["a"], d["b"]), (4, 4), "never past max");
+    }
+
+    #[test]
+    fn one_node_jobs_are_packed_and_exclusive_ones_and_held_ones_are_not() {
+        let c = two_sets();
+        let jobs = [
+            pending(1, 1, false, "Resources"),
+            pending(2, 1, false, "Priority"),
+            pending(3, 1, false, "Resources"),
+            pending(4, 1, true, "Resources"),
+            pending(5, 2, false, "JobHeldUser"),
+        ];
+        let d = demand(&c, &jobs, &caps(0, 2));
+        // Three shared one-node jobs two to a worker (2), the exclusive one alone (1).
+        assert_eq!(d.values().sum::<u32>(), 3, "{d:?}");
+    }
+
+    #[test]
+    fn idle_workers_take_a_job_before_any_node_set_grows() {
+        let c = two_sets();
+        let mut sets = caps(1, 1);
+        // b has two idle workers: a 3-node job takes them, and one more from a (lower weight).
+        sets.get_mut("b").unwrap().replicas = 2;
+        let d = demand(&c, &[pending(1, 3, false, "Resources")], &sets);
+        assert_eq!((d["a"], d["b"]), (1, 2), "{d:?}");
     }
 }

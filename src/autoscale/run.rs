@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use super::{Decision, Observation, WorkerState, decide, pending_for};
+use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::{AUTOSCALE_MANAGER, Cluster};
 use crate::controller::decide::SetView;
 use crate::render::names::LABEL_NODESET;
@@ -109,9 +109,9 @@ pub async fn tick_with(
 ) -> Result<Vec<Outcome>, AutoscaleError> {
     let sets = c.spec.node_sets.iter().filter(|n| n.autoscale.is_some());
     let nodes: BTreeMap<String, Node> = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
-    let mut out = Vec::new();
+    // Every autoscaled NodeSet first: a pending job's workers are split among them once.
+    let mut seen_sets = Vec::new();
     for ns in sets {
-        let rule = ns.autoscale.as_ref().expect("autoscaled");
         let seen = match observed {
             Some(v) => v.get(&ns.name).map(|s| {
                 let ready = s
@@ -123,10 +123,38 @@ pub async fn tick_with(
             }),
             None => observe(cluster, c, ns, &nodes).await?,
         };
-        let Some(mut o) = seen else {
+        if let Some(o) = seen {
+            seen_sets.push((ns, o));
+        }
+    }
+    let capacity: BTreeMap<String, Capacity> = seen_sets
+        .iter()
+        .filter_map(|(ns, o)| {
+            let rule = ns.autoscale.as_ref()?;
+            let busy = o
+                .workers
+                .iter()
+                .filter(|(_, s)| *s == WorkerState::Busy)
+                .count() as u32;
+            Some((
+                ns.name.clone(),
+                Capacity {
+                    replicas: o.replicas,
+                    busy,
+                    max: rule.max,
+                    weight: ns.weight.unwrap_or(1),
+                    per_replica: rule.pending_jobs_per_replica,
+                },
+            ))
+        })
+        .collect();
+    let asked = demand(c, jobs, &capacity);
+    let mut out = Vec::new();
+    for (ns, mut o) in seen_sets {
+        let Some(rule) = ns.autoscale.as_ref() else {
             continue;
         };
-        o.pending = pending_for(c, &ns.name, jobs);
+        o.pending = asked.get(&ns.name).copied().unwrap_or(0);
         let decision = decide(rule, &o);
         let to = act(cluster, slurm, c, ns, &o, &decision).await?;
         out.push(Outcome {

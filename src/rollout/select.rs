@@ -56,6 +56,8 @@ mod tests {
             end_time: end,
             start_time: None,
             state_reason: String::new(),
+            node_count: 1,
+            exclusive: false,
         }
     }
 

@@ -141,6 +141,10 @@ pub struct Job {
     pub start_time: Option<i64>,
     /// Why a pending job waits (e.g. `Resources`, `Priority`, `Dependency`, `JobHeldUser`).
     pub state_reason: String,
+    /// Nodes the job asks for (the minimum of a range), at least 1.
+    pub node_count: u32,
+    /// It takes its nodes whole (`--exclusive`): no other job shares them.
+    pub exclusive: bool,
 }
 
 impl Job {
@@ -311,6 +315,11 @@ pub struct JobWire {
     start_time: Option<i64>,
     #[serde(default)]
     state_reason: String,
+    #[serde(default, deserialize_with = "number")]
+    node_count: Option<i64>,
+    /// `["none"]` (or `["exclusive"]`) for a job that shares no node.
+    #[serde(default)]
+    shared: Vec<String>,
 }
 
 impl TryFrom<JobWire> for Job {
@@ -327,6 +336,10 @@ impl TryFrom<JobWire> for Job {
             end_time: w.end_time.filter(|t| *t > 0),
             start_time: w.start_time.filter(|t| *t > 0),
             state_reason: w.state_reason,
+            node_count: w
+                .node_count
+                .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
+            exclusive: w.shared.iter().any(|x| x == "none" || x == "exclusive"),
         })
     }
 }

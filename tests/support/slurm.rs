@@ -345,7 +345,7 @@ pub fn scontrol(args: &[&str]) -> String {
 
 /// Submits `sleep SECS` as root on exactly NODE through slurmrestd; returns the job id.
 pub async fn submit_sleep(node: &str, secs: u32) -> u64 {
-    submit(
+    submit_job(
         serde_json::json!({"partition": "all", "required_nodes": [node]}),
         secs,
     )
@@ -354,10 +354,11 @@ pub async fn submit_sleep(node: &str, secs: u32) -> u64 {
 
 /// Submits `sleep SECS` to PARTITION, on any of its nodes; returns the job id.
 pub async fn submit_to_partition(partition: &str, secs: u32) -> u64 {
-    submit(serde_json::json!({"partition": partition}), secs).await
+    submit_job(serde_json::json!({"partition": partition}), secs).await
 }
 
-async fn submit(placement: serde_json::Value, secs: u32) -> u64 {
+/// Submits `sleep SECS` with the job fields PLACEMENT (partition, node counts, ...).
+pub async fn submit_job(placement: serde_json::Value, secs: u32) -> u64 {
     let bed = super::bed();
     let mut job = serde_json::json!({"tasks": 1, "name": "bed-sleep",
         "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"]});

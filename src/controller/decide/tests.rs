@@ -25,6 +25,8 @@ fn job(id: u64, on: &str, end: i64) -> Job {
         end_time: Some(end),
         start_time: None,
         state_reason: String::new(),
+        node_count: 1,
+        exclusive: false,
     }
 }
 
