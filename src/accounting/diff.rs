@@ -124,6 +124,8 @@ pub struct BusyJob {
 /// LAST (what the last applied revision asked for, when known: tells hand edits from changes in
 /// git) and BUSY (running and pending jobs, known against a live cluster).
 pub struct Inputs<'a> {
+    /// Slurm's ClusterName (the associations are this cluster's).
+    pub cluster: &'a str,
     pub desired: &'a Objects,
     pub current: &'a Objects,
     pub last: Option<&'a Objects>,
@@ -143,7 +145,7 @@ pub fn diff(i: &Inputs<'_>, mode: Mode) -> Diff {
             }
             (Some(d), Some(c)) => {
                 let last = i.last.map(|l| l.get(key));
-                update(&mut out, key, d, c, last, mode);
+                update(&mut out, key, (d, c), last, i.cluster, mode);
             }
             (None, Some(c)) if key.is_built_in() => {
                 let _ = c;
@@ -228,9 +230,9 @@ fn change(key: &Key, op: Op, fields: Vec<Field>) -> Change {
 fn update(
     out: &mut Diff,
     key: &Key,
-    d: &Object,
-    c: &Object,
+    (d, c): (&Object, &Object),
     last: Option<Option<&Object>>,
+    cluster: &str,
     mode: Mode,
 ) {
     let diffs = fields(d, c);
@@ -244,7 +246,7 @@ fn update(
     let mut ch = change(key, Op::Update, diffs);
     ch.adopt = !c.owned;
     ch.hand_edit = hand_edit;
-    refuse_unsupported(&mut ch);
+    refuse_unsupported(&mut ch, cluster);
     if mode.detect_only && ch.hand_edit && !from_git {
         out.drift.push(ch);
     } else {
@@ -253,13 +255,13 @@ fn update(
 }
 
 /// What slurmrestd cannot do, refused with the way to do it by hand.
-fn refuse_unsupported(ch: &mut Change) {
+fn refuse_unsupported(ch: &mut Change, cluster: &str) {
     if let Key::Account { name } = &ch.key
         && let Some(f) = ch.fields.iter().find(|f| f.name == "Parent")
     {
         let to = f.to.as_deref().unwrap_or(ROOT);
         ch.refused = Some(format!(
-            "slurmrestd cannot move an account to another parent: run `sacctmgr modify account {name} where cluster=CLUSTER set parent={to}` once"
+            "slurmrestd cannot move an account to another parent: run `sacctmgr modify account {name} where cluster={cluster} set parent={to}` once"
         ));
         return;
     }
@@ -415,6 +417,7 @@ mod tests {
     ) -> Diff {
         diff(
             &Inputs {
+                cluster: "c",
                 desired,
                 current,
                 last,
@@ -555,6 +558,19 @@ mod tests {
         let desired: Objects = [(member("a", "u"), obj(true, &[("QOS", "gpu")]))].into();
         let d = run(&desired, &current, None, &[], Mode::default());
         assert_eq!(d.lines(), ["account a: user u: QOS normal → gpu"]);
+    }
+
+    #[test]
+    fn moving_an_account_is_refused_with_the_sacctmgr_command_for_this_cluster() {
+        let desired: Objects = [(acc("a"), obj(true, &[("Parent", "x")]))].into();
+        let current: Objects = [(acc("a"), obj(true, &[]))].into();
+        let d = run(&desired, &current, None, &[], Mode::default());
+        let why = d.changes[0].refused.clone().unwrap_or_default();
+        assert!(
+            why.contains("sacctmgr modify account a where cluster=c set parent=x"),
+            "{why}"
+        );
+        assert_eq!(d.to_make().count(), 0);
     }
 
     #[test]

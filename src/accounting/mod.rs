@@ -94,7 +94,9 @@ pub async fn observe(
     let desired = model::desired(&c.spec.accounting);
     let busy = rest::busy(s).await?;
     let last = last_desired(last);
+    let cluster = cluster_name(c);
     let inputs = diff::Inputs {
+        cluster: &cluster,
         desired: &desired,
         current: &current,
         last: last.as_ref(),
@@ -138,6 +140,7 @@ pub async fn reconcile(
     let busy = rest::busy(s).await?;
     let last = last_desired(last);
     let inputs = diff::Inputs {
+        cluster: &cluster,
         desired: &desired,
         current: &current,
         last: last.as_ref(),

@@ -423,7 +423,9 @@ fn offline_accounting(base: Option<&ClusterFile>, head: &ClusterFile) -> crate::
     };
     let current = base.and_then(want).unwrap_or_default();
     let desired = want(head).unwrap_or_default();
+    let cluster = crate::accounting::cluster_name(head);
     let inputs = diff::Inputs {
+        cluster: &cluster,
         desired: &desired,
         current: &current,
         last: None,
