@@ -81,15 +81,22 @@ fn last_desired(last: Option<&ClusterFile>) -> Option<model::Objects> {
         .map(|l| model::desired(&l.spec.accounting))
 }
 
-/// The diff of slurmdbd against C, read live (nothing written); empty without accounting.
-/// LAST is the last applied revision, which tells hand edits from changes in git.
-pub async fn observe(
+/// What one look at slurmdbd finds: the diff, with what it was made from.
+struct Looked {
+    diff: Diff,
+    desired: model::Objects,
+    current: model::Objects,
+}
+
+/// Reads slurmdbd and the jobs once and diffs them against C (None: nothing to manage). LAST is
+/// the last applied revision, which tells hand edits from changes in git.
+async fn look(
     s: &Client,
     c: &ClusterFile,
     last: Option<&ClusterFile>,
-) -> Result<Diff, SlurmError> {
+) -> Result<Option<Looked>, SlurmError> {
     let Some(current) = read_current(s, c).await? else {
-        return Ok(Diff::default());
+        return Ok(None);
     };
     let desired = model::desired(&c.spec.accounting);
     let busy = rest::busy(s).await?;
@@ -102,7 +109,21 @@ pub async fn observe(
         last: last.as_ref(),
         busy: &busy,
     };
-    Ok(diff::diff(&inputs, mode(c)))
+    let diff = diff::diff(&inputs, mode(c));
+    Ok(Some(Looked {
+        diff,
+        desired,
+        current,
+    }))
+}
+
+/// The diff of slurmdbd against C, read live (nothing written); empty without accounting.
+pub async fn observe(
+    s: &Client,
+    c: &ClusterFile,
+    last: Option<&ClusterFile>,
+) -> Result<Diff, SlurmError> {
+    Ok(look(s, c, last).await?.map(|l| l.diff).unwrap_or_default())
 }
 
 /// slurmdbd's objects for C; None when there is nothing to manage (accounting off, or no
@@ -132,21 +153,15 @@ pub async fn reconcile(
     c: &ClusterFile,
     last: Option<&ClusterFile>,
 ) -> Result<Outcome, SlurmError> {
-    let Some(current) = read_current(s, c).await? else {
+    let Some(Looked {
+        diff,
+        desired,
+        current,
+    }) = look(s, c, last).await?
+    else {
         return Ok(Outcome::default());
     };
     let cluster = cluster_name(c);
-    let desired = model::desired(&c.spec.accounting);
-    let busy = rest::busy(s).await?;
-    let last = last_desired(last);
-    let inputs = diff::Inputs {
-        cluster: &cluster,
-        desired: &desired,
-        current: &current,
-        last: last.as_ref(),
-        busy: &busy,
-    };
-    let diff = diff::diff(&inputs, mode(c));
     let mut out = Outcome::default();
     for ch in diff.to_make() {
         match rest::write(s, &cluster, ch, &desired, &current).await {
