@@ -227,6 +227,64 @@ fn image_change_updates_and_rolls_only_that_node_set() {
 }
 
 #[test]
+fn a_per_node_node_set_renders_a_revisioned_pod_template_and_plans_its_roll() {
+    let (_, text) = example("examples/repo");
+    let one = text.replace(
+        "    - name: h100\n      replicas: 4\n",
+        "    - name: h100\n      replicas: perNode\n",
+    );
+    let r = render(&load_text(&one));
+    assert!(
+        r.get("StatefulSet", "h100").is_none(),
+        "no StatefulSet for perNode"
+    );
+    let t = r.get("PodTemplate", "h100").expect("a PodTemplate");
+    let rev = t.body.pointer("/metadata/labels/slurmops.dev~1revision");
+    assert!(rev.and_then(|v| v.as_str()).is_some_and(|v| v.len() == 16));
+    // The pods made from it carry the revision rollouts compare.
+    assert_eq!(
+        rev,
+        t.body
+            .pointer("/template/metadata/labels/slurmops.dev~1revision")
+    );
+    // The same worker pod as the StatefulSet's.
+    let sts = render(&load_text(&text));
+    let sts = sts.get("StatefulSet", "h100").unwrap();
+    assert_eq!(
+        sts.body.pointer("/spec/template/spec"),
+        t.body.pointer("/template/spec")
+    );
+    // A new image: a new revision, and the plan rolls every worker of the matching nodes.
+    let two = one.replace(
+        "    - name: h100\n      replicas: perNode\n",
+        "    - name: h100\n      replicas: perNode\n      image: registry.example/slurmd:custom\n",
+    )
+    .replace("        maxUnavailable: 1\n        drainTimeout: 12h", "        maxUnavailable: 25%\n        drainTimeout: 12h");
+    let r2 = render(&load_text(&two));
+    let rev2 = r2
+        .get("PodTemplate", "h100")
+        .and_then(|t| t.body.pointer("/metadata/labels/slurmops.dev~1revision"));
+    assert_ne!(rev, rev2);
+    let p = plan_of(&one, &two);
+    assert_eq!(p.slurm.node_sets_rolled.len(), 1);
+    let roll = &p.slurm.node_sets_rolled[0];
+    assert_eq!((roll.node_set.as_str(), roll.workers), ("h100", None));
+    assert!(roll.because.contains(&"container image".to_string()));
+    let text_plan = format::text(&p, "x");
+    assert!(
+        text_plan.contains("NodeSet h100: every worker (one per matching Kubernetes node) drained and replaced, at most 25% at a time"),
+        "{text_plan}"
+    );
+    // From a count to perNode: said in Slurm's terms.
+    let p = plan_of(&text, &one);
+    let scaled = format::text(&p, "x");
+    assert!(
+        scaled.contains("NodeSet h100: 4 -> perNode workers"),
+        "{scaled}"
+    );
+}
+
+#[test]
 fn a_partition_change_reconfigures_slurmctld_and_restarts_nothing() {
     let (_, text) = example("examples/repo");
     let new = text.replace("maxTime: UNLIMITED", "maxTime: \"7-00:00:00\"");

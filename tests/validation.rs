@@ -201,6 +201,30 @@ fn autoscale_bounds_must_hold_replicas() {
 }
 
 #[test]
+fn per_node_is_a_word_of_its_own_and_excludes_autoscale_and_claim_templates() {
+    let text = with("replicas: 2", "replicas: pernode");
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].replicas");
+    assert_eq!(d.line, line_of(&text, "replicas: pernode"));
+    assert!(d.message.contains("perNode"), "{}", d.message);
+    let per_node = with("replicas: 2", "replicas: perNode");
+    assert!(load("cluster.yaml", &per_node).is_ok());
+    let scaled = per_node.replace(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      autoscale: {min: 0, max: 8}\n",
+    );
+    let d = one(&scaled);
+    assert_eq!(d.path, "spec.nodeSets[0].autoscale");
+    assert!(d.message.contains("cannot autoscale"), "{}", d.message);
+    let claims = per_node.replace(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      volumeClaimTemplates: [{metadata: {name: scratch}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}]\n",
+    );
+    let d = one(&claims);
+    assert_eq!(d.path, "spec.nodeSets[0].volumeClaimTemplates");
+}
+
+#[test]
 fn imex_needs_gpus() {
     let d = one(&with(
         "      memory: 1Gi\n",

@@ -46,7 +46,7 @@ pub fn parse_group_kinds(annotation: &str) -> BTreeSet<String> {
 pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String, String)> {
     let (kind, group) = group_kind.split_once('.').unwrap_or((group_kind, ""));
     let v = match (group, kind) {
-        ("", "ConfigMap" | "Secret" | "Service") => "v1".to_string(),
+        ("", "ConfigMap" | "Secret" | "Service" | "PodTemplate") => "v1".to_string(),
         ("apps", "StatefulSet" | "Deployment") => "apps/v1".to_string(),
         ("policy", "PodDisruptionBudget") => pdb_api_version.to_string(),
         ("networking.k8s.io", "NetworkPolicy") => "networking.k8s.io/v1".to_string(),

@@ -300,6 +300,7 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         "PodDisruptionBudget" => "poddisruptionbudgets",
         "NetworkPolicy" => "networkpolicies",
         "Pod" => "pods",
+        "PodTemplate" => "podtemplates",
         "ServiceMonitor" => "servicemonitors",
         other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
     };

@@ -42,6 +42,7 @@ pub(super) async fn prune_set(
         .filter(|(k, _)| !want.contains(*k))
         .filter(|(k, _)| {
             k.strip_prefix("StatefulSet/")
+                .or_else(|| k.strip_prefix("PodTemplate/"))
                 .is_none_or(|n| !opts.keep.contains(n))
         })
         .map(|(k, (v, _))| {
@@ -72,7 +73,10 @@ pub(super) async fn prune_set(
                 .join(", "),
         });
     }
-    for (_, _, name) in gone.iter().filter(|(_, k, _)| k == "StatefulSet") {
+    let workloads = gone
+        .iter()
+        .filter(|(_, k, _)| k == "StatefulSet" || k == "PodTemplate");
+    for (_, _, name) in workloads {
         let pods = worker_pods(cluster, &c.metadata.namespace, name).await?;
         if pods.is_empty() {
             continue;

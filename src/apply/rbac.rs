@@ -9,9 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// (apiGroups, resources, verbs) slurmops uses.
 pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
+    // podtemplates: perNode NodeSets.
     (
         &[""],
-        &["configmaps", "services"],
+        &["configmaps", "services", "podtemplates"],
         &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
@@ -46,11 +47,12 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
     ),
-    // Rollouts delete drained workers; prune checks a NodeSet's pods first.
+    // Rollouts delete drained workers; prune checks a NodeSet's pods first; perNode NodeSets'
+    // pods are made by slurmops.
     (
         &[""],
         &["pods"],
-        &["get", "list", "watch", "delete", "patch"],
+        &["get", "list", "watch", "create", "delete", "patch"],
     ),
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),
@@ -71,8 +73,8 @@ pub fn lease_for(cluster: Option<&str>) -> String {
     }
 }
 
-/// Cluster-wide read of Nodes, so that `sync` follows cordons (optional: without it, sync skips
-/// cordons and says so).
+/// Cluster-wide read of Nodes, so that `sync` follows cordons and perNode NodeSets follow their
+/// nodes (optional: without it, sync skips cordons and perNode NodeSets stand still, and say so).
 pub const NODE_RULES: &[(&[&str], &[&str], &[&str])] =
     &[(&[""], &["nodes"], &["get", "list", "watch"])];
 

@@ -358,6 +358,8 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
 
 /// The nodes a plan drains (rolled NodeSets: every worker; scale-in: the leaving ordinals; removed
 /// NodeSets: every worker) and the jobs running on each, from the live pods and slurmrestd.
+use crate::spec::values::Replicas;
+
 async fn drains(
     cluster: &Cluster,
     slurm: &crate::slurm::Client,
@@ -370,12 +372,11 @@ async fn drains(
         .iter()
         .map(|r| (r.node_set.clone(), 0))
         .collect();
-    sets.extend(
-        s.scaled
-            .iter()
-            .filter(|x| x.to < x.from)
-            .map(|x| (x.node_set.clone(), x.to)),
-    );
+    sets.extend(s.scaled.iter().filter_map(|x| match (x.from, x.to) {
+        (Replicas::Count(a), Replicas::Count(b)) => (b < a).then(|| (x.node_set.clone(), b)),
+        // Workers follow nodes (or leave them): any may drain.
+        _ => Some((x.node_set.clone(), 0)),
+    }));
     sets.extend(s.node_sets_removed.iter().map(|n| (n.clone(), 0)));
     if sets.is_empty() {
         return Ok(Vec::new());

@@ -2,8 +2,9 @@
 //! client's and kube's timeouts), checking before every write that this process may still write
 //! (fencing: a replica that lost the Lease stops before its next write).
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Preconditions};
+use k8s_openapi::api::core::v1::{Pod, PodTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::decide::Action;
 use super::{Fence, PassError};
@@ -107,4 +108,73 @@ async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Err
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Makes a perNode NodeSet's pods, each bound to its Kubernetes node (pod name, node), from the
+/// observed TEMPLATE. The pod name is the Slurm node name and its hostname (under SERVICE).
+pub async fn create(
+    pods: &Api<Pod>,
+    template: &PodTemplate,
+    service: &str,
+    node_set: &str,
+    creates: &[(String, String)],
+    fence: &Fence<'_>,
+    observer: &Observer,
+) -> Result<Vec<Event>, PassError> {
+    let mut out = Vec::new();
+    for (name, node) in creates {
+        if !fence() {
+            return Err(PassError::Fenced);
+        }
+        let Some(pod) = pod_for(template, service, name, node) else {
+            break;
+        };
+        match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {}
+            // Made by an earlier pass that did not see it yet.
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(source) => {
+                return Err(PassError::Kube {
+                    what: format!("create pod {name} on node {node}"),
+                    source,
+                });
+            }
+        }
+        let e = Event::Create {
+            pod: name.clone(),
+            node: node.clone(),
+        };
+        observer.emit(node_set, &e);
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// The pod NAME on NODE from TEMPLATE, owned by it (removed with it, once slurmops let the
+/// PodTemplate go: only after every worker drained).
+fn pod_for(template: &PodTemplate, service: &str, name: &str, node: &str) -> Option<Pod> {
+    let t = template.template.clone()?;
+    let meta = t.metadata.unwrap_or_default();
+    let mut spec = t.spec?;
+    spec.node_name = Some(node.to_string());
+    spec.hostname = Some(name.to_string());
+    spec.subdomain = Some(service.to_string());
+    Some(Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: meta.labels,
+            annotations: meta.annotations,
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "PodTemplate".into(),
+                name: template.metadata.name.clone()?,
+                uid: template.metadata.uid.clone()?,
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
 }

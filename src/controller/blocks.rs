@@ -108,6 +108,7 @@ mod tests {
             name: "gpu".into(),
             replicas: 5,
             update_revision: Some("r".into()),
+            managed: false,
             workers: vec![
                 worker(0, Some("k1")),
                 worker(1, Some("k2")),

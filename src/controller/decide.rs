@@ -6,7 +6,7 @@
 //! (its pod's revision) and from Slurm (a drain reason slurmops set, and since when). That is what
 //! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::rollout::{Candidate, order};
 use crate::slurm::{Job, Node, REASON_PREFIX};
@@ -15,14 +15,21 @@ use crate::slurm::{Job, Node, REASON_PREFIX};
 pub const REASON_ROLLOUT: &str = "rollout";
 pub const REASON_SCALE_IN: &str = "scale-in";
 pub const REASON_REMOVED: &str = "NodeSet removed";
+/// A perNode worker whose Kubernetes node left the NodeSet (gone, or no longer matching).
+pub const REASON_NODE_LEFT: &str = "node left";
 
 /// A drain slurmops set for a rollout, scale-in or removal (not a cordon, autoscale or a hand drain
 /// through `slurmops slurm drain`): the controller may resume it once the worker is wanted again.
 pub fn controller_drain(n: &Node) -> bool {
     n.state.has("DRAIN")
-        && [REASON_ROLLOUT, REASON_SCALE_IN, REASON_REMOVED]
-            .iter()
-            .any(|r| n.reason == format!("{REASON_PREFIX} {r}"))
+        && [
+            REASON_ROLLOUT,
+            REASON_SCALE_IN,
+            REASON_REMOVED,
+            REASON_NODE_LEFT,
+        ]
+        .iter()
+        .any(|r| n.reason == format!("{REASON_PREFIX} {r}"))
 }
 
 /// One worker pod as observed.
@@ -50,10 +57,12 @@ pub struct SetView {
     /// The update revision, once the StatefulSet controller saw the current generation.
     pub update_revision: Option<String>,
     pub workers: Vec<Worker>,
+    /// Pods slurmops makes and deletes itself (a perNode NodeSet's), not a StatefulSet's.
+    pub managed: bool,
 }
 
 /// What git wants of the NodeSet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Want {
     /// In cluster.yaml with this many replicas (workers at or above it leave).
     Replicas(u32),
@@ -62,6 +71,21 @@ pub enum Want {
     Current,
     /// Gone from cluster.yaml: every worker leaves, then the StatefulSet is pruned.
     Removed,
+    /// A perNode NodeSet: exactly these workers (those of matching nodes, made or to be made);
+    /// every other one leaves.
+    Only(BTreeSet<String>),
+}
+
+impl Want {
+    /// Whether worker W leaves.
+    pub fn leaves(&self, w: &Worker) -> bool {
+        match self {
+            Want::Replicas(t) => w.ordinal.is_none_or(|i| i >= *t),
+            Want::Removed => true,
+            Want::Current => false,
+            Want::Only(keep) => !keep.contains(&w.name),
+        }
+    }
 }
 
 /// The NodeSet's `update` policy.
@@ -180,6 +204,8 @@ pub struct Decision {
     pub hold_replicas: Option<u32>,
     /// Removed NodeSet whose workers are not all drained: its StatefulSet is not pruned yet.
     pub keep: bool,
+    /// perNode pods to make now: (pod, Kubernetes node).
+    pub create: Vec<(String, String)>,
 }
 
 /// The workers of a NodeSet in ordinal order.
@@ -190,7 +216,13 @@ fn sorted(set: &SetView) -> Vec<&Worker> {
 }
 
 /// Decides the NodeSet's next steps. NOW is UNIX seconds.
-pub fn decide(set: &SetView, want: Want, policy: &Policy, slurm: &SlurmView, now: i64) -> Decision {
+pub fn decide(
+    set: &SetView,
+    want: &Want,
+    policy: &Policy,
+    slurm: &SlurmView,
+    now: i64,
+) -> Decision {
     let mut d = Decision {
         progress: Progress {
             node_set: set.name.clone(),
@@ -201,24 +233,26 @@ pub fn decide(set: &SetView, want: Want, policy: &Policy, slurm: &SlurmView, now
         ..Decision::default()
     };
     let target = match want {
-        Want::Replicas(n) => Some(n),
+        Want::Replicas(n) => Some(*n),
         Want::Removed => Some(0),
         Want::Current => None,
+        Want::Only(keep) => Some(keep.len() as u32),
     };
-    let why = if want == Want::Removed {
-        REASON_REMOVED
-    } else {
-        REASON_SCALE_IN
+    let why = match want {
+        Want::Removed => REASON_REMOVED,
+        Want::Only(_) => REASON_NODE_LEFT,
+        _ => REASON_SCALE_IN,
     };
-    let leaving_ordinal = |w: &Worker| target.is_some_and(|t| w.ordinal.is_none_or(|i| i >= t));
     let (mut leaving, staying): (Vec<&Worker>, Vec<&Worker>) =
-        sorted(set).into_iter().partition(|w| leaving_ordinal(w));
+        sorted(set).into_iter().partition(|w| want.leaves(w));
     // The highest ordinals first, as the StatefulSet removes them.
     leaving.reverse();
-    let all_gone = leave(&leaving, why, slurm, &mut d);
-    if !all_gone {
+    let all_gone = leave(set, &leaving, why, slurm, &mut d);
+    if !all_gone || (set.managed && !leaving.is_empty()) {
         match want {
             Want::Removed => d.keep = true,
+            // slurmops deletes a perNode NodeSet's pods itself: no StatefulSet to hold.
+            _ if set.managed => {}
             _ => d.hold_replicas = Some(set.replicas),
         }
     }
@@ -237,11 +271,25 @@ pub fn decide(set: &SetView, want: Want, policy: &Policy, slurm: &SlurmView, now
 }
 
 /// Workers that leave: drain them; true when every one is drained or unknown to Slurm (nothing
-/// can run there), so the StatefulSet may lose them.
-fn leave(leaving: &[&Worker], why: &'static str, slurm: &SlurmView, d: &mut Decision) -> bool {
+/// can run there), so the StatefulSet may lose them. slurmops deletes a drained worker of its own
+/// (perNode) pods itself.
+fn leave(
+    set: &SetView,
+    leaving: &[&Worker],
+    why: &'static str,
+    slurm: &SlurmView,
+    d: &mut Decision,
+) -> bool {
     let mut all = true;
     for w in leaving {
         d.progress.leaving.push(w.name.clone());
+        let gone = slurm
+            .nodes
+            .get(&w.name)
+            .is_none_or(|n| n.state.is_drained());
+        if set.managed && gone && !w.deleting {
+            d.actions.push(delete(w, false));
+        }
         let Some(n) = slurm.nodes.get(&w.name) else {
             continue;
         };

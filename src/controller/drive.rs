@@ -162,7 +162,8 @@ where
             let r = driven.rollouts.entry(set.clone()).or_default();
             r.events.push(e.clone());
             match e {
-                Event::Delete { pod, .. } => {
+                // A leaving worker (perNode: its node left) is not coming back.
+                Event::Delete { pod, .. } if !leaving(&out, set, pod) => {
                     deleted.insert((set.clone(), pod.clone()));
                 }
                 Event::Drain { node, .. } if leaving(&out, set, node) => {

@@ -17,6 +17,7 @@ pub mod blocks;
 pub mod decide;
 pub mod drive;
 pub mod observe;
+pub mod per_node;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,7 +155,10 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         // A Slurm upgrade holds later components back: apply again on the next pass.
         out.held |= !rep.upgrade_held.is_empty();
         for id in rep.updated.iter().chain(&rep.created).chain(&rep.recreated) {
-            if let Some(name) = id.strip_prefix("StatefulSet/") {
+            if let Some(name) = id
+                .strip_prefix("StatefulSet/")
+                .or_else(|| id.strip_prefix("PodTemplate/"))
+            {
                 changed.insert(name.to_string());
             }
         }
@@ -173,6 +177,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             // Decided on the old StatefulSet: the next pass sees the new revision.
             d.progress.done = false;
             d.actions.clear();
+            d.create.clear();
         }
         if !t.roll {
             // Only the workers that leave move; the others wait for `slurmops rollout`.
@@ -180,7 +185,8 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             d.actions.retain(|a| match a {
                 Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
                 Action::SetTopology { .. } => true,
-                Action::Delete { .. } => false,
+                // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).
+                Action::Delete { pod, .. } => leaving.contains(pod),
             });
             d.progress.done = leaving.is_empty();
         }
@@ -194,6 +200,23 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             if let Some(e) = acted.slurm_error {
                 out.slurm_error = Some(e.to_string());
             }
+        }
+        if out.slurm_error.is_none()
+            && let (false, Some(t)) = (d.create.is_empty(), obs.templates.get(&name))
+        {
+            let service = crate::render::names::Names::new(c).workers_service();
+            let made = act::create(
+                &pods,
+                t,
+                &service,
+                &name,
+                &d.create,
+                env.fence,
+                env.observer,
+            )
+            .await?;
+            out.events
+                .extend(made.into_iter().map(|e| (name.clone(), e)));
         }
         out.progress.push(d.progress);
     }
@@ -274,8 +297,8 @@ pub async fn pass_node_set<S: SlurmNodes>(
         )));
     };
     let d = match &obs.slurm {
-        Ok(view) => decide::decide(set, Want::Current, policy, view, obs.now),
-        Err(_) => unknown(set, Want::Current),
+        Ok(view) => decide::decide(set, &Want::Current, policy, view, obs.now),
+        Err(_) => unknown(set, &Want::Current),
     };
     if out.slurm_error.is_none() && !d.actions.is_empty() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -320,10 +343,11 @@ fn fenced<S>(env: &Env<'_, S>) -> Result<(), PassError> {
 }
 
 /// The NodeSet's rollout policy from cluster.yaml.
-pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64) -> Policy {
+/// LIVE: the workers a perNode NodeSet wants now (its percentages are of those).
+pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u32) -> Policy {
     let u = &ns.update;
     Policy {
-        max_unavailable: u.max_unavailable.resolve(ns.replicas).max(1),
+        max_unavailable: ns.max_unavailable(live),
         drain_timeout: Some(u.drain_timeout.as_secs() as i64),
         force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
         registration_grace,
@@ -378,42 +402,79 @@ fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String
         .values()
         .map(|s| {
             let spec = c.spec.node_sets.iter().find(|n| n.name == s.name);
-            let want = match spec {
-                Some(n) if n.autoscale.is_some() => Want::Current,
-                Some(n) => Want::Replicas(n.replicas),
-                None => Want::Removed,
+            let (want, placed) = match spec {
+                // A NodeSet that changed between a count and perNode: the old kind's workers go.
+                Some(n) if n.replicas.per_node() != s.managed => (Want::Removed, None),
+                Some(n) if n.autoscale.is_some() => (Want::Current, None),
+                Some(_) if s.managed => per_node_want(s, obs),
+                Some(n) => (Want::Replicas(n.replicas.count()), None),
+                None => (Want::Removed, None),
             };
+            let mut s = s.clone();
+            if let Want::Only(keep) = &want {
+                s.replicas = keep.len() as u32;
+            }
             let p = spec.map_or(
                 Policy {
                     registration_grace: grace,
                     ..Policy::default()
                 },
-                |n| policy(n, grace),
+                |n| policy(n, grace, s.replicas),
             );
-            let d = match &obs.slurm {
-                Ok(view) => decide::decide(s, want, &p, view, obs.now),
-                Err(_) => unknown(s, want),
+            let mut d = match &obs.slurm {
+                Ok(view) => decide::decide(&s, &want, &p, view, obs.now),
+                Err(_) => unknown(&s, &want),
             };
+            if let Some(placed) = placed {
+                d.progress.unplaced.extend(placed.unplaced);
+                d.progress.done &= placed.create.is_empty();
+                d.progress
+                    .in_flight
+                    .extend(placed.create.iter().map(|(pod, _)| pod.clone()));
+                d.create = placed.create;
+            }
             (s.name.clone(), d)
         })
         .collect()
 }
 
+/// What a perNode NodeSet wants: the workers of its matching nodes. Without the nodes or Slurm
+/// (whose node names new workers must not take) nothing is made and nothing leaves.
+fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Placement>) {
+    let spec = obs
+        .templates
+        .get(&s.name)
+        .and_then(|t| t.template.as_ref())
+        .and_then(|t| t.spec.as_ref());
+    match (&obs.nodes, &obs.slurm, spec) {
+        (Ok(nodes), Ok(slurm), Some(spec)) => {
+            let names = slurm.nodes.keys().cloned().collect();
+            let placed = per_node::place(s, spec, nodes, &names);
+            (Want::Only(placed.keep.clone()), Some(placed))
+        }
+        (Err(e), _, _) => (
+            Want::Current,
+            Some(per_node::Placement {
+                unplaced: vec![e.clone()],
+                ..per_node::Placement::default()
+            }),
+        ),
+        _ => (Want::Current, None),
+    }
+}
+
 /// Slurm's state is unknown: nothing moves, and nothing that could remove a worker is applied.
-fn unknown(s: &SetView, want: Want) -> Decision {
+fn unknown(s: &SetView, want: &Want) -> Decision {
     let leaving: Vec<String> = s
         .workers
         .iter()
-        .filter(|w| match want {
-            Want::Replicas(n) => w.ordinal.is_none_or(|i| i >= n),
-            Want::Removed => true,
-            Want::Current => false,
-        })
+        .filter(|w| want.leaves(w))
         .map(|w| w.name.clone())
         .collect();
+    let removed = *want == Want::Removed;
     Decision {
-        hold_replicas: (!leaving.is_empty() && want != Want::Removed).then_some(s.replicas),
-        keep: !leaving.is_empty() && want == Want::Removed,
+        hold_replicas: (!leaving.is_empty() && !removed && !s.managed).then_some(s.replicas),
+        keep: !leaving.is_empty() && removed,
         progress: Progress {
             node_set: s.name.clone(),
             revision: s.update_revision.clone().unwrap_or_default(),
@@ -421,7 +482,7 @@ fn unknown(s: &SetView, want: Want) -> Decision {
             leaving,
             ..Progress::default()
         },
-        actions: Vec::new(),
+        ..Decision::default()
     }
 }
 
@@ -499,11 +560,14 @@ mod tests {
                 name: "a".into(),
                 replicas: 1,
                 update_revision: Some("r2".into()),
+                managed: false,
                 workers: vec![w],
             },
         )]);
         let mut obs = Observation {
             sets,
+            templates: BTreeMap::new(),
+            nodes: Ok(Vec::new()),
             slurm: Ok(SlurmView::default()),
             now: 10_000,
         };

@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use kube::api::{Api, ListParams};
 
 use super::decide::{SetView, SlurmView, Worker};
 use super::watch::Cache;
 pub use super::watch::Scope;
-use crate::render::names::LABEL_NODESET;
+use crate::render::names::{LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
 
@@ -19,6 +19,10 @@ use crate::slurm::{SlurmError, SlurmNodes};
 #[derive(Debug, Clone)]
 pub struct Observation {
     pub sets: BTreeMap<String, SetView>,
+    /// The PodTemplates of perNode NodeSets, by name.
+    pub templates: BTreeMap<String, PodTemplate>,
+    /// Kubernetes nodes, read when a perNode NodeSet exists; an error stops only those NodeSets.
+    pub nodes: Result<Vec<Node>, String>,
     /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
     pub slurm: Result<SlurmView, String>,
     /// UNIX seconds.
@@ -47,12 +51,38 @@ pub async fn observe<S: SlurmNodes>(
             (sts, pods)
         }
     };
+    let lp = ListParams::default().labels(&scope.selector);
+    let templates: BTreeMap<String, PodTemplate> =
+        Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace)
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|t| Some((t.metadata.name.clone()?, t)))
+            .collect();
+    let nodes = match templates.is_empty() {
+        true => Ok(Vec::new()),
+        false => Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| {
+                format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
+            }),
+    };
     let slurm = match slurm {
         Some(s) => read_slurm(s).await.map_err(|e| e.to_string()),
         None => Err("no slurmrestd configured".to_string()),
     };
+    let mut sets = views(&sts, &pods);
+    for (name, v) in managed_views(&templates, &pods) {
+        // A NodeSet that just became perNode: its StatefulSet's workers leave first.
+        sets.entry(name).or_insert(v);
+    }
     Ok(Observation {
-        sets: views(&sts, &pods),
+        sets,
+        templates,
+        nodes,
         slurm,
         now: k8s_openapi::jiff::Timestamp::now().as_second(),
     })
@@ -88,6 +118,17 @@ pub async fn read_slurm<S: SlurmNodes>(s: &S) -> Result<SlurmView, SlurmError> {
 
 /// The NodeSets' views: each StatefulSet with the pods carrying its NodeSet label.
 pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
+    let by_set = by_node_set(pods);
+    sts.iter()
+        .filter_map(|s| {
+            let name = s.metadata.name.clone()?;
+            let pods = by_set.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            Some((name.clone(), view(name, s, pods)))
+        })
+        .collect()
+}
+
+fn by_node_set(pods: &[Pod]) -> BTreeMap<&str, Vec<&Pod>> {
     let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         if let Some(set) = p
@@ -99,11 +140,35 @@ pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
             by_set.entry(set).or_default().push(p);
         }
     }
-    sts.iter()
-        .filter_map(|s| {
-            let name = s.metadata.name.clone()?;
+    by_set
+}
+
+/// perNode NodeSets: the PodTemplate's revision and the pods slurmops made from it (`replicas`
+/// is their number until the pass places them).
+pub fn managed_views(
+    templates: &BTreeMap<String, PodTemplate>,
+    pods: &[Pod],
+) -> BTreeMap<String, SetView> {
+    let by_set = by_node_set(pods);
+    templates
+        .iter()
+        .map(|(name, t)| {
             let pods = by_set.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-            Some((name.clone(), view(name, s, pods)))
+            let revision = t
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_REVISION))
+                .cloned();
+            let workers: Vec<Worker> = pods.iter().filter_map(|p| worker(p)).collect();
+            let v = SetView {
+                name: name.clone(),
+                replicas: workers.len() as u32,
+                update_revision: revision,
+                managed: true,
+                workers,
+            };
+            (name.clone(), v)
         })
         .collect()
 }
@@ -117,6 +182,7 @@ fn view(name: String, s: &StatefulSet, pods: &[&Pod]) -> SetView {
         name,
         replicas,
         update_revision: status.update_revision.filter(|_| seen),
+        managed: false,
         workers: pods.iter().filter_map(|p| worker(p)).collect(),
     }
 }
@@ -134,7 +200,9 @@ fn worker(p: &Pod) -> Option<Worker> {
     Some(Worker {
         ordinal: name.rsplit_once('-').and_then(|(_, i)| i.parse().ok()),
         uid: p.metadata.uid.clone().unwrap_or_default(),
-        revision: label("controller-revision-hash"),
+        revision: Some(label("controller-revision-hash"))
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| label(LABEL_REVISION)),
         ready: pod_ready(p),
         deleting: p.metadata.deletion_timestamp.is_some(),
         created: p

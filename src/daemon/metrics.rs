@@ -182,6 +182,7 @@ impl Metrics {
             Event::Delete { .. } => "delete",
             Event::Resume { .. } => "resume",
             Event::Block { .. } => "block",
+            Event::Create { .. } => "create",
             Event::Ready { .. } => "ready",
             Event::SlurmUnreachable { .. } => "slurm_unreachable",
             Event::SlurmBack => "slurm_back",

@@ -78,19 +78,26 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         ));
     }
     for r in &s.node_sets_rolled {
+        let workers = match r.workers {
+            Some(n) => format!("{n} workers"),
+            None => "every worker (one per matching Kubernetes node)".to_string(),
+        };
         out.push(format!(
-            "NodeSet {}: {} workers drained and replaced, at most {} at a time, because of: {}",
+            "NodeSet {}: {workers} drained and replaced, at most {} at a time, because of: {}",
             r.node_set,
-            r.workers,
             r.max_unavailable,
             r.because.join(", ")
         ));
     }
     for sc in &s.scaled {
-        let how = if sc.to < sc.from {
-            "the highest ordinals are drained, then removed"
-        } else {
-            "new workers join, nothing drains"
+        use crate::spec::values::Replicas::{Count, PerNode};
+        let how = match (sc.from, sc.to) {
+            (Count(a), Count(b)) if b < a => "the highest ordinals are drained, then removed",
+            (Count(_), Count(_)) => "new workers join, nothing drains",
+            (_, PerNode) => {
+                "one worker per matching Kubernetes node; workers on other nodes are drained, then removed"
+            }
+            (PerNode, Count(_)) => "workers above the count are drained, then removed",
         };
         out.push(format!(
             "NodeSet {}: {} -> {} workers ({how})",

@@ -12,6 +12,7 @@ use similar::TextDiff;
 
 use crate::render::{Object, Rendered};
 use crate::spec::types::{ClusterFile, NodeSet};
+use crate::spec::values::{IntOrPercent, Replicas};
 
 /// One side of a plan: a cluster.yaml and what it renders to.
 pub struct Side<'a> {
@@ -58,15 +59,17 @@ pub struct FileDiff {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scale {
     pub node_set: String,
-    pub from: u32,
-    pub to: u32,
+    pub from: Replicas,
+    pub to: Replicas,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Roll {
     pub node_set: String,
-    pub workers: u32,
-    pub max_unavailable: u32,
+    /// None for a perNode NodeSet: one per matching Kubernetes node, known in the cluster only.
+    pub workers: Option<u32>,
+    /// Resolved for a fixed count; a perNode NodeSet's as written (`25%` of its live workers).
+    pub max_unavailable: IntOrPercent,
     /// Which parts of the pod template changed (e.g. `image`, `args`).
     pub because: Vec<String>,
 }
@@ -388,8 +391,11 @@ fn same(a: &Json, b: &Json) -> bool {
     in_order(a, b) || a == b
 }
 
+/// The pod template of a workload, or of a perNode NodeSet's PodTemplate.
 fn template(o: &Object) -> Option<&Json> {
-    o.body.pointer("/spec/template")
+    o.body
+        .pointer("/spec/template")
+        .or_else(|| o.body.pointer("/template"))
 }
 
 /// The slurmctld StatefulSet.
@@ -406,7 +412,7 @@ fn ctl(r: &Rendered) -> Option<&Object> {
 fn stateful_sets(r: &Rendered) -> BTreeMap<&str, &Object> {
     r.objects
         .iter()
-        .filter(|o| o.kind == "StatefulSet")
+        .filter(|o| o.kind == "StatefulSet" || o.kind == "PodTemplate")
         .map(|o| (o.name.as_str(), o))
         .collect()
 }
@@ -507,11 +513,17 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
         if let (Some(a), Some(b)) = (old_sts.get(ns.name.as_str()), new_sts.get(ns.name.as_str())) {
             let because = template_diff(a, b);
             if !because.is_empty() {
-                let workers = before.replicas.min(ns.replicas);
+                let (workers, max_unavailable) = match (before.replicas, ns.replicas) {
+                    (Replicas::Count(a), Replicas::Count(b)) => (
+                        Some(a.min(b)),
+                        IntOrPercent::Int(ns.update.max_unavailable.resolve(b)),
+                    ),
+                    _ => (None, ns.update.max_unavailable),
+                };
                 s.node_sets_rolled.push(Roll {
                     node_set: ns.name.clone(),
                     workers,
-                    max_unavailable: ns.update.max_unavailable.resolve(ns.replicas),
+                    max_unavailable,
                     because,
                 });
             }

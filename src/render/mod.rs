@@ -187,8 +187,11 @@ pub fn render(c: &ClusterFile) -> Rendered {
     }
     pdbs.push(ctl_pdb);
     pdbs.extend(restapi_pdb);
-    for (sts, pdb) in workers {
-        push(Object::from_typed(sts, &names));
+    for (workload, pdb) in workers {
+        match workload {
+            workers::Workload::StatefulSet(sts) => push(Object::from_typed(*sts, &names)),
+            workers::Workload::PerNode(t) => push(Object::from_typed(*t, &names)),
+        }
         pdbs.push(pdb);
     }
     for pdb in pdbs {

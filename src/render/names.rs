@@ -16,6 +16,8 @@ pub const LABEL_LOGIN_SET: &str = "slurmops.dev/login-set";
 pub const LABEL_SLURM_VERSION: &str = "slurmops.dev/slurm-version";
 /// Set by the daemon on worker pods running jobs; the worker PDB protects those.
 pub const LABEL_BUSY: &str = "slurmops.dev/busy";
+/// The revision of a perNode NodeSet's PodTemplate, copied into the pods made from it.
+pub const LABEL_REVISION: &str = "slurmops.dev/revision";
 /// Prefix of the per-file checksum annotations on pod templates.
 pub const CHECKSUM_PREFIX: &str = "checksum.slurmops.dev/";
 

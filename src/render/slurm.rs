@@ -74,11 +74,7 @@ fn render(env: &Environment, name: &str, ctx: minijinja::Value) -> String {
 
 /// Every node a NodeSet may ever have, as a Slurm hostlist (`h100-[0-15]`).
 pub fn node_range(ns: &NodeSet) -> String {
-    let max = ns
-        .autoscale
-        .as_ref()
-        .map_or(ns.replicas, |a| a.max.max(ns.replicas))
-        .max(1);
+    let max = ns.max_workers().max(1);
     if max == 1 {
         format!("{}-0", ns.name)
     } else {
@@ -162,12 +158,8 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     let max_nodes: u32 = s
         .node_sets
         .iter()
-        .map(|n| {
-            n.autoscale
-                .as_ref()
-                .map_or(n.replicas, |a| a.max.max(n.replicas))
-        })
-        .sum();
+        .map(|n| n.max_workers())
+        .fold(0, u32::saturating_add);
     set(
         "MaxNodeCount",
         max_nodes.saturating_mul(2).max(1024).to_string(),

@@ -1,6 +1,12 @@
 //! slurmd workers: one StatefulSet per NodeSet. `OnDelete` so that only slurmops replaces pods
 //! (after draining them in Slurm), `Parallel` so that scaling does not wait on ordinals, and pod
 //! names that are the Slurm node names.
+//!
+//! A `replicas: perNode` NodeSet renders a PodTemplate instead: the controller creates one pod
+//! per matching Kubernetes node from it (and drains a worker before its pod goes), because a
+//! StatefulSet can only remove its highest ordinals and a DaemonSet deletes a pod the moment its
+//! node stops matching, jobs or not. The template carries its own revision (a digest), which the
+//! pods copy, so that rollouts see outdated pods as they do a StatefulSet's.
 
 use std::collections::BTreeMap;
 
@@ -10,13 +16,14 @@ use k8s_openapi::api::core::v1::{
     ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodResourceClaim, PodSpec,
     ResourceClaim, ResourceRequirements, SecurityContext, Service, Volume,
 };
+use k8s_openapi::api::core::v1::{PodTemplate, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::components::{meta, pdb, selector, service};
-use super::names::{Component, LABEL_BUSY, Names};
-use super::pod::{self, PodParts};
+use super::names::{Component, LABEL_BUSY, LABEL_REVISION, Names};
+use super::pod::{self, PodParts, checksum};
 use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
 use crate::spec::types::{ClusterFile, NodeSet};
 
@@ -103,11 +110,67 @@ fn one_per_node(names: &Names) -> Affinity {
     }
 }
 
-pub fn node_set(
-    c: &ClusterFile,
-    names: &Names,
-    ns: &NodeSet,
-) -> (StatefulSet, PodDisruptionBudget) {
+/// A NodeSet's workload: a StatefulSet, or the PodTemplate of a perNode NodeSet.
+pub enum Workload {
+    StatefulSet(Box<StatefulSet>),
+    PerNode(Box<PodTemplate>),
+}
+
+pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (Workload, PodDisruptionBudget) {
+    let template = pod_template(c, names, ns);
+    let workload = if ns.replicas.per_node() {
+        Workload::PerNode(Box::new(per_node(names, ns, template)))
+    } else {
+        Workload::StatefulSet(Box::new(stateful_set(names, ns, template)))
+    };
+    // Voluntary evictions (kubectl drain, cluster autoscaler) must not take a worker running jobs:
+    // the daemon marks busy workers, and this budget allows none of them to be evicted.
+    let mut busy = names.selector(Component::Worker, Some(&ns.name));
+    busy.insert(LABEL_BUSY.into(), "true".into());
+    let budget = pdb(names, &ns.name, Component::Worker, Some(&ns.name), busy, 0);
+    (workload, budget)
+}
+
+/// The PodTemplate of a perNode NodeSet, labelled with its revision (also in the pods' labels).
+fn per_node(names: &Names, ns: &NodeSet, mut template: PodTemplateSpec) -> PodTemplate {
+    let digest = checksum(&serde_json::to_string(&template).unwrap_or_default());
+    let mut meta = meta(names, &ns.name, Some(Component::Worker), Some(&ns.name));
+    for labels in [
+        &mut meta.labels,
+        &mut template.metadata.get_or_insert_default().labels,
+    ] {
+        labels
+            .get_or_insert_default()
+            .insert(LABEL_REVISION.into(), digest.clone());
+    }
+    PodTemplate {
+        metadata: meta,
+        template: Some(template),
+    }
+}
+
+fn stateful_set(names: &Names, ns: &NodeSet, template: PodTemplateSpec) -> StatefulSet {
+    StatefulSet {
+        metadata: meta(names, &ns.name, Some(Component::Worker), Some(&ns.name)),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(ns.replicas.count() as i32),
+            service_name: Some(names.workers_service()),
+            pod_management_policy: Some("Parallel".into()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                rolling_update: None,
+            }),
+            selector: selector(names, Component::Worker, Some(&ns.name)),
+            template,
+            volume_claim_templates: (!ns.volume_claim_templates.is_empty())
+                .then(|| ns.volume_claim_templates.clone()),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}
+
+fn pod_template(c: &ClusterFile, names: &Names, ns: &NodeSet) -> PodTemplateSpec {
     let s = &c.spec;
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
     mounts.extend(ns.volume_mounts.iter().cloned());
@@ -171,7 +234,7 @@ pub fn node_set(
             resource_claim_name: None,
         }]
     });
-    let template = PodParts {
+    PodParts {
         names,
         spec: s,
         component: Component::Worker,
@@ -189,29 +252,5 @@ pub fn node_set(
             ..PodSpec::default()
         },
     }
-    .template();
-    let sts = StatefulSet {
-        metadata: meta(names, &ns.name, Some(Component::Worker), Some(&ns.name)),
-        spec: Some(StatefulSetSpec {
-            replicas: Some(ns.replicas as i32),
-            service_name: Some(names.workers_service()),
-            pod_management_policy: Some("Parallel".into()),
-            update_strategy: Some(StatefulSetUpdateStrategy {
-                type_: Some("OnDelete".into()),
-                rolling_update: None,
-            }),
-            selector: selector(names, Component::Worker, Some(&ns.name)),
-            template,
-            volume_claim_templates: (!ns.volume_claim_templates.is_empty())
-                .then(|| ns.volume_claim_templates.clone()),
-            ..StatefulSetSpec::default()
-        }),
-        ..StatefulSet::default()
-    };
-    // Voluntary evictions (kubectl drain, cluster autoscaler) must not take a worker running jobs:
-    // the daemon marks busy workers, and this budget allows none of them to be evicted.
-    let mut busy = names.selector(Component::Worker, Some(&ns.name));
-    busy.insert(LABEL_BUSY.into(), "true".into());
-    let budget = pdb(names, &ns.name, Component::Worker, Some(&ns.name), busy, 0);
-    (sts, budget)
+    .template()
 }

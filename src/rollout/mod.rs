@@ -70,7 +70,7 @@ impl Settings {
     pub fn of(ns: &crate::spec::types::NodeSet) -> Settings {
         let u = &ns.update;
         Settings {
-            max_unavailable: u.max_unavailable.resolve(ns.replicas).max(1),
+            max_unavailable: ns.max_unavailable(0),
             drain_timeout: Some(Duration::from_secs(u.drain_timeout.as_secs())),
             force_after_timeout: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
             ..Settings::default()
@@ -111,6 +111,11 @@ pub enum Event {
     Resume {
         node: String,
     },
+    /// A perNode NodeSet's worker was made for a Kubernetes node.
+    Create {
+        pod: String,
+        node: String,
+    },
     /// The worker joined its block (`TOPOLOGY:BLOCK`).
     Block {
         node: String,
@@ -141,6 +146,7 @@ impl std::fmt::Display for Event {
             Event::Ready { pod } => write!(f, "{pod} replaced, Ready and registered"),
             Event::Resume { node } => write!(f, "{node} resumed"),
             Event::Block { node, topology } => write!(f, "{node} placed in block {topology}"),
+            Event::Create { pod, node } => write!(f, "{pod} created on Kubernetes node {node}"),
             Event::SlurmUnreachable { error } => write!(
                 f,
                 "Slurm unreachable, rollout paused, nothing is deleted until it answers: {error}"

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use super::accounts::*;
-use super::values::{Duration, IntOrPercent, SlurmValue};
+use super::values::{Duration, IntOrPercent, PER_NODE_LIMIT, Replicas, SlurmValue};
 
 pub const API_VERSION: &str = "slurmops.dev/v1alpha1";
 pub const KIND: &str = "SlurmCluster";
@@ -656,14 +656,15 @@ impl ServiceType {
     }
 }
 
-/// A group of identical slurmd workers: one StatefulSet, one Slurm NodeSet. Pod names are the
-/// Slurm node names (`NAME-0`, `NAME-1`, ...).
+/// A group of identical slurmd workers: one StatefulSet (or, `replicas: perNode`, one PodTemplate
+/// whose pods slurmops places one per matching Kubernetes node), one Slurm NodeSet. Pod names are
+/// the Slurm node names (`NAME-0`, `NAME-1`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSet {
     /// NodeSet name, also the StatefulSet name and the prefix of the Slurm node names.
     pub name: String,
-    pub replicas: u32,
+    pub replicas: Replicas,
     /// Full image reference of slurmd; defaults to `images.slurmd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -704,6 +705,27 @@ pub struct NodeSet {
     pub update: UpdatePolicy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscale: Option<Autoscale>,
+}
+
+impl NodeSet {
+    /// The most workers the NodeSet may ever have: its Slurm node range and its share of
+    /// `MaxNodeCount`.
+    pub fn max_workers(&self) -> u32 {
+        match self.replicas {
+            Replicas::PerNode => PER_NODE_LIMIT,
+            Replicas::Count(n) => self.autoscale.as_ref().map_or(n, |a| a.max.max(n)),
+        }
+    }
+
+    /// Workers a rollout may take out at once; a perNode NodeSet's percentage is of its LIVE
+    /// workers.
+    pub fn max_unavailable(&self, live: u32) -> u32 {
+        let of = match self.replicas {
+            Replicas::Count(n) => n,
+            Replicas::PerNode => live,
+        };
+        self.update.max_unavailable.resolve(of).max(1)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

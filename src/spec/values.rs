@@ -300,3 +300,96 @@ mod tests {
         assert_eq!(parse_quantity("5Xi"), None);
     }
 }
+
+/// A NodeSet's size: a fixed count, or `perNode` (one worker on each Kubernetes node its pod
+/// settings match, following the nodes as they come and go).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replicas {
+    Count(u32),
+    PerNode,
+}
+
+/// The most workers a perNode NodeSet may have (its Slurm node range, `NAME-[0-1023]`): a node
+/// beyond is left without a worker, and said so.
+pub const PER_NODE_LIMIT: u32 = 1024;
+
+/// The word for one worker per matching Kubernetes node.
+pub const PER_NODE: &str = "perNode";
+
+impl Replicas {
+    /// The fixed count; a perNode NodeSet has none before the nodes are known (0).
+    pub fn count(self) -> u32 {
+        match self {
+            Replicas::Count(n) => n,
+            Replicas::PerNode => 0,
+        }
+    }
+
+    pub fn per_node(self) -> bool {
+        self == Replicas::PerNode
+    }
+}
+
+impl fmt::Display for Replicas {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Replicas::Count(n) => write!(f, "{n}"),
+            Replicas::PerNode => f.write_str(PER_NODE),
+        }
+    }
+}
+
+impl Serialize for Replicas {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Replicas::Count(n) => s.serialize_u32(*n),
+            Replicas::PerNode => s.serialize_str(PER_NODE),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Replicas {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Replicas;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number, or perNode")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Replicas, E> {
+                u32::try_from(v)
+                    .map(Replicas::Count)
+                    .map_err(|_| E::custom("number too large"))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Replicas, E> {
+                u32::try_from(v)
+                    .map(Replicas::Count)
+                    .map_err(|_| E::custom("must not be negative"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Replicas, E> {
+                match v {
+                    PER_NODE => Ok(Replicas::PerNode),
+                    _ => Err(E::custom(format!(
+                        "invalid value {v:?}: write a whole number, or perNode for one worker per matching Kubernetes node"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Replicas {
+    fn schema_name() -> Cow<'static, str> {
+        "Replicas".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [
+                {"type": "integer", "format": "uint32", "minimum": 0},
+                {"type": "string", "enum": [PER_NODE]}
+            ],
+            "description": "Workers: a whole number, or perNode for one worker on each Kubernetes node the NodeSet's nodeSelector, affinity and tolerations match."
+        })
+    }
+}

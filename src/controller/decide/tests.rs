@@ -48,6 +48,7 @@ fn set(name: &str, replicas: u32, revs: &[&str]) -> SetView {
         name: name.into(),
         replicas,
         update_revision: Some("new".into()),
+        managed: false,
         workers: revs
             .iter()
             .enumerate()
@@ -87,7 +88,7 @@ fn an_idle_worker_drains_first_within_max_unavailable_and_a_busy_one_waits() {
             .collect(),
         vec![job(7, "a-0", NOW + 600)],
     );
-    let d = decide(&s, Want::Replicas(3), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(3), &Policy::default(), &slurm, NOW);
     assert_eq!(d.actions, vec![drain("a-1", REASON_ROLLOUT)]);
     assert_eq!(d.progress.in_flight, vec!["a-1"]);
     assert!(!d.progress.done);
@@ -104,7 +105,7 @@ fn a_draining_worker_with_a_job_waits_names_the_job_and_holds_the_budget() {
         ],
         vec![job(42, "a-0", NOW + 3600)],
     );
-    let d = decide(&s, Want::Replicas(2), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(2), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(
         d.progress.waiting,
@@ -124,7 +125,7 @@ fn a_draining_worker_with_a_job_waits_names_the_job_and_holds_the_budget() {
         max_unavailable: 2,
         ..Policy::default()
     };
-    let d = decide(&s, Want::Replicas(2), &two, &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(2), &two, &slurm, NOW);
     assert_eq!(d.actions, vec![drain("a-1", REASON_ROLLOUT)]);
 }
 
@@ -138,7 +139,7 @@ fn drained_outdated_workers_are_deleted_whoever_drained_them() {
         ],
         vec![],
     );
-    let d = decide(&s, Want::Replicas(2), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(2), &Policy::default(), &slurm, NOW);
     // The administrator's drain is left as it is (drain says so without touching it).
     assert_eq!(
         d.actions,
@@ -162,7 +163,7 @@ fn a_reverted_change_resumes_our_drain_but_never_an_admins() {
         ],
         vec![job(5, "a-1", NOW + 60)],
     );
-    let d = decide(&s, Want::Replicas(3), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(3), &Policy::default(), &slurm, NOW);
     assert_eq!(d.actions, vec![Action::Resume { node: "a-1".into() }]);
     assert!(!d.progress.done);
     // Once resumed, the NodeSet is done (the cordon's drain is sync's business).
@@ -174,7 +175,7 @@ fn a_reverted_change_resumes_our_drain_but_never_an_admins() {
         ],
         vec![],
     );
-    let d = decide(&s, Want::Replicas(3), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(3), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty());
     assert!(d.progress.done, "{:?}", d.progress);
     assert_eq!(d.progress.updated, 3);
@@ -190,7 +191,7 @@ fn a_replaced_worker_is_resumed_only_once_its_slurmd_answers() {
     };
     let d = decide(
         &s,
-        Want::Replicas(1),
+        &Want::Replicas(1),
         &Policy::default(),
         &drained(&["NOT_RESPONDING"]),
         NOW,
@@ -199,7 +200,7 @@ fn a_replaced_worker_is_resumed_only_once_its_slurmd_answers() {
     assert!(!d.progress.done);
     let d = decide(
         &s,
-        Want::Replicas(1),
+        &Want::Replicas(1),
         &Policy::default(),
         &drained(&[]),
         NOW,
@@ -217,7 +218,7 @@ fn scale_in_drains_the_highest_ordinals_and_holds_replicas_until_they_are_draine
             .collect(),
         vec![job(9, "a-3", NOW + 10)],
     );
-    let d = decide(&s, Want::Replicas(2), &Policy::default(), &busy, NOW);
+    let d = decide(&s, &Want::Replicas(2), &Policy::default(), &busy, NOW);
     assert_eq!(
         d.actions,
         vec![drain("a-3", REASON_SCALE_IN), drain("a-2", REASON_SCALE_IN)]
@@ -234,7 +235,7 @@ fn scale_in_drains_the_highest_ordinals_and_holds_replicas_until_they_are_draine
         ],
         vec![job(9, "a-3", NOW + 10)],
     );
-    let d = decide(&s, Want::Replicas(2), &Policy::default(), &half, NOW);
+    let d = decide(&s, &Want::Replicas(2), &Policy::default(), &half, NOW);
     assert!(d.actions.is_empty());
     assert_eq!(d.hold_replicas, Some(4));
     assert_eq!(d.progress.waiting[0].jobs[0].id, 9);
@@ -248,7 +249,7 @@ fn scale_in_drains_the_highest_ordinals_and_holds_replicas_until_they_are_draine
         ],
         vec![],
     );
-    let d = decide(&s, Want::Replicas(2), &Policy::default(), &done, NOW);
+    let d = decide(&s, &Want::Replicas(2), &Policy::default(), &done, NOW);
     assert_eq!(d.hold_replicas, None);
     assert!(!d.progress.done, "workers still to remove");
 }
@@ -263,7 +264,7 @@ fn a_removed_node_set_is_kept_until_every_worker_is_drained() {
         ],
         vec![job(3, "gone-1", NOW + 5)],
     );
-    let d = decide(&s, Want::Removed, &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Removed, &Policy::default(), &slurm, NOW);
     assert!(d.keep);
     assert_eq!(d.actions, vec![drain("gone-1", REASON_REMOVED)]);
     let slurm = SlurmView::new(
@@ -274,7 +275,7 @@ fn a_removed_node_set_is_kept_until_every_worker_is_drained() {
         )],
         vec![],
     );
-    let d = decide(&s, Want::Removed, &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Removed, &Policy::default(), &slurm, NOW);
     assert!(!d.keep, "gone-1 is unknown to Slurm: nothing runs there");
 }
 
@@ -289,13 +290,13 @@ fn a_drain_past_its_timeout_is_forced_only_with_the_force_policy() {
         drain_timeout: Some(50),
         ..Policy::default()
     };
-    let d = decide(&s, Want::Replicas(1), &wait, &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(1), &wait, &slurm, NOW);
     assert!(d.actions.is_empty());
     let force = Policy {
         force: true,
         ..wait
     };
-    let d = decide(&s, Want::Replicas(1), &force, &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(1), &force, &slurm, NOW);
     assert_eq!(d.actions, vec![delete("a-0", true)]);
 }
 
@@ -306,7 +307,7 @@ fn workers_unknown_to_slurm_go_when_not_ready_or_past_the_grace() {
     s.workers[1].created = Some(NOW - 10);
     let d = decide(
         &s,
-        Want::Replicas(3),
+        &Want::Replicas(3),
         &Policy::default(),
         &SlurmView::default(),
         NOW,
@@ -320,7 +321,7 @@ fn nothing_moves_before_the_statefulset_controller_saw_the_change() {
     s.update_revision = None;
     let d = decide(
         &s,
-        Want::Replicas(2),
+        &Want::Replicas(2),
         &Policy::default(),
         &SlurmView::new(idle(&["a-0", "a-1"]), vec![]),
         NOW,
@@ -334,11 +335,11 @@ fn a_missing_or_starting_worker_uses_the_budget() {
     // Three replicas, one pod missing: no room for a drain with maxUnavailable 1.
     let s = set("a", 3, &["old", "old"]);
     let slurm = SlurmView::new(idle(&["a-0", "a-1"]), vec![]);
-    let d = decide(&s, Want::Replicas(3), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(3), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert!(!d.progress.done);
     let all = set("a", 2, &["new", "new"]);
-    let d = decide(&all, Want::Replicas(2), &Policy::default(), &slurm, NOW);
+    let d = decide(&all, &Want::Replicas(2), &Policy::default(), &slurm, NOW);
     assert!(d.progress.done);
 }
 
@@ -347,6 +348,6 @@ fn a_worker_unknown_as_a_node_but_held_by_a_job_is_not_replaced() {
     let mut s = set("a", 1, &["old"]);
     s.workers[0].ready = false;
     let slurm = SlurmView::new(vec![], vec![job(8, "a-0", NOW + 60)]);
-    let d = decide(&s, Want::Replicas(1), &Policy::default(), &slurm, NOW);
+    let d = decide(&s, &Want::Replicas(1), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
 }

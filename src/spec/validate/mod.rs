@@ -498,6 +498,13 @@ impl Validator {
                 "use 1 or a percentage such as 25%",
             );
         }
+        if n.replicas.per_node() && !n.volume_claim_templates.is_empty() {
+            self.err(
+                p.key("volumeClaimTemplates"),
+                "a perNode NodeSet has no StatefulSet to make per-worker volumes",
+                "use the node's own storage (a hostPath or local volume in volumes), or give replicas a number",
+            );
+        }
         if let Some(a) = &n.autoscale {
             let ap = p.key("autoscale");
             if a.min > a.max {
@@ -506,7 +513,13 @@ impl Validator {
                     format!("min {} is more than max {}", a.min, a.max),
                     "lower min or raise max",
                 );
-            } else if n.replicas < a.min || n.replicas > a.max {
+            } else if n.replicas.per_node() {
+                self.err(
+                    p.key("autoscale"),
+                    "a perNode NodeSet follows its Kubernetes nodes and cannot autoscale",
+                    "remove autoscale, or give replicas a number",
+                );
+            } else if n.replicas.count() < a.min || n.replicas.count() > a.max {
                 self.err(
                     p.key("replicas"),
                     format!(

@@ -1,0 +1,293 @@
+//! perNode NodeSets: which Kubernetes nodes want a worker, and which pods to make. A worker runs
+//! on each node its pod template's nodeSelector, required node affinity and tolerations accept;
+//! slurmops places the pods itself (`spec.nodeName`), so it also decides when one goes: a worker
+//! whose node left or stopped matching is drained like a scale-in and only then deleted.
+//! Pure: nodes, pods and Slurm's node names in, a plan out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+};
+
+use super::decide::SetView;
+use crate::spec::values::PER_NODE_LIMIT;
+
+/// How a Kubernetes node stands for a NodeSet's pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// A worker belongs there.
+    Yes,
+    /// Cordoned: a worker there stays (and drains as any cordoned worker does), none is added.
+    Cordoned,
+    No,
+}
+
+/// Taints the node lifecycle controller sets on an unhealthy node: its worker stays (Slurm sees
+/// slurmd stop answering); they are not a reason to remove it.
+const HEALTH_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/unschedulable",
+];
+
+pub fn fit(node: &Node, pod: &PodSpec) -> Fit {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let selected = pod
+        .node_selector
+        .as_ref()
+        .is_none_or(|s| s.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let terms = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    let affine = terms.is_empty() || terms.iter().any(|t| term_matches(t, &labels, name));
+    let spec = node.spec.clone().unwrap_or_default();
+    let tolerated = spec
+        .taints
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.effect != "PreferNoSchedule" && !HEALTH_TAINTS.contains(&t.key.as_str()))
+        .all(|t| pod.tolerations.iter().flatten().any(|x| tolerates(x, t)));
+    match (
+        selected && affine && tolerated,
+        spec.unschedulable == Some(true),
+    ) {
+        (false, _) => Fit::No,
+        (true, true) => Fit::Cordoned,
+        (true, false) => Fit::Yes,
+    }
+}
+
+fn term_matches(t: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name: &str) -> bool {
+    let exprs = t.match_expressions.iter().flatten();
+    let fields = t.match_fields.iter().flatten();
+    // An empty term matches no node (as the scheduler reads it).
+    let any = t.match_expressions.as_ref().is_some_and(|e| !e.is_empty())
+        || t.match_fields.as_ref().is_some_and(|e| !e.is_empty());
+    any && exprs
+        .clone()
+        .all(|r| requirement(r, labels.get(&r.key).map(String::as_str)))
+        && fields
+            .clone()
+            .all(|r| r.key == "metadata.name" && requirement(r, Some(name)))
+}
+
+fn requirement(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
+    let values = r.values.as_deref().unwrap_or_default();
+    let number = |s: &str| s.parse::<i64>().ok();
+    match r.operator.as_str() {
+        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(v), Some(bound)) = (
+                value.and_then(number),
+                values.first().and_then(|s| number(s)),
+            ) else {
+                return false;
+            };
+            if r.operator == "Gt" {
+                v > bound
+            } else {
+                v < bound
+            }
+        }
+        _ => false,
+    }
+}
+
+fn tolerates(x: &Toleration, t: &Taint) -> bool {
+    let effect = x
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == t.effect);
+    let key = x.key.as_deref().is_none_or(|k| k.is_empty()) || x.key.as_deref() == Some(&t.key);
+    let value = match x.operator.as_deref() {
+        Some("Exists") => true,
+        _ => x.value.as_deref().unwrap_or_default() == t.value.as_deref().unwrap_or_default(),
+    };
+    // An empty key with Exists tolerates everything.
+    effect && key && value
+}
+
+/// What a perNode NodeSet needs now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Workers that stay (their node still wants one), and those about to be made.
+    pub keep: BTreeSet<String>,
+    /// Pods to create: (pod name, Kubernetes node).
+    pub create: Vec<(String, String)>,
+    /// Nodes that want a worker and cannot have one, and why.
+    pub unplaced: Vec<String>,
+}
+
+/// The plan for SET over NODES. SLURM_NAMES: the node names Slurm knows, so that a new worker
+/// never takes the name (and a drain) of a node Slurm still holds.
+pub fn place(
+    set: &SetView,
+    pod: &PodSpec,
+    nodes: &[Node],
+    slurm_names: &BTreeSet<String>,
+) -> Placement {
+    let mut out = Placement::default();
+    let fits: BTreeMap<&str, Fit> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, fit(n, pod))))
+        .collect();
+    let mut hosted = BTreeSet::new();
+    for w in &set.workers {
+        let Some(host) = w.host.as_deref() else {
+            continue;
+        };
+        // Two pods on one node (a crash between create and observe): the older one stays.
+        if w.deleting || !hosted.insert(host) {
+            continue;
+        }
+        if matches!(fits.get(host), Some(Fit::Yes | Fit::Cordoned)) {
+            out.keep.insert(w.name.clone());
+        }
+    }
+    let taken: BTreeSet<u32> = set
+        .workers
+        .iter()
+        .map(|w| w.name.as_str())
+        .chain(slurm_names.iter().map(String::as_str))
+        .filter_map(|n| ordinal_of(&set.name, n))
+        .collect();
+    let mut free = (0..PER_NODE_LIMIT).filter(|i| !taken.contains(i));
+    for (host, f) in &fits {
+        if *f != Fit::Yes || hosted.contains(host) {
+            continue;
+        }
+        match free.next() {
+            Some(i) => {
+                let name = format!("{}-{i}", set.name);
+                out.keep.insert(name.clone());
+                out.create.push((name, host.to_string()));
+            }
+            None => out.unplaced.push(format!(
+                "node {host}: NodeSet {} has {PER_NODE_LIMIT} workers already, its most",
+                set.name
+            )),
+        }
+    }
+    out
+}
+
+/// I of `SET-I`.
+fn ordinal_of(set: &str, name: &str) -> Option<u32> {
+    name.strip_prefix(set)?.strip_prefix('-')?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Worker;
+    use serde_json::json;
+
+    fn node(name: &str, labels: serde_json::Value, spec: serde_json::Value) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": spec}))
+            .unwrap()
+    }
+
+    fn pod(spec: serde_json::Value) -> PodSpec {
+        let mut s = spec;
+        s["containers"] = json!([]);
+        serde_json::from_value(s).unwrap()
+    }
+
+    #[test]
+    fn a_node_fits_by_selector_affinity_and_tolerations_and_cordons_keep_but_do_not_add() {
+        let p = pod(json!({
+            "nodeSelector": {"pool": "gpu"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "NotIn", "values": ["b"]},
+                    {"key": "gpus", "operator": "Gt", "values": ["3"]}]}]}}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        }));
+        let gpu = json!({"pool": "gpu", "zone": "a", "gpus": "8"});
+        let taint = json!({"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]});
+        assert_eq!(fit(&node("a", gpu.clone(), taint.clone()), &p), Fit::Yes);
+        assert_eq!(
+            fit(&node("b", json!({"pool": "cpu"}), json!({})), &p),
+            Fit::No
+        );
+        let zone_b = json!({"pool": "gpu", "zone": "b", "gpus": "8"});
+        assert_eq!(fit(&node("c", zone_b, json!({})), &p), Fit::No);
+        let few = json!({"pool": "gpu", "gpus": "2"});
+        assert_eq!(fit(&node("d", few, json!({})), &p), Fit::No);
+        let other = json!({"taints": [{"key": "dedicated", "value": "db", "effect": "NoExecute"}]});
+        assert_eq!(fit(&node("e", gpu.clone(), other), &p), Fit::No);
+        let soft = json!({"taints": [{"key": "dedicated", "effect": "PreferNoSchedule"}]});
+        assert_eq!(fit(&node("f", gpu.clone(), soft), &p), Fit::Yes);
+        let cordoned = json!({"unschedulable": true, "taints": [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]});
+        assert_eq!(fit(&node("g", gpu.clone(), cordoned), &p), Fit::Cordoned);
+        let sick =
+            json!({"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]});
+        assert_eq!(fit(&node("h", gpu, sick), &p), Fit::Yes);
+        let by_name = pod(json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["x"]}]}]}}}}));
+        assert_eq!(fit(&node("x", json!({}), json!({})), &by_name), Fit::Yes);
+        assert_eq!(fit(&node("y", json!({}), json!({})), &by_name), Fit::No);
+    }
+
+    fn worker(name: &str, host: &str) -> Worker {
+        Worker {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ordinal: ordinal_of("gpu", name),
+            revision: "r1".into(),
+            ready: true,
+            deleting: false,
+            created: Some(0),
+            host: Some(host.into()),
+        }
+    }
+
+    #[test]
+    fn new_nodes_get_the_lowest_free_names_and_workers_of_leaving_nodes_are_not_kept() {
+        let set = SetView {
+            name: "gpu".into(),
+            replicas: 2,
+            update_revision: Some("r1".into()),
+            managed: false,
+            workers: vec![worker("gpu-0", "n0"), worker("gpu-2", "n2")],
+        };
+        let p = pod(json!({"nodeSelector": {"pool": "gpu"}}));
+        let gpu = json!({"pool": "gpu"});
+        let nodes = vec![
+            node("n0", gpu.clone(), json!({})),
+            node("n1", gpu.clone(), json!({})),
+            node("n2", json!({"pool": "cpu"}), json!({})),
+            node("n3", gpu, json!({})),
+        ];
+        // gpu-1 is still a Slurm node (a worker that left without its preStop): not reused.
+        let slurm = BTreeSet::from(["gpu-1".to_string()]);
+        let plan = place(&set, &p, &nodes, &slurm);
+        assert_eq!(
+            plan.create,
+            vec![
+                ("gpu-3".to_string(), "n1".to_string()),
+                ("gpu-4".to_string(), "n3".to_string())
+            ]
+        );
+        let keep: Vec<&str> = plan.keep.iter().map(String::as_str).collect();
+        assert_eq!(
+            keep,
+            ["gpu-0", "gpu-3", "gpu-4"],
+            "gpu-2's node left the pool"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! perNode NodeSets end to end on the bed: one worker per labelled Kubernetes node, a node that
+//! joins gets a worker, a node that leaves has its worker drained (its job finishing) before the
+//! pod goes, and the other workers are never touched. Real kube-apiserver, real slurmctld and
+//! slurmrestd, a real slurmd per worker pod (the test kubelet), `slurmops apply` with the rights
+//! the Role and node reader ClusterRole give.
+
+#[macro_use]
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+use slurmops::slurm::SlurmNodes;
+
+use support::slurm::{client as slurm, job_state, submit_sleep};
+use support::{TestEnv, bed, eventually};
+
+fn cluster_yaml(ns: &str, set: &str, pool: &str) -> String {
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
+    - name: {set}
+      replicas: perNode
+      cpu: "1"
+      memory: 256Mi
+      nodeSelector: {{slurmops.test/pool: "{pool}"}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        )
+}
+
+fn apply(dir: &std::path::Path, wait: &str) -> Command {
+    let b = bed();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+    c.args(["apply", "--wait", wait])
+        .arg(dir)
+        .args([
+            "--slurmrestd-url",
+            &b.slurmrestd_url,
+            "--slurm-jwt",
+            &b.slurm_jwt,
+        ])
+        .env("KUBECONFIG", &b.kubeconfig_restricted);
+    c
+}
+
+fn applied(out: std::process::Output) {
+    assert!(
+        out.status.success(),
+        "apply failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn label(env: &TestEnv, node: &str, value: Option<&str>) {
+    let patch = json!({"metadata": {"labels": {"slurmops.test/pool": value}}});
+    Api::<Node>::all(env.client.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("label the node");
+}
+
+/// pod name → (uid, Kubernetes node) of the NodeSet's pods not being deleted.
+async fn workers(env: &TestEnv, set: &str) -> BTreeMap<String, (String, String)> {
+    let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={set}"));
+    Api::<Pod>::namespaced(env.client.clone(), &env.ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let host = p.spec?.node_name?;
+            Some((p.metadata.name?, (p.metadata.uid?, host)))
+        })
+        .collect()
+}
+
+/// Waits until NAMES are exactly the NodeSet's workers, each registered and idle in Slurm.
+async fn idle_workers(
+    env: &TestEnv,
+    set: &str,
+    count: usize,
+) -> BTreeMap<String, (String, String)> {
+    let s = slurm();
+    eventually(
+        &format!("{count} idle workers"),
+        Duration::from_secs(60),
+        async || {
+            let w = workers(env, set).await;
+            if w.len() != count {
+                return None;
+            }
+            for name in w.keys() {
+                let n = s.get(name).await.ok()?;
+                if !n.state.has("IDLE") || n.state.has("NOT_RESPONDING") || n.state.has("DRAIN") {
+                    return None;
+                }
+            }
+            Some(w)
+        },
+    )
+    .await
+}
+
+on_each_slurm! {
+async fn workers_follow_the_matching_nodes_and_a_leaving_node_drains_before_its_pod_goes() {
+    let env = TestEnv::on_nodes("pernode", &[&[], &[], &[], &[]]).await;
+    env.grant_slurmops_role().await;
+    env.grant_node_reader().await;
+    let nodes = env.kubelet.nodes();
+    let pool = env.suffix.clone();
+    for n in &nodes[..3] {
+        label(&env, n, Some(&pool)).await;
+    }
+    let set = env.name("pn");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &set, &pool)).unwrap();
+    applied(apply(dir.path(), "90s").output().unwrap());
+
+    // Three labelled nodes: three workers, one on each, registered in Slurm.
+    let three = idle_workers(&env, &set, 3).await;
+    let hosts: Vec<&str> = three.values().map(|(_, h)| h.as_str()).collect();
+    let mut sorted = hosts.clone();
+    sorted.sort();
+    assert_eq!(sorted, nodes[..3].iter().map(String::as_str).collect::<Vec<_>>());
+    let names: Vec<&String> = three.keys().collect();
+    assert_eq!(names, [&format!("{set}-0"), &format!("{set}-1"), &format!("{set}-2")]);
+
+    // A fourth node joins the pool: a fourth worker, on it; the others are the same pods.
+    label(&env, &nodes[3], Some(&pool)).await;
+    applied(apply(dir.path(), "90s").output().unwrap());
+    let four = idle_workers(&env, &set, 4).await;
+    assert_eq!(four.get(&format!("{set}-3")).map(|(_, h)| h), Some(&nodes[3]));
+    for (name, w) in &three {
+        assert_eq!(four.get(name), Some(w), "{name} was replaced");
+    }
+
+    // A node leaves the pool while its worker runs a job: drained, the job completes, then the
+    // pod goes and its Slurm node with it.
+    let (leaver, _) = four
+        .iter()
+        .find(|(_, (_, h))| *h == nodes[1])
+        .map(|(n, w)| (n.clone(), w.clone()))
+        .unwrap();
+    let job = submit_sleep(&leaver, 12).await;
+    eventually("job running", Duration::from_secs(30), async || {
+        (job_state(job).await == vec!["RUNNING".to_string()]).then_some(())
+    })
+    .await;
+    label(&env, &nodes[1], None).await;
+    let mut run = apply(dir.path(), "120s").spawn().unwrap();
+    let s = slurm();
+    eventually("the leaving worker drains", Duration::from_secs(30), async || {
+        let n = s.get(&leaver).await.ok()?;
+        (n.state.has("DRAIN") && n.reason == "slurmops: node left").then_some(())
+    })
+    .await;
+    assert!(
+        workers(&env, &set).await.contains_key(&leaver),
+        "the pod went while its job ran"
+    );
+    assert_eq!(job_state(job).await, vec!["RUNNING".to_string()]);
+    let status = tokio::task::spawn_blocking(move || run.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "apply did not finish");
+    assert_eq!(job_state(job).await, vec!["COMPLETED".to_string()]);
+    let after = workers(&env, &set).await;
+    assert!(!after.contains_key(&leaver), "the leaving worker stayed");
+    eventually("its Slurm node gone", Duration::from_secs(30), async || {
+        s.get(&leaver).await.is_err().then_some(())
+    })
+    .await;
+    // The other workers were never touched: same pods, idle, not drained.
+    let rest = idle_workers(&env, &set, 3).await;
+    for (name, w) in &rest {
+        assert_eq!(four.get(name), Some(w), "{name} was replaced");
+    }
+    env.cleanup().await;
+}
+}
