@@ -68,15 +68,20 @@ fn unknown_field_points_at_the_key_and_suggests_the_right_name() {
 
 #[test]
 fn wrong_type_names_expected_and_found() {
+    let text = with("memory: 1Gi", "memory: 1Gi\n      weight: two");
+    let d = one(&text);
+    assert_eq!(d.line, line_of(&text, "weight: two"));
+    assert!(d.message.contains("expected integer"), "{d}");
+    // A count or a word: both are named.
     let text = with("replicas: 2", "replicas: two");
     let d = one(&text);
     assert_eq!(d.line, line_of(&text, "replicas: two"));
-    assert!(d.message.contains("expected integer"), "{d}");
+    assert!(d.message.contains("expected an integer or perNode"), "{d}");
 }
 
 #[test]
 fn quoted_number_gets_a_hint() {
-    let d = one(&with("replicas: 2", "replicas: \"2\""));
+    let d = one(&with("memory: 1Gi", "memory: 1Gi\n      weight: \"2\""));
     assert_eq!(d.hint.as_deref(), Some("remove the quotes"));
 }
 
@@ -92,9 +97,9 @@ fn missing_required_field_points_at_its_parent() {
 #[test]
 fn a_required_field_set_to_null_is_reported_where_it_stands() {
     for (null, kind) in [
-        ("~", "an integer"),
-        ("null", "an integer"),
-        ("", "an integer"),
+        ("~", "an integer or perNode"),
+        ("null", "an integer or perNode"),
+        ("", "an integer or perNode"),
     ] {
         let text = with("      replicas: 2\n", &format!("      replicas: {null}\n"));
         let d = one(&text);

@@ -429,12 +429,27 @@ fn describe(schema: &Json, c: &Checker) -> String {
         if ts.is_empty() && r.get("properties").is_some() {
             parts.push("a mapping".to_string());
         }
+        let words: Vec<&str> = r
+            .get("enum")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .collect();
+        if !words.is_empty() {
+            parts.push(words.join(" or "));
+            continue;
+        }
         parts.extend(ts.into_iter().filter(|t| *t != "null").map(|t| {
-            if t == "object" {
-                "a mapping".into()
-            } else {
-                t.to_string()
+            match t {
+                "object" => "a mapping",
+                "integer" => "an integer",
+                "string" => "a string",
+                "array" => "a list",
+                "boolean" => "true or false",
+                other => other,
             }
+            .to_string()
         }));
     }
     parts.dedup();
