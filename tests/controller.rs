@@ -75,7 +75,10 @@ struct Bed {
 
 impl Bed {
     async fn new(test: &str) -> Bed {
-        let env = TestEnv::new(test).await;
+        Bed::with(TestEnv::new(test).await).await
+    }
+
+    async fn with(env: TestEnv) -> Bed {
         let name = env.name("repo");
         let repo = Repo::new(&name);
         let url = format!("{}/{name}.git", bed().git.http_url);
@@ -93,6 +96,11 @@ impl Bed {
 
     /// `slurmops run` as installed, with the bed's slurmrestd URL.
     fn daemon(&self, identity: &str) -> Daemon {
+        self.daemon_polling(identity, "2s")
+    }
+
+    /// As `daemon`, polling git every INTERVAL.
+    fn daemon_polling(&self, identity: &str, interval: &str) -> Daemon {
         Daemon::start_as(
             &self.env,
             self.dir.path(),
@@ -100,7 +108,7 @@ impl Bed {
             identity,
             &[
                 "--interval",
-                "2s",
+                interval,
                 "--slurmrestd-url",
                 &bed().slurmrestd_url,
             ],
@@ -401,6 +409,44 @@ async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
     t.none_drained_by_us(&[(&a, 3)], Duration::from_secs(60))
         .await;
     drop(standby);
+    t.env.cleanup().await;
+}
+}
+
+on_each_slurm! {
+async fn a_node_joining_a_per_node_pool_gets_its_worker_without_waiting_for_the_poll() {
+    let t = Bed::with(TestEnv::on_nodes("ctl-pernode", &[&[], &[]]).await).await;
+    let nodes = t.env.kubelet.nodes();
+    let pool = t.env.suffix.clone();
+    support::label_node(&t.env, &nodes[0], "slurmops.test/pool", Some(&pool)).await;
+    let set = t.env.name("pn");
+    let yaml = support::cluster_head("c", &t.env.ns)
+        + &format!(
+            "  nodeSets:\n    - {{name: {set}, replicas: perNode, cpu: \"1\", memory: 256Mi, nodeSelector: {{slurmops.test/pool: \"{pool}\"}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n"
+        );
+    let commit = t.repo.push(&yaml, "a perNode pool");
+    // Git is polled every 10 minutes: only the Node watch can wake the pass below.
+    let daemon = t.daemon_polling("d", "10m");
+    applied(&t.env, &commit, Duration::from_secs(60)).await;
+    t.idle(&[(&set, 1)]).await;
+    // The passes that followed the first worker settle: from here only a watch starts one (this
+    // test fails with the Node watch removed).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    support::label_node(&t.env, &nodes[1], "slurmops.test/pool", Some(&pool)).await;
+    let s = support::slurm::client();
+    let second = format!("{set}-1");
+    eventually(
+        "a worker on the node that joined",
+        Duration::from_secs(45),
+        async || {
+            let n = s.get(&second).await.ok()?;
+            (n.state.has("IDLE") && !n.state.has("NOT_RESPONDING")).then_some(())
+        },
+    )
+    .await;
+    let host = t.pods(&set).await.contains_key(&second);
+    assert!(host, "{second} has no pod");
+    drop(daemon);
     t.env.cleanup().await;
 }
 }

@@ -11,13 +11,15 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::json;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
 use support::slurm::{client as slurm, job_state, submit_sleep};
 use support::{TestEnv, bed, eventually};
+
+/// The label that puts a Kubernetes node in the test's pool.
+const POOL: &str = "slurmops.test/pool";
 
 fn cluster_yaml(ns: &str, set: &str, pool: &str) -> String {
     support::cluster_head("c", ns)
@@ -56,14 +58,6 @@ fn applied(out: std::process::Output) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-async fn label(env: &TestEnv, node: &str, value: Option<&str>) {
-    let patch = json!({"metadata": {"labels": {"slurmops.test/pool": value}}});
-    Api::<Node>::all(env.client.clone())
-        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .expect("label the node");
 }
 
 /// pod name → (uid, Kubernetes node) of the NodeSet's pods not being deleted.
@@ -118,7 +112,7 @@ async fn workers_follow_the_matching_nodes_and_a_leaving_node_drains_before_its_
     let nodes = env.kubelet.nodes();
     let pool = env.suffix.clone();
     for n in &nodes[..3] {
-        label(&env, n, Some(&pool)).await;
+        support::label_node(&env, n, POOL, Some(&pool)).await;
     }
     let set = env.name("pn");
     let dir = tempfile::tempdir().unwrap();
@@ -135,7 +129,7 @@ async fn workers_follow_the_matching_nodes_and_a_leaving_node_drains_before_its_
     assert_eq!(names, [&format!("{set}-0"), &format!("{set}-1"), &format!("{set}-2")]);
 
     // A fourth node joins the pool: a fourth worker, on it; the others are the same pods.
-    label(&env, &nodes[3], Some(&pool)).await;
+    support::label_node(&env, &nodes[3], POOL, Some(&pool)).await;
     applied(apply(dir.path(), "90s").output().unwrap());
     let four = idle_workers(&env, &set, 4).await;
     assert_eq!(four.get(&format!("{set}-3")).map(|(_, h)| h), Some(&nodes[3]));
@@ -155,7 +149,7 @@ async fn workers_follow_the_matching_nodes_and_a_leaving_node_drains_before_its_
         (job_state(job).await == vec!["RUNNING".to_string()]).then_some(())
     })
     .await;
-    label(&env, &nodes[1], None).await;
+    support::label_node(&env, &nodes[1], POOL, None).await;
     let mut run = apply(dir.path(), "120s").spawn().unwrap();
     let s = slurm();
     eventually("the leaving worker drains", Duration::from_secs(30), async || {

@@ -180,7 +180,10 @@ async fn with_slurm(
     // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
     let scope = crate::controller::observe::Scope::cluster(&c.metadata.namespace, &c.metadata.name);
-    let cache = crate::controller::watch::Cache::start(&cluster.client, scope, wake.clone());
+    let mut cache = crate::controller::watch::Cache::start(&cluster.client, scope, wake.clone());
+    if c.spec.node_sets.iter().any(|n| n.replicas.per_node()) {
+        cache.follow_nodes(&cluster.client);
+    }
     let env = Env {
         cluster,
         slurm: Some(slurm),

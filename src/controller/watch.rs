@@ -1,17 +1,19 @@
 //! Watches, not polls: kube-runtime reflectors keep the worker StatefulSets and pods of one scope
 //! in memory, and every change wakes the daemon's next pass at once (a worker that becomes Ready
 //! or goes away starts the next wave without waiting for the poll interval). A pass reads the
-//! stores instead of listing.
+//! stores instead of listing. With a perNode NodeSet, a change to a Kubernetes node's labels,
+//! taints or cordon also wakes a pass (its worker may join or leave); node status heartbeats do
+//! not.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -51,11 +53,13 @@ pub struct Cache {
     pods: Store<Pod>,
     ready: [Arc<AtomicBool>; 2],
     tasks: Vec<JoinHandle<()>>,
+    trigger: Arc<Notify>,
+    nodes: Option<JoinHandle<()>>,
 }
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.nodes) {
             t.abort();
         }
     }
@@ -99,7 +103,7 @@ impl Cache {
                     .default_backoff(),
                 ),
                 ready[1].clone(),
-                trigger,
+                trigger.clone(),
             )),
         ];
         Cache {
@@ -108,7 +112,32 @@ impl Cache {
             pods,
             ready,
             tasks,
+            trigger,
+            nodes: None,
         }
+    }
+
+    /// Also wakes a pass when a Kubernetes node's labels, taints or cordon change (perNode
+    /// NodeSets; needs the node reader ClusterRole, else the watch logs why and retries).
+    pub fn follow_nodes(&mut self, client: &kube::Client) {
+        if self.nodes.is_some() {
+            return;
+        }
+        let server_timeout = (crate::apply::live::API_TIMEOUT.as_secs() * 3 / 4) as u32;
+        let stream = watcher(
+            Api::<Node>::all(client.clone()),
+            watcher::Config::default().timeout(server_timeout),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(placement_inputs, PredicateConfig::default())
+        .map(|r| r.map(watcher::Event::Apply));
+        let trigger = self.trigger.clone();
+        self.nodes = Some(tokio::spawn(follow(
+            stream,
+            Arc::new(AtomicBool::new(false)),
+            trigger,
+        )));
     }
 
     /// True when this cache watches SCOPE and both stores hold a complete listing.
@@ -127,6 +156,19 @@ impl Cache {
     pub fn pods(&self) -> Vec<Pod> {
         self.pods.state().iter().map(|p| (**p).clone()).collect()
     }
+}
+
+/// What decides whether a node wants a worker: its labels, taints and cordon (not its status).
+fn placement_inputs(n: &Node) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    n.metadata.labels.hash(&mut h);
+    let spec = n.spec.as_ref();
+    spec.and_then(|s| s.unschedulable).hash(&mut h);
+    for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+        (&t.key, &t.value, &t.effect).hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 /// Drives one reflector: marks the store ready after the initial listing, wakes the next pass on

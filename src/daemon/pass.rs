@@ -431,14 +431,18 @@ async fn connect(
 /// Watches the target's workers, so that a pod becoming Ready or going away wakes the next pass.
 fn watch(cluster: &Cluster, shared: &Shared, state: &mut State, c: &spec::ClusterFile) {
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
-    if state.cache.as_ref().is_some_and(|w| *w.scope() == scope) {
-        return;
+    if !state.cache.as_ref().is_some_and(|w| *w.scope() == scope) {
+        state.cache = Some(Cache::start(
+            &cluster.client,
+            scope,
+            shared.sync_now.clone(),
+        ));
     }
-    state.cache = Some(Cache::start(
-        &cluster.client,
-        scope,
-        shared.sync_now.clone(),
-    ));
+    if c.spec.node_sets.iter().any(|n| n.replicas.per_node())
+        && let Some(cache) = state.cache.as_mut()
+    {
+        cache.follow_nodes(&cluster.client);
+    }
 }
 
 /// With Slurm, every pass also runs autoscale and worker state sync for the target, on the view

@@ -350,3 +350,16 @@ pub fn four_workers(ns: &str, node_set: &str, image: &str) -> String {
 "#
         )
 }
+
+/// Sets (Some) or removes (None) label KEY on Kubernetes node NODE, as an administrator does.
+pub async fn label_node(env: &TestEnv, node: &str, key: &str, value: Option<&str>) {
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .expect("label the node");
+}
