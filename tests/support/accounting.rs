@@ -333,8 +333,11 @@ impl AcctSlurm {
         cpus: u32,
         secs: u32,
     ) -> u64 {
+        // No output file: job ids restart at 1 in every test's instance, and a `slurm-1.out` another
+        // instance's root job left in the shared /tmp would make this user's job fail to start.
         let mut job = serde_json::json!({"partition": "all", "account": account, "tasks": 1,
             "cpus_per_task": cpus, "name": "acct-sleep", "current_working_directory": "/tmp",
+            "standard_output": "/dev/null", "standard_error": "/dev/null",
             "environment": ["PATH=/usr/bin:/bin"]});
         if let Some(q) = qos {
             job["qos"] = q.into();
