@@ -297,3 +297,103 @@ async fn a_multi_node_job_scales_the_node_sets_of_its_partition_by_its_node_coun
     env.cleanup().await;
 }
 }
+
+on_each_slurm! {
+async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
+    let env = TestEnv::new("autoscale-any").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("m");
+    let yaml = support::cluster_head("c", &env.ns)
+        + &format!(
+            r#"  nodeSets:
+    - name: {w}
+      replicas: 3
+      podManagement: slurmops
+      cpu: "1"
+      memory: 256Mi
+      autoscale: {{min: 1, max: 3, scaleDownDelay: 6s}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), &yaml).unwrap();
+    let apply = |wait: &str| {
+        let out = slurmops(dir.path(), &["apply", "--wait", wait]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    apply("90s");
+    let s = slurm();
+    let names: Vec<String> = (0..3).map(|i| format!("{w}-{i}")).collect();
+    for n in &names {
+        eventually(&format!("{n} idle"), Duration::from_secs(60), async || {
+            let x = s.get(n).await.ok()?;
+            (x.state.has("IDLE") && !x.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    // A long job on the highest worker; the two below it are idle.
+    let busy = &names[2];
+    let job = support::slurm::submit_sleep(busy, 40).await;
+    eventually("the job running", Duration::from_secs(30), async || {
+        (job_state(job).await == vec!["RUNNING".to_string()]).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let uid = pods.get(busy).await.unwrap().metadata.uid;
+    // The live plan of a git scale-in to one worker names the idle workers, not the busy one.
+    let git = tempfile::tempdir().unwrap();
+    let one = yaml
+        .replace("      replicas: 3\n", "      replicas: 1\n")
+        .replace("      autoscale: {min: 1, max: 3, scaleDownDelay: 6s}\n", "");
+    std::fs::write(git.path().join("cluster.yaml"), one).unwrap();
+    let out = slurmops(git.path(), &["plan", "--cluster"]).output().unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(2), "{plan}");
+    assert!(plan.contains("3 -> 1 workers (idle workers are drained"), "{plan}");
+    for n in &names[..2] {
+        assert!(plan.contains(&format!("node {n} (NodeSet {w}) drains: idle")), "{plan}");
+    }
+    assert!(!plan.contains(&format!("node {busy} ")), "the busy worker stays:\n{plan}");
+    let mut autoscaler = slurmops(dir.path(), &["autoscale", "--interval", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    for n in &names[..2] {
+        eventually(&format!("{n} drained by autoscale"), Duration::from_secs(40), async || {
+            let x = s.get(n).await.ok()?;
+            (x.state.has("DRAIN") && x.reason == "slurmops: autoscale").then_some(())
+        })
+        .await;
+    }
+    // The controller pass deletes the drained pods; the busy one stays.
+    apply("60s");
+    let _ = autoscaler.kill();
+    let _ = autoscaler.wait();
+    let left: Vec<String> = pods
+        .list(&ListParams::default().labels(&format!("slurmops.dev/nodeset={w}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(left, vec![busy.clone()], "the idle workers below the busy one were given back");
+    assert_eq!(pods.get(busy).await.unwrap().metadata.uid, uid, "{busy} was replaced");
+    let x = s.get(busy).await.unwrap();
+    assert!(!x.state.has("DRAIN"), "{busy} was drained: {:?}", x.state);
+    assert_eq!(job_state(job).await, vec!["RUNNING".to_string()]);
+    eventually("the job COMPLETED", Duration::from_secs(60), async || {
+        (job_state(job).await == vec!["COMPLETED".to_string()]).then_some(())
+    })
+    .await;
+    env.cleanup().await;
+}
+}

@@ -39,8 +39,11 @@ pub struct Observation {
     pub replicas: u32,
     /// Workers the pending jobs ask of this NodeSet (their share of `demand`).
     pub pending: u32,
-    /// Workers by ordinal (index = ordinal), `replicas` long.
+    /// Workers by ordinal (index = ordinal), `replicas` long; for a NodeSet whose pods slurmops
+    /// makes, its pods by ordinal.
     pub workers: Vec<(String, WorkerState)>,
+    /// Pods slurmops makes (`podManagement: slurmops`): a scale-in may take any idle worker.
+    pub any_order: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +100,12 @@ pub fn decide(rule: &Autoscale, o: &Observation) -> Decision {
     scale_in(rule, o)
 }
 
-/// Remove the highest ordinals that are idle past the delay (or any above max, once drained).
+/// Remove the highest ordinals that are idle past the delay (or any above max, once drained); when
+/// slurmops makes the pods, any worker idle past the delay, whatever its ordinal.
 fn scale_in(rule: &Autoscale, o: &Observation) -> Decision {
+    if o.any_order {
+        return scale_in_any(rule, o);
+    }
     let delay = Duration::from_secs(rule.scale_down_delay.as_secs());
     let mut to = o.replicas;
     let mut stop = String::new();
@@ -149,6 +156,46 @@ fn scale_in(rule: &Autoscale, o: &Observation) -> Decision {
         } else {
             format!("idle for {}s, no pending jobs", delay.as_secs())
         },
+    }
+}
+
+/// Scale-in over workers slurmops makes: every worker idle past the delay (or drained by an
+/// earlier scale-in) leaves, highest ordinals first, down to `min`; busy ones stay.
+fn scale_in_any(rule: &Autoscale, o: &Observation) -> Decision {
+    let delay = Duration::from_secs(rule.scale_down_delay.as_secs());
+    let mut to = o.replicas;
+    let mut leaving = Vec::new();
+    for (name, state) in o.workers.iter().rev() {
+        if to <= rule.min {
+            break;
+        }
+        let removable = match state {
+            WorkerState::Idle { for_ } => to > rule.max || *for_ >= delay,
+            WorkerState::DrainedByUs => true,
+            WorkerState::Busy | WorkerState::HeldByOther { .. } | WorkerState::Starting => false,
+        };
+        if removable {
+            leaving.push(name.clone());
+            to -= 1;
+        }
+    }
+    if leaving.is_empty() {
+        return Decision::Hold {
+            why: format!(
+                "no worker idle for {}s to give back (min {})",
+                delay.as_secs(),
+                rule.min
+            ),
+        };
+    }
+    leaving.reverse();
+    Decision::ScaleIn {
+        to,
+        leaving,
+        why: format!(
+            "idle for {}s, no pending jobs (busy workers stay)",
+            delay.as_secs()
+        ),
     }
 }
 
@@ -267,6 +314,7 @@ mod tests {
 
     fn obs(pending: u32, states: Vec<WorkerState>) -> Observation {
         Observation {
+            any_order: false,
             replicas: states.len() as u32,
             pending,
             workers: states

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplate};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
@@ -24,6 +24,14 @@ use crate::status::{self, Note};
 pub const ANNOTATION: &str = "slurmops.dev/autoscale";
 /// Drain reason of autoscale scale-in (prefixed `slurmops: `).
 pub const REASON: &str = "autoscale";
+/// Annotation on the PodTemplate of a NodeSet whose pods slurmops makes: the workers autoscale
+/// wants (owned by its field manager, as a StatefulSet's `spec.replicas` is).
+pub const REPLICAS: &str = "slurmops.dev/replicas";
+
+/// The workers autoscale set for a NodeSet whose pods slurmops makes.
+pub fn managed_replicas(t: &PodTemplate) -> Option<u32> {
+    t.metadata.annotations.as_ref()?.get(REPLICAS)?.parse().ok()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AutoscaleError {
@@ -117,9 +125,10 @@ pub async fn tick_with(
                 let ready = s
                     .workers
                     .iter()
+                    .filter(|w| !w.deleting)
                     .map(|w| (w.name.clone(), w.ready))
                     .collect();
-                observation(&ns.name, s.replicas, &ready, &nodes)
+                observation(&ns.name, s.replicas, &ready, &nodes, s.managed)
             }),
             None => observe(cluster, c, ns, &nodes).await?,
         };
@@ -184,15 +193,27 @@ async fn observe(
     nodes: &BTreeMap<String, Node>,
 ) -> Result<Option<Observation>, AutoscaleError> {
     let namespace = &c.metadata.namespace;
-    let sts: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), namespace);
-    let Some(s) = sts
-        .get_opt(&ns.name)
-        .await
-        .map_err(kube_err(&ns.name, "read StatefulSet"))?
-    else {
-        return Ok(None);
+    let replicas = if ns.managed() {
+        let templates: Api<PodTemplate> = Api::namespaced(cluster.client.clone(), namespace);
+        let Some(t) = templates
+            .get_opt(&ns.name)
+            .await
+            .map_err(kube_err(&ns.name, "read PodTemplate"))?
+        else {
+            return Ok(None);
+        };
+        managed_replicas(&t).unwrap_or(ns.replicas.count())
+    } else {
+        let sts: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), namespace);
+        let Some(s) = sts
+            .get_opt(&ns.name)
+            .await
+            .map_err(kube_err(&ns.name, "read StatefulSet"))?
+        else {
+            return Ok(None);
+        };
+        s.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32
     };
-    let replicas = s.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
     let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={}", ns.name));
     let ready_pods: BTreeMap<String, bool> = pods
@@ -201,26 +222,45 @@ async fn observe(
         .map_err(kube_err(&ns.name, "list pods"))?
         .items
         .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| Some((p.metadata.name.clone()?, ready(&p))))
         .collect();
-    Ok(Some(observation(&ns.name, replicas, &ready_pods, nodes)))
+    Ok(Some(observation(
+        &ns.name,
+        replicas,
+        &ready_pods,
+        nodes,
+        ns.managed(),
+    )))
 }
 
 /// The autoscaler's view of NODE_SET: REPLICAS workers, their pods' readiness (READY_PODS by
-/// name) and their Slurm NODES.
+/// name) and their Slurm NODES. MANAGED (slurmops makes the pods): the workers are its pods,
+/// whatever their ordinals.
 fn observation(
     node_set: &str,
     replicas: u32,
     ready_pods: &BTreeMap<String, bool>,
     nodes: &BTreeMap<String, Node>,
+    managed: bool,
 ) -> Observation {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let workers = (0..replicas)
-        .map(|i| {
-            let name = format!("{node_set}-{i}");
+    let names: Vec<String> = if managed {
+        let mut names: Vec<(Option<u32>, &String)> = ready_pods
+            .keys()
+            .map(|n| (n.rsplit_once('-').and_then(|(_, i)| i.parse().ok()), n))
+            .collect();
+        names.sort();
+        names.into_iter().map(|(_, n)| n.clone()).collect()
+    } else {
+        (0..replicas).map(|i| format!("{node_set}-{i}")).collect()
+    };
+    let workers = names
+        .into_iter()
+        .map(|name| {
             let state = worker_state(ready_pods.get(&name).copied(), nodes.get(&name), now);
             (name, state)
         })
@@ -229,6 +269,7 @@ fn observation(
         replicas,
         pending: 0,
         workers,
+        any_order: managed,
     }
 }
 
@@ -274,7 +315,7 @@ async fn act(
         }
         Decision::ScaleIn { leaving, why, .. } => {
             let above_max = o.replicas > ns.autoscale.as_ref().map_or(u32::MAX, |a| a.max);
-            let drained = drain_top(slurm, leaving, !above_max).await?;
+            let drained = drain_top(slurm, leaving, !above_max, o.any_order).await?;
             let to = o.replicas - drained;
             if to < o.replicas {
                 set_replicas(cluster, c, ns, o.replicas, to, why).await?;
@@ -285,12 +326,14 @@ async fn act(
 }
 
 /// Drains LEAVING (highest ordinal last in the list) and waits briefly; returns how many of the
-/// highest ordinals are drained. With GIVE_BACK, the ones a job reached in the meantime are
-/// resumed (the scale-in is retried later); otherwise they stay draining until their jobs end.
+/// highest ordinals are drained (ANY: how many of LEAVING, whatever their place). With GIVE_BACK,
+/// the ones a job reached in the meantime are resumed (the scale-in is retried later); otherwise
+/// they stay draining until their jobs end.
 async fn drain_top(
     slurm: &Client,
     leaving: &[String],
     give_back: bool,
+    any: bool,
 ) -> Result<u32, AutoscaleError> {
     let mut held = Vec::new();
     for n in leaving {
@@ -303,33 +346,37 @@ async fn drain_top(
     }
     // Idle nodes drain at once; give a job that just started there a moment to show.
     let deadline = Instant::now() + Duration::from_secs(if give_back { 10 } else { 0 });
-    let mut run;
+    let mut done: Vec<&String>;
     loop {
-        run = 0u32;
+        done = Vec::new();
         for n in leaving.iter().rev() {
-            if held.contains(&n.as_str()) {
+            let drained = !held.contains(&n.as_str())
+                && match slurm.is_drained(n).await {
+                    Ok(true) | Err(SlurmError::UnknownNode(_)) => true,
+                    Ok(false) => false,
+                    Err(e) => return Err(e.into()),
+                };
+            if drained {
+                done.push(n);
+            } else if !any {
+                // A StatefulSet removes its highest ordinals only: stop at the first that stays.
                 break;
             }
-            match slurm.is_drained(n).await {
-                Ok(true) | Err(SlurmError::UnknownNode(_)) => run += 1,
-                Ok(false) => break,
-                Err(e) => return Err(e.into()),
-            }
         }
-        if run as usize == leaving.len() || Instant::now() >= deadline {
+        if done.len() == leaving.len() || Instant::now() >= deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     if give_back {
-        for n in &leaving[..leaving.len() - run as usize] {
+        for n in leaving.iter().filter(|n| !done.contains(n)) {
             match slurm.resume(n).await {
                 Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
     }
-    Ok(run)
+    Ok(done.len() as u32)
 }
 
 /// Sets `spec.replicas` as the autoscale field manager, with the reason in an annotation and an
@@ -344,18 +391,28 @@ async fn set_replicas(
 ) -> Result<(), AutoscaleError> {
     let namespace = &c.metadata.namespace;
     let message = format!("scaled {from} -> {to}: {why}");
-    let body = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": ns.name, "namespace": namespace,
-                     "annotations": {ANNOTATION: message}},
-        "spec": {"replicas": to}});
+    // slurmops makes the pods: the count is an annotation of their PodTemplate.
+    let (api_version, kind) = match ns.managed() {
+        true => ("v1", "PodTemplate"),
+        false => ("apps/v1", "StatefulSet"),
+    };
+    let body = match ns.managed() {
+        true => json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": ns.name, "namespace": namespace,
+                         "annotations": {ANNOTATION: message, REPLICAS: to.to_string()}}}),
+        false => json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": ns.name, "namespace": namespace,
+                         "annotations": {ANNOTATION: message}},
+            "spec": {"replicas": to}}),
+    };
     let live = cluster
         .apply(&body, AUTOSCALE_MANAGER, true, false)
         .await
         .map_err(kube_err(&ns.name, "set replicas"))?;
     let note = Note {
         involved: ObjectReference {
-            api_version: Some("apps/v1".into()),
-            kind: Some("StatefulSet".into()),
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
             name: Some(ns.name.clone()),
             namespace: Some(namespace.clone()),
             uid: live.metadata.uid,
@@ -406,7 +463,7 @@ mod tests {
         .into_iter()
         .map(|n| (n.name.clone(), n))
         .collect();
-        let o = observation("s", 5, &ready, &nodes);
+        let o = observation("s", 5, &ready, &nodes, false);
         assert_eq!(o.replicas, 5);
         let states: Vec<&WorkerState> = o.workers.iter().map(|(_, s)| s).collect();
         assert!(

@@ -361,7 +361,39 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
 
 /// The nodes a plan drains (rolled NodeSets: every worker; scale-in: the leaving ordinals; removed
 /// NodeSets: every worker) and the jobs running on each, from the live pods and slurmrestd.
+use crate::controller::decide::SlurmView;
 use crate::spec::values::Replicas;
+
+/// The workers of a NodeSet whose pods slurmops makes that a count of COUNT gives back (as the
+/// controller chooses them: idle ones, whatever their ordinals).
+fn leaving_of_managed(
+    set: &str,
+    pods: &[kube::api::DynamicObject],
+    count: u32,
+    slurm: &SlurmView,
+) -> Vec<String> {
+    let pods: Vec<k8s_openapi::api::core::v1::Pod> = pods
+        .iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    let view = crate::controller::decide::SetView {
+        name: set.to_string(),
+        replicas: pods.len() as u32,
+        update_revision: None,
+        managed: true,
+        workers: pods
+            .iter()
+            .filter_map(crate::controller::observe::worker)
+            .collect(),
+    };
+    let keep = crate::controller::per_node::keep_count(&view, count, slurm).keep;
+    view.workers
+        .into_iter()
+        .filter(|w| !w.deleting && !keep.contains(&w.name))
+        .map(|w| w.name)
+        .collect()
+}
 
 async fn drains(
     cluster: &Cluster,
@@ -385,6 +417,7 @@ async fn drains(
         return Ok(Vec::new());
     }
     let jobs = slurm.jobs().await.map_err(|e| e.to_string())?;
+    let mut slurm_view: Option<SlurmView> = None;
     let mut out = Vec::new();
     for (set, from) in sets {
         let selector = format!("{}={set}", crate::render::names::LABEL_NODESET);
@@ -392,15 +425,29 @@ async fn drains(
             .list("v1", "Pod", &c.metadata.namespace, &selector)
             .await
             .map_err(|e| e.to_string())?;
-        let mut names: Vec<String> = pods
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .filter(|n| {
-                n.rsplit_once('-')
-                    .and_then(|(_, i)| i.parse::<u32>().ok())
-                    .is_some_and(|i| i >= from)
-            })
-            .collect();
+        let managed = c
+            .spec
+            .node_sets
+            .iter()
+            .any(|n| n.name == set && n.managed() && !n.replicas.per_node());
+        let mut names: Vec<String> = if managed {
+            // slurmops chooses who leaves: the workers the controller would not keep.
+            slurm_view.get_or_insert(SlurmView::new(
+                slurm.nodes().await.map_err(|e| e.to_string())?,
+                jobs.clone(),
+            ));
+            let view = slurm_view.as_ref().expect("set above");
+            leaving_of_managed(&set, &pods, from, view)
+        } else {
+            pods.into_iter()
+                .filter_map(|p| p.metadata.name)
+                .filter(|n| {
+                    n.rsplit_once('-')
+                        .and_then(|(_, i)| i.parse::<u32>().ok())
+                        .is_some_and(|i| i >= from)
+                })
+                .collect()
+        };
         names.sort();
         for node in names {
             let on: Vec<crate::plan::JobOnNode> = jobs

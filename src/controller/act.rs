@@ -110,14 +110,14 @@ async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Err
     }
 }
 
-/// Makes a perNode NodeSet's pods, each bound to its Kubernetes node (pod name, node), from the
+/// Makes a slurmops-made NodeSet's pods (pod name, the node a perNode one is bound to) from the
 /// observed TEMPLATE. The pod name is the Slurm node name and its hostname (under SERVICE).
 pub async fn create(
     pods: &Api<Pod>,
     template: &PodTemplate,
     service: &str,
     node_set: &str,
-    creates: &[(String, String)],
+    creates: &[(String, Option<String>)],
     fence: &Fence<'_>,
     observer: &Observer,
 ) -> Result<Vec<Event>, PassError> {
@@ -126,7 +126,7 @@ pub async fn create(
         if !fence() {
             return Err(PassError::Fenced);
         }
-        let Some(pod) = pod_for(template, service, name, node) else {
+        let Some(pod) = pod_for(template, service, name, node.as_deref()) else {
             break;
         };
         match pods.create(&PostParams::default(), &pod).await {
@@ -135,7 +135,7 @@ pub async fn create(
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
             Err(source) => {
                 return Err(PassError::Kube {
-                    what: format!("create pod {name} on node {node}"),
+                    what: format!("create pod {name}"),
                     source,
                 });
             }
@@ -152,11 +152,11 @@ pub async fn create(
 
 /// The pod NAME on NODE from TEMPLATE, owned by it (removed with it, once slurmops let the
 /// PodTemplate go: only after every worker drained).
-fn pod_for(template: &PodTemplate, service: &str, name: &str, node: &str) -> Option<Pod> {
+fn pod_for(template: &PodTemplate, service: &str, name: &str, node: Option<&str>) -> Option<Pod> {
     let t = template.template.clone()?;
     let meta = t.metadata.unwrap_or_default();
     let mut spec = t.spec?;
-    spec.node_name = Some(node.to_string());
+    spec.node_name = node.map(str::to_string);
     spec.hostname = Some(name.to_string());
     spec.subdomain = Some(service.to_string());
     Some(Pod {

@@ -71,9 +71,12 @@ pub enum Want {
     Current,
     /// Gone from cluster.yaml: every worker leaves, then the StatefulSet is pruned.
     Removed,
-    /// A perNode NodeSet: exactly these workers (those of matching nodes, made or to be made);
-    /// every other one leaves.
-    Only(BTreeSet<String>),
+    /// A NodeSet whose pods slurmops makes: exactly these workers (made or to be made); every
+    /// other one leaves, drained with WHY (node left, scale-in).
+    Only {
+        keep: BTreeSet<String>,
+        why: &'static str,
+    },
 }
 
 impl Want {
@@ -83,7 +86,7 @@ impl Want {
             Want::Replicas(t) => w.ordinal.is_none_or(|i| i >= *t),
             Want::Removed => true,
             Want::Current => false,
-            Want::Only(keep) => !keep.contains(&w.name),
+            Want::Only { keep, .. } => !keep.contains(&w.name),
         }
     }
 }
@@ -204,8 +207,8 @@ pub struct Decision {
     pub hold_replicas: Option<u32>,
     /// Removed NodeSet whose workers are not all drained: its StatefulSet is not pruned yet.
     pub keep: bool,
-    /// perNode pods to make now: (pod, Kubernetes node).
-    pub create: Vec<(String, String)>,
+    /// Pods to make now (slurmops-made NodeSets): (pod, the Kubernetes node it is bound to).
+    pub create: Vec<(String, Option<String>)>,
 }
 
 /// The workers of a NodeSet in ordinal order.
@@ -236,11 +239,11 @@ pub fn decide(
         Want::Replicas(n) => Some(*n),
         Want::Removed => Some(0),
         Want::Current => None,
-        Want::Only(keep) => Some(keep.len() as u32),
+        Want::Only { keep, .. } => Some(keep.len() as u32),
     };
     let why = match want {
         Want::Removed => REASON_REMOVED,
-        Want::Only(_) => REASON_NODE_LEFT,
+        Want::Only { why, .. } => why,
         _ => REASON_SCALE_IN,
     };
     let (mut leaving, staying): (Vec<&Worker>, Vec<&Worker>) =

@@ -404,14 +404,15 @@ fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String
             let spec = c.spec.node_sets.iter().find(|n| n.name == s.name);
             let (want, placed) = match spec {
                 // A NodeSet that changed between a count and perNode: the old kind's workers go.
-                Some(n) if n.replicas.per_node() != s.managed => (Want::Removed, None),
+                Some(n) if n.managed() != s.managed => (Want::Removed, None),
+                Some(n) if s.managed && n.replicas.per_node() => per_node_want(s, obs),
+                Some(n) if s.managed => count_want(s, n, obs),
                 Some(n) if n.autoscale.is_some() => (Want::Current, None),
-                Some(_) if s.managed => per_node_want(s, obs),
                 Some(n) => (Want::Replicas(n.replicas.count()), None),
                 None => (Want::Removed, None),
             };
             let mut s = s.clone();
-            if let Want::Only(keep) = &want {
+            if let Want::Only { keep, .. } = &want {
                 s.replicas = keep.len() as u32;
             }
             let p = spec.map_or(
@@ -450,7 +451,9 @@ fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Plac
         (Ok(nodes), Ok(slurm), Some(spec)) => {
             let names = slurm.nodes.keys().cloned().collect();
             let placed = per_node::place(s, spec, nodes, &names);
-            (Want::Only(placed.keep.clone()), Some(placed))
+            let keep = placed.keep.clone();
+            let why = decide::REASON_NODE_LEFT;
+            (Want::Only { keep, why }, Some(placed))
         }
         (Err(e), _, _) => (
             Want::Current,
@@ -461,6 +464,28 @@ fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Plac
         ),
         _ => (Want::Current, None),
     }
+}
+
+/// What a NodeSet of a count whose pods slurmops makes wants: its count (autoscale's, when it set
+/// one) of workers, busy ones kept first. Without Slurm nothing is made and nothing leaves.
+fn count_want(
+    s: &SetView,
+    n: &crate::spec::types::NodeSet,
+    obs: &Observation,
+) -> (Want, Option<per_node::Placement>) {
+    let Ok(slurm) = &obs.slurm else {
+        return (Want::Current, None);
+    };
+    let count = n
+        .autoscale
+        .as_ref()
+        .and_then(|_| obs.templates.get(&s.name))
+        .and_then(crate::autoscale::run::managed_replicas)
+        .unwrap_or(n.replicas.count());
+    let placed = per_node::keep_count(s, count, slurm);
+    let keep = placed.keep.clone();
+    let why = decide::REASON_SCALE_IN;
+    (Want::Only { keep, why }, Some(placed))
 }
 
 /// Slurm's state is unknown: nothing moves, and nothing that could remove a worker is applied.

@@ -161,9 +161,12 @@ pub fn managed_views(
                 .and_then(|l| l.get(LABEL_REVISION))
                 .cloned();
             let workers: Vec<Worker> = pods.iter().filter_map(|p| worker(p)).collect();
+            // The count autoscale set, else the workers there are (the pass sets what git wants).
+            let replicas = crate::autoscale::run::managed_replicas(t)
+                .unwrap_or(workers.iter().filter(|w| !w.deleting).count() as u32);
             let v = SetView {
                 name: name.clone(),
-                replicas: workers.len() as u32,
+                replicas,
                 update_revision: revision,
                 managed: true,
                 workers,
@@ -187,7 +190,8 @@ fn view(name: String, s: &StatefulSet, pods: &[&Pod]) -> SetView {
     }
 }
 
-fn worker(p: &Pod) -> Option<Worker> {
+/// One worker pod as `decide` sees it.
+pub fn worker(p: &Pod) -> Option<Worker> {
     let name = p.metadata.name.clone()?;
     let label = |k: &str| {
         p.metadata

@@ -1,8 +1,10 @@
-//! perNode NodeSets: which Kubernetes nodes want a worker, and which pods to make. A worker runs
-//! on each node its pod template's nodeSelector, required node affinity and tolerations accept;
-//! slurmops places the pods itself (`spec.nodeName`), so it also decides when one goes: a worker
-//! whose node left or stopped matching is drained like a scale-in and only then deleted.
-//! Pure: nodes, pods and Slurm's node names in, a plan out.
+//! NodeSets whose pods slurmops makes: which workers stay, which pods to make. perNode: a worker
+//! runs on each node its pod template's nodeSelector, required node affinity and tolerations
+//! accept; slurmops places the pods itself (`spec.nodeName`), so it also decides when one goes: a
+//! worker whose node left or stopped matching is drained like a scale-in and only then deleted.
+//! A count (`podManagement: slurmops`): the workers that stay are chosen, busy ones first, so a
+//! scale-in takes idle workers whatever their ordinal.
+//! Pure: nodes, pods and Slurm's view in, a plan out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +12,8 @@ use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
 
-use super::decide::SetView;
+use super::decide::{SetView, SlurmView};
+use crate::slurm::REASON_PREFIX;
 use crate::spec::values::PER_NODE_LIMIT;
 
 /// How a Kubernetes node stands for a NodeSet's pods.
@@ -124,8 +127,8 @@ fn tolerates(x: &Toleration, t: &Taint) -> bool {
 pub struct Placement {
     /// Workers that stay (their node still wants one), and those about to be made.
     pub keep: BTreeSet<String>,
-    /// Pods to create: (pod name, Kubernetes node).
-    pub create: Vec<(String, String)>,
+    /// Pods to create: (pod name, the Kubernetes node it is bound to; None: the scheduler's).
+    pub create: Vec<(String, Option<String>)>,
     /// Nodes that want a worker and cannot have one, and why.
     pub unplaced: Vec<String>,
 }
@@ -156,6 +159,30 @@ pub fn place(
             out.keep.insert(w.name.clone());
         }
     }
+    let mut free = free_names(set, slurm_names);
+    for (host, f) in &fits {
+        if *f != Fit::Yes || hosted.contains(host) {
+            continue;
+        }
+        match free.next() {
+            Some(name) => {
+                out.keep.insert(name.clone());
+                out.create.push((name, Some(host.to_string())));
+            }
+            None => out.unplaced.push(format!(
+                "node {host}: NodeSet {} has {PER_NODE_LIMIT} workers already, its most",
+                set.name
+            )),
+        }
+    }
+    out
+}
+
+/// Worker names no pod and no Slurm node of SET holds, lowest ordinal first.
+fn free_names<'a>(
+    set: &'a SetView,
+    slurm_names: &BTreeSet<String>,
+) -> impl Iterator<Item = String> + 'a {
     let taken: BTreeSet<u32> = set
         .workers
         .iter()
@@ -163,22 +190,31 @@ pub fn place(
         .chain(slurm_names.iter().map(String::as_str))
         .filter_map(|n| ordinal_of(&set.name, n))
         .collect();
-    let mut free = (0..PER_NODE_LIMIT).filter(|i| !taken.contains(i));
-    for (host, f) in &fits {
-        if *f != Fit::Yes || hosted.contains(host) {
-            continue;
-        }
-        match free.next() {
-            Some(i) => {
-                let name = format!("{}-{i}", set.name);
-                out.keep.insert(name.clone());
-                out.create.push((name, host.to_string()));
-            }
-            None => out.unplaced.push(format!(
-                "node {host}: NodeSet {} has {PER_NODE_LIMIT} workers already, its most",
-                set.name
-            )),
-        }
+    (0..PER_NODE_LIMIT)
+        .filter(move |i| !taken.contains(i))
+        .map(|i| format!("{}-{i}", set.name))
+}
+
+/// A NodeSet of COUNT workers whose pods slurmops makes: the workers that stay, busy ones first,
+/// then those in service, then those starting, and last those slurmops drained (a scale-in, a
+/// cordon); lower ordinals first within each. Missing workers are made with the lowest free names.
+pub fn keep_count(set: &SetView, count: u32, slurm: &SlurmView) -> Placement {
+    let rank = |name: &str, ready: bool| match slurm.nodes.get(name) {
+        _ if !slurm.jobs_on(name).is_empty() => 0,
+        Some(n) if n.state.has("DRAIN") && n.reason.starts_with(REASON_PREFIX) => 3,
+        Some(n) if ready && !n.state.has("NOT_RESPONDING") => 1,
+        _ => 2,
+    };
+    let mut live: Vec<_> = set.workers.iter().filter(|w| !w.deleting).collect();
+    live.sort_by_key(|w| (rank(&w.name, w.ready), w.ordinal, w.name.clone()));
+    let mut out = Placement::default();
+    out.keep
+        .extend(live.iter().take(count as usize).map(|w| w.name.clone()));
+    let missing = (count as usize).saturating_sub(out.keep.len());
+    let names: BTreeSet<String> = slurm.nodes.keys().cloned().collect();
+    for name in free_names(set, &names).take(missing) {
+        out.keep.insert(name.clone());
+        out.create.push((name, None));
     }
     out
 }
@@ -257,6 +293,59 @@ mod tests {
     }
 
     #[test]
+    fn a_lower_count_keeps_busy_workers_and_gives_back_idle_ones_whatever_their_ordinals() {
+        use crate::slurm::{Job, Node, NodeState};
+        let set = SetView {
+            name: "gpu".into(),
+            replicas: 4,
+            update_revision: Some("r1".into()),
+            managed: true,
+            workers: (0..4).map(|i| worker(&format!("gpu-{i}"), "n")).collect(),
+        };
+        let node = |name: &str, flags: &[&str], reason: &str| Node {
+            name: name.into(),
+            state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
+            reason: reason.into(),
+            ..Node::default()
+        };
+        let job = Job {
+            id: 7,
+            name: "train".into(),
+            user: "alice".into(),
+            account: "research".into(),
+            state: vec!["RUNNING".into()],
+            partition: "all".into(),
+            nodes: vec!["gpu-3".into()],
+            end_time: None,
+            start_time: None,
+            state_reason: String::new(),
+            node_count: 1,
+            exclusive: false,
+        };
+        let slurm = SlurmView::new(
+            vec![
+                node("gpu-0", &["IDLE", "DRAIN"], "slurmops: autoscale"),
+                node("gpu-1", &["IDLE"], ""),
+                node("gpu-2", &["IDLE"], ""),
+                node("gpu-3", &["ALLOCATED"], ""),
+            ],
+            vec![job],
+        );
+        let two = keep_count(&set, 2, &slurm);
+        let keep: Vec<&str> = two.keep.iter().map(String::as_str).collect();
+        assert_eq!(keep, ["gpu-1", "gpu-3"], "the busy highest ordinal stays");
+        assert!(two.create.is_empty());
+        // Growing again: new workers take the lowest names no pod or Slurm node holds.
+        let mut fewer = set.clone();
+        fewer.workers.retain(|w| w.name == "gpu-3");
+        let three = keep_count(&fewer, 3, &slurm);
+        assert_eq!(
+            three.create,
+            vec![("gpu-4".to_string(), None), ("gpu-5".to_string(), None)]
+        );
+    }
+
+    #[test]
     fn new_nodes_get_the_lowest_free_names_and_workers_of_leaving_nodes_are_not_kept() {
         let set = SetView {
             name: "gpu".into(),
@@ -279,8 +368,8 @@ mod tests {
         assert_eq!(
             plan.create,
             vec![
-                ("gpu-3".to_string(), "n1".to_string()),
-                ("gpu-4".to_string(), "n3".to_string())
+                ("gpu-3".to_string(), Some("n1".to_string())),
+                ("gpu-4".to_string(), Some("n3".to_string()))
             ]
         );
         let keep: Vec<&str> = plan.keep.iter().map(String::as_str).collect();

@@ -92,6 +92,9 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
     for sc in &s.scaled {
         use crate::spec::values::Replicas::{Count, PerNode};
         let how = match (sc.from, sc.to) {
+            (Count(a), Count(b)) if b < a && sc.any_idle => {
+                "idle workers are drained, then removed, whatever their ordinals; busy ones stay"
+            }
             (Count(a), Count(b)) if b < a => "the highest ordinals are drained, then removed",
             (Count(_), Count(_)) => "new workers join, nothing drains",
             (_, PerNode) => {

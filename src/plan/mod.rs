@@ -61,6 +61,9 @@ pub struct Scale {
     pub node_set: String,
     pub from: Replicas,
     pub to: Replicas,
+    /// slurmops makes the pods: a scale-in takes idle workers, whatever their ordinals.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub any_idle: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -536,6 +539,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                 node_set: ns.name.clone(),
                 from: before.replicas,
                 to: ns.replicas,
+                any_idle: ns.managed(),
             });
         }
         if before.autoscale != ns.autoscale {

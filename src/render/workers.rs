@@ -110,7 +110,8 @@ fn one_per_node(names: &Names) -> Affinity {
     }
 }
 
-/// A NodeSet's workload: a StatefulSet, or the PodTemplate of a perNode NodeSet.
+/// A NodeSet's workload: a StatefulSet, or the PodTemplate slurmops makes the pods from
+/// (perNode, or `podManagement: slurmops`).
 pub enum Workload {
     StatefulSet(Box<StatefulSet>),
     PerNode(Box<PodTemplate>),
@@ -118,7 +119,7 @@ pub enum Workload {
 
 pub fn node_set(c: &ClusterFile, names: &Names, ns: &NodeSet) -> (Workload, PodDisruptionBudget) {
     let template = pod_template(c, names, ns);
-    let workload = if ns.replicas.per_node() {
+    let workload = if ns.managed() {
         Workload::PerNode(Box::new(per_node(names, ns, template)))
     } else {
         Workload::StatefulSet(Box::new(stateful_set(names, ns, template)))

@@ -111,10 +111,10 @@ pub enum Event {
     Resume {
         node: String,
     },
-    /// A perNode NodeSet's worker was made for a Kubernetes node.
+    /// slurmops made a worker's pod (bound to NODE for a perNode NodeSet).
     Create {
         pod: String,
-        node: String,
+        node: Option<String>,
     },
     /// The worker joined its block (`TOPOLOGY:BLOCK`).
     Block {
@@ -146,7 +146,11 @@ impl std::fmt::Display for Event {
             Event::Ready { pod } => write!(f, "{pod} replaced, Ready and registered"),
             Event::Resume { node } => write!(f, "{node} resumed"),
             Event::Block { node, topology } => write!(f, "{node} placed in block {topology}"),
-            Event::Create { pod, node } => write!(f, "{pod} created on Kubernetes node {node}"),
+            Event::Create {
+                pod,
+                node: Some(node),
+            } => write!(f, "{pod} created on Kubernetes node {node}"),
+            Event::Create { pod, node: None } => write!(f, "{pod} created"),
             Event::SlurmUnreachable { error } => write!(
                 f,
                 "Slurm unreachable, rollout paused, nothing is deleted until it answers: {error}"

@@ -705,9 +705,28 @@ pub struct NodeSet {
     pub update: UpdatePolicy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscale: Option<Autoscale>,
+    /// Who makes the workers' pods: `statefulSet` (the default), or `slurmops`, which lets a
+    /// scale-in (git or autoscale) take any idle worker back while a higher ordinal runs jobs (a
+    /// StatefulSet can only remove its highest ordinals). perNode NodeSets are always made by
+    /// slurmops.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pod_management: PodManagement,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PodManagement {
+    #[default]
+    StatefulSet,
+    Slurmops,
 }
 
 impl NodeSet {
+    /// Its pods are made and deleted by slurmops from a PodTemplate, not by a StatefulSet.
+    pub fn managed(&self) -> bool {
+        self.replicas.per_node() || self.pod_management == PodManagement::Slurmops
+    }
+
     /// The most workers the NodeSet may ever have: its Slurm node range and its share of
     /// `MaxNodeCount`.
     pub fn max_workers(&self) -> u32 {

@@ -498,10 +498,10 @@ impl Validator {
                 "use 1 or a percentage such as 25%",
             );
         }
-        if n.replicas.per_node() && !n.volume_claim_templates.is_empty() {
+        if n.managed() && !n.volume_claim_templates.is_empty() {
             self.err(
                 p.key("volumeClaimTemplates"),
-                "a perNode NodeSet has no StatefulSet to make per-worker volumes",
+                "a NodeSet whose pods slurmops makes (perNode or podManagement: slurmops) has no StatefulSet to make per-worker volumes",
                 "use the node's own storage (a hostPath or local volume in volumes), or give replicas a number",
             );
         }
