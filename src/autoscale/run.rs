@@ -14,6 +14,8 @@ use serde_json::json;
 use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::{AUTOSCALE_MANAGER, Cluster};
 use crate::controller::decide::SetView;
+use crate::controller::per_node::managed_replicas;
+use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
 use crate::render::names::LABEL_NODESET;
 use crate::rollout::pod_ready as ready;
 use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes, our_reason};
@@ -24,14 +26,6 @@ use crate::status::{self, Note};
 pub const ANNOTATION: &str = "slurmops.dev/autoscale";
 /// Drain reason of autoscale scale-in (prefixed `slurmops: `).
 pub const REASON: &str = "autoscale";
-/// Annotation on the PodTemplate of a NodeSet whose pods slurmops makes: the workers autoscale
-/// wants (owned by its field manager, as a StatefulSet's `spec.replicas` is).
-pub const REPLICAS: &str = "slurmops.dev/replicas";
-
-/// The workers autoscale set for a NodeSet whose pods slurmops makes.
-pub fn managed_replicas(t: &PodTemplate) -> Option<u32> {
-    t.metadata.annotations.as_ref()?.get(REPLICAS)?.parse().ok()
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AutoscaleError {

@@ -480,7 +480,7 @@ fn count_want(
         .autoscale
         .as_ref()
         .and_then(|_| obs.templates.get(&s.name))
-        .and_then(crate::autoscale::run::managed_replicas)
+        .and_then(per_node::managed_replicas)
         .unwrap_or(n.replicas.count());
     let placed = per_node::keep_count(s, count, slurm);
     let keep = placed.keep.clone();

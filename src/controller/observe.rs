@@ -162,7 +162,7 @@ pub fn managed_views(
                 .cloned();
             let workers: Vec<Worker> = pods.iter().filter_map(|p| worker(p)).collect();
             // The count autoscale set, else the workers there are (the pass sets what git wants).
-            let replicas = crate::autoscale::run::managed_replicas(t)
+            let replicas = super::per_node::managed_replicas(t)
                 .unwrap_or(workers.iter().filter(|w| !w.deleting).count() as u32);
             let v = SetView {
                 name: name.clone(),

@@ -16,6 +16,17 @@ use super::decide::{SetView, SlurmView};
 use crate::slurm::REASON_PREFIX;
 use crate::spec::values::PER_NODE_LIMIT;
 
+/// The workers autoscale set for a NodeSet whose pods slurmops makes (its PodTemplate's
+/// annotation), if it set any.
+pub fn managed_replicas(t: &k8s_openapi::api::core::v1::PodTemplate) -> Option<u32> {
+    t.metadata
+        .annotations
+        .as_ref()?
+        .get(crate::render::names::ANNOTATION_REPLICAS)?
+        .parse()
+        .ok()
+}
+
 /// How a Kubernetes node stands for a NodeSet's pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fit {

@@ -16,6 +16,9 @@ pub const LABEL_LOGIN_SET: &str = "slurmops.dev/login-set";
 pub const LABEL_SLURM_VERSION: &str = "slurmops.dev/slurm-version";
 /// Set by the daemon on worker pods running jobs; the worker PDB protects those.
 pub const LABEL_BUSY: &str = "slurmops.dev/busy";
+/// Annotation on the PodTemplate of a NodeSet whose pods slurmops makes: the workers autoscale
+/// wants (owned by its field manager, as a StatefulSet's `spec.replicas` is).
+pub const ANNOTATION_REPLICAS: &str = "slurmops.dev/replicas";
 /// The revision of a perNode NodeSet's PodTemplate, copied into the pods made from it.
 pub const LABEL_REVISION: &str = "slurmops.dev/revision";
 /// Prefix of the per-file checksum annotations on pod templates.
