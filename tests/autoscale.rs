@@ -397,3 +397,51 @@ async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
     env.cleanup().await;
 }
 }
+
+on_each_slurm! {
+async fn a_node_set_at_zero_scales_out_for_a_job_in_its_empty_partition_and_the_job_runs() {
+    let env = TestEnv::new("autoscale-zero").await;
+    env.grant_slurmops_role().await;
+    let w = env.name("z");
+    // The bed's `zero` partition has no worker yet, only the FUTURE placeholder its autoscaled
+    // NodeSet renders; this NodeSet's workers join it through the `zero` feature.
+    let yaml = support::cluster_head("c", &env.ns)
+        + &format!(
+            r#"  nodeSets:
+    - name: {w}
+      replicas: 0
+      cpu: "1"
+      memory: 256Mi
+      features: [zero]
+      autoscale: {{min: 0, max: 2, scaleDownDelay: 6s}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+    - {{name: zero, nodeSets: [{w}]}}
+"#
+        );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), &yaml).unwrap();
+    let out = slurmops(dir.path(), &["apply", "--wait", "90s"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    assert_eq!(replicas(&sts, &w).await, Some(0));
+    // Slurm takes the job although the partition has no worker (no error 2014).
+    let job = submit_to_partition("zero", 5).await;
+    let mut autoscaler = slurmops(dir.path(), &["autoscale", "--interval", "1s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    eventually("scaled out from 0 to 1", Duration::from_secs(30), async || {
+        (replicas(&sts, &w).await == Some(1)).then_some(())
+    })
+    .await;
+    eventually("the job COMPLETED on the new worker", Duration::from_secs(90), async || {
+        (job_state(job).await == vec!["COMPLETED".to_string()]).then_some(())
+    })
+    .await;
+    let _ = autoscaler.kill();
+    let _ = autoscaler.wait();
+    env.cleanup().await;
+}
+}

@@ -82,6 +82,13 @@ pub fn node_range(ns: &NodeSet) -> String {
     }
 }
 
+/// The FUTURE node of a NodeSet that autoscales from zero (`NAME-future`): in the NodeSet through
+/// its features, sized like a worker, so that Slurm accepts (and holds) the jobs its first workers
+/// will run. Never a worker's name (those end in a number).
+pub fn placeholder(ns: &NodeSet) -> String {
+    format!("{}-future", ns.name)
+}
+
 /// The `--conf` line of a NodeSet's dynamic slurmd: its features, GPUs, size and weight.
 pub fn slurmd_conf(ns: &NodeSet) -> String {
     let mut features = vec![ns.name.clone()];
@@ -277,10 +284,16 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
         .iter()
         .map(|n| context! { name => n.name })
         .collect();
+    let future: Vec<_> = s
+        .node_sets
+        .iter()
+        .filter(|n| n.autoscale.as_ref().is_some_and(|a| a.min == 0))
+        .map(|n| context! { name => placeholder(n), conf => slurmd_conf(n) })
+        .collect();
     let slurm_conf = render(
         &env,
         "slurm.conf",
-        context! { cluster_name => names.cluster_name, params => lines(slurm_conf_params(c, names)), node_sets, partitions },
+        context! { cluster_name => names.cluster_name, params => lines(slurm_conf_params(c, names)), node_sets, partitions, future },
     );
     files.insert("slurm.conf".into(), slurm_conf);
     files.insert(
