@@ -196,12 +196,25 @@ fn check_example(dir: &str) {
         }
     }
     if c.spec.controller.metrics.enabled {
-        // metrics/openmetrics answers on slurmctld's own port, counting the registered workers.
+        // metrics/openmetrics answers on slurmctld's own port, counting the registered workers
+        // and the FUTURE placeholders of NodeSets that autoscale from zero.
         let metrics = http_get(ctld_port, "/metrics/nodes");
+        let placeholders: Vec<String> = c
+            .spec
+            .node_sets
+            .iter()
+            .filter(|n| n.autoscale.as_ref().is_some_and(|a| a.min == 0))
+            .map(slurmops::render::slurm::placeholder)
+            .collect();
+        for p in &placeholders {
+            assert!(
+                metrics.contains(&format!("node=\"{p}\"")),
+                "{dir}: placeholder {p} missing from /metrics/nodes: {metrics}"
+            );
+        }
+        let nodes = c.spec.node_sets.len() + placeholders.len();
         assert!(
-            metrics
-                .lines()
-                .any(|l| l == format!("slurm_nodes {}", c.spec.node_sets.len())),
+            metrics.lines().any(|l| l == format!("slurm_nodes {nodes}")),
             "{dir}: slurmctld's /metrics/nodes: {metrics}"
         );
         // Every endpoint the ServiceMonitor scrapes answers, and the dashboard asks only for
