@@ -5,7 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
+use support::slurm::cli as slurmops;
 use support::slurm::client as slurm;
 use support::slurm::{job_state, submit_to_partition};
 use support::{TestEnv, bed, eventually};
@@ -34,21 +35,6 @@ fn cluster_yaml(ns: &str, w: &str) -> String {
     - {{name: burst, nodeSets: [{w}]}}
 "#
         )
-}
-
-fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
-    let b = bed();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
-    c.args(args)
-        .arg(dir)
-        .args([
-            "--slurmrestd-url",
-            &b.slurmrestd_url,
-            "--slurm-jwt",
-            &b.slurm_jwt,
-        ])
-        .env("KUBECONFIG", &b.kubeconfig_restricted);
-    c
 }
 
 async fn replicas(sts: &Api<StatefulSet>, name: &str) -> Option<i32> {

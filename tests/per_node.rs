@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,7 +15,7 @@ use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
 use support::slurm::{client as slurm, job_state, submit_sleep};
-use support::{TestEnv, bed, eventually};
+use support::{TestEnv, eventually};
 
 /// The label that puts a Kubernetes node in the test's pool.
 const POOL: &str = "slurmops.test/pool";
@@ -36,19 +35,8 @@ fn cluster_yaml(ns: &str, set: &str, pool: &str) -> String {
         )
 }
 
-fn apply(dir: &std::path::Path, wait: &str) -> Command {
-    let b = bed();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
-    c.args(["apply", "--wait", wait])
-        .arg(dir)
-        .args([
-            "--slurmrestd-url",
-            &b.slurmrestd_url,
-            "--slurm-jwt",
-            &b.slurm_jwt,
-        ])
-        .env("KUBECONFIG", &b.kubeconfig_restricted);
-    c
+fn apply(dir: &std::path::Path, wait: &str) -> std::process::Command {
+    support::slurm::cli(dir, &["apply", "--wait", wait])
 }
 
 fn applied(out: std::process::Output) {

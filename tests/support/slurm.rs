@@ -430,3 +430,20 @@ pub fn conf_cache(instance: &str, name: &str, file: &str) -> Option<String> {
     let path = format!("/var/spool/slurm-{instance}/d/{name}/conf-cache/{file}");
     run(&["exec", instance, "cat", &path], &[]).ok()
 }
+
+/// `slurmops ARGS DIR` as the restricted identity, talking to the bed's slurmrestd of this
+/// process's release.
+pub fn cli(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let b = super::bed();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"));
+    c.args(args)
+        .arg(dir)
+        .args([
+            "--slurmrestd-url",
+            &b.slurmrestd_url,
+            "--slurm-jwt",
+            &b.slurm_jwt,
+        ])
+        .env("KUBECONFIG", &b.kubeconfig_restricted);
+    c
+}
