@@ -31,6 +31,8 @@ use prune::{check_scale_in, prune_set};
 pub const FIELD_MANAGER: &str = "slurmops";
 /// Field manager owning `spec.replicas` of autoscaled NodeSets (so apply never fights it).
 pub const AUTOSCALE_MANAGER: &str = "slurmops-autoscale";
+/// Field manager of a NodeSet's canary verdict (an annotation of its workload).
+pub const CANARY_MANAGER: &str = "slurmops-canary";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

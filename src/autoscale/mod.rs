@@ -417,6 +417,7 @@ spec:
             state_reason: reason.into(),
             node_count: nodes,
             exclusive,
+            ..Job::default()
         }
     }
 

@@ -292,10 +292,16 @@ pub struct RolloutArgs {
     slurmrestd_url: String,
     #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
     slurm_jwt: String,
+    /// Proceed past this NodeSet's failed canary on purpose (recorded as an Event), then roll it.
+    #[arg(long, value_name = "NODESET")]
+    resume: Option<String>,
 }
 
 /// `slurmops rollout`: replaces outdated workers, draining each through Slurm first.
-pub fn rollout_cmd(a: RolloutArgs) -> i32 {
+pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
+    if a.resume.is_some() {
+        a.node_set = a.resume.clone();
+    }
     let Ok(loaded) = read(&a.path) else {
         return EXIT_ERROR;
     };
@@ -328,6 +334,13 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
+        if let Some(set) = &a.resume {
+            let e =
+                crate::controller::act::resume_canary(&cluster.client, &c.metadata.namespace, set)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            println!("{set}: {e}");
+        }
         // Every NodeSet at once, each within its own maxUnavailable; one NodeSet is watched, many
         // are polled (no watch streams per NodeSet).
         let watch = sets.len() == 1;
@@ -335,6 +348,7 @@ pub fn rollout_cmd(a: RolloutArgs) -> i32 {
             let settings = crate::rollout::Settings {
                 observer: observer.clone(),
                 watch,
+                canary: crate::spec::canary::Validation::of(&c.spec, ns),
                 ..crate::rollout::Settings::of(ns)
             };
             let (client, slurm, namespace) = (&cluster.client, &slurm, &c.metadata.namespace);
@@ -382,6 +396,8 @@ fn leaving_of_managed(
         replicas: pods.len() as u32,
         update_revision: None,
         managed: true,
+        canary: None,
+        current_revision: None,
         workers: pods
             .iter()
             .filter_map(crate::controller::observe::worker)

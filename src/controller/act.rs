@@ -2,14 +2,18 @@
 //! client's and kube's timeouts), checking before every write that this process may still write
 //! (fencing: a replica that lost the Lease stops before its next write).
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplate};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use super::decide::Action;
 use super::{Fence, PassError};
+use crate::apply::CANARY_MANAGER;
+use crate::render::names::ANNOTATION_CANARY;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
+use crate::spec::canary::{SCRIPT_END, ScriptRef};
 
 /// What acting on one NodeSet did, and the Slurm error that stopped it (its other steps wait for
 /// the next pass: nothing is deleted on an unknown).
@@ -19,6 +23,8 @@ pub struct Acted {
     pub slurm_error: Option<SlurmError>,
     /// Workers Slurm refused to put in their block, and its answer (no outage: other steps go on).
     pub unplaced: Vec<String>,
+    /// A canary's script could not be read (its ConfigMap): the validation waits.
+    pub canary_error: Option<String>,
 }
 
 pub async fn act<S: SlurmNodes>(
@@ -72,6 +78,49 @@ pub async fn act<S: SlurmNodes>(
                     }
                 }
             }
+            Action::Submit { job, from } => {
+                let job = match from {
+                    None => job.clone(),
+                    Some(r) => match script_of(pods, r).await {
+                        Ok(text) => crate::slurm::JobRequest {
+                            script: super::canary::wrap(&job.name, &text),
+                            ..job.clone()
+                        },
+                        Err(e) => {
+                            out.canary_error = Some(e);
+                            continue;
+                        }
+                    },
+                };
+                match slurm.submit(&job).await {
+                    Ok(id) => Event::CanarySubmitted {
+                        job: id,
+                        nodes: job.nodes.clone(),
+                    },
+                    Err(e) => {
+                        out.slurm_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            Action::Cancel { job } => match slurm.cancel(*job).await {
+                Ok(()) => Event::CanaryCancelled { job: *job },
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
+            Action::Hold { node, reason } => match slurm.drain(node, reason).await {
+                Ok(_) => Event::CanaryHeld {
+                    node: node.clone(),
+                    reason: reason.clone(),
+                },
+                Err(SlurmError::UnknownNode(_)) => continue,
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
             Action::Delete { pod, uid, forced } => {
                 if !delete(pods, pod, uid)
                     .await
@@ -92,6 +141,35 @@ pub async fn act<S: SlurmNodes>(
         out.events.push(event);
     }
     Ok(out)
+}
+
+/// Most bytes of a validation script read from a ConfigMap.
+const MAX_SCRIPT: usize = 64 * 1024;
+
+/// The validation script in the ConfigMap R (of the pods' namespace).
+async fn script_of(pods: &Api<Pod>, r: &ScriptRef) -> Result<String, String> {
+    let ns = pods.namespace().unwrap_or("default");
+    let cms: Api<ConfigMap> = Api::namespaced(pods.clone().into_client(), ns);
+    let what = format!("canary script: ConfigMap {ns}/{} key {}", r.name, r.key);
+    let cm = match cms.get_opt(&r.name).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => {
+            return Err(format!(
+                "{what}: no such ConfigMap (create it, or fix configMapRef)"
+            ));
+        }
+        Err(e) => return Err(format!("{what}: cannot be read: {e}")),
+    };
+    let text = cm
+        .data
+        .and_then(|d| d.get(&r.key).cloned())
+        .ok_or_else(|| format!("{what}: no such key (add it, or fix configMapRef.key)"))?;
+    if text.len() > MAX_SCRIPT || text.lines().any(|l| l.trim() == SCRIPT_END) {
+        return Err(format!(
+            "{what}: more than {MAX_SCRIPT} bytes, or a line {SCRIPT_END} (which would end it)"
+        ));
+    }
+    Ok(text)
 }
 
 /// Deletes POD if it is still the one observed (uid); false when it is already gone or replaced.
@@ -177,4 +255,129 @@ fn pod_for(template: &PodTemplate, service: &str, name: &str, node: Option<&str>
         spec: Some(spec),
         status: None,
     })
+}
+
+/// Keeps a canary's verdict R on SET's workload (annotation, field manager `slurmops-canary`) and
+/// records it as an Event on it.
+pub async fn record(
+    client: &kube::Client,
+    namespace: &str,
+    set: &super::decide::SetView,
+    r: &super::canary::Record,
+) -> Result<Event, PassError> {
+    use super::canary::Verdict;
+    let (api_version, kind) = match set.managed {
+        true => ("v1", "PodTemplate"),
+        false => ("apps/v1", "StatefulSet"),
+    };
+    let body = serde_json::json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": set.name, "namespace": namespace,
+                     "annotations": {ANNOTATION_CANARY: r.to_json()}}});
+    let pp = PatchParams::apply(CANARY_MANAGER);
+    let what = format!(
+        "record the canary verdict on {kind} {namespace}/{}",
+        set.name
+    );
+    let kube_err = |source| PassError::Kube {
+        what: what.clone(),
+        source,
+    };
+    let uid = match set.managed {
+        true => {
+            Api::<PodTemplate>::namespaced(client.clone(), namespace)
+                .patch(&set.name, &pp, &Patch::Apply(&body))
+                .await
+                .map_err(kube_err)?
+                .metadata
+                .uid
+        }
+        false => {
+            Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                .patch(&set.name, &pp, &Patch::Apply(&body))
+                .await
+                .map_err(kube_err)?
+                .metadata
+                .uid
+        }
+    };
+    let job = r.job.map(|j| format!(" (job {j})")).unwrap_or_default();
+    let (reason, message) = match r.verdict {
+        Verdict::Passed => (
+            "CanaryPassed",
+            format!(
+                "canary of revision {} passed{job}: the rest rolls",
+                r.revision
+            ),
+        ),
+        Verdict::Failed => (
+            "CanaryFailed",
+            format!(
+                "canary of revision {} failed{job}: {}; the rollout is halted, the canaries stay drained",
+                r.revision,
+                r.error.as_deref().unwrap_or("no error reported")
+            ),
+        ),
+        Verdict::Resumed => (
+            "CanaryOverridden",
+            format!(
+                "rollout of revision {} resumed past its failed canary by an operator",
+                r.revision
+            ),
+        ),
+    };
+    let note = crate::status::Note {
+        involved: ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: Some(set.name.clone()),
+            namespace: Some(namespace.into()),
+            uid,
+            ..ObjectReference::default()
+        },
+        reason,
+        message: message.clone(),
+        warning: r.verdict != Verdict::Passed,
+    };
+    // The Event is for people; failing to record it does not undo the verdict.
+    let _ = crate::status::record(client, note).await;
+    Ok(Event::CanaryVerdict {
+        passed: r.verdict != Verdict::Failed,
+        message,
+    })
+}
+
+/// `slurmops rollout --resume NODE_SET`: an operator proceeds past the failed canary of the
+/// NodeSet's current revision. Recorded on the workload and as an Event; the next pass resumes
+/// the canaries and rolls the rest.
+pub async fn resume_canary(
+    client: &kube::Client,
+    namespace: &str,
+    node_set: &str,
+) -> Result<Event, PassError> {
+    use super::canary::{Record, Verdict};
+    let scope = super::observe::Scope::node_set(namespace, node_set);
+    let obs = super::observe::observe(client, &scope, None, None::<&crate::slurm::Client>)
+        .await
+        .map_err(|source| PassError::Kube {
+            what: format!("read NodeSet {node_set}"),
+            source,
+        })?;
+    let set = obs.sets.get(node_set).ok_or_else(|| {
+        PassError::Missing(format!(
+            "NodeSet {node_set}: no workload in {namespace} (apply cluster.yaml first)"
+        ))
+    })?;
+    let rev = set.update_revision.clone().unwrap_or_default();
+    let failed = Record::parse(set.canary.as_deref())
+        .filter(|r| r.revision == rev && r.verdict == Verdict::Failed)
+        .ok_or_else(|| {
+            PassError::Missing(format!(
+                "NodeSet {node_set}: no failed canary to resume past (revision {rev}); nothing changed"
+            ))
+        })?;
+    let r = Record {
+        verdict: Verdict::Resumed,
+        ..failed
+    };
+    record(client, namespace, set, &r).await
 }

@@ -109,6 +109,8 @@ mod tests {
             replicas: 5,
             update_revision: Some("r".into()),
             managed: false,
+            canary: None,
+            current_revision: None,
             workers: vec![
                 worker(0, Some("k1")),
                 worker(1, Some("k2")),

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::canary::{Gate, REASON_CANARY_FAILED};
 use crate::rollout::{Candidate, order};
 use crate::slurm::{Job, Node, REASON_PREFIX};
 
@@ -30,6 +31,9 @@ pub fn controller_drain(n: &Node) -> bool {
         ]
         .iter()
         .any(|r| n.reason == format!("{REASON_PREFIX} {r}"))
+        || n.state.has("DRAIN")
+            && n.reason
+                .starts_with(&format!("{REASON_PREFIX} {REASON_CANARY_FAILED}:"))
 }
 
 /// One worker pod as observed.
@@ -59,6 +63,11 @@ pub struct SetView {
     pub workers: Vec<Worker>,
     /// Pods slurmops makes and deletes itself (a perNode NodeSet's), not a StatefulSet's.
     pub managed: bool,
+    /// The canary record of the workload (`slurmops.dev/canary`): the last verdict, raw.
+    pub canary: Option<String>,
+    /// The revision every worker ran before the update began (a StatefulSet's
+    /// `currentRevision`): rolling back to it needs no canary.
+    pub current_revision: Option<String>,
 }
 
 /// What git wants of the NodeSet.
@@ -100,6 +109,8 @@ pub struct Policy {
     pub force: bool,
     /// Seconds a Ready worker may stay unknown to Slurm before it is replaced.
     pub registration_grace: i64,
+    /// What the rollout's canary lets it do.
+    pub gate: Gate,
 }
 
 impl Default for Policy {
@@ -109,6 +120,7 @@ impl Default for Policy {
             drain_timeout: None,
             force: false,
             registration_grace: 300,
+            gate: Gate::Open,
         }
     }
 }
@@ -153,6 +165,15 @@ pub enum Action {
     Resume { node: String },
     /// Put the worker's Slurm node in the block of its Kubernetes node (`TOPOLOGY:BLOCK`).
     SetTopology { node: String, topology: String },
+    /// Submit a canary's validation job (its script read from the ConfigMap FROM, when set).
+    Submit {
+        job: crate::slurm::JobRequest,
+        from: Option<crate::spec::canary::ScriptRef>,
+    },
+    /// Cancel a validation job that no longer decides anything.
+    Cancel { job: u64 },
+    /// DRAIN with `slurmops: REASON`, replacing a reason of ours (a failed canary).
+    Hold { node: String, reason: String },
 }
 
 /// A job that holds a worker.
@@ -195,6 +216,9 @@ pub struct Progress {
     /// Workers in no block although their NodeSet is in block topology, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unplaced: Vec<String>,
+    /// The rollout's canary, when the NodeSet has one and a rollout needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<super::canary::CanaryProgress>,
     pub done: bool,
 }
 
@@ -209,6 +233,8 @@ pub struct Decision {
     pub keep: bool,
     /// Pods to make now (slurmops-made NodeSets): (pod, the Kubernetes node it is bound to).
     pub create: Vec<(String, Option<String>)>,
+    /// A canary verdict to keep on the workload once the actions are done.
+    pub record: Option<super::canary::Record>,
 }
 
 /// The workers of a NodeSet in ordinal order.
@@ -260,8 +286,16 @@ pub fn decide(
         }
     }
     let expected = set.replicas.min(target.unwrap_or(set.replicas));
-    if let Some(rev) = &set.update_revision {
-        roll(&staying, expected, rev, policy, slurm, now, &mut d);
+    match (&set.update_revision, policy.gate) {
+        // A failed canary: nothing rolls, the updated workers are only counted.
+        (Some(rev), Gate::Halt) => {
+            d.progress.updated = staying
+                .iter()
+                .filter(|w| w.revision == *rev && w.ready && !w.deleting)
+                .count() as u32;
+        }
+        (Some(rev), _) => roll(&staying, expected, rev, policy, slurm, now, &mut d),
+        (None, _) => {}
     }
     let settled = staying.len() as u32 == expected && d.progress.updated == expected;
     d.progress.done = set.update_revision.is_some()
@@ -352,7 +386,7 @@ fn roll(
             continue;
         }
         if w.revision == *rev {
-            updated(w, node, d);
+            updated(w, node, matches!(p.gate, Gate::Limit(_)), d);
             if !w.ready {
                 out += 1;
             }
@@ -407,7 +441,18 @@ fn roll(
         });
     }
     let mut room = (p.max_unavailable.max(1) as usize).saturating_sub(out);
+    // Under a canary, at most that many workers leave the old revision until it is validated.
+    let mut canary_room = match p.gate {
+        Gate::Limit(n) => {
+            (n as usize).saturating_sub(d.progress.updated as usize + d.progress.in_flight.len())
+        }
+        _ => usize::MAX,
+    };
     for pod in order(&candidates) {
+        if canary_room == 0 {
+            break;
+        }
+        canary_room -= 1;
         let ready = candidates.iter().any(|c| c.pod == pod && c.ready);
         // A worker that is not Ready is out already: draining it costs no room.
         if ready {
@@ -425,8 +470,9 @@ fn roll(
 }
 
 /// An updated worker: counted when Ready; a drain the controller set is resumed once its slurmd
-/// answers (replaced and registered, or a change that was reverted before its pod went).
-fn updated(w: &Worker, node: Option<&Node>, d: &mut Decision) {
+/// answers (replaced and registered, or a change that was reverted before its pod went). HOLD:
+/// a canary not validated yet keeps it (the canary resumes it once its job is submitted).
+fn updated(w: &Worker, node: Option<&Node>, hold: bool, d: &mut Decision) {
     if !w.ready {
         d.progress.in_flight.push(w.name.clone());
         return;
@@ -436,7 +482,7 @@ fn updated(w: &Worker, node: Option<&Node>, d: &mut Decision) {
         return;
     };
     if controller_drain(n) {
-        if !n.state.has("NOT_RESPONDING") {
+        if !hold && !n.state.has("NOT_RESPONDING") {
             d.actions.push(Action::Resume {
                 node: w.name.clone(),
             });

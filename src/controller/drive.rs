@@ -27,6 +27,15 @@ pub enum RolloutError {
         after: Duration,
         waiting: String,
     },
+    #[error(
+        "NodeSet {node_set}: canary failed{job}: {error}. The rollout is halted and the canaries ({canaries}) stay drained; push a fix or a revert, or run `slurmops rollout --resume {node_set}` to proceed anyway"
+    )]
+    CanaryFailed {
+        node_set: String,
+        job: String,
+        error: String,
+        canaries: String,
+    },
 }
 
 /// The controller's policy and the driver's limits for rollout SETTINGS.
@@ -37,6 +46,7 @@ pub fn split(settings: &Settings) -> (Policy, Until) {
             drain_timeout: settings.drain_timeout.map(|d| d.as_secs() as i64),
             force: settings.force_after_timeout,
             registration_grace: settings.registration_grace.as_secs() as i64,
+            gate: super::canary::Gate::Open,
         },
         Until {
             poll: settings.poll,
@@ -79,6 +89,7 @@ pub async fn roll(
                 namespace,
                 node_set,
                 policy,
+                settings.canary.as_ref(),
                 cache.as_ref().filter(|_| !s.fresh),
                 always,
                 observer,
@@ -209,6 +220,7 @@ where
             _ => {}
         }
         driven.progress = out.progress.clone();
+        canary_failed(&out)?;
         if out.done && deleted.is_empty() {
             driven.done = true;
             return Ok(driven);
@@ -277,6 +289,28 @@ fn back(out: &Outcome, deleted: &BTreeSet<(String, String)>) -> Vec<(String, Str
         })
         .cloned()
         .collect()
+}
+
+/// A halted canary ends the drive: nothing moves until git or an operator says so.
+fn canary_failed(out: &Outcome) -> Result<(), RolloutError> {
+    for p in &out.progress {
+        if let Some(c) = p.canary.as_ref().filter(|c| c.stage == "failed") {
+            return Err(RolloutError::CanaryFailed {
+                node_set: p.node_set.clone(),
+                job: c
+                    .jobs
+                    .first()
+                    .map(|j| format!(" (job {j})"))
+                    .unwrap_or_default(),
+                error: c
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "no error reported".into()),
+                canaries: c.canaries.join(", "),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Replaced workers that do not come back within the progress timeout halt the driver. Workers

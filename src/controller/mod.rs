@@ -14,6 +14,7 @@
 
 pub mod act;
 pub mod blocks;
+pub mod canary;
 pub mod decide;
 pub mod drive;
 pub mod observe;
@@ -35,6 +36,7 @@ use crate::render::Rendered;
 use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
 use crate::spec::ClusterFile;
+use crate::spec::canary::Validation;
 
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
 /// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
@@ -185,6 +187,8 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             d.actions.retain(|a| match a {
                 Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
                 Action::SetTopology { .. } => true,
+                // A canary belongs to a rollout, which waits.
+                Action::Submit { .. } | Action::Cancel { .. } | Action::Hold { .. } => false,
                 // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).
                 Action::Delete { pod, .. } => leaving.contains(pod),
             });
@@ -197,9 +201,18 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             out.events
                 .extend(acted.events.into_iter().map(|e| (name.clone(), e)));
             d.progress.unplaced.extend(acted.unplaced);
+            if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
+                p.error = Some(e);
+            }
             if let Some(e) = acted.slurm_error {
                 out.slurm_error = Some(e.to_string());
             }
+        }
+        if let (None, Some(r), Some(set)) = (&out.slurm_error, &d.record, obs.sets.get(&name)) {
+            fenced(env)?;
+            let e = act::record(&env.cluster.client, ns, set, r).await?;
+            env.observer.emit(&name, &e);
+            out.events.push((name.clone(), e));
         }
         if out.slurm_error.is_none()
             && let (false, Some(t)) = (d.create.is_empty(), obs.templates.get(&name))
@@ -278,6 +291,7 @@ pub async fn pass_node_set<S: SlurmNodes>(
     namespace: &str,
     node_set: &str,
     policy: &Policy,
+    validation: Option<&Validation>,
     cache: Option<&Cache>,
     fence: &Fence<'_>,
     observer: &Observer,
@@ -296,8 +310,9 @@ pub async fn pass_node_set<S: SlurmNodes>(
             "NodeSet {node_set}: no StatefulSet {namespace}/{node_set} (apply cluster.yaml first)"
         )));
     };
-    let d = match &obs.slurm {
-        Ok(view) => decide::decide(set, &Want::Current, policy, view, obs.now),
+    let mut policy = *policy;
+    let mut d = match &obs.slurm {
+        Ok(view) => gated(set, &Want::Current, &mut policy, validation, view, obs.now),
         Err(_) => unknown(set, &Want::Current),
     };
     if out.slurm_error.is_none() && !d.actions.is_empty() {
@@ -308,7 +323,18 @@ pub async fn pass_node_set<S: SlurmNodes>(
             .into_iter()
             .map(|e| (node_set.to_string(), e))
             .collect();
+        if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
+            p.error = Some(e);
+        }
         out.slurm_error = acted.slurm_error.map(|e| e.to_string());
+    }
+    if let (None, Some(r)) = (&out.slurm_error, &d.record) {
+        if !fence() {
+            return Err(PassError::Fenced);
+        }
+        let e = act::record(client, namespace, set, r).await?;
+        observer.emit(node_set, &e);
+        out.events.push((node_set.to_string(), e));
     }
     out.done = d.progress.done && out.events.is_empty() && out.slurm_error.is_none();
     out.progress.push(d.progress);
@@ -351,6 +377,7 @@ pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u
         drain_timeout: Some(u.drain_timeout.as_secs() as i64),
         force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
         registration_grace,
+        gate: canary::Gate::Open,
     }
 }
 
@@ -415,15 +442,16 @@ fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String
             if let Want::Only { keep, .. } = &want {
                 s.replicas = keep.len() as u32;
             }
-            let p = spec.map_or(
+            let mut p = spec.map_or(
                 Policy {
                     registration_grace: grace,
                     ..Policy::default()
                 },
                 |n| policy(n, grace, s.replicas),
             );
+            let validation = spec.and_then(|n| Validation::of(&c.spec, n));
             let mut d = match &obs.slurm {
-                Ok(view) => decide::decide(&s, &want, &p, view, obs.now),
+                Ok(view) => gated(&s, &want, &mut p, validation.as_ref(), view, obs.now),
                 Err(_) => unknown(&s, &want),
             };
             if let Some(placed) = placed {
@@ -437,6 +465,36 @@ fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String
             (s.name.clone(), d)
         })
         .collect()
+}
+
+/// Decides SET under its canary (VALIDATION; without one a failed verdict still halts): the
+/// canary's steps (submit, resume, hold) go first.
+fn gated(
+    set: &SetView,
+    want: &Want,
+    p: &mut Policy,
+    validation: Option<&Validation>,
+    view: &SlurmView,
+    now: i64,
+) -> Decision {
+    let c = match validation {
+        Some(v) => canary::assess(v, set, view, now),
+        None => canary::Canaried {
+            gate: canary::recorded_gate(set),
+            ..canary::Canaried::default()
+        },
+    };
+    p.gate = c.gate;
+    let mut d = decide::decide(set, want, p, view, now);
+    if c.gate != canary::Gate::Open {
+        d.progress.done = false;
+    }
+    let mut actions = c.actions;
+    actions.append(&mut d.actions);
+    d.actions = actions;
+    d.record = c.record;
+    d.progress.canary = c.progress;
+    d
 }
 
 /// What a perNode NodeSet wants: the workers of its matching nodes. Without the nodes or Slurm
@@ -586,6 +644,8 @@ mod tests {
                 replicas: 1,
                 update_revision: Some("r2".into()),
                 managed: false,
+                canary: None,
+                current_revision: None,
                 workers: vec![w],
             },
         )]);

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use super::decide::{SetView, SlurmView, Worker};
 use super::watch::Cache;
 pub use super::watch::Scope;
-use crate::render::names::{LABEL_NODESET, LABEL_REVISION};
+use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
 
@@ -169,6 +169,8 @@ pub fn managed_views(
                 replicas,
                 update_revision: revision,
                 managed: true,
+                canary: canary_record(&t.metadata),
+                current_revision: None,
                 workers,
             };
             (name.clone(), v)
@@ -186,8 +188,19 @@ fn view(name: String, s: &StatefulSet, pods: &[&Pod]) -> SetView {
         replicas,
         update_revision: status.update_revision.filter(|_| seen),
         managed: false,
+        canary: canary_record(&s.metadata),
+        current_revision: status.current_revision.filter(|_| seen),
         workers: pods.iter().filter_map(|p| worker(p)).collect(),
     }
+}
+
+/// The canary record annotation, when it is of a sane size (it is read from the cluster).
+fn canary_record(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+    m.annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_CANARY))
+        .filter(|v| v.len() <= 16 * 1024)
+        .cloned()
 }
 
 /// One worker pod as `decide` sees it.

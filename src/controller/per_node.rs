@@ -311,6 +311,8 @@ mod tests {
             replicas: 4,
             update_revision: Some("r1".into()),
             managed: true,
+            canary: None,
+            current_revision: None,
             workers: (0..4).map(|i| worker(&format!("gpu-{i}"), "n")).collect(),
         };
         let node = |name: &str, flags: &[&str], reason: &str| Node {
@@ -332,6 +334,7 @@ mod tests {
             state_reason: String::new(),
             node_count: 1,
             exclusive: false,
+            ..Job::default()
         };
         let slurm = SlurmView::new(
             vec![
@@ -363,6 +366,8 @@ mod tests {
             replicas: 2,
             update_revision: Some("r1".into()),
             managed: false,
+            canary: None,
+            current_revision: None,
             workers: vec![worker("gpu-0", "n0"), worker("gpu-2", "n2")],
         };
         let p = pod(json!({"nodeSelector": {"pool": "gpu"}}));

@@ -38,6 +38,7 @@ pub struct Metrics {
     rollout_steps: Family<Labels, Counter>,
     rollout_workers: Family<Labels, Gauge>,
     waiting_on_jobs: Gauge,
+    canary_halted: Family<Labels, Gauge>,
     passes: Counter,
     /// The first pass finished (`/readyz`).
     pub ready: bool,
@@ -75,6 +76,7 @@ impl Metrics {
             rollout_steps: Family::default(),
             rollout_workers: Family::default(),
             waiting_on_jobs: Gauge::default(),
+            canary_halted: Family::default(),
             passes: Counter::default(),
             ready: false,
         };
@@ -134,6 +136,11 @@ impl Metrics {
             "Workers waiting for running jobs to end before they can be replaced or removed",
             m.waiting_on_jobs.clone(),
         );
+        r.register(
+            "slurmops_canary_halted",
+            "1 for a NodeSet whose rollout a failed canary halted (its canaries stay drained)",
+            m.canary_halted.clone(),
+        );
         m
     }
 }
@@ -186,6 +193,11 @@ impl Metrics {
             Event::Ready { .. } => "ready",
             Event::SlurmUnreachable { .. } => "slurm_unreachable",
             Event::SlurmBack => "slurm_back",
+            Event::CanarySubmitted { .. } => "canary_submit",
+            Event::CanaryCancelled { .. } => "canary_cancel",
+            Event::CanaryHeld { .. } => "canary_hold",
+            Event::CanaryVerdict { passed: true, .. } => "canary_passed",
+            Event::CanaryVerdict { passed: false, .. } => "canary_failed",
         };
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])
@@ -195,8 +207,14 @@ impl Metrics {
     /// Sets the rollout gauges from the last pass (NodeSets that left are dropped).
     pub fn progress(&self, p: &[Progress]) {
         self.rollout_workers.clear();
+        self.canary_halted.clear();
         let mut waiting = 0;
         for s in p {
+            if let Some(c) = &s.canary {
+                self.canary_halted
+                    .get_or_create(&vec![("node_set", escape(&s.node_set))])
+                    .set(i64::from(c.stage == "failed"));
+            }
             for (state, n) in [
                 ("updated", s.updated as usize),
                 ("in_flight", s.in_flight.len()),

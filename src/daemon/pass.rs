@@ -363,6 +363,31 @@ fn record(
     }
     state.held = out.held;
     state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
+    // A failed canary marks the commit: it applied, and its rollout is halted.
+    let halted: Vec<String> = out
+        .progress
+        .iter()
+        .filter_map(|p| {
+            let c = p.canary.as_ref().filter(|c| c.stage == "failed")?;
+            Some(format!(
+                "NodeSet {}: canary failed{}: {}",
+                p.node_set,
+                c.jobs
+                    .first()
+                    .map(|j| format!(" (job {j})"))
+                    .unwrap_or_default(),
+                c.error.as_deref().unwrap_or("no error reported")
+            ))
+        })
+        .collect();
+    if !halted.is_empty() {
+        if state.status.result != "canary-failed" {
+            tracing::warn!(commit = %commit, result = "canary-failed", "commit {}: {}", short(commit), halted.join("; "));
+        }
+        state.status.result = "canary-failed".into();
+        state.status.result_commit = commit.clone();
+        state.status.errors = halted.join("\n");
+    }
     if connected {
         state.status.slurm = match &out.slurm_error {
             Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),

@@ -19,6 +19,9 @@ pub const LABEL_BUSY: &str = "slurmops.dev/busy";
 /// Annotation on the PodTemplate of a NodeSet whose pods slurmops makes: the workers autoscale
 /// wants (owned by its field manager, as a StatefulSet's `spec.replicas` is).
 pub const ANNOTATION_REPLICAS: &str = "slurmops.dev/replicas";
+/// The verdict of a NodeSet's last canary, on its StatefulSet or PodTemplate (field manager
+/// `slurmops-canary`): written by the controller, read back on every pass.
+pub const ANNOTATION_CANARY: &str = "slurmops.dev/canary";
 /// The revision of a perNode NodeSet's PodTemplate, copied into the pods made from it.
 pub const LABEL_REVISION: &str = "slurmops.dev/revision";
 /// Prefix of the per-file checksum annotations on pod templates.

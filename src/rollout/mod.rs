@@ -36,6 +36,8 @@ pub struct Settings {
     pub watch: bool,
     /// Called with every event as it happens (progress on the terminal, logs).
     pub observer: Observer,
+    /// The NodeSet's canary (cluster.yaml's `update.canary`, with its partition).
+    pub canary: Option<crate::spec::canary::Validation>,
 }
 
 /// A callback for rollout events.
@@ -90,6 +92,7 @@ impl Default for Settings {
             poll: Duration::from_millis(500),
             watch: true,
             observer: Observer::default(),
+            canary: None,
         }
     }
 }
@@ -120,6 +123,25 @@ pub enum Event {
     Block {
         node: String,
         topology: String,
+    },
+    /// A canary's validation job was submitted on NODES.
+    CanarySubmitted {
+        job: u64,
+        nodes: Vec<String>,
+    },
+    /// A validation job was cancelled (another one failed, or its canaries changed).
+    CanaryCancelled {
+        job: u64,
+    },
+    /// A canary's verdict was recorded on the workload.
+    CanaryVerdict {
+        passed: bool,
+        message: String,
+    },
+    /// A canary failed: the worker stays drained with REASON.
+    CanaryHeld {
+        node: String,
+        reason: String,
     },
     /// slurmrestd cannot be asked: the rollout pauses, nothing is deleted.
     SlurmUnreachable {
@@ -156,6 +178,16 @@ impl std::fmt::Display for Event {
                 "Slurm unreachable, rollout paused, nothing is deleted until it answers: {error}"
             ),
             Event::SlurmBack => write!(f, "Slurm answers again, rollout continues"),
+            Event::CanaryVerdict { message, .. } => write!(f, "{message}"),
+            Event::CanarySubmitted { job, nodes } => write!(
+                f,
+                "canary validation job {job} submitted on {}",
+                nodes.join(", ")
+            ),
+            Event::CanaryCancelled { job } => write!(f, "canary validation job {job} cancelled"),
+            Event::CanaryHeld { node, reason } => {
+                write!(f, "{node} stays drained: slurmops: {reason}")
+            }
         }
     }
 }

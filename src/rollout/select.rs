@@ -58,6 +58,7 @@ mod tests {
             state_reason: String::new(),
             node_count: 1,
             exclusive: false,
+            ..Job::default()
         }
     }
 

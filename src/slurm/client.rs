@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use super::SlurmError;
 use super::auth::{Credentials, Issued};
 use super::model::{
-    ApiMessage, DataParser, Envelope, Job, JobsWire, Node, NodesWire, Reservation, ReservationsWire,
+    ApiMessage, DataParser, Envelope, Job, JobRequest, JobsWire, Node, NodesWire, Reservation,
+    ReservationsWire,
 };
 
 /// Slurm error numbers slurmops reacts to.
@@ -24,6 +25,9 @@ pub mod errno {
     /// (HTTP 500), 26.05 the one below (HTTP 422).
     pub const INVALID_NODE_STATE: i64 = 2028;
     pub const INVALID_NODE_STATE_TRANSITION: i64 = 2180;
+    /// The job is gone from slurmctld (purged), or ended already: nothing to cancel.
+    pub const INVALID_JOB_ID: i64 = 2017;
+    pub const ALREADY_DONE: i64 = 2021;
 }
 
 #[derive(Clone, Debug)]
@@ -299,6 +303,44 @@ impl Client {
             }
         }
         Ok(out)
+    }
+
+    /// Submits a batch job; its id.
+    pub async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
+        #[derive(serde::Deserialize)]
+        struct Submitted {
+            job_id: Option<u64>,
+        }
+        let p = self.parser().await?;
+        let body = self
+            .send(p, Method::POST, "job/submit", Some(job.body()))
+            .await?;
+        let s: Submitted = serde_json::from_slice(&body)
+            .map_err(|e| self.parse_error("job/submit", e.to_string()))?;
+        s.job_id
+            .ok_or_else(|| self.parse_error("job/submit", "no job_id in the answer".into()))
+    }
+
+    /// Cancels job ID (a job already ended is no error).
+    pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
+        let p = self.parser().await?;
+        match self
+            .send(p, Method::DELETE, &format!("job/{id}"), None)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(SlurmError::Api { errors, .. })
+                if errors.iter().any(|e| {
+                    matches!(
+                        e.error_number,
+                        Some(errno::ALREADY_DONE | errno::INVALID_JOB_ID)
+                    )
+                }) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {

@@ -15,7 +15,7 @@ pub mod model;
 use std::future::Future;
 
 pub use client::{Client, Config};
-pub use model::{ApiMessage, DataParser, Job, Node, NodeState, Reservation};
+pub use model::{ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation};
 
 /// Drain reasons slurmops sets start with this; only such drains are ever resumed by slurmops.
 pub const REASON_PREFIX: &str = "slurmops:";
@@ -132,6 +132,10 @@ pub trait SlurmNodes: Send + Sync {
         node: &str,
         topology: &str,
     ) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// Submits a batch job slurmops runs itself (a canary's validation); its id.
+    fn submit(&self, job: &JobRequest) -> impl Future<Output = Result<u64, SlurmError>> + Send;
+    /// Cancels a job slurmops submitted; harmless when it ended already.
+    fn cancel(&self, id: u64) -> impl Future<Output = Result<(), SlurmError>> + Send;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -221,6 +225,14 @@ impl SlurmNodes for Client {
 
     async fn set_topology(&self, node: &str, topology: &str) -> Result<(), SlurmError> {
         Client::set_topology(self, node, topology).await
+    }
+
+    async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
+        Client::submit(self, job).await
+    }
+
+    async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
+        Client::cancel(self, id).await
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {

@@ -125,7 +125,7 @@ pub struct Node {
     pub topology: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Job {
     pub id: u64,
     pub name: String,
@@ -145,6 +145,12 @@ pub struct Job {
     pub node_count: u32,
     /// It takes its nodes whole (`--exclusive`): no other job shares them.
     pub exclusive: bool,
+    /// The job's comment (a slurmops validation job writes its result there).
+    pub comment: String,
+    /// The batch script's exit code, once it ended.
+    pub exit_code: Option<i64>,
+    /// Submission (UNIX seconds).
+    pub submit_time: Option<i64>,
 }
 
 impl Job {
@@ -157,6 +163,43 @@ impl Job {
         ["RUNNING", "SUSPENDED", "COMPLETING"]
             .iter()
             .any(|s| self.has_state(s))
+    }
+}
+
+/// A batch job slurmops submits itself (a canary's validation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRequest {
+    pub name: String,
+    pub script: String,
+    pub partition: String,
+    /// Exactly these nodes, all of them.
+    pub nodes: Vec<String>,
+    pub time_limit_minutes: u32,
+}
+
+impl JobRequest {
+    /// The `job/submit` body (the same in v0.0.42 to v0.0.45). The job is submitted while its
+    /// nodes are still drained; the highest priority lets it start before any user job once they
+    /// are resumed. Its output goes nowhere: the job reports through its comment.
+    pub fn body(&self) -> serde_json::Value {
+        let n = self.nodes.len().max(1);
+        serde_json::json!({
+            "script": self.script,
+            "job": {
+                "name": self.name,
+                "partition": self.partition,
+                "required_nodes": self.nodes,
+                "minimum_nodes": n,
+                "maximum_nodes": n,
+                "tasks": n,
+                "time_limit": {"set": true, "infinite": false, "number": self.time_limit_minutes},
+                "priority": {"set": true, "infinite": false, "number": 4_294_967_293u32},
+                "current_working_directory": "/tmp",
+                "environment": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                "standard_output": "/dev/null",
+                "standard_error": "/dev/null",
+            }
+        })
     }
 }
 
@@ -320,6 +363,21 @@ pub struct JobWire {
     /// `["none"]` (or `["exclusive"]`) for a job that shares no node.
     #[serde(default)]
     shared: Vec<String>,
+    #[serde(default)]
+    comment: String,
+    #[serde(default)]
+    exit_code: ExitCodeWire,
+    #[serde(default, deserialize_with = "number")]
+    submit_time: Option<i64>,
+}
+
+/// `exit_code` of a job: `{status, return_code: number}`.
+#[derive(Deserialize, Default)]
+struct ExitCodeWire {
+    #[serde(default)]
+    status: Vec<String>,
+    #[serde(default, deserialize_with = "number")]
+    return_code: Option<i64>,
 }
 
 impl TryFrom<JobWire> for Job {
@@ -340,6 +398,15 @@ impl TryFrom<JobWire> for Job {
                 .node_count
                 .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
             exclusive: w.shared.iter().any(|x| x == "none" || x == "exclusive"),
+            comment: w.comment,
+            // PENDING/RUNNING jobs report status ["PENDING"] and code 0: not an exit yet.
+            exit_code: w.exit_code.return_code.filter(|_| {
+                w.exit_code
+                    .status
+                    .iter()
+                    .any(|s| s == "SUCCESS" || s == "ERROR" || s == "SIGNALED")
+            }),
+            submit_time: w.submit_time.filter(|t| *t > 0),
         })
     }
 }

@@ -805,6 +805,9 @@ pub struct UpdatePolicy {
     /// (killing the jobs still running on it).
     #[serde(default = "default_on_timeout")]
     pub on_timeout: OnTimeout,
+    /// Replace a few workers first and validate them with a Slurm job before the rest roll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<super::canary::Canary>,
 }
 
 impl Default for UpdatePolicy {
@@ -813,6 +816,7 @@ impl Default for UpdatePolicy {
             max_unavailable: default_max_unavailable(),
             drain_timeout: default_drain_timeout(),
             on_timeout: default_on_timeout(),
+            canary: None,
         }
     }
 }

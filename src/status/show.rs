@@ -4,6 +4,7 @@
 //! the time.
 
 use super::configmap::Status;
+use crate::controller::canary::CanaryProgress;
 use crate::controller::decide::{Progress, Waiting};
 
 fn short(c: &str) -> &str {
@@ -76,8 +77,13 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         "NodeSet", "revision", "updated", "state"
     );
     for p in ps {
+        let stage = p.canary.as_ref().map(|c| c.stage.as_str());
         let state = if p.done {
             "done"
+        } else if stage == Some("failed") {
+            "halted"
+        } else if stage == Some("validating") {
+            "canary"
         } else if !p.waiting.is_empty() {
             "waiting"
         } else if !p.leaving.is_empty() {
@@ -99,6 +105,9 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         );
         for u in &p.unplaced {
             out += &format!("  not in a block: {u}\n");
+        }
+        if let Some(c) = &p.canary {
+            out += &canary(c, &p.node_set);
         }
         for w in &p.waiting {
             out += &format!("  {}\n", waiting(w, now));
@@ -127,6 +136,46 @@ pub fn waiting(w: &Waiting, now: i64) -> String {
         jobs.join(", ")
     };
     format!("{} waits for {what} [{}]{since}", w.node, w.why)
+}
+
+/// The canary of a rollout in words: its stage, canaries, jobs, and for a failure the job's
+/// error, output tail and what to do.
+pub fn canary(c: &CanaryProgress, node_set: &str) -> String {
+    let jobs = match c.jobs.as_slice() {
+        [] => String::new(),
+        j => format!(
+            " (job {})",
+            j.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let on = if c.canaries.is_empty() {
+        String::new()
+    } else {
+        format!(" on {}", c.canaries.join(", "))
+    };
+    let mut out = match c.stage.as_str() {
+        "replacing" => {
+            format!("  canary: replacing the canaries{on}; the rest waits for their validation\n")
+        }
+        "validating" => format!("  canary: validating{on}{jobs}; the rest waits\n"),
+        "failed" => format!(
+            "  canary FAILED{jobs}{on}: {}\n  the rollout is halted and the canaries stay drained: push a fix or a revert, or `slurmops rollout --resume {node_set}` to proceed anyway\n",
+            c.error.as_deref().unwrap_or("no error reported")
+        ),
+        other => format!("  canary: {other}{jobs}\n"),
+    };
+    if c.stage != "failed"
+        && let Some(e) = &c.error
+    {
+        out += &format!("  canary waits: {e}\n");
+    }
+    if let Some(t) = &c.tail {
+        out += "  validation output (tail):\n";
+        for l in t.lines() {
+            out += &format!("    | {l}\n");
+        }
+    }
+    out
 }
 
 /// Every daemon's status of a namespace: one section per cluster (a daemon without `--cluster`
@@ -159,6 +208,7 @@ mod tests {
             updated: 2,
             in_flight: vec!["gpu-0".into()],
             unplaced: vec![],
+            canary: None,
             waiting: vec![Waiting {
                 node: "gpu-0".into(),
                 why: "rollout".into(),

@@ -27,6 +27,7 @@ fn job(id: u64, on: &str, end: i64) -> Job {
         state_reason: String::new(),
         node_count: 1,
         exclusive: false,
+        ..Job::default()
     }
 }
 
@@ -49,6 +50,8 @@ fn set(name: &str, replicas: u32, revs: &[&str]) -> SetView {
         replicas,
         update_revision: Some("new".into()),
         managed: false,
+        canary: None,
+        current_revision: None,
         workers: revs
             .iter()
             .enumerate()

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 mod accounting;
+mod canary;
 mod controller;
 mod pods;
 
@@ -486,6 +487,7 @@ impl Validator {
                 );
             }
             self.node_set(n, &names, &np);
+            self.canary(n, s, &np);
         }
     }
 

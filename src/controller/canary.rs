@@ -1,0 +1,466 @@
+//! The canary gate of a rollout, pure: from a NodeSet's workers, its canary record and Slurm's
+//! jobs to what the rollout may do this pass. A rollout under a canary replaces `replicas`
+//! workers first and keeps them drained; once all are Ready and registered, a validation job is
+//! submitted through slurmrestd pinned to exactly them (while still drained, with the highest
+//! priority, so no user job lands there first), and then they are resumed. A job that completes
+//! opens the gate: the rest of the NodeSet rolls. A job that fails, or does not end within its
+//! timeout, halts the rollout: the canaries are drained with `slurmops: canary failed: job N:
+//! <its error>` and nothing else moves until a new revision (a fix or a revert) or
+//! `slurmops rollout --resume`.
+//!
+//! Nothing is remembered in memory: the jobs are found in Slurm by name, and the verdict is kept
+//! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge).
+
+use serde::{Deserialize, Serialize};
+
+use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
+use crate::slurm::{Job, JobRequest, Node};
+use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
+
+/// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
+pub const JOB_PREFIX: &str = "slurmops-canary";
+/// The drain reason (after `slurmops: `) of a canary whose validation failed.
+pub const REASON_CANARY_FAILED: &str = "canary failed";
+/// Longest error line kept in a drain reason.
+const MAX_ERROR: usize = 160;
+
+/// A canary's verdict, as the workload's annotation keeps it (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub revision: String,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    /// An operator proceeded past a failed canary (`slurmops rollout --resume`).
+    Resumed,
+}
+
+impl Record {
+    /// The record an annotation holds; None when it is absent or not one.
+    pub fn parse(text: Option<&str>) -> Option<Record> {
+        serde_json::from_str(text?).ok()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The gate a recorded verdict alone sets (a driver without the canary's spec: a failed canary
+/// still halts the rollout).
+pub fn recorded_gate(set: &SetView) -> Gate {
+    let rev = set.update_revision.as_deref();
+    match Record::parse(set.canary.as_deref()) {
+        Some(r) if Some(r.revision.as_str()) == rev && r.verdict == Verdict::Failed => Gate::Halt,
+        _ => Gate::Open,
+    }
+}
+
+/// What the canary lets the rollout do this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gate {
+    /// No canary, or this revision is validated: roll as usual.
+    #[default]
+    Open,
+    /// At most this many workers on the new revision, and none of them resumed by the rollout
+    /// (the canary resumes them once their job is submitted).
+    Limit(u32),
+    /// The canary failed: no worker rolls.
+    Halt,
+}
+
+/// Where a NodeSet's canary stands, for `slurmops status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryProgress {
+    pub revision: String,
+    /// replacing, validating, failed, passed, resumed
+    pub stage: String,
+    pub canaries: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+}
+
+/// The canary's part of a pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Canaried {
+    pub gate: Gate,
+    /// Run before the rollout's own steps: submit, resume, cancel, hold.
+    pub actions: Vec<Action>,
+    /// A verdict to keep on the workload (after the actions succeeded).
+    pub record: Option<Record>,
+    pub progress: Option<CanaryProgress>,
+}
+
+/// The canary's decision for SET this pass. NOW is UNIX seconds.
+pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Canaried {
+    let Some(rev) = set.update_revision.as_deref() else {
+        return Canaried::default();
+    };
+    let record = Record::parse(set.canary.as_deref()).filter(|r| r.revision == rev);
+    let at_rev = at_revision(set, rev);
+    let progress = |stage: &str, r: Option<&Record>| CanaryProgress {
+        revision: rev.to_string(),
+        stage: stage.into(),
+        canaries: at_rev.iter().map(|w| w.name.clone()).collect(),
+        jobs: r.and_then(|r| r.job).into_iter().collect(),
+        error: r.and_then(|r| r.error.clone()),
+        tail: r.and_then(|r| r.tail.clone()),
+    };
+    match record.as_ref().map(|r| r.verdict) {
+        Some(v @ (Verdict::Passed | Verdict::Resumed)) => {
+            let stage = if v == Verdict::Passed {
+                "passed"
+            } else {
+                "resumed"
+            };
+            return Canaried {
+                progress: Some(progress(stage, record.as_ref())),
+                ..Canaried::default()
+            };
+        }
+        Some(Verdict::Failed) => {
+            return Canaried {
+                gate: Gate::Halt,
+                progress: Some(progress("failed", record.as_ref())),
+                ..Canaried::default()
+            };
+        }
+        None => {}
+    }
+    // Back to the revision the NodeSet ran before: nothing new to prove.
+    if set.current_revision.as_deref() == Some(rev) {
+        return Canaried::default();
+    }
+    let outdated = set.workers.iter().any(|w| w.revision != rev);
+    let held = at_rev
+        .iter()
+        .any(|w| slurm.nodes.get(&w.name).is_some_and(controller_drain));
+    // Nothing rolls (a new NodeSet, a settled one), or more workers than canaries run it already
+    // (what the NodeSet ran before a revert): no canary.
+    if (!outdated && !held) || at_rev.len() as u32 > cx.canary.replicas {
+        return Canaried::default();
+    }
+    let need = cx.canary.replicas.min(set.replicas.max(1)) as usize;
+    let limit = Gate::Limit(cx.canary.replicas);
+    let registered = at_rev
+        .iter()
+        .all(|w| w.ready && slurm.nodes.get(&w.name).is_some_and(answers));
+    if at_rev.len() < need || !registered {
+        return Canaried {
+            gate: limit,
+            progress: Some(progress("replacing", None)),
+            ..Canaried::default()
+        };
+    }
+    validate(cx, set, rev, &at_rev, slurm, now)
+}
+
+/// Workers on REV, not being deleted, in ordinal order.
+fn at_revision<'a>(set: &'a SetView, rev: &str) -> Vec<&'a Worker> {
+    let mut v: Vec<&Worker> = set
+        .workers
+        .iter()
+        .filter(|w| w.revision == rev && !w.deleting)
+        .collect();
+    v.sort_by_key(|w| (w.ordinal, w.name.clone()));
+    v
+}
+
+/// slurmd answers: not DOWN, not NOT_RESPONDING.
+fn answers(n: &Node) -> bool {
+    !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING")
+}
+
+/// The canaries are up: submit what is missing, resume them once their job waits, and judge
+/// the jobs that ended.
+fn validate(
+    cx: &Validation,
+    set: &SetView,
+    rev: &str,
+    canaries: &[&Worker],
+    slurm: &SlurmView,
+    now: i64,
+) -> Canaried {
+    let names: Vec<String> = canaries.iter().map(|w| w.name.clone()).collect();
+    let targets: Vec<(String, Vec<String>)> = match cx.canary.validate.nodes {
+        ValidateNodes::PerNode => names.iter().map(|n| (n.clone(), vec![n.clone()])).collect(),
+        ValidateNodes::AllCanaries => vec![("all".into(), names.clone())],
+    };
+    let timeout = cx.canary.validate.timeout.as_secs() as i64;
+    let mut out = Canaried {
+        gate: Gate::Limit(cx.canary.replicas),
+        ..Canaried::default()
+    };
+    let (mut jobs, mut failed, mut passed) = (Vec::new(), None, 0);
+    for (target, nodes) in &targets {
+        let name = job_name(&set.name, rev, target);
+        let Some(j) = latest(slurm, &name) else {
+            out.actions.push(submit(cx, &name, nodes));
+            continue;
+        };
+        jobs.push(j.id);
+        match judge(j, timeout, now) {
+            Judged::Running => {}
+            Judged::Passed => passed += 1,
+            Judged::Failed { error, tail } => {
+                failed.get_or_insert((j.id, error, tail));
+            }
+        }
+    }
+    if let Some((job, error, tail)) = failed {
+        return fail(rev, canaries, slurm, &jobs, job, error, tail);
+    }
+    if passed == targets.len() {
+        let record = Record {
+            revision: rev.into(),
+            verdict: Verdict::Passed,
+            job: jobs.first().copied(),
+            error: None,
+            tail: None,
+        };
+        out.progress = Some(progress_of(rev, &names, &jobs, "passed", None));
+        out.record = Some(record);
+        return out;
+    }
+    // Every job is submitted (now or before): the canaries may take it.
+    for w in canaries {
+        if slurm.nodes.get(&w.name).is_some_and(controller_drain) {
+            out.actions.push(Action::Resume {
+                node: w.name.clone(),
+            });
+        }
+    }
+    out.progress = Some(progress_of(rev, &names, &jobs, "validating", None));
+    out
+}
+
+fn progress_of(
+    rev: &str,
+    names: &[String],
+    jobs: &[u64],
+    stage: &str,
+    failed: Option<(&str, &str)>,
+) -> CanaryProgress {
+    CanaryProgress {
+        revision: rev.into(),
+        stage: stage.into(),
+        canaries: names.to_vec(),
+        jobs: jobs.to_vec(),
+        error: failed.map(|f| f.0.to_string()),
+        tail: failed.map(|f| f.1.to_string()).filter(|t| !t.is_empty()),
+    }
+}
+
+/// A validation failed: cancel the others, drain every canary with the error, keep the verdict.
+#[allow(clippy::too_many_arguments)]
+fn fail(
+    rev: &str,
+    canaries: &[&Worker],
+    slurm: &SlurmView,
+    jobs: &[u64],
+    job: u64,
+    error: String,
+    tail: String,
+) -> Canaried {
+    let names: Vec<String> = canaries.iter().map(|w| w.name.clone()).collect();
+    let mut actions: Vec<Action> = jobs
+        .iter()
+        .filter(|id| **id != job)
+        .filter(|id| slurm.jobs.iter().any(|j| j.id == **id && !ended(j)))
+        .map(|id| Action::Cancel { job: *id })
+        .collect();
+    let reason = format!("{REASON_CANARY_FAILED}: job {job}: {error}");
+    actions.extend(names.iter().map(|n| Action::Hold {
+        node: n.clone(),
+        reason: reason.clone(),
+    }));
+    Canaried {
+        gate: Gate::Halt,
+        actions,
+        record: Some(Record {
+            revision: rev.into(),
+            verdict: Verdict::Failed,
+            job: Some(job),
+            error: Some(error.clone()),
+            tail: Some(tail.clone()).filter(|t| !t.is_empty()),
+        }),
+        progress: Some(progress_of(
+            rev,
+            &names,
+            jobs,
+            "failed",
+            Some((&error, &tail)),
+        )),
+    }
+}
+
+pub fn job_name(node_set: &str, rev: &str, target: &str) -> String {
+    format!("{JOB_PREFIX}:{node_set}:{rev}:{target}")
+}
+
+/// The newest job of that name (a retried submission may have made two).
+fn latest<'a>(slurm: &'a SlurmView, name: &str) -> Option<&'a Job> {
+    slurm
+        .jobs
+        .iter()
+        .filter(|j| j.name == name)
+        .max_by_key(|j| j.id)
+}
+
+fn ended(j: &Job) -> bool {
+    [
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+    ]
+    .iter()
+    .any(|s| j.has_state(s))
+        && !j.has_state("COMPLETING")
+}
+
+enum Judged {
+    Running,
+    Passed,
+    Failed { error: String, tail: String },
+}
+
+fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
+    if !ended(j) {
+        let late = j.submit_time.is_some_and(|t| now - t > timeout + 60);
+        return match late {
+            true => Judged::Failed {
+                error: format!(
+                    "did not end within its timeout ({}s), state {}",
+                    timeout,
+                    j.state.join(",")
+                ),
+                tail: String::new(),
+            },
+            false => Judged::Running,
+        };
+    }
+    if j.has_state("COMPLETED") && j.exit_code.unwrap_or(0) == 0 {
+        return Judged::Passed;
+    }
+    let (error, tail) = parse_comment(&j.comment).unwrap_or_else(|| {
+        let why = Some(&j.state_reason)
+            .filter(|r| !r.is_empty() && *r != "None")
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        (format!("{}{why}", j.state.join(",")), String::new())
+    });
+    Judged::Failed { error, tail }
+}
+
+/// `slurmops-canary rc=N; error: LINE; tail: A|B` as the wrapper writes it.
+fn parse_comment(c: &str) -> Option<(String, String)> {
+    let rest = c.strip_prefix("slurmops-canary rc=")?;
+    let (rc, rest) = rest.split_once("; error: ")?;
+    let (error, tail) = rest.split_once("; tail: ").unwrap_or((rest, ""));
+    let error = match error.trim() {
+        "" => format!("exit code {rc}"),
+        e => e.chars().take(MAX_ERROR).collect(),
+    };
+    Some((error, tail.replace('|', "\n").trim().to_string()))
+}
+
+/// The submission of one validation job (the script of a ConfigMap is read when it is sent).
+fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
+    let v = &cx.canary.validate;
+    let (text, from) = match v.source() {
+        Some(ScriptSource::Builtin(b)) => (builtin(b, v.nodes, cx.gpus), None),
+        Some(ScriptSource::Inline(s)) => (s, None),
+        Some(ScriptSource::ConfigMap(r)) => (String::new(), Some(r)),
+        None => ("echo 'no validation script' >&2; exit 1".into(), None),
+    };
+    Action::Submit {
+        job: JobRequest {
+            name: name.into(),
+            script: wrap(name, &text),
+            partition: cx.partition.clone(),
+            nodes: nodes.to_vec(),
+            time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,
+        },
+        from,
+    }
+}
+
+/// The batch script around a check: runs it, and reports its exit code, first error line and
+/// output tail through the job's own comment (the output stays on the node).
+pub fn wrap(job: &str, check: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# {job}: slurmops validates a rollout's canaries
+dir=$(mktemp -d) || exit 1
+cat > "$dir/check" <<'{SCRIPT_END}'
+{check}
+{SCRIPT_END}
+chmod +x "$dir/check"
+if [ "$(head -c2 "$dir/check")" = '#!' ]; then "$dir/check"; else bash "$dir/check"; fi >"$dir/out" 2>"$dir/err"
+rc=$?
+clean() {{ tr -c '[:print:]\n' ' ' | tr -d ';|'; }}
+err=$(grep -m1 . "$dir/err" | clean | cut -c1-{MAX_ERROR})
+[ -n "$err" ] || [ "$rc" = 0 ] || err=$(grep . "$dir/out" | tail -n1 | clean | cut -c1-{MAX_ERROR})
+tail=$(cat "$dir/out" "$dir/err" | grep . | tail -n 8 | clean | cut -c1-120 | paste -sd'|')
+scontrol update JobId="$SLURM_JOB_ID" Comment="slurmops-canary rc=$rc; error: $err; tail: $tail" >/dev/null 2>&1
+rm -rf "$dir"
+exit $rc
+"#
+    )
+}
+
+/// The checks slurmops ships. Under `allCanaries` the job runs each on every canary with srun.
+pub fn builtin(b: Builtin, nodes: ValidateNodes, gpus: u32) -> String {
+    let one = match b {
+        Builtin::Hostname => r#"h=$(hostname); echo "$h runs jobs"
+[ -z "$SLURMD_NODENAME" ] || [ "$h" = "$SLURMD_NODENAME" ] || { echo "hostname $h is not the Slurm node name $SLURMD_NODENAME" >&2; exit 1; }"#
+            .to_string(),
+        Builtin::Gpu => format!(
+            r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
+n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
+[ "$n" -ge {gpus} ] || {{ echo "$(hostname) sees $n GPUs, expected {gpus}" >&2; exit 1; }}
+echo "$(hostname): $n GPUs""#
+        ),
+        Builtin::Nccl => format!(
+            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+out=$(all_reduce_perf -b 8M -e 256M -f 2 -g {} 2>&1); echo "$out"
+echo "$out" | grep -q 'Avg bus bandwidth' || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}"#,
+            gpus.max(1)
+        ),
+    };
+    match nodes {
+        ValidateNodes::PerNode => format!("#!/bin/bash\n{one}\n"),
+        ValidateNodes::AllCanaries => format!(
+            "#!/bin/bash\nsrun --ntasks-per-node=1 bash -c {}\n",
+            shell_quote(&one)
+        ),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests;

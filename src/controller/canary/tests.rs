@@ -1,0 +1,394 @@
+use super::*;
+use crate::controller::decide::{Decision, Policy, Want};
+use crate::controller::gated;
+use crate::slurm::NodeState;
+use crate::spec::canary::{Canary, Validate};
+use crate::spec::values::Duration;
+
+const NOW: i64 = 1_000_000;
+
+fn node(name: &str, flags: &[&str], reason: &str) -> Node {
+    Node {
+        name: name.into(),
+        state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
+        reason: reason.into(),
+        reason_changed_at: (!reason.is_empty()).then_some(NOW - 100),
+        ..Node::default()
+    }
+}
+
+fn worker(i: u32, rev: &str) -> Worker {
+    Worker {
+        name: format!("w-{i}"),
+        uid: format!("uid-{i}"),
+        ordinal: Some(i),
+        revision: rev.into(),
+        ready: true,
+        deleting: false,
+        created: Some(NOW - 3600),
+        host: None,
+    }
+}
+
+fn set(revs: &[&str], record: Option<Record>) -> SetView {
+    SetView {
+        name: "w".into(),
+        replicas: revs.len() as u32,
+        update_revision: Some("new".into()),
+        managed: false,
+        canary: record.map(|r| r.to_json()),
+        current_revision: Some("old".into()),
+        workers: revs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| worker(i as u32, r))
+            .collect(),
+    }
+}
+
+fn validation(replicas: u32, nodes: ValidateNodes) -> Validation {
+    Validation {
+        canary: Canary {
+            replicas,
+            validate: Validate {
+                builtin: Some(Builtin::Hostname),
+                script: None,
+                config_map_ref: None,
+                timeout: Duration::from_secs(300),
+                nodes,
+            },
+        },
+        partition: "gpu".into(),
+        gpus: 8,
+    }
+}
+
+fn slurm(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
+    SlurmView::new(nodes, jobs)
+}
+
+fn idle(names: &[&str]) -> Vec<Node> {
+    names.iter().map(|n| node(n, &["IDLE"], "")).collect()
+}
+
+fn run(s: &SetView, v: &Validation, view: &SlurmView, max_unavailable: u32) -> Decision {
+    let mut p = Policy {
+        max_unavailable,
+        ..Policy::default()
+    };
+    gated(s, &Want::Current, &mut p, Some(v), view, NOW)
+}
+
+fn validation_job(id: u64, target: &str, state: &str, exit: Option<i64>, comment: &str) -> Job {
+    Job {
+        id,
+        name: job_name("w", "new", target),
+        user: "root".into(),
+        state: vec![state.into()],
+        nodes: vec![target.into()],
+        exit_code: exit,
+        comment: comment.into(),
+        submit_time: Some(NOW - 30),
+        ..Job::default()
+    }
+}
+
+fn drains(d: &Decision) -> Vec<String> {
+    d.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Drain { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_rollout_under_a_canary_drains_only_the_canaries_whatever_max_unavailable_allows() {
+    let s = set(&["old", "old", "old", "old"], None);
+    let view = slurm(idle(&["w-0", "w-1", "w-2", "w-3"]), vec![]);
+    let d = run(&s, &validation(1, ValidateNodes::PerNode), &view, 3);
+    assert_eq!(drains(&d), vec!["w-0".to_string()]);
+    let c = d.progress.canary.expect("canary progress");
+    assert_eq!(c.stage, "replacing");
+    assert!(!d.progress.done);
+}
+
+#[test]
+fn registered_canaries_get_their_job_first_and_are_resumed_after_it_no_other_worker_moves() {
+    let s = set(&["new", "new", "old", "old"], None);
+    let mut nodes = idle(&["w-2", "w-3"]);
+    nodes.push(node("w-0", &["IDLE", "DRAIN"], "slurmops: rollout"));
+    nodes.push(node("w-1", &["IDLE", "DRAIN"], "slurmops: rollout"));
+    let view = slurm(nodes, vec![]);
+    let d = run(&s, &validation(2, ValidateNodes::PerNode), &view, 2);
+    let kinds: Vec<String> = d
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Submit { job, .. } => format!("submit {}", job.nodes.join(",")),
+            Action::Resume { node } => format!("resume {node}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["submit w-0", "submit w-1", "resume w-0", "resume w-1"],
+        "the jobs are submitted while the canaries are still drained, then they are resumed"
+    );
+    let Some(Action::Submit { job, from: None }) = d.actions.first() else {
+        panic!("{:?}", d.actions)
+    };
+    assert_eq!(job.name, "slurmops-canary:w:new:w-0");
+    assert_eq!(job.partition, "gpu");
+    assert_eq!(job.time_limit_minutes, 5);
+    assert!(job.script.contains("runs jobs"), "{}", job.script);
+}
+
+#[test]
+fn all_canaries_share_one_job_spanning_them() {
+    let s = set(&["new", "new", "old"], None);
+    let mut nodes = idle(&["w-2"]);
+    nodes.push(node("w-0", &["IDLE", "DRAIN"], "slurmops: rollout"));
+    nodes.push(node("w-1", &["IDLE", "DRAIN"], "slurmops: rollout"));
+    let d = run(
+        &s,
+        &validation(2, ValidateNodes::AllCanaries),
+        &slurm(nodes, vec![]),
+        1,
+    );
+    let submits: Vec<&JobRequest> = d
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Submit { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(submits.len(), 1);
+    assert_eq!(submits[0].nodes, vec!["w-0", "w-1"]);
+    assert!(submits[0].script.contains("srun --ntasks-per-node=1"));
+}
+
+#[test]
+fn canaries_that_are_not_registered_yet_wait_without_a_job_or_a_resume() {
+    let s = set(&["new", "old", "old"], None);
+    let mut nodes = idle(&["w-1", "w-2"]);
+    nodes.push(node(
+        "w-0",
+        &["IDLE", "DRAIN", "NOT_RESPONDING"],
+        "slurmops: rollout",
+    ));
+    let d = run(
+        &s,
+        &validation(1, ValidateNodes::PerNode),
+        &slurm(nodes, vec![]),
+        2,
+    );
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.progress.canary.unwrap().stage, "replacing");
+}
+
+#[test]
+fn a_running_validation_holds_the_rest_and_a_completed_one_records_a_pass() {
+    let s = set(&["new", "old", "old"], None);
+    let nodes = idle(&["w-0", "w-1", "w-2"]);
+    let running = validation_job(7, "w-0", "RUNNING", None, "");
+    let v = validation(1, ValidateNodes::PerNode);
+    let d = run(&s, &v, &slurm(nodes.clone(), vec![running]), 2);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.progress.canary.as_ref().unwrap().stage, "validating");
+    assert_eq!(d.progress.canary.unwrap().jobs, vec![7]);
+
+    let done = validation_job(
+        7,
+        "w-0",
+        "COMPLETED",
+        Some(0),
+        "slurmops-canary rc=0; error: ; tail: ok",
+    );
+    let d = run(&s, &v, &slurm(nodes.clone(), vec![done]), 2);
+    let r = d.record.expect("a verdict");
+    assert_eq!(
+        (r.verdict, r.job, r.revision.as_str()),
+        (Verdict::Passed, Some(7), "new")
+    );
+    // The next pass reads the verdict: the rest rolls within maxUnavailable.
+    let s = set(&["new", "old", "old"], Some(r));
+    let d = run(&s, &v, &slurm(nodes, vec![]), 2);
+    assert_eq!(drains(&d), vec!["w-1".to_string(), "w-2".to_string()]);
+}
+
+#[test]
+fn a_failed_validation_holds_the_canaries_with_its_error_and_halts_everything() {
+    let s = set(&["new", "new", "old", "old"], None);
+    let nodes = idle(&["w-0", "w-1", "w-2", "w-3"]);
+    let failed = validation_job(
+        8,
+        "w-1",
+        "FAILED",
+        Some(1),
+        "slurmops-canary rc=1; error: nvidia-smi not found on w-1; tail: checking|nvidia-smi not found on w-1",
+    );
+    let still = validation_job(9, "w-0", "RUNNING", None, "");
+    let v = validation(2, ValidateNodes::PerNode);
+    let d = run(&s, &v, &slurm(nodes.clone(), vec![failed, still]), 2);
+    assert!(
+        d.actions.contains(&Action::Cancel { job: 9 }),
+        "{:?}",
+        d.actions
+    );
+    let reason = "canary failed: job 8: nvidia-smi not found on w-1".to_string();
+    for n in ["w-0", "w-1"] {
+        assert!(
+            d.actions.contains(&Action::Hold {
+                node: n.into(),
+                reason: reason.clone()
+            }),
+            "{:?}",
+            d.actions
+        );
+    }
+    assert!(drains(&d).is_empty(), "no other worker is touched");
+    let r = d.record.expect("a verdict");
+    assert_eq!(r.verdict, Verdict::Failed);
+    assert_eq!(
+        r.tail.as_deref(),
+        Some("checking\nnvidia-smi not found on w-1")
+    );
+
+    // Later passes: halted, even with room and outdated workers; nothing at all happens.
+    let mut nodes = idle(&["w-2", "w-3"]);
+    nodes.push(node(
+        "w-0",
+        &["IDLE", "DRAIN"],
+        &format!("slurmops: {reason}"),
+    ));
+    nodes.push(node(
+        "w-1",
+        &["IDLE", "DRAIN"],
+        &format!("slurmops: {reason}"),
+    ));
+    let s = set(&["new", "new", "old", "old"], Some(r.clone()));
+    let d = run(&s, &v, &slurm(nodes.clone(), vec![]), 4);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.progress.canary.unwrap().stage, "failed");
+    assert!(!d.progress.done);
+
+    // An operator resumes past it: the canaries are resumed and the rest rolls.
+    let resumed = Record {
+        verdict: Verdict::Resumed,
+        ..r
+    };
+    let s = set(&["new", "new", "old", "old"], Some(resumed));
+    let d = run(&s, &v, &slurm(nodes, vec![]), 4);
+    assert!(d.actions.contains(&Action::Resume { node: "w-0".into() }));
+    assert!(d.actions.contains(&Action::Resume { node: "w-1".into() }));
+    assert_eq!(drains(&d).len(), 2, "{:?}", d.actions);
+}
+
+#[test]
+fn a_new_revision_after_a_failure_replaces_the_failed_canaries_first() {
+    let failed = Record {
+        revision: "new".into(),
+        verdict: Verdict::Failed,
+        job: Some(8),
+        error: Some("bad".into()),
+        tail: None,
+    };
+    let mut s = set(&["new", "old", "old"], Some(failed));
+    s.update_revision = Some("fix".into());
+    let mut nodes = idle(&["w-1", "w-2"]);
+    nodes.push(node(
+        "w-0",
+        &["IDLE", "DRAIN"],
+        "slurmops: canary failed: job 8: bad",
+    ));
+    let d = run(
+        &s,
+        &validation(1, ValidateNodes::PerNode),
+        &slurm(nodes, vec![]),
+        2,
+    );
+    assert!(
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::Delete { pod, .. } if pod == "w-0")),
+        "{:?}",
+        d.actions
+    );
+    assert!(
+        drains(&d).is_empty(),
+        "the canary is the only one out: {:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn rolling_back_to_the_revision_the_node_set_ran_needs_no_canary() {
+    let mut s = set(&["new", "old", "old"], None);
+    s.update_revision = Some("old".into());
+    let nodes = idle(&["w-0", "w-1", "w-2"]);
+    let d = run(
+        &s,
+        &validation(1, ValidateNodes::PerNode),
+        &slurm(nodes, vec![]),
+        1,
+    );
+    assert_eq!(d.progress.canary, None);
+    assert_eq!(drains(&d), vec!["w-0".to_string()]);
+}
+
+#[test]
+fn a_validation_that_never_ends_fails_after_its_timeout_and_is_cancelled() {
+    let s = set(&["new", "old"], None);
+    let nodes = idle(&["w-0", "w-1"]);
+    let mut pending = validation_job(5, "w-0", "PENDING", None, "");
+    pending.submit_time = Some(NOW - 301 - 60);
+    let d = run(
+        &s,
+        &validation(1, ValidateNodes::PerNode),
+        &slurm(nodes, vec![pending]),
+        1,
+    );
+    let r = d.record.expect("a verdict");
+    assert_eq!(r.verdict, Verdict::Failed);
+    assert!(r.error.unwrap().contains("did not end within its timeout"));
+}
+
+#[test]
+fn a_new_node_set_or_a_settled_one_has_no_canary_step() {
+    let mut s = set(&["new", "new"], None);
+    s.current_revision = None;
+    let d = run(
+        &s,
+        &validation(1, ValidateNodes::PerNode),
+        &slurm(idle(&["w-0", "w-1"]), vec![]),
+        1,
+    );
+    assert!(d.actions.is_empty());
+    assert_eq!(d.progress.canary, None);
+    assert!(d.progress.done);
+}
+
+#[test]
+fn a_job_comment_gives_the_error_line_and_the_output_tail() {
+    assert_eq!(
+        parse_comment("slurmops-canary rc=3; error: ; tail: a|b"),
+        Some(("exit code 3".into(), "a\nb".into()))
+    );
+    assert_eq!(parse_comment("user text"), None);
+    let long = format!("slurmops-canary rc=1; error: {}; tail: ", "x".repeat(500));
+    assert_eq!(parse_comment(&long).unwrap().0.len(), MAX_ERROR);
+}
+
+#[test]
+fn the_wrapper_runs_the_script_verbatim_and_reports_through_the_comment() {
+    let w = wrap(
+        "slurmops-canary:w:new:w-0",
+        "#!/usr/bin/python3\nprint('x')",
+    );
+    assert!(w.contains("<<'SLURMOPS_CANARY_SCRIPT_END'\n#!/usr/bin/python3\nprint('x')\nSLURMOPS_CANARY_SCRIPT_END\n"));
+    assert!(w.contains("scontrol update JobId=\"$SLURM_JOB_ID\" Comment="));
+    assert!(builtin(Builtin::Gpu, ValidateNodes::PerNode, 8).contains("expected 8"));
+}

@@ -1,0 +1,145 @@
+//! The canary of a NodeSet's rollout (`update.canary`): replace a few workers first, prove with a
+//! real Slurm job that they run jobs, and only then roll the rest. Its own file because it is the
+//! one part of the update policy with a script in it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::values::Duration;
+
+/// The line that ends the script inside the job's wrapper: a script may not contain it.
+pub const SCRIPT_END: &str = "SLURMOPS_CANARY_SCRIPT_END";
+
+/// Replace REPLICAS workers first and validate them with a Slurm job before the others roll.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Canary {
+    /// Workers replaced and validated before any other worker is drained (1 or more).
+    pub replicas: u32,
+    pub validate: Validate,
+}
+
+/// The validation job: one script, run by slurmrestd on exactly the canaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Validate {
+    /// A check slurmops ships: `hostname` (the worker runs jobs), `gpu` (nvidia-smi sees the
+    /// GPUs), `nccl` (all_reduce_perf across the canaries' GPUs, when the image has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<Builtin>,
+    /// The script itself (a `#!` line picks its interpreter; bash without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// A script in a ConfigMap of the cluster's namespace, read when the job is submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ScriptRef>,
+    /// The job's time limit; a job not done by then (pending included) fails the canary.
+    #[serde(default = "default_timeout")]
+    pub timeout: Duration,
+    /// `perNode`: one job on each canary; `allCanaries`: one job on all of them (for checks
+    /// across nodes, such as nccl).
+    #[serde(default)]
+    pub nodes: ValidateNodes,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Builtin {
+    Hostname,
+    Gpu,
+    Nccl,
+}
+
+impl Builtin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Hostname => "hostname",
+            Builtin::Gpu => "gpu",
+            Builtin::Nccl => "nccl",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptRef {
+    pub name: String,
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ValidateNodes {
+    #[default]
+    PerNode,
+    AllCanaries,
+}
+
+/// Where the validation script comes from, once cluster.yaml is valid (exactly one source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptSource {
+    Builtin(Builtin),
+    Inline(String),
+    ConfigMap(ScriptRef),
+}
+
+impl Validate {
+    /// The one source set (validation refuses none or several).
+    pub fn source(&self) -> Option<ScriptSource> {
+        match (&self.builtin, &self.script, &self.config_map_ref) {
+            (Some(b), None, None) => Some(ScriptSource::Builtin(*b)),
+            (None, Some(s), None) => Some(ScriptSource::Inline(s.clone())),
+            (None, None, Some(r)) => Some(ScriptSource::ConfigMap(r.clone())),
+            _ => None,
+        }
+    }
+
+    /// How plans and status name the script.
+    pub fn describe(&self) -> String {
+        match self.source() {
+            Some(ScriptSource::Builtin(b)) => format!("the built-in {} check", b.name()),
+            Some(ScriptSource::Inline(_)) => "its inline script".into(),
+            Some(ScriptSource::ConfigMap(r)) => {
+                format!("the script in ConfigMap {} key {}", r.name, r.key)
+            }
+            None => "no script".into(),
+        }
+    }
+}
+
+/// A NodeSet's canary with what its validation job needs from the rest of cluster.yaml.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Validation {
+    pub canary: Canary,
+    /// The partition the validation jobs run in (the first that holds the NodeSet).
+    pub partition: String,
+    /// GPUs per worker (the gpu and nccl checks compare with it).
+    pub gpus: u32,
+}
+
+impl Validation {
+    /// The canary of NODE_SET in SPEC, when it has one.
+    pub fn of(spec: &super::types::ClusterSpec, node_set: &super::types::NodeSet) -> Option<Self> {
+        let canary = node_set.update.canary.clone()?;
+        let partition = spec
+            .partitions
+            .iter()
+            .find(|p| p.node_sets.contains(&node_set.name))
+            .or_else(|| {
+                spec.partitions
+                    .iter()
+                    .find(|p| p.node_sets.iter().any(|x| x == "ALL"))
+            })?
+            .name
+            .clone();
+        Some(Validation {
+            canary,
+            partition,
+            gpus: node_set.gpus.as_ref().map_or(0, |g| g.count),
+        })
+    }
+}
