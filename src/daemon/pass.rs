@@ -380,6 +380,12 @@ fn record(
             ))
         })
         .collect();
+    if halted.is_empty() && state.status.result == "canary-failed" {
+        // The halted rollout moved on (a new commit, or an operator's --resume).
+        state.status.result = "applied".into();
+        state.status.result_commit = state.status.last_applied_commit.clone();
+        state.status.errors.clear();
+    }
     if !halted.is_empty() {
         if state.status.result != "canary-failed" {
             tracing::warn!(commit = %commit, result = "canary-failed", "commit {}: {}", short(commit), halted.join("; "));

@@ -35,6 +35,7 @@ pub mod accounting;
 pub mod bed;
 pub mod ctld_files;
 pub mod daemon;
+pub mod gitops;
 pub mod kubelet;
 pub mod slurm;
 

@@ -1,0 +1,145 @@
+//! Canary rollouts end to end: the daemon follows a repository on the bed's git server with the
+//! rights `slurmops install --print` gives it, against the bed's real slurmctld and slurmrestd,
+//! with a real slurmd per worker pod (the test kubelet). The validation job is a real Slurm job on
+//! the canaries.
+//!
+//! What a user relies on: a bad change replaces only the canaries, which stay drained with the
+//! job's error while every other worker and its job are left alone, and the commit shows as
+//! failed with the job named; the next commit (a fix) validates its canary with a job Slurm
+//! completes, then rolls every worker, never killing a job.
+
+#[macro_use]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use slurmops::slurm::SlurmNodes;
+
+use support::daemon::{applied, status};
+use support::eventually;
+use support::gitops::{Bed, running};
+use support::slurm::{job_state, submit_sleep};
+
+/// One NodeSet of three workers running IMAGE, all three allowed out at once, under a canary
+/// of one worker validated by VALIDATE (a YAML flow mapping).
+fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> String {
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
+    - name: {set}
+      replicas: 3
+      cpu: "1"
+      memory: 256Mi
+      image: {image}
+      update:
+        maxUnavailable: 3
+        canary: {{replicas: 1, validate: {validate}}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        )
+}
+
+const FAILING: &str = r#"{script: "echo checking $(hostname); echo \"GPU 0 missing on $(hostname)\" >&2; exit 1", timeout: 2m}"#;
+const PASSING: &str = "{builtin: hostname, timeout: 2m}";
+
+/// Every job slurmctld still knows whose name starts with PREFIX: (id, state).
+async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
+    let jobs = support::slurm::client().jobs().await.unwrap_or_default();
+    jobs.into_iter()
+        .filter(|j| j.name.starts_with(prefix))
+        .map(|j| (j.id, j.state))
+        .collect()
+}
+
+on_each_slurm! {
+async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_everything() {
+    let t = Bed::new("canary").await;
+    let set = t.env.name("cn");
+    let daemon = t
+        .deployed(&cluster(&t.env.ns, &set, "img:1", FAILING), "d", &[(&set, 3)])
+        .await;
+    let s = support::slurm::client();
+    // A job on the first worker: the canary is an idle one, and this job must never be touched.
+    let busy = format!("{set}-0");
+    let job = submit_sleep(&busy, 45).await;
+    running(job).await;
+    let before: BTreeMap<String, String> =
+        t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
+
+    // A new image whose canary fails: the commit is marked failed, naming the job and its error.
+    let bad = t.repo.push(&cluster(&t.env.ns, &set, "img:2", FAILING), "img:2");
+    let st = eventually("the canary fails", Duration::from_secs(120), async || {
+        let st = status(&t.env).await?;
+        (st.result == "canary-failed" && st.result_commit == bad).then_some(st)
+    })
+    .await;
+    let p = st.progress().into_iter().find(|p| p.node_set == set).unwrap();
+    let c = p.canary.clone().expect("canary progress");
+    let failed_job = *c.jobs.first().expect("the validation job");
+    assert_eq!(c.canaries.len(), 1, "{c:?}");
+    let canary = c.canaries[0].clone();
+    assert_ne!(canary, busy, "the busy worker was chosen as the canary");
+    assert!(st.errors.contains(&format!("job {failed_job}")), "{}", st.errors);
+    assert!(st.errors.contains("GPU 0 missing on"), "{}", st.errors);
+    assert!(job_state(failed_job).await.iter().any(|x| x == "FAILED"));
+
+    // Only the canary was replaced; it stays drained with the job's error; the others, and the
+    // running job, are untouched, pass after pass.
+    let reason = format!("slurmops: canary failed: job {failed_job}: GPU 0 missing on {canary}");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let after: BTreeMap<String, String> =
+        t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
+    for (name, uid) in &before {
+        assert_eq!(after.get(name) == Some(uid), *name != canary, "{name}: {before:?} -> {after:?}");
+    }
+    let n = s.get(&canary).await.unwrap();
+    assert!(n.state.has("DRAIN"), "{canary}: {}", n.state);
+    assert_eq!(n.reason, reason);
+    for name in before.keys().filter(|n| **n != canary) {
+        let n = s.get(name).await.unwrap();
+        assert!(!n.state.has("DRAIN"), "{name} was drained: {} {}", n.state, n.reason);
+    }
+    assert_eq!(job_state(job).await, ["RUNNING"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["status", "--namespace", &t.env.ns])
+        .env("KUBECONFIG", &t.kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("canary-failed"), "{text}");
+    assert!(text.contains(&format!("canary FAILED (job {failed_job}) on {canary}")), "{text}");
+    assert!(text.contains(&format!("| GPU 0 missing on {canary}")), "{text}");
+    assert!(text.contains(&format!("slurmops rollout --resume {set}")), "{text}");
+
+    // The fix: a new image whose canary passes. The failed canary is replaced first, validated by
+    // a job Slurm completes, then every worker rolls; the job on the busy one ends first.
+    let fix = t.repo.push(&cluster(&t.env.ns, &set, "img:3", PASSING), "img:3");
+    applied(&t.env, &fix, Duration::from_secs(60)).await;
+    eventually("every worker rolled", Duration::from_secs(180), async || {
+        let st = status(&t.env).await?;
+        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
+        (st.result == "applied" && p.done && p.updated == 3).then_some(())
+    })
+    .await;
+    let now: BTreeMap<String, String> =
+        t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
+    for (name, uid) in &before {
+        assert_ne!(now.get(name), Some(uid), "{name} was not replaced");
+    }
+    assert_eq!(job_state(job).await, ["COMPLETED"], "the busy worker's job was killed");
+    let validations = jobs_named(&format!("slurmops-canary:{set}:")).await;
+    let passed: Vec<&(u64, Vec<String>)> = validations
+        .iter()
+        .filter(|(id, st)| *id != failed_job && st.iter().any(|x| x == "COMPLETED"))
+        .collect();
+    assert_eq!(passed.len(), 1, "one validation job COMPLETED: {validations:?}");
+    for name in now.keys() {
+        let n = s.get(name).await.unwrap();
+        assert!(!n.state.has("DRAIN"), "{name} still drained: {}", n.reason);
+    }
+    drop(daemon);
+    t.env.cleanup().await;
+}
+}
