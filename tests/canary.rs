@@ -68,8 +68,23 @@ async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_ev
     let before: BTreeMap<String, String> =
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
 
+    // The plan of the change against the live cluster names the canary: an idle worker.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_text = cluster(&t.env.ns, &set, "img:2", FAILING);
+    std::fs::write(dir.path().join("cluster.yaml"), &bad_text).unwrap();
+    let out = support::slurm::cli(dir.path(), &["plan", "--cluster"])
+        .env("KUBECONFIG", &support::bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.contains(&format!("NodeSet {set}: canary: {set}-1 replaced first and validated by its inline script (a job on each, timeout 2m), then 2 more workers")),
+        "{plan}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A new image whose canary fails: the commit is marked failed, naming the job and its error.
-    let bad = t.repo.push(&cluster(&t.env.ns, &set, "img:2", FAILING), "img:2");
+    let bad = t.repo.push(&bad_text, "img:2");
     let st = eventually("the canary fails", Duration::from_secs(120), async || {
         let st = status(&t.env).await?;
         (st.result == "canary-failed" && st.result_commit == bad).then_some(st)

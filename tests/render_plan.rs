@@ -878,6 +878,38 @@ fn slurm_metrics_get_a_scrape_service_a_service_monitor_and_a_network_path() {
     assert!(off.get("ServiceMonitor", "research-metrics").is_none());
 }
 
+/// A pull request that changes the H100 workers' pod template, under their canary: the plan
+/// says which worker goes first, how it is validated and what follows, in all three formats.
+#[test]
+fn a_rollout_under_a_canary_is_planned_canary_first() {
+    let (base, text) = example("examples/repo");
+    let head_text = text.replace("dcgm-exporter:4.2.3-4.1.3", "dcgm-exporter:4.2.4-4.1.3");
+    assert_ne!(head_text, text, "the edit applies to the example");
+    let head = load_text(&head_text);
+    let (rb, rh) = (render(&base), render(&head));
+    let p = plan(
+        Some(Side {
+            cluster: &base,
+            rendered: &rb,
+        }),
+        Side {
+            cluster: &head,
+            rendered: &rh,
+        },
+    );
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(
+        t.contains("NodeSet h100: canary: 1 worker (an idle one first) replaced first and validated by the built-in gpu check (a job on each, timeout 10m), then 3 more workers; a failed validation halts the rollout with the canaries drained"),
+        "{t}"
+    );
+    golden("canary.plan.txt", &t);
+    golden(
+        "canary.plan.md",
+        &format::markdown(&p, "cluster gpu (from main)"),
+    );
+    golden("canary.plan.json", &format::json(&p));
+}
+
 /// A pull request that changes QOS, accounts and users: the plan says it in Slurm's words, in
 /// the order apply makes the changes, in all three formats.
 #[test]

@@ -676,3 +676,48 @@ fn the_database_is_a_host_or_in_cluster_with_enough_memory() {
     assert!(d.message.contains("3Gi or more"), "{d:?}");
     assert_eq!(d.line, line_of(&small, "limits: {memory: 1Gi}"));
 }
+
+#[test]
+fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update:\n        canary:\n          replicas: 0\n          validate: {builtin: gpu, script: \"nvidia-smi\", timeout: 30s}\n",
+    );
+    let e = errors(&text);
+    let at = |path: &str| {
+        e.iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
+    };
+    let r = at("spec.nodeSets[0].update.canary.replicas");
+    assert_eq!(r.line, line_of(&text, "replicas: 0"));
+    assert!(r.message.contains("validates nothing"), "{r}");
+    let v = at("spec.nodeSets[0].update.canary.validate");
+    assert!(
+        v.message
+            .contains("exactly one of builtin, script and configMapRef"),
+        "{v}"
+    );
+    let t = at("spec.nodeSets[0].update.canary.validate.timeout");
+    assert!(
+        t.message
+            .contains("shorter than Slurm's smallest time limit"),
+        "{t}"
+    );
+    assert_eq!(e.len(), 3, "{e:#?}");
+    // A built-in name that does not exist is named with the ones that do.
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update: {canary: {replicas: 1, validate: {builtin: nvidia}}}\n",
+    );
+    let e = errors(&text);
+    let d = e
+        .iter()
+        .find(|d| d.path == "spec.nodeSets[0].update.canary.validate.builtin")
+        .unwrap_or_else(|| panic!("{e:#?}"));
+    assert_eq!(d.line, line_of(&text, "builtin: nvidia"));
+    assert!(
+        d.message.contains("hostname") && d.message.contains("nccl"),
+        "{d}"
+    );
+}

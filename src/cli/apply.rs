@@ -246,6 +246,9 @@ pub fn plan_cluster(
             p.slurm.drains = drains(&cluster, &client, &c, &p)
                 .await
                 .map_err(ApplyError::Connect)?;
+            name_canaries(&cluster, &client, &c, &mut p)
+                .await
+                .map_err(ApplyError::Connect)?;
             // Live: slurmdbd's objects, not the last applied revision's.
             p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
                 .await
@@ -409,6 +412,52 @@ fn leaving_of_managed(
         .filter(|w| !w.deleting && !keep.contains(&w.name))
         .map(|w| w.name)
         .collect()
+}
+
+/// The canaries a rollout would take first, by name: the controller's own choice (idle workers
+/// first, then by name) over the live workers and jobs.
+async fn name_canaries(
+    cluster: &Cluster,
+    slurm: &crate::slurm::Client,
+    c: &spec::ClusterFile,
+    p: &mut crate::plan::Plan,
+) -> Result<(), String> {
+    if !p.slurm.node_sets_rolled.iter().any(|r| r.canary.is_some()) {
+        return Ok(());
+    }
+    let jobs = slurm.jobs().await.map_err(|e| e.to_string())?;
+    for r in &mut p.slurm.node_sets_rolled {
+        let Some(canary) = r.canary.as_mut() else {
+            continue;
+        };
+        let selector = format!("{}={}", crate::render::names::LABEL_NODESET, r.node_set);
+        let pods = cluster
+            .list("v1", "Pod", &c.metadata.namespace, &selector)
+            .await
+            .map_err(|e| e.to_string())?;
+        let candidates: Vec<crate::rollout::Candidate> = pods
+            .iter()
+            .filter_map(|p| serde_json::from_value(serde_json::to_value(p).ok()?).ok())
+            .filter(|p: &k8s_openapi::api::core::v1::Pod| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let name = p.metadata.name.clone()?;
+                Some(crate::rollout::Candidate {
+                    ready: crate::rollout::pod_ready(&p),
+                    jobs: jobs
+                        .iter()
+                        .filter(|j| j.holds_nodes() && j.nodes.contains(&name))
+                        .cloned()
+                        .collect(),
+                    pod: name,
+                })
+            })
+            .collect();
+        canary.nodes = crate::rollout::order(&candidates)
+            .into_iter()
+            .take(canary.replicas as usize)
+            .collect();
+    }
+    Ok(())
 }
 
 async fn drains(

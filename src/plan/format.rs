@@ -88,6 +88,9 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
             r.max_unavailable,
             r.because.join(", ")
         ));
+        if let Some(c) = &r.canary {
+            out.push(canary(r, c));
+        }
     }
     for sc in &s.scaled {
         use crate::spec::values::Replicas::{Count, PerNode};
@@ -147,6 +150,29 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The canary of rollout R in words: which workers go first, how they are validated, and what
+/// follows.
+fn canary(r: &crate::plan::Roll, c: &crate::plan::CanaryStep) -> String {
+    let first = match c.nodes.as_slice() {
+        [] if c.replicas == 1 => "1 worker (an idle one first)".to_string(),
+        [] => format!("{} workers (idle ones first)", c.replicas),
+        names => names.join(", "),
+    };
+    let jobs = if c.per_node {
+        "a job on each"
+    } else {
+        "one job on all of them"
+    };
+    let rest = match r.workers {
+        Some(n) => format!("then {} more workers", n.saturating_sub(c.replicas)),
+        None => "then the other workers".to_string(),
+    };
+    format!(
+        "NodeSet {}: canary: {first} replaced first and validated by {} ({jobs}, timeout {}), {rest}; a failed validation halts the rollout with the canaries drained",
+        r.node_set, c.check, c.timeout
+    )
 }
 
 pub fn text(p: &Plan, target: &str) -> String {

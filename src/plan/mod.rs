@@ -75,6 +75,23 @@ pub struct Roll {
     pub max_unavailable: IntOrPercent,
     /// Which parts of the pod template changed (e.g. `image`, `args`).
     pub because: Vec<String>,
+    /// The workers replaced and validated first, when the NodeSet has a canary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStep>,
+}
+
+/// A rollout's canary in the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CanaryStep {
+    pub replicas: u32,
+    /// The canaries by name, once the live cluster is known (`plan --cluster`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// How the validation is named: "the built-in gpu check", "its inline script", ...
+    pub check: String,
+    /// One job on each canary, or one on all of them.
+    pub per_node: bool,
+    pub timeout: String,
 }
 
 /// The plan in Slurm's terms.
@@ -528,6 +545,13 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                     workers,
                     max_unavailable,
                     because,
+                    canary: ns.update.canary.as_ref().map(|c| CanaryStep {
+                        replicas: c.replicas,
+                        nodes: Vec::new(),
+                        check: c.validate.describe(),
+                        per_node: c.validate.nodes == crate::spec::canary::ValidateNodes::PerNode,
+                        timeout: c.validate.timeout.to_string(),
+                    }),
                 });
             }
         }
