@@ -19,6 +19,7 @@ use slurmops::slurm::SlurmNodes;
 use support::daemon::{applied, status};
 use support::eventually;
 use support::gitops::{Bed, running};
+use support::slurm::cli;
 use support::slurm::{job_state, submit_sleep};
 
 /// One NodeSet of three workers running IMAGE, all three allowed out at once, under a canary
@@ -41,8 +42,29 @@ fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> String {
         )
 }
 
-const FAILING: &str = r#"{script: "echo checking $(hostname); echo \"GPU 0 missing on $(hostname)\" >&2; exit 1", timeout: 2m}"#;
+/// A check that fails, kept in a ConfigMap (`make_check` creates it), as a platform team would.
+const FAILING: &str = "{configMapRef: {name: gpu-check, key: check.sh}, timeout: 2m}";
+const CHECK: &str =
+    "#!/bin/sh\necho checking $(hostname)\necho \"GPU 0 missing on $(hostname)\" >&2\nexit 1\n";
 const PASSING: &str = "{builtin: hostname, timeout: 2m}";
+
+async fn make_check(env: &support::TestEnv) {
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("gpu-check".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "check.sh".to_string(),
+            CHECK.to_string(),
+        )])),
+        ..Default::default()
+    };
+    kube::api::Api::namespaced(env.client.clone(), &env.ns)
+        .create(&kube::api::PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
 
 /// Every job slurmctld still knows whose name starts with PREFIX: (id, state).
 async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
@@ -56,6 +78,7 @@ async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
 on_each_slurm! {
 async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_everything() {
     let t = Bed::new("canary").await;
+    make_check(&t.env).await;
     let set = t.env.name("cn");
     let daemon = t
         .deployed(&cluster(&t.env.ns, &set, "img:1", FAILING), "d", &[(&set, 3)])
@@ -72,13 +95,13 @@ async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_ev
     let dir = tempfile::tempdir().unwrap();
     let bad_text = cluster(&t.env.ns, &set, "img:2", FAILING);
     std::fs::write(dir.path().join("cluster.yaml"), &bad_text).unwrap();
-    let out = support::slurm::cli(dir.path(), &["plan", "--cluster"])
+    let out = cli(dir.path(), &["plan", "--cluster"])
         .env("KUBECONFIG", &support::bed().kubeconfig_admin)
         .output()
         .unwrap();
     let plan = String::from_utf8_lossy(&out.stdout);
     assert!(
-        plan.contains(&format!("NodeSet {set}: canary: {set}-1 replaced first and validated by its inline script (a job on each, timeout 2m), then 2 more workers")),
+        plan.contains(&format!("NodeSet {set}: canary: {set}-1 replaced first and validated by the script in ConfigMap gpu-check key check.sh (a job on each, timeout 2m), then 2 more workers")),
         "{plan}{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -154,6 +177,62 @@ async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_ev
         let n = s.get(name).await.unwrap();
         assert!(!n.state.has("DRAIN"), "{name} still drained: {}", n.reason);
     }
+    drop(daemon);
+    t.env.cleanup().await;
+}
+}
+
+on_each_slurm! {
+async fn an_operator_resumes_past_a_failed_canary_on_purpose() {
+    let t = Bed::new("canary-resume").await;
+    make_check(&t.env).await;
+    let set = t.env.name("cr");
+    let daemon = t
+        .deployed(&cluster(&t.env.ns, &set, "img:1", FAILING), "d", &[(&set, 3)])
+        .await;
+    let text = cluster(&t.env.ns, &set, "img:2", FAILING);
+    let bad = t.repo.push(&text, "img:2");
+    eventually("the canary fails", Duration::from_secs(120), async || {
+        let st = status(&t.env).await?;
+        (st.result == "canary-failed" && st.result_commit == bad).then_some(())
+    })
+    .await;
+    // `rollout --resume`: recorded as an Event, then every worker rolls, none left drained.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), &text).unwrap();
+    let out = cli(dir.path(), &["rollout", "--resume", &set])
+        .env("KUBECONFIG", &support::bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("resumed past its failed canary by an operator"), "{said}");
+    let events: kube::api::Api<k8s_openapi::api::core::v1::Event> =
+        kube::api::Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let list = events.list(&Default::default()).await.unwrap();
+    assert!(
+        list.items.iter().any(|e| e.reason.as_deref() == Some("CanaryOverridden")
+            && e.involved_object.name.as_deref() == Some(set.as_str())),
+        "no CanaryOverridden Event"
+    );
+    eventually("every worker rolled", Duration::from_secs(120), async || {
+        let st = status(&t.env).await?;
+        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
+        (st.result == "applied" && p.done && p.updated == 3).then_some(())
+    })
+    .await;
+    let s = support::slurm::client();
+    for i in 0..3 {
+        let n = s.get(&format!("{set}-{i}")).await.unwrap();
+        assert!(!n.state.has("DRAIN"), "{set}-{i} still drained: {}", n.reason);
+    }
+    // A second resume has nothing to resume past: refused, nothing changed.
+    let out = cli(dir.path(), &["rollout", "--resume", &set])
+        .env("KUBECONFIG", &support::bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no failed canary to resume past"));
     drop(daemon);
     t.env.cleanup().await;
 }
