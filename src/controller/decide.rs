@@ -111,6 +111,19 @@ pub struct Policy {
     pub registration_grace: i64,
     /// What the rollout's canary lets it do.
     pub gate: Gate,
+    /// What the maintenance windows let it do.
+    pub window: WindowGate,
+}
+
+/// Whether a maintenance window lets the rollout drain workers now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WindowGate {
+    /// No window asked for, or one is open.
+    #[default]
+    Open,
+    /// Outside a window: no worker is drained for the rollout, but idle ones when IDLE_MAY_ROLL
+    /// (`window: preferred`). Workers already draining go on; drained ones are replaced.
+    Closed { idle_may_roll: bool },
 }
 
 impl Default for Policy {
@@ -121,6 +134,7 @@ impl Default for Policy {
             force: false,
             registration_grace: 300,
             gate: Gate::Open,
+            window: WindowGate::Open,
         }
     }
 }
@@ -219,7 +233,21 @@ pub struct Progress {
     /// The rollout's canary, when the NodeSet has one and a rollout needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<super::canary::CanaryProgress>,
+    /// Workers whose rollout waits for a maintenance window, and when the next one opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowWait>,
     pub done: bool,
+}
+
+/// Workers held back until a maintenance window opens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowWait {
+    pub workers: Vec<String>,
+    /// The next window (UNIX seconds), when the schedule names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closes: Option<i64>,
 }
 
 /// The outcome for one NodeSet.
@@ -452,8 +480,23 @@ fn roll(
         if canary_room == 0 {
             break;
         }
+        let c = candidates.iter().find(|c| c.pod == pod);
+        let ready = c.is_some_and(|c| c.ready);
+        let may = match p.window {
+            WindowGate::Open => true,
+            WindowGate::Closed { idle_may_roll } => {
+                idle_may_roll && c.is_some_and(|c| c.jobs.is_empty())
+            }
+        };
+        if !may {
+            d.progress
+                .window
+                .get_or_insert_with(WindowWait::default)
+                .workers
+                .push(pod);
+            continue;
+        }
         canary_room -= 1;
-        let ready = candidates.iter().any(|c| c.pod == pod && c.ready);
         // A worker that is not Ready is out already: draining it costs no room.
         if ready {
             if room == 0 {

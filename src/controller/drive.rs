@@ -47,6 +47,7 @@ pub fn split(settings: &Settings) -> (Policy, Until) {
             force: settings.force_after_timeout,
             registration_grace: settings.registration_grace.as_secs() as i64,
             gate: super::canary::Gate::Open,
+            window: super::decide::WindowGate::Open,
         },
         Until {
             poll: settings.poll,
@@ -225,6 +226,9 @@ where
             driven.done = true;
             return Ok(driven);
         }
+        if waits_for_window(&out) && deleted.is_empty() {
+            return Ok(driven);
+        }
         if until.max_passes.is_some_and(|m| n >= m) {
             return Ok(driven);
         }
@@ -289,6 +293,18 @@ fn back(out: &Outcome, deleted: &BTreeSet<(String, String)>) -> Vec<(String, Str
         })
         .cloned()
         .collect()
+}
+
+/// All that is left waits for a maintenance window (nothing in flight, no job to wait for): a
+/// driver stops there rather than wait for days; the daemon wakes when the window opens.
+fn waits_for_window(out: &Outcome) -> bool {
+    out.events.is_empty()
+        && out.slurm_error.is_none()
+        && out.progress.iter().any(|p| p.window.is_some())
+        && out
+            .progress
+            .iter()
+            .all(|p| p.in_flight.is_empty() && p.waiting.is_empty() && p.leaving.is_empty())
 }
 
 /// A halted canary ends the drive: nothing moves until git or an operator says so.

@@ -37,6 +37,7 @@ use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
 use crate::spec::ClusterFile;
 use crate::spec::canary::Validation;
+use crate::spec::window::{self, WindowMode};
 
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
 /// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
@@ -99,6 +100,8 @@ pub struct Outcome {
     pub done: bool,
     /// A scale-in kept its replicas or a removed NodeSet its StatefulSet: apply again later.
     pub held: bool,
+    /// When a maintenance window that rollouts wait for opens (UNIX seconds): pass again then.
+    pub wake_at: Option<i64>,
     /// The workers as observed at the start of the pass.
     pub sets: BTreeMap<String, SetView>,
     pub slurm: Option<SlurmView>,
@@ -230,6 +233,9 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             .await?;
             out.events
                 .extend(made.into_iter().map(|e| (name.clone(), e)));
+        }
+        if let Some(opens) = d.progress.window.as_ref().and_then(|w| w.opens) {
+            out.wake_at = Some(out.wake_at.map_or(opens, |t| t.min(opens)));
         }
         out.progress.push(d.progress);
     }
@@ -378,6 +384,7 @@ pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u
         force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
         registration_grace,
         gate: canary::Gate::Open,
+        window: decide::WindowGate::Open,
     }
 }
 
@@ -423,8 +430,23 @@ async fn place_in_blocks(
     }
 }
 
+/// Whether the maintenance windows let NodeSet N drain workers now.
+fn window_gate(n: Option<&crate::spec::types::NodeSet>, t: &window::Timing) -> decide::WindowGate {
+    match n.map(|n| n.update.window) {
+        Some(_) if t.open.is_some() => decide::WindowGate::Open,
+        Some(WindowMode::Required) => decide::WindowGate::Closed {
+            idle_may_roll: false,
+        },
+        Some(WindowMode::Preferred) => decide::WindowGate::Closed {
+            idle_may_roll: true,
+        },
+        _ => decide::WindowGate::Open,
+    }
+}
+
 /// Every observed NodeSet's decision, by name.
 fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String, Decision> {
+    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
     obs.sets
         .values()
         .map(|s| {
@@ -449,11 +471,15 @@ fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String
                 },
                 |n| policy(n, grace, s.replicas),
             );
+            p.window = window_gate(spec, &timing);
             let validation = spec.and_then(|n| Validation::of(&c.spec, n));
             let mut d = match &obs.slurm {
                 Ok(view) => gated(&s, &want, &mut p, validation.as_ref(), view, obs.now),
                 Err(_) => unknown(&s, &want),
             };
+            if let Some(w) = d.progress.window.as_mut() {
+                (w.opens, w.closes) = timing.next.unzip();
+            }
             if let Some(placed) = placed {
                 d.progress.unplaced.extend(placed.unplaced);
                 d.progress.done &= placed.create.is_empty();

@@ -95,6 +95,8 @@ struct State {
     held: bool,
     /// When a pass last acted: passes read the workers afresh shortly after (read-after-write).
     acted_at: Option<Instant>,
+    /// When a maintenance window a rollout waits for opens (UNIX seconds).
+    wake_at: Option<i64>,
     /// Waiting workers (NodeSet/node/jobs) already told in an Event.
     waiting_told: std::collections::BTreeSet<String>,
     /// Worker state sync between passes (with Slurm).
@@ -204,8 +206,14 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
             break;
         }
         if !acted {
+            // A maintenance window that a rollout waits for opens before the next poll: pass then.
+            let until_window = state.wake_at.map(|t| {
+                let s = t - k8s_openapi::jiff::Timestamp::now().as_second();
+                Duration::from_secs(s.clamp(0, i64::MAX) as u64 + 1)
+            });
+            let sleep = until_window.map_or(cfg.interval, |w| w.min(cfg.interval));
             tokio::select! {
-                _ = tokio::time::sleep(cfg.interval) => {}
+                _ = tokio::time::sleep(sleep) => {}
                 _ = shared.sync_now.notified() => {}
             }
             // Events come in bursts (a pod's several status updates): take them as one.

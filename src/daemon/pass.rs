@@ -362,6 +362,7 @@ fn record(
         super::report::count(shared, "applied", started);
     }
     state.held = out.held;
+    state.wake_at = out.wake_at;
     state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
     // A failed canary marks the commit: it applied, and its rollout is halted.
     let halted: Vec<String> = out

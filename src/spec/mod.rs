@@ -9,6 +9,7 @@ pub mod release;
 pub mod types;
 pub mod validate;
 pub mod values;
+pub mod window;
 pub mod words;
 pub mod yaml;
 

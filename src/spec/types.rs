@@ -808,6 +808,14 @@ pub struct UpdatePolicy {
     /// Replace a few workers first and validate them with a Slurm job before the rest roll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<super::canary::Canary>,
+    /// Wait for a maintenance window (`policy.maintenanceWindows`) before draining workers:
+    /// `required` (every worker), `preferred` (busy ones; idle ones roll any time), `none`.
+    #[serde(default, skip_serializing_if = "is_no_window")]
+    pub window: super::window::WindowMode,
+}
+
+fn is_no_window(m: &super::window::WindowMode) -> bool {
+    *m == super::window::WindowMode::None
 }
 
 impl Default for UpdatePolicy {
@@ -817,6 +825,7 @@ impl Default for UpdatePolicy {
             drain_timeout: default_drain_timeout(),
             on_timeout: default_on_timeout(),
             canary: None,
+            window: super::window::WindowMode::None,
         }
     }
 }
@@ -927,6 +936,9 @@ pub struct Policy {
     /// Differences slurmops neither corrects nor reports (e.g. a field another controller owns).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_differences: Vec<IgnoreDifference>,
+    /// When disruptive rollout steps may run, for NodeSets whose `update.window` asks for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance_windows: Vec<super::window::MaintenanceWindow>,
     /// Kubernetes node problems that drain the workers on the node in Slurm, besides a cordon
     /// (e.g. a condition Node Problem Detector or the GPU operator sets). A drained worker is
     /// resumed when the problem clears, if the drain is still slurmops' own.

@@ -109,6 +109,18 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         if let Some(c) = &p.canary {
             out += &canary(c, &p.node_set);
         }
+        if let Some(w) = &p.window {
+            let next = match (w.opens, w.closes) {
+                (Some(o), Some(c)) => {
+                    format!("next window {} until {}", when(o, now), when(c, now))
+                }
+                _ => "no window ahead in the schedule".to_string(),
+            };
+            out += &format!(
+                "  waits for a maintenance window: {} ({next})\n",
+                w.workers.join(", ")
+            );
+        }
         for w in &p.waiting {
             out += &format!("  {}\n", waiting(w, now));
         }
@@ -209,6 +221,7 @@ mod tests {
             in_flight: vec!["gpu-0".into()],
             unplaced: vec![],
             canary: None,
+            window: None,
             waiting: vec![Waiting {
                 node: "gpu-0".into(),
                 why: "rollout".into(),

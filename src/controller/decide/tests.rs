@@ -354,3 +354,53 @@ fn a_worker_unknown_as_a_node_but_held_by_a_job_is_not_replaced() {
     let d = decide(&s, &Want::Replicas(1), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
 }
+
+#[test]
+fn outside_a_required_window_nothing_drains_and_outside_a_preferred_one_only_idle_workers_do() {
+    let s = set("a", 3, &["old", "old", "old"]);
+    let slurm = SlurmView::new(
+        idle(&["a-1", "a-2"])
+            .into_iter()
+            .chain([node("a-0", &["ALLOCATED"], "")])
+            .collect(),
+        vec![job(7, "a-0", NOW + 600)],
+    );
+    let p = |window| Policy {
+        max_unavailable: 3,
+        window,
+        ..Policy::default()
+    };
+    let d = decide(
+        &s,
+        &Want::Replicas(3),
+        &p(WindowGate::Closed {
+            idle_may_roll: false,
+        }),
+        &slurm,
+        NOW,
+    );
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    let held = d.progress.window.expect("held for a window").workers;
+    assert_eq!(held, ["a-1", "a-2", "a-0"]);
+    assert!(!d.progress.done);
+
+    let d = decide(
+        &s,
+        &Want::Replicas(3),
+        &p(WindowGate::Closed {
+            idle_may_roll: true,
+        }),
+        &slurm,
+        NOW,
+    );
+    assert_eq!(
+        d.actions,
+        vec![drain("a-1", REASON_ROLLOUT), drain("a-2", REASON_ROLLOUT)]
+    );
+    assert_eq!(d.progress.window.expect("a-0 held").workers, ["a-0"]);
+
+    // Inside the window: all three, within maxUnavailable.
+    let d = decide(&s, &Want::Replicas(3), &p(WindowGate::Open), &slurm, NOW);
+    assert_eq!(d.actions.len(), 3, "{:?}", d.actions);
+    assert_eq!(d.progress.window, None);
+}

@@ -8,6 +8,7 @@ mod accounting;
 mod canary;
 mod controller;
 mod pods;
+mod window;
 
 use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};
 
@@ -115,6 +116,7 @@ pub const RENDERED_KINDS: &[&str] = &[
 
 impl Validator {
     fn policy(&mut self, policy: &Policy, p: &Path) {
+        self.windows(policy, p);
         for (i, rule) in policy.ignore_differences.iter().enumerate() {
             let rp = p.key("ignoreDifferences").index(i);
             if !RENDERED_KINDS.contains(&rule.kind.as_str()) {
@@ -488,6 +490,7 @@ impl Validator {
             }
             self.node_set(n, &names, &np);
             self.canary(n, s, &np);
+            self.window_mode(n, s, &np);
         }
     }
 

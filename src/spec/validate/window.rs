@@ -1,0 +1,46 @@
+//! Checks of maintenance windows: schedules that parse as the five usual cron fields, known time
+//! zones, and NodeSets that wait for a window only when there is one.
+
+use super::super::diag::Path;
+use super::super::types::*;
+use super::super::window::WindowMode;
+use super::Validator;
+
+impl Validator {
+    pub(super) fn windows(&mut self, policy: &Policy, p: &Path) {
+        for (i, w) in policy.maintenance_windows.iter().enumerate() {
+            let wp = p.key("maintenanceWindows").index(i);
+            if let Err(e) = w.parsed() {
+                let (field, hint) = if e.contains("time zone") {
+                    ("timeZone", "e.g. UTC or Europe/Paris")
+                } else {
+                    (
+                        "schedule",
+                        "five fields, days by name, e.g. \"0 2 * * Sat\" (02:00 every Saturday)",
+                    )
+                };
+                self.err(wp.key(field), e, hint);
+            }
+            if w.duration.as_secs() < 60 {
+                self.err(
+                    wp.key("duration"),
+                    format!("a window of {} cannot hold a rollout step", w.duration),
+                    "use 1m or more, e.g. 4h",
+                );
+            }
+        }
+    }
+
+    pub(super) fn window_mode(&mut self, n: &NodeSet, s: &ClusterSpec, p: &Path) {
+        if n.update.window != WindowMode::None && s.policy.maintenance_windows.is_empty() {
+            self.err(
+                p.key("update").key("window"),
+                format!(
+                    "NodeSet {:?} waits for a maintenance window, and policy.maintenanceWindows has none",
+                    n.name
+                ),
+                "add a window to policy.maintenanceWindows, or set window: none",
+            );
+        }
+    }
+}
