@@ -77,6 +77,30 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     assert_eq!(st.workers.len(), 2, "{st:?}");
     let opens = st.opens.expect("the next window");
     assert_eq!(opens % 120, 0, "windows open at even minutes: {opens}");
+    let reservation = format!("slurmops-maint-{set}");
+    let reserves = support::slurm_release() != "24.11";
+    let late = if reserves {
+        // Ahead of the window, a MAINT reservation holds the workers from its start...
+        let r = eventually("the reservation", Duration::from_secs(20), async || {
+            s.reservations().await.ok()?.into_iter().find(|r| r.name == reservation)
+        })
+        .await;
+        assert_eq!(r.nodes, [format!("{set}-0"), format!("{set}-1")]);
+        assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 60)));
+        assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
+        // ...so a job that would still run when it starts does not start there.
+        let late = submit_sleep(&format!("{set}-1"), 600).await;
+        Some(late)
+    } else {
+        // slurmrestd 24.11 cannot create reservations: status says so.
+        let st = eventually("the reservation note", Duration::from_secs(20), async || {
+            let st = status(&t.env).await?;
+            st.progress().into_iter().find(|p| p.node_set == set)?.window?.reservation
+        })
+        .await;
+        assert!(st.contains("v0.0.43"), "{st}");
+        None
+    };
     while now() < opens - 2 {
         for i in 0..2 {
             let n = s.get(&format!("{set}-{i}")).await.unwrap();
@@ -86,6 +110,9 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     assert_eq!(job_state(job).await, ["COMPLETED"], "the job ran undisturbed");
+    if let Some(late) = late {
+        assert_eq!(job_state(late).await, ["PENDING"], "a job overlapping the window started");
+    }
 
     // Inside the window: every worker rolls.
     eventually("every worker rolled in the window", Duration::from_secs(90), async || {
@@ -95,6 +122,15 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     })
     .await;
     assert!(now() < opens + 60 + 5, "the rollout ran past its window");
+    if let Some(late) = late {
+        // Done: the reservation is given back, and the held job may run.
+        eventually("the reservation deleted", Duration::from_secs(20), async || {
+            let rs = s.reservations().await.ok()?;
+            rs.iter().all(|r| r.name != reservation).then_some(())
+        })
+        .await;
+        support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &late.to_string()]);
+    }
     let after = uids().await;
     for (name, uid) in &before {
         assert_ne!(after.get(name), Some(uid), "{name} not replaced");

@@ -25,6 +25,8 @@ pub struct Acted {
     pub unplaced: Vec<String>,
     /// A canary's script could not be read (its ConfigMap): the validation waits.
     pub canary_error: Option<String>,
+    /// Slurm refused a maintenance reservation (24.11's slurmrestd cannot make one).
+    pub reservation_error: Option<String>,
 }
 
 pub async fn act<S: SlurmNodes>(
@@ -116,6 +118,28 @@ pub async fn act<S: SlurmNodes>(
                     reason: reason.clone(),
                 },
                 Err(SlurmError::UnknownNode(_)) => continue,
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
+            Action::Reserve { request } => match slurm.reserve(request).await {
+                Ok(()) => Event::Reserved {
+                    name: request.name.clone(),
+                    nodes: request.nodes.clone(),
+                    start: request.start,
+                },
+                Err(e) if e.is_transient() => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+                Err(e) => {
+                    out.reservation_error = Some(e.to_string());
+                    continue;
+                }
+            },
+            Action::Unreserve { name } => match slurm.unreserve(name).await {
+                Ok(()) => Event::Unreserved { name: name.clone() },
                 Err(e) => {
                     out.slurm_error = Some(e);
                     break;

@@ -188,6 +188,12 @@ pub enum Action {
     Cancel { job: u64 },
     /// DRAIN with `slurmops: REASON`, replacing a reason of ours (a failed canary).
     Hold { node: String, reason: String },
+    /// Reserve the workers that wait for a maintenance window, for the window.
+    Reserve {
+        request: crate::slurm::ReservationRequest,
+    },
+    /// Give a maintenance reservation back.
+    Unreserve { name: String },
 }
 
 /// A job that holds a worker.
@@ -248,6 +254,9 @@ pub struct WindowWait {
     pub opens: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closes: Option<i64>,
+    /// The Slurm reservation that holds jobs back ahead of the window, or why there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// The outcome for one NodeSet.

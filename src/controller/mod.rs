@@ -17,6 +17,7 @@ pub mod blocks;
 pub mod canary;
 pub mod decide;
 pub mod drive;
+pub mod maint;
 pub mod observe;
 pub mod per_node;
 pub mod watch;
@@ -141,6 +142,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     distrust_empty(&mut obs);
     let mut decisions = decide_all(c, &obs, env.registration_grace);
     place_in_blocks(&env.cluster.client, c, &obs, &mut decisions).await;
+    reserve_for_windows(slurm, c, &obs, &mut decisions).await;
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -190,8 +192,12 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             d.actions.retain(|a| match a {
                 Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
                 Action::SetTopology { .. } => true,
-                // A canary belongs to a rollout, which waits.
-                Action::Submit { .. } | Action::Cancel { .. } | Action::Hold { .. } => false,
+                // A canary and a window's reservation belong to a rollout, which waits.
+                Action::Submit { .. }
+                | Action::Cancel { .. }
+                | Action::Hold { .. }
+                | Action::Reserve { .. }
+                | Action::Unreserve { .. } => false,
                 // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).
                 Action::Delete { pod, .. } => leaving.contains(pod),
             });
@@ -206,6 +212,9 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             d.progress.unplaced.extend(acted.unplaced);
             if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
                 p.error = Some(e);
+            }
+            if let (Some(e), Some(w)) = (acted.reservation_error, d.progress.window.as_mut()) {
+                w.reservation = Some(format!("none: {e}"));
             }
             if let Some(e) = acted.slurm_error {
                 out.slurm_error = Some(e.to_string());
@@ -441,6 +450,36 @@ fn window_gate(n: Option<&crate::spec::types::NodeSet>, t: &window::Timing) -> d
             idle_may_roll: true,
         },
         _ => decide::WindowGate::Open,
+    }
+}
+
+/// Adds the maintenance reservations due (NodeSets that wait for a window), and says which one
+/// holds each NodeSet's workers. Reservations that cannot be read leave it to a later pass.
+async fn reserve_for_windows<S: SlurmNodes>(
+    slurm: &S,
+    c: &ClusterFile,
+    obs: &Observation,
+    decisions: &mut BTreeMap<String, Decision>,
+) {
+    let windowed = c
+        .spec
+        .node_sets
+        .iter()
+        .any(|n| n.update.window != WindowMode::None);
+    if !windowed || obs.slurm.is_err() {
+        return;
+    }
+    let Ok(existing) = slurm.reservations().await else {
+        return;
+    };
+    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
+    for (name, d) in decisions.iter_mut() {
+        let steps = maint::steps(&d.progress, &timing, &existing);
+        let held = existing.iter().find(|r| r.name == maint::name(name));
+        if let (Some(w), Some(r)) = (d.progress.window.as_mut(), held) {
+            w.reservation = Some(format!("{} on {}", r.name, r.nodes.join(", ")));
+        }
+        d.actions.extend(steps);
     }
 }
 

@@ -198,6 +198,8 @@ impl Metrics {
             Event::CanaryHeld { .. } => "canary_hold",
             Event::CanaryVerdict { passed: true, .. } => "canary_passed",
             Event::CanaryVerdict { passed: false, .. } => "canary_failed",
+            Event::Reserved { .. } => "reserve",
+            Event::Unreserved { .. } => "unreserve",
         };
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])

@@ -133,6 +133,16 @@ pub enum Event {
     CanaryCancelled {
         job: u64,
     },
+    /// A maintenance reservation was made for the workers waiting for a window.
+    Reserved {
+        name: String,
+        nodes: Vec<String>,
+        start: i64,
+    },
+    /// The rollout is done: its maintenance reservation was given back.
+    Unreserved {
+        name: String,
+    },
     /// A canary's verdict was recorded on the workload.
     CanaryVerdict {
         passed: bool,
@@ -179,6 +189,17 @@ impl std::fmt::Display for Event {
             ),
             Event::SlurmBack => write!(f, "Slurm answers again, rollout continues"),
             Event::CanaryVerdict { message, .. } => write!(f, "{message}"),
+            Event::Reserved { name, nodes, start } => write!(
+                f,
+                "reservation {name} made on {} from {} (the maintenance window): no job that would run into it starts there",
+                nodes.join(", "),
+                k8s_openapi::jiff::Timestamp::from_second(*start)
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|_| start.to_string())
+            ),
+            Event::Unreserved { name } => {
+                write!(f, "reservation {name} deleted: the rollout is done")
+            }
             Event::CanarySubmitted { job, nodes } => write!(
                 f,
                 "canary validation job {job} submitted on {}",

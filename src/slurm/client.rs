@@ -12,7 +12,7 @@ use super::SlurmError;
 use super::auth::{Credentials, Issued};
 use super::model::{
     ApiMessage, DataParser, Envelope, Job, JobRequest, JobsWire, Node, NodesWire, Reservation,
-    ReservationsWire,
+    ReservationRequest, ReservationsWire,
 };
 
 /// Slurm error numbers slurmops reacts to.
@@ -339,6 +339,32 @@ impl Client {
             {
                 Ok(())
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates reservation R (data parser v0.0.43 on; Slurm 24.11 cannot).
+    pub async fn create_reservation(&self, r: &ReservationRequest) -> Result<(), SlurmError> {
+        let p = self.parser().await?;
+        if !p.creates_reservations() {
+            return Err(SlurmError::Config(format!(
+                "creating a reservation needs slurmrestd data parser v0.0.43 or later (Slurm 25.05+); slurmrestd at {} speaks {}",
+                self.base,
+                p.as_str()
+            )));
+        }
+        self.send(p, Method::POST, "reservation", Some(r.body()))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes reservation NAME (gone already is no error).
+    pub async fn delete_reservation(&self, name: &str) -> Result<(), SlurmError> {
+        let p = self.parser().await?;
+        let path = format!("reservation/{}", segment(name)?);
+        match self.send(p, Method::DELETE, &path, None).await {
+            Ok(_) => Ok(()),
+            Err(_) if self.reservations().await?.iter().all(|r| r.name != name) => Ok(()),
             Err(e) => Err(e),
         }
     }

@@ -15,7 +15,9 @@ pub mod model;
 use std::future::Future;
 
 pub use client::{Client, Config};
-pub use model::{ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation};
+pub use model::{
+    ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation, ReservationRequest,
+};
 
 /// Drain reasons slurmops sets start with this; only such drains are ever resumed by slurmops.
 pub const REASON_PREFIX: &str = "slurmops:";
@@ -136,6 +138,15 @@ pub trait SlurmNodes: Send + Sync {
     fn submit(&self, job: &JobRequest) -> impl Future<Output = Result<u64, SlurmError>> + Send;
     /// Cancels a job slurmops submitted; harmless when it ended already.
     fn cancel(&self, id: u64) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// Every reservation.
+    fn reservations(&self) -> impl Future<Output = Result<Vec<Reservation>, SlurmError>> + Send;
+    /// Makes a maintenance reservation (Slurm 25.05 and later through slurmrestd).
+    fn reserve(
+        &self,
+        r: &ReservationRequest,
+    ) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// Deletes a reservation; harmless when it is gone.
+    fn unreserve(&self, name: &str) -> impl Future<Output = Result<(), SlurmError>> + Send;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -233,6 +244,18 @@ impl SlurmNodes for Client {
 
     async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
         Client::cancel(self, id).await
+    }
+
+    async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {
+        Client::reservations(self).await
+    }
+
+    async fn reserve(&self, r: &ReservationRequest) -> Result<(), SlurmError> {
+        self.create_reservation(r).await
+    }
+
+    async fn unreserve(&self, name: &str) -> Result<(), SlurmError> {
+        self.delete_reservation(name).await
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {

@@ -50,6 +50,11 @@ impl DataParser {
             .collect()
     }
 
+    /// Creates reservations (`POST reservation`): v0.0.43 on (Slurm 25.05 and later).
+    pub fn creates_reservations(self) -> bool {
+        !matches!(self, DataParser::V0042)
+    }
+
     /// Reports a node's block (`topology` in the node, `topology_str` in an update).
     pub fn has_node_topology(self) -> bool {
         matches!(self, DataParser::V0045)
@@ -199,6 +204,30 @@ impl JobRequest {
                 "standard_output": "/dev/null",
                 "standard_error": "/dev/null",
             }
+        })
+    }
+}
+
+/// A maintenance reservation slurmops makes ahead of a window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationRequest {
+    pub name: String,
+    pub nodes: Vec<String>,
+    pub start: i64,
+    pub end: i64,
+}
+
+impl ReservationRequest {
+    /// `MAINT`: the nodes show as in maintenance; `IGNORE_JOBS`: made even while jobs run there
+    /// (they may end before the window). Slurm starts no job there that would run into it.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "node_list": self.nodes,
+            "start_time": {"set": true, "infinite": false, "number": self.start},
+            "end_time": {"set": true, "infinite": false, "number": self.end},
+            "flags": ["MAINT", "IGNORE_JOBS"],
+            "users": ["root"],
         })
     }
 }
