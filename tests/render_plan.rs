@@ -910,6 +910,52 @@ fn a_rollout_under_a_canary_is_planned_canary_first() {
     golden("canary.plan.json", &format::json(&p));
 }
 
+/// A pull request that changes a NodeSet that waits for a maintenance window: the plan says when
+/// the next window opens, counted from the plan's time, and the reservation that holds jobs back.
+#[test]
+fn a_rollout_waiting_for_a_window_is_planned_with_its_next_window() {
+    let (_, text) = example("examples/repo");
+    let windowed = |t: &str| {
+        t.replace(
+            "        onTimeout: wait\n",
+            "        onTimeout: wait\n        window: required\n",
+        )
+        .replace(
+            "  nodeSets:\n",
+            "  policy:\n    maintenanceWindows:\n      - {schedule: \"0 2 * * Sat\", duration: 4h, timeZone: Europe/Paris}\n  nodeSets:\n",
+        )
+    };
+    let base_text = windowed(&text);
+    assert_ne!(base_text, text, "the edits apply to the example");
+    let base = load_text(&base_text);
+    let head =
+        load_text(&base_text.replace("dcgm-exporter:4.2.3-4.1.3", "dcgm-exporter:4.2.4-4.1.3"));
+    let (rb, rh) = (render(&base), render(&head));
+    let mut p = plan(
+        Some(Side {
+            cluster: &base,
+            rendered: &rb,
+        }),
+        Side {
+            cluster: &head,
+            rendered: &rh,
+        },
+    );
+    // Tuesday 2026-11-24 10:00 UTC; the window opens Saturday 02:00 in Paris (01:00 UTC).
+    slurmops::plan::at(&mut p, &head, 1_795_514_400);
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(
+        t.contains("NodeSet h100: waits for a maintenance window (no worker drains outside one): next 2026-11-28T01:00:00Z – 2026-11-28T05:00:00Z (in 3d 15h 0m); reservation slurmops-maint-h100"),
+        "{t}"
+    );
+    golden("window.plan.txt", &t);
+    golden(
+        "window.plan.md",
+        &format::markdown(&p, "cluster gpu (from main)"),
+    );
+    golden("window.plan.json", &format::json(&p));
+}
+
 /// A pull request that changes QOS, accounts and users: the plan says it in Slurm's words, in
 /// the order apply makes the changes, in all three formats.
 #[test]

@@ -246,6 +246,7 @@ pub fn plan_cluster(
         let base = last.as_ref().map(|b| (b, render::render(b)));
         let base = base.as_ref().map(|(b, br)| (*b, br));
         let mut p = apply::drift(&cluster, &c, &r, base).await?;
+        crate::plan::at(&mut p, &c, k8s_openapi::jiff::Timestamp::now().as_second());
         if let Some((url, token)) = slurm {
             let client = super::token_client(&url, &token)
                 .map_err(|e| ApplyError::Connect(e.to_string()))?;

@@ -359,16 +359,19 @@ fn plan_inner(
         .as_ref()
         .zip(old_r.as_ref())
         .map(|(cluster, rendered)| Side { cluster, rendered });
-    Ok((
-        plan::plan(
-            base_side,
-            Side {
-                cluster: &new_c,
-                rendered: &new_r,
-            },
-        ),
-        target,
-    ))
+    let mut p = plan::plan(
+        base_side,
+        Side {
+            cluster: &new_c,
+            rendered: &new_r,
+        },
+    );
+    plan::at(
+        &mut p,
+        &new_c,
+        k8s_openapi::jiff::Timestamp::now().as_second(),
+    );
+    Ok((p, target))
 }
 
 #[cfg(test)]

@@ -91,6 +91,9 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         if let Some(c) = &r.canary {
             out.push(canary(r, c));
         }
+        if let Some(w) = &r.window {
+            out.push(window(r, w, &s.drains));
+        }
     }
     for sc in &s.scaled {
         use crate::spec::values::Replicas::{Count, PerNode};
@@ -173,6 +176,64 @@ fn canary(r: &crate::plan::Roll, c: &crate::plan::CanaryStep) -> String {
         "NodeSet {}: canary: {first} replaced first and validated by {} ({jobs}, timeout {}), {rest}; a failed validation halts the rollout with the canaries drained",
         r.node_set, c.check, c.timeout
     )
+}
+
+/// A rollout that waits for a maintenance window in words: when, the reservation, and the jobs
+/// that would still run when the window opens (known against the live cluster).
+fn window(
+    r: &crate::plan::Roll,
+    w: &crate::plan::WindowStep,
+    drains: &[crate::plan::NodeDrain],
+) -> String {
+    let what = match w.mode.as_str() {
+        "preferred" => "busy workers wait for a maintenance window (idle ones roll at once)",
+        _ => "waits for a maintenance window (no worker drains outside one)",
+    };
+    let ts = |t: i64| {
+        k8s_openapi::jiff::Timestamp::from_second(t)
+            .map(|x| x.to_string())
+            .unwrap_or_else(|_| t.to_string())
+    };
+    let when = match (w.next, w.now) {
+        (Some((s, e)), Some(now)) if s <= now => format!("a window is open now, until {}", ts(e)),
+        (Some((s, e)), Some(now)) => {
+            let d = s - now;
+            format!(
+                "next {} – {} (in {}d {}h {}m)",
+                ts(s),
+                ts(e),
+                d / 86_400,
+                d % 86_400 / 3600,
+                d % 3600 / 60
+            )
+        }
+        _ => format!("windows: {}", w.windows.join("; ")),
+    };
+    let mut out = format!(
+        "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on its workers from the window's start holds back jobs that would run into it (Slurm 25.05+)",
+        r.node_set, r.node_set
+    );
+    if let Some((start, _)) = w.next {
+        let past: Vec<String> = drains
+            .iter()
+            .filter(|d| d.node_set == r.node_set)
+            .flat_map(|d| {
+                d.jobs
+                    .iter()
+                    .filter(|j| j.end_time.is_none_or(|e| e > start))
+                    .map(move |j| {
+                        let end = j
+                            .end_time
+                            .map_or("no time limit".into(), |e| format!("ends {}", ts(e)));
+                        format!("job {} ({}, {}, {end})", j.id, j.user, d.node)
+                    })
+            })
+            .collect();
+        if !past.is_empty() {
+            out += &format!("; jobs running past the window start: {}", past.join(", "));
+        }
+    }
+    out
 }
 
 pub fn text(p: &Plan, target: &str) -> String {

@@ -78,6 +78,24 @@ pub struct Roll {
     /// The workers replaced and validated first, when the NodeSet has a canary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStep>,
+    /// The maintenance windows the rollout waits for, when the NodeSet asks for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowStep>,
+}
+
+/// A rollout that waits for a maintenance window, in the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowStep {
+    /// `required` or `preferred`.
+    pub mode: String,
+    /// Each window as written: `0 2 * * Sat for 4h (UTC)`.
+    pub windows: Vec<String>,
+    /// The next window [start, end) as UNIX seconds, once a time is given (`at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<(i64, i64)>,
+    /// The plan's time, when it is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<i64>,
 }
 
 /// A rollout's canary in the plan.
@@ -545,6 +563,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                     workers,
                     max_unavailable,
                     because,
+                    window: window_step(head.cluster, ns),
                     canary: ns.update.canary.as_ref().map(|c| CanaryStep {
                         replicas: c.replicas,
                         nodes: Vec::new(),
@@ -591,6 +610,37 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);
     s
+}
+
+fn window_step(c: &ClusterFile, ns: &NodeSet) -> Option<WindowStep> {
+    let mode = match ns.update.window {
+        crate::spec::window::WindowMode::None => return None,
+        crate::spec::window::WindowMode::Required => "required",
+        crate::spec::window::WindowMode::Preferred => "preferred",
+    };
+    Some(WindowStep {
+        mode: mode.into(),
+        windows: c
+            .spec
+            .policy
+            .maintenance_windows
+            .iter()
+            .map(|w| format!("{} for {} ({})", w.schedule, w.duration, w.time_zone))
+            .collect(),
+        next: None,
+        now: None,
+    })
+}
+
+/// Gives P's window steps the next window after NOW (the plan itself takes no clock).
+pub fn at(p: &mut Plan, c: &ClusterFile, now: i64) {
+    let t = crate::spec::window::timing(&c.spec.policy.maintenance_windows, now);
+    for r in &mut p.slurm.node_sets_rolled {
+        if let Some(w) = r.window.as_mut() {
+            w.next = t.open.or(t.next);
+            w.now = Some(now);
+        }
+    }
 }
 
 fn slurm_conf(r: &Rendered) -> &str {
