@@ -350,6 +350,25 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
                     .await
                     .map_err(|e| e.to_string())?;
             println!("{set}: {e}");
+            if let crate::rollout::Event::CanaryVerdict {
+                reason, message, ..
+            } = e
+            {
+                let note = crate::status::Note {
+                    involved: k8s_openapi::api::core::v1::ObjectReference {
+                        api_version: Some("apps/v1".into()),
+                        kind: Some("StatefulSet".into()),
+                        name: Some(set.clone()),
+                        namespace: Some(c.metadata.namespace.clone()),
+                        ..Default::default()
+                    },
+                    reason,
+                    message,
+                    warning: true,
+                };
+                // The Event is for people; failing to record it does not undo the resume.
+                let _ = crate::status::record(&cluster.client, note).await;
+            }
         }
         // Every NodeSet at once, each within its own maxUnavailable; one NodeSet is watched, many
         // are polled (no watch streams per NodeSet).

@@ -3,7 +3,7 @@
 //! (fencing: a replica that lost the Lease stops before its next write).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
@@ -281,8 +281,8 @@ fn pod_for(template: &PodTemplate, service: &str, name: &str, node: Option<&str>
     })
 }
 
-/// Keeps a canary's verdict R on SET's workload (annotation, field manager `slurmops-canary`) and
-/// records it as an Event on it.
+/// Keeps a canary's verdict R on SET's workload (annotation, field manager `slurmops-canary`); the
+/// event it returns is what the drivers tell (the daemon as a Kubernetes Event too).
 pub async fn record(
     client: &kube::Client,
     namespace: &str,
@@ -306,24 +306,20 @@ pub async fn record(
         what: what.clone(),
         source,
     };
-    let uid = match set.managed {
-        true => {
+    match set.managed {
+        true => drop(
             Api::<PodTemplate>::namespaced(client.clone(), namespace)
                 .patch(&set.name, &pp, &Patch::Apply(&body))
                 .await
-                .map_err(kube_err)?
-                .metadata
-                .uid
-        }
-        false => {
+                .map_err(kube_err)?,
+        ),
+        false => drop(
             Api::<StatefulSet>::namespaced(client.clone(), namespace)
                 .patch(&set.name, &pp, &Patch::Apply(&body))
                 .await
-                .map_err(kube_err)?
-                .metadata
-                .uid
-        }
-    };
+                .map_err(kube_err)?,
+        ),
+    }
     let job = r.job.map(|j| format!(" (job {j})")).unwrap_or_default();
     let (reason, message) = match r.verdict {
         Verdict::Passed => (
@@ -349,22 +345,8 @@ pub async fn record(
             ),
         ),
     };
-    let note = crate::status::Note {
-        involved: ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-            name: Some(set.name.clone()),
-            namespace: Some(namespace.into()),
-            uid,
-            ..ObjectReference::default()
-        },
-        reason,
-        message: message.clone(),
-        warning: r.verdict != Verdict::Passed,
-    };
-    // The Event is for people; failing to record it does not undo the verdict.
-    let _ = crate::status::record(client, note).await;
     Ok(Event::CanaryVerdict {
+        reason,
         passed: r.verdict != Verdict::Failed,
         message,
     })

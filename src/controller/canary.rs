@@ -11,51 +11,15 @@
 //! Nothing is remembered in memory: the jobs are found in Slurm by name, and the verdict is kept
 //! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge).
 
-use serde::{Deserialize, Serialize};
-
 use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
+pub use super::gate::{CanaryProgress, Gate, REASON_CANARY_FAILED, Record, Verdict};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub const JOB_PREFIX: &str = "slurmops-canary";
-/// The drain reason (after `slurmops: `) of a canary whose validation failed.
-pub const REASON_CANARY_FAILED: &str = "canary failed";
 /// Longest error line kept in a drain reason.
 const MAX_ERROR: usize = 160;
-
-/// A canary's verdict, as the workload's annotation keeps it (JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub revision: String,
-    pub verdict: Verdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tail: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Passed,
-    Failed,
-    /// An operator proceeded past a failed canary (`slurmops rollout --resume`).
-    Resumed,
-}
-
-impl Record {
-    /// The record an annotation holds; None when it is absent or not one.
-    pub fn parse(text: Option<&str>) -> Option<Record> {
-        serde_json::from_str(text?).ok()
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
 
 /// The gate a recorded verdict alone sets (a driver without the canary's spec: a failed canary
 /// still halts the rollout).
@@ -65,34 +29,6 @@ pub fn recorded_gate(set: &SetView) -> Gate {
         Some(r) if Some(r.revision.as_str()) == rev && r.verdict == Verdict::Failed => Gate::Halt,
         _ => Gate::Open,
     }
-}
-
-/// What the canary lets the rollout do this pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Gate {
-    /// No canary, or this revision is validated: roll as usual.
-    #[default]
-    Open,
-    /// At most this many workers on the new revision, and none of them resumed by the rollout
-    /// (the canary resumes them once their job is submitted).
-    Limit(u32),
-    /// The canary failed: no worker rolls.
-    Halt,
-}
-
-/// Where a NodeSet's canary stands, for `slurmops status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CanaryProgress {
-    pub revision: String,
-    /// replacing, validating, failed, passed, resumed
-    pub stage: String,
-    pub canaries: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub jobs: Vec<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tail: Option<String>,
 }
 
 /// The canary's part of a pass.

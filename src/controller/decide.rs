@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::canary::{Gate, REASON_CANARY_FAILED};
+use super::gate::{Gate, REASON_CANARY_FAILED};
 use crate::rollout::{Candidate, order};
 use crate::slurm::{Job, Node, REASON_PREFIX};
 
@@ -238,7 +238,7 @@ pub struct Progress {
     pub unplaced: Vec<String>,
     /// The rollout's canary, when the NodeSet has one and a rollout needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<super::canary::CanaryProgress>,
+    pub canary: Option<super::gate::CanaryProgress>,
     /// Workers whose rollout waits for a maintenance window, and when the next one opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowWait>,
@@ -271,7 +271,7 @@ pub struct Decision {
     /// Pods to make now (slurmops-made NodeSets): (pod, the Kubernetes node it is bound to).
     pub create: Vec<(String, Option<String>)>,
     /// A canary verdict to keep on the workload once the actions are done.
-    pub record: Option<super::canary::Record>,
+    pub record: Option<super::gate::Record>,
 }
 
 /// The workers of a NodeSet in ordinal order.

@@ -17,6 +17,7 @@ pub mod blocks;
 pub mod canary;
 pub mod decide;
 pub mod drive;
+pub mod gate;
 pub mod maint;
 pub mod observe;
 pub mod per_node;

@@ -96,6 +96,8 @@ pub(super) async fn rollout_events(
                 E::Drain { .. } => "Draining",
                 E::Delete { .. } => "WorkerReplaced",
                 E::Resume { .. } => "Resumed",
+                E::CanaryVerdict { reason, .. } => reason,
+                E::Reserved { .. } => "MaintenanceReserved",
                 _ => return None,
             };
             Some((set.clone(), reason, e.to_string()))
@@ -126,7 +128,7 @@ pub(super) async fn rollout_events(
             },
             reason,
             message,
-            warning: false,
+            warning: reason == "CanaryFailed",
         };
         if let Err(e) = crate::status::record(&cluster.client, note).await {
             tracing::warn!("recording an Event: {e}");

@@ -145,6 +145,8 @@ pub enum Event {
     },
     /// A canary's verdict was recorded on the workload.
     CanaryVerdict {
+        /// The Event reason: CanaryPassed, CanaryFailed, CanaryOverridden.
+        reason: &'static str,
         passed: bool,
         message: String,
     },

@@ -1,0 +1,68 @@
+//! What a rollout may do under its canary, and the canary's verdict as the workload keeps it:
+//! the small vocabulary `decide` and `canary` share (`canary` decides; `decide` obeys).
+
+use serde::{Deserialize, Serialize};
+
+/// The drain reason (after `slurmops: `) of a canary whose validation failed.
+pub const REASON_CANARY_FAILED: &str = "canary failed";
+
+/// A canary's verdict, as the workload's annotation keeps it (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub revision: String,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    /// An operator proceeded past a failed canary (`slurmops rollout --resume`).
+    Resumed,
+}
+
+impl Record {
+    /// The record an annotation holds; None when it is absent or not one.
+    pub fn parse(text: Option<&str>) -> Option<Record> {
+        serde_json::from_str(text?).ok()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// What the canary lets the rollout do this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gate {
+    /// No canary, or this revision is validated: roll as usual.
+    #[default]
+    Open,
+    /// At most this many workers on the new revision, and none of them resumed by the rollout
+    /// (the canary resumes them once their job is submitted).
+    Limit(u32),
+    /// The canary failed: no worker rolls.
+    Halt,
+}
+
+/// Where a NodeSet's canary stands, for `slurmops status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryProgress {
+    pub revision: String,
+    /// replacing, validating, failed, passed, resumed
+    pub stage: String,
+    pub canaries: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+}
