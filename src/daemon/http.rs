@@ -236,6 +236,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
                 .conns
                 .retain(|(i, _)| *i != id);
         });
+        // A deep backlog is accepted in a burst: let the connection just accepted (a probe's
+        // request is already there) and those just evicted (their descriptors) run first, or
+        // the burst evicts a probe before it is read and runs out of descriptors.
+        tokio::task::yield_now().await;
     }
 }
 
