@@ -882,21 +882,10 @@ fn slurm_metrics_get_a_scrape_service_a_service_monitor_and_a_network_path() {
 /// says which worker goes first, how it is validated and what follows, in all three formats.
 #[test]
 fn a_rollout_under_a_canary_is_planned_canary_first() {
-    let (base, text) = example("examples/repo");
+    let (_, text) = example("examples/repo");
     let head_text = text.replace("dcgm-exporter:4.2.3-4.1.3", "dcgm-exporter:4.2.4-4.1.3");
     assert_ne!(head_text, text, "the edit applies to the example");
-    let head = load_text(&head_text);
-    let (rb, rh) = (render(&base), render(&head));
-    let p = plan(
-        Some(Side {
-            cluster: &base,
-            rendered: &rb,
-        }),
-        Side {
-            cluster: &head,
-            rendered: &rh,
-        },
-    );
+    let p = plan_of(&text, &head_text);
     let t = format::text(&p, "cluster gpu (from main)");
     assert!(
         t.contains("NodeSet h100: canary: 1 worker (an idle one first) replaced first and validated by the built-in gpu check (a job on each, timeout 10m), then 3 more workers; a failed validation halts the rollout with the canaries drained"),
@@ -927,20 +916,9 @@ fn a_rollout_waiting_for_a_window_is_planned_with_its_next_window() {
     };
     let base_text = windowed(&text);
     assert_ne!(base_text, text, "the edits apply to the example");
-    let base = load_text(&base_text);
-    let head =
-        load_text(&base_text.replace("dcgm-exporter:4.2.3-4.1.3", "dcgm-exporter:4.2.4-4.1.3"));
-    let (rb, rh) = (render(&base), render(&head));
-    let mut p = plan(
-        Some(Side {
-            cluster: &base,
-            rendered: &rb,
-        }),
-        Side {
-            cluster: &head,
-            rendered: &rh,
-        },
-    );
+    let head_text = base_text.replace("dcgm-exporter:4.2.3-4.1.3", "dcgm-exporter:4.2.4-4.1.3");
+    let mut p = plan_of(&base_text, &head_text);
+    let head = load_text(&head_text);
     // Tuesday 2026-11-24 10:00 UTC; the window opens Saturday 02:00 in Paris (01:00 UTC).
     slurmops::plan::at(&mut p, &head, 1_795_514_400);
     let t = format::text(&p, "cluster gpu (from main)");

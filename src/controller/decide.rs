@@ -561,4 +561,4 @@ fn delete(w: &Worker, forced: bool) -> Action {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,21 +1,9 @@
 use super::*;
+use crate::controller::decide::tests::{NOW, node};
 use crate::controller::decide::{Decision, Policy, Want};
 use crate::controller::gated;
-use crate::slurm::NodeState;
 use crate::spec::canary::{Canary, Validate};
 use crate::spec::values::Duration;
-
-const NOW: i64 = 1_000_000;
-
-fn node(name: &str, flags: &[&str], reason: &str) -> Node {
-    Node {
-        name: name.into(),
-        state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
-        reason: reason.into(),
-        reason_changed_at: (!reason.is_empty()).then_some(NOW - 100),
-        ..Node::default()
-    }
-}
 
 fn worker(i: u32, rev: &str) -> Worker {
     Worker {

@@ -1,9 +1,10 @@
 use super::*;
 use crate::slurm::NodeState;
 
-const NOW: i64 = 1_000_000;
+pub(crate) const NOW: i64 = 1_000_000;
 
-fn node(name: &str, flags: &[&str], reason: &str) -> Node {
+/// A Slurm node with state FLAGS and drain REASON (set 100 s before NOW).
+pub(crate) fn node(name: &str, flags: &[&str], reason: &str) -> Node {
     Node {
         name: name.into(),
         state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
