@@ -934,6 +934,52 @@ fn a_rollout_waiting_for_a_window_is_planned_with_its_next_window() {
     golden("window.plan.json", &format::json(&p));
 }
 
+/// Under `policy.controlPlaneWindow: required`, a setting that restarts slurmctld is planned for
+/// the next window; a reconfigure is not held.
+#[test]
+fn a_slurmctld_restart_under_a_control_plane_window_is_planned_for_the_next_window() {
+    let (_, text) = example("examples/repo");
+    let base_text = text.replace(
+        "  nodeSets:\n",
+        "  policy:\n    maintenanceWindows:\n      - {schedule: \"0 2 * * Sat\", duration: 4h}\n    controlPlaneWindow: required\n  nodeSets:\n",
+    );
+    assert_ne!(base_text, text, "the edit applies to the example");
+    let plan_at = |head_text: &str| {
+        let mut p = plan_of(&base_text, head_text);
+        // Tuesday 2026-11-24 10:00 UTC.
+        slurmops::plan::at(&mut p, &load_text(head_text), 1_795_514_400);
+        p
+    };
+    let restart = base_text.replace(
+        "      SlurmctldParameters: [cloud_reg_addrs]\n",
+        "      SlurmctldParameters: [cloud_reg_addrs]\n      AuthInfo: [cred_expire=200]\n",
+    );
+    let p = plan_at(&restart);
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(
+        t.contains("slurmctld restarts only inside a maintenance window (policy.controlPlaneWindow): next 2026-11-28T02:00:00Z – 2026-11-28T06:00:00Z (in 3d 16h 0m)"),
+        "{t}"
+    );
+    let m = format::markdown(&p, "cluster gpu (from main)");
+    assert!(
+        m.contains("slurmctld restarts only inside a maintenance window"),
+        "{m}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&format::json(&p)).unwrap();
+    assert_eq!(
+        j["slurm"]["control_plane_window"]["next"],
+        serde_json::json!([1_795_831_200, 1_795_845_600]),
+        "{j}"
+    );
+    let reconfigure = base_text.replace("MinJobAge: 300", "MinJobAge: 600");
+    assert_ne!(reconfigure, base_text);
+    let t = format::text(&plan_at(&reconfigure), "x");
+    assert!(
+        t.contains("reconfigures in place") && !t.contains("maintenance window"),
+        "{t}"
+    );
+}
+
 /// A pull request that changes QOS, accounts and users: the plan says it in Slurm's words, in
 /// the order apply makes the changes, in all three formats.
 #[test]

@@ -721,3 +721,66 @@ fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
         "{d}"
     );
 }
+
+#[test]
+fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
+    let text = with(
+        "  partitions:\n",
+        "  policy:\n    maintenanceWindows:\n      - {schedule: \"0 2 * * 6\", duration: 4h}\n      - {schedule: \"0 2 * *\", duration: 30s, timeZone: Mars/Olympus}\n  partitions:\n",
+    );
+    let e = errors(&text);
+    let at = |path: &str| {
+        e.iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
+    };
+    let d = at("spec.policy.maintenanceWindows[0].schedule");
+    assert_eq!(d.line, line_of(&text, "0 2 * * 6"));
+    assert!(
+        d.hint.as_deref().unwrap_or("").contains("days by name"),
+        "{d}"
+    );
+    assert!(
+        at("spec.policy.maintenanceWindows[1].schedule")
+            .message
+            .contains("has 4 fields")
+    );
+    let d = at("spec.policy.maintenanceWindows[1].duration");
+    assert!(d.message.contains("cannot hold a rollout step"), "{d}");
+    // Waiting for a window that is never defined.
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update: {window: required}\n",
+    )
+    .replace(
+        "  partitions:\n",
+        "  policy: {controlPlaneWindow: required}\n  partitions:\n",
+    );
+    let e = errors(&text);
+    let paths: Vec<&str> = e.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.nodeSets[0].update.window",
+            "spec.policy.controlPlaneWindow"
+        ],
+        "{e:#?}"
+    );
+    assert!(
+        e[1].message
+            .contains("slurmctld restarts wait for a maintenance window"),
+        "{}",
+        e[1]
+    );
+    assert_eq!(e[1].line, line_of(&text, "controlPlaneWindow"));
+    // A control plane either waits or does not: `preferred` is a NodeSet's word.
+    let text = with(
+        "  partitions:\n",
+        "  policy: {controlPlaneWindow: preferred}\n  partitions:\n",
+    );
+    let d = one(&text);
+    assert!(
+        d.message.contains("none") && d.message.contains("required"),
+        "{d}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Maintenance windows end to end: the daemon follows a repository, against the bed's real Slurm,
-//! with a real slurmd per worker pod. A window opens every even minute for one minute; a NodeSet
-//! with `window: required` is changed in an odd minute while a real job runs on one of its
-//! workers: nothing drains until the window opens, then every worker rolls inside it.
+//! with a real slurmd per worker pod. A NodeSet with `window: required` is changed while a real job
+//! runs on one of its workers, in a commit whose two-minute window opens at the first whole minute
+//! at least 75 s later: nothing drains until the window opens, then every worker rolls inside it.
+//! A setting that restarts slurmctld, under `controlPlaneWindow: required`, waits the same way.
 
 #[macro_use]
 mod support;
@@ -15,12 +16,14 @@ use support::eventually;
 use support::gitops::{Bed, running};
 use support::slurm::{job_state, submit_sleep};
 
-fn cluster(ns: &str, set: &str, image: &str) -> String {
+/// A daily window at the START (UNIX seconds, a whole minute), two minutes long.
+fn cluster(ns: &str, set: &str, image: &str, start: i64) -> String {
+    let (minute, hour) = ((start / 60) % 60, (start / 3600) % 24);
     support::cluster_head("c", ns)
         + &format!(
             r#"  policy:
     maintenanceWindows:
-      - {{schedule: "*/2 * * * *", duration: 1m}}
+      - {{schedule: "{minute} {hour} * * *", duration: 2m}}
   nodeSets:
     - name: {set}
       replicas: 2
@@ -38,34 +41,29 @@ fn now() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_second()
 }
 
-/// Sleeps until the next minute of the given parity starts (even: a window opens).
-async fn until_minute(even: bool) {
-    loop {
-        let t = now();
-        if (t / 60) % 2 == i64::from(!even) && t % 60 < 2 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+/// The first whole minute at least SECS from now.
+fn minute_after(secs: i64) -> i64 {
+    (now() + secs + 59) / 60 * 60
 }
 
 on_each_slurm! {
 async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     let t = Bed::new("window").await;
     let set = t.env.name("wn");
-    let daemon = t.deployed(&cluster(&t.env.ns, &set, "img:1"), "d", &[(&set, 2)]).await;
+    let first = cluster(&t.env.ns, &set, "img:1", minute_after(12 * 3600));
+    let daemon = t.deployed(&first, "d", &[(&set, 2)]).await;
     let uids = async || -> std::collections::BTreeMap<String, String> {
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect()
     };
     let before = uids().await;
     let s = support::slurm::client();
 
-    // An odd minute: no window. A job runs on the first worker; the change is pushed.
-    until_minute(false).await;
+    // No window is open. A job runs on the first worker; the change is pushed.
     let busy = format!("{set}-0");
     let job = submit_sleep(&busy, 30).await;
     running(job).await;
-    let commit = t.repo.push(&cluster(&t.env.ns, &set, "img:2"), "img:2");
+    let window = minute_after(75);
+    let commit = t.repo.push(&cluster(&t.env.ns, &set, "img:2", window), "img:2");
     applied(&t.env, &commit, Duration::from_secs(20)).await;
     // Until the window opens, no worker is drained and status says what waits for what.
     let st = eventually("status names the window wait", Duration::from_secs(20), async || {
@@ -76,7 +74,7 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     .await;
     assert_eq!(st.workers.len(), 2, "{st:?}");
     let opens = st.opens.expect("the next window");
-    assert_eq!(opens % 120, 0, "windows open at even minutes: {opens}");
+    assert_eq!(opens, window, "the window the commit names");
     let reservation = format!("slurmops-maint-{set}");
     let reserves = support::slurm_release() != "24.11";
     let late = if reserves {
@@ -86,7 +84,7 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         })
         .await;
         assert_eq!(r.nodes, [format!("{set}-0"), format!("{set}-1")]);
-        assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 60)));
+        assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 120)));
         assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
         // ...so a job that would still run when it starts does not start there.
         let late = submit_sleep(&format!("{set}-1"), 600).await;
@@ -121,7 +119,7 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         (p.done && p.updated == 2).then_some(())
     })
     .await;
-    assert!(now() < opens + 60 + 5, "the rollout ran past its window");
+    assert!(now() < opens + 120 + 5, "the rollout ran past its window");
     if let Some(late) = late {
         // Done: the reservation is given back, and the held job may run.
         eventually("the reservation deleted", Duration::from_secs(20), async || {
@@ -138,4 +136,102 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     drop(daemon);
     t.env.cleanup().await;
 }
+}
+
+/// A cluster of one worker whose controller restarts only in a window at START; CONF is added
+/// to slurm.conf.
+fn control_plane(ns: &str, set: &str, conf: &str, start: i64) -> String {
+    let (minute, hour) = ((start / 60) % 60, (start / 3600) % 24);
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  controller:
+    slurmConf: {{{conf}}}
+  policy:
+    maintenanceWindows:
+      - {{schedule: "{minute} {hour} * * *", duration: 2m}}
+    controlPlaneWindow: required
+  nodeSets:
+    - {{name: {set}, replicas: 1, cpu: "1", memory: 256Mi}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        )
+}
+
+/// A commit that changes a setting a reconfigure cannot change, under `controlPlaneWindow:
+/// required`: outside the window the controller StatefulSet, its pod and its ConfigMap stay as
+/// they are and status says what waits; a daemon polling git only every 10 minutes wakes when
+/// the window opens and applies them at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slurmctld_restart_waits_for_its_window_and_the_daemon_wakes_for_it() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::Api;
+    let t = Bed::new("ctldwin").await;
+    let set = t.env.name("cw");
+    let first = control_plane(&t.env.ns, &set, "", minute_after(12 * 3600));
+    let daemon = t.deployed(&first, "d", &[(&set, 1)]).await;
+    let sts: Api<StatefulSet> = Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let cms: Api<ConfigMap> = Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let pods: Api<Pod> = Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let template = async || {
+        let s = sts.get("c-controller").await.unwrap();
+        serde_json::to_value(s.spec.unwrap().template).unwrap()
+    };
+    let conf = async || {
+        let cm = cms.get("c-config").await.unwrap();
+        cm.data
+            .unwrap_or_default()
+            .remove("slurm.conf")
+            .unwrap_or_default()
+    };
+    let pod_uid = async || pods.get("c-controller-0").await.ok()?.metadata.uid;
+    let before = (template().await, conf().await);
+    let uid = eventually("the controller pod", Duration::from_secs(30), pod_uid).await;
+    assert!(!before.1.contains("cred_expire=200"), "{}", before.1);
+    drop(daemon);
+
+    // The change is pushed while no window is open; a daemon that polls every 10 minutes
+    // starts and applies everything else.
+    let window = minute_after(50);
+    let head = control_plane(&t.env.ns, &set, "AuthInfo: [cred_expire=200]", window);
+    let commit = t.repo.push(&head, "restart setting");
+    let daemon = t.daemon_polling("d", "10m");
+    applied(&t.env, &commit, Duration::from_secs(40)).await;
+    let st = status(&t.env).await.unwrap();
+    assert!(
+        st.summary.contains("held: ConfigMap/c-config, Deployment/c-restapi, StatefulSet/c-controller (waiting for a maintenance window for the slurmctld restart"),
+        "{}",
+        st.summary
+    );
+    while now() < window - 2 {
+        assert_eq!(
+            (template().await, conf().await),
+            before,
+            "restarted outside the window"
+        );
+        assert_eq!(
+            pod_uid().await,
+            Some(uid.clone()),
+            "the controller pod was replaced"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // The window opens: the daemon wakes for it, with no commit and no poll due.
+    eventually(
+        "the new files and template applied",
+        Duration::from_secs(15),
+        async || {
+            (conf().await.contains("cred_expire=200") && template().await != before.0).then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "slurmctld's pod restarted",
+        Duration::from_secs(30),
+        async || (pod_uid().await? != uid).then_some(()),
+    )
+    .await;
+    drop(daemon);
+    t.env.cleanup().await;
 }

@@ -12,6 +12,7 @@ pub mod live;
 mod prune;
 pub mod rbac;
 pub mod upgrade;
+mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -124,9 +125,12 @@ pub struct Report {
     pub pruned: Vec<String>,
     /// Edited by hand and left so (detect-only mode).
     pub drifted: Vec<String>,
-    /// Workloads a Slurm upgrade holds back (their live objects stay), and what they wait for.
-    pub upgrade_held: Vec<String>,
-    pub upgrade_waits_for: String,
+    /// Objects a Slurm upgrade or a maintenance window holds back (their live objects stay),
+    /// and what they wait for.
+    pub held: Vec<String>,
+    pub held_for: String,
+    /// When the maintenance window they wait for opens (UNIX seconds).
+    pub window_opens: Option<i64>,
     pub requests: Requests,
     /// QOS, accounts and users: what changed in slurmdbd (in Slurm's words), drift reported,
     /// refusals and objects made by hand.
@@ -190,7 +194,15 @@ impl Report {
             self.requests.writes,
             self.requests.dry_runs
         );
-        objects + &accounting
+        let mut held = String::new();
+        if !self.held.is_empty() {
+            held = format!(
+                "; held: {} (waiting for {})",
+                self.held.join(", "),
+                self.held_for
+            );
+        }
+        objects + &held + &accounting
     }
 }
 
@@ -466,17 +478,17 @@ pub async fn apply(
         })
         .collect();
     upgrade::check(&c.spec.slurm_version, &workloads).map_err(ApplyError::SlurmRelease)?;
-    let held = upgrade::held(
-        &c.spec.slurm_version,
-        &desired.iter().collect::<Vec<_>>(),
-        &workloads,
-    );
+    let all: Vec<&Object> = desired.iter().collect();
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
+        .and(window::held(c, &all, &workloads, now));
     let gone = prune_set(cluster, c, &desired, &live, opts, guard).await?;
     check_scale_in(cluster, c, &desired, &live, guard).await?;
 
     let mut report = Report {
-        upgrade_held: held.objects.iter().cloned().collect(),
-        upgrade_waits_for: held.waiting_for.clone(),
+        held: held.objects.iter().cloned().collect(),
+        held_for: held.waiting_for.clone(),
+        window_opens: held.opens,
         ..Report::default()
     };
     update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;

@@ -22,7 +22,7 @@ const TIERS: [&[&str]; 4] = [
     &["worker"],
 ];
 
-fn tier(o: &Json) -> Option<usize> {
+pub(super) fn tier(o: &Json) -> Option<usize> {
     let c = o
         .pointer("/spec/template/metadata/labels")?
         .get(LABEL_COMPONENT)?
@@ -30,7 +30,7 @@ fn tier(o: &Json) -> Option<usize> {
     TIERS.iter().position(|t| t.contains(&c))
 }
 
-fn template_version(o: &Json) -> Option<&str> {
+pub(super) fn template_version(o: &Json) -> Option<&str> {
     o.pointer("/spec/template/metadata/labels")?
         .get(LABEL_SLURM_VERSION)?
         .as_str()
@@ -60,6 +60,23 @@ pub struct Held {
     pub objects: BTreeSet<String>,
     /// What they wait for, in words (empty when nothing is held).
     pub waiting_for: String,
+    /// When a maintenance window they wait for opens (UNIX seconds).
+    pub opens: Option<i64>,
+}
+
+impl Held {
+    /// Both holds: the objects of either, and what each waits for.
+    pub fn and(mut self, other: Held) -> Held {
+        self.objects.extend(other.objects);
+        if !other.waiting_for.is_empty() {
+            if !self.waiting_for.is_empty() {
+                self.waiting_for.push_str("; ");
+            }
+            self.waiting_for.push_str(&other.waiting_for);
+        }
+        self.opens = self.opens.or(other.opens);
+        self
+    }
 }
 
 /// Why a live release cannot become the desired one (downgrade, too far), as apply reports it.
@@ -102,6 +119,7 @@ pub fn held(version: &str, desired: &[&Object], live: &[(String, Json)]) -> Held
     Held {
         objects,
         waiting_for,
+        opens: None,
     }
 }
 

@@ -110,12 +110,17 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                 }
                 if !done.done {
                     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-                    let why = match done.progress.iter().any(|p| p.window.is_some()) {
-                        true => {
-                            "waits for a maintenance window: the daemon, or apply then, goes on"
-                        }
-                        false => "--no-wait",
-                    };
+                    let control_plane = done
+                        .applied
+                        .as_ref()
+                        .is_some_and(|r| r.window_opens.is_some());
+                    let why =
+                        match control_plane || done.progress.iter().any(|p| p.window.is_some()) {
+                            true => {
+                                "waits for a maintenance window: the daemon, or apply then, goes on"
+                            }
+                            false => "--no-wait",
+                        };
                     print!(
                         "not finished ({why}); where the NodeSets stand:\n{}",
                         crate::status::show::node_sets(&done.progress, now)

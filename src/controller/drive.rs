@@ -298,9 +298,13 @@ fn back(out: &Outcome, deleted: &BTreeSet<(String, String)>) -> Vec<(String, Str
 /// All that is left waits for a maintenance window (nothing in flight, no job to wait for): a
 /// driver stops there rather than wait for days; the daemon wakes when the window opens.
 fn waits_for_window(out: &Outcome) -> bool {
+    let control_plane = out
+        .applied
+        .as_ref()
+        .is_some_and(|r| r.window_opens.is_some());
     out.events.is_empty()
         && out.slurm_error.is_none()
-        && out.progress.iter().any(|p| p.window.is_some())
+        && (control_plane || out.progress.iter().any(|p| p.window.is_some()))
         && out
             .progress
             .iter()

@@ -160,8 +160,12 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             false => None,
         };
         let rep = apply_held(env, t, opts, &obs, &decisions).await?;
-        // A Slurm upgrade holds later components back: apply again on the next pass.
-        out.held |= !rep.upgrade_held.is_empty();
+        // A Slurm upgrade holds later components back, a maintenance window the control plane:
+        // apply again on the next pass, at the latest when the window opens.
+        out.held |= !rep.held.is_empty();
+        if let Some(opens) = rep.window_opens {
+            out.wake_at = Some(out.wake_at.map_or(opens, |t| t.min(opens)));
+        }
         for id in rep.updated.iter().chain(&rep.created).chain(&rep.recreated) {
             if let Some(name) = id
                 .strip_prefix("StatefulSet/")
@@ -175,10 +179,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         out.applied = Some(rep);
     }
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
-    let upgrading = out
-        .applied
-        .as_ref()
-        .is_some_and(|r| !r.upgrade_held.is_empty());
+    let upgrading = out.applied.as_ref().is_some_and(|r| !r.held.is_empty());
     let mut all_done = out.slurm_error.is_none() && !upgrading;
     for (name, mut d) in decisions {
         if changed.contains(&name) {

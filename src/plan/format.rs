@@ -65,6 +65,16 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
             "slurmctld restarts ({why}) and loads the new configuration; running jobs keep running"
         ));
     }
+    if let Some(w) = &s.control_plane_window {
+        let what = match &s.upgrade {
+            Some(_) => "the upgrade starts",
+            None => "slurmctld restarts",
+        };
+        out.push(format!(
+            "{what} only inside a maintenance window (policy.controlPlaneWindow): {}; until then the control plane and its files stay as they are",
+            window_when(w)
+        ));
+    }
     if s.controller_reconfigures {
         out.push("slurmctld reconfigures in place, no restart (scontrol reconfigure, once its pod sees the new files); running jobs keep running".to_string());
     }
@@ -189,26 +199,7 @@ fn window(
         "preferred" => "busy workers wait for a maintenance window (idle ones roll at once)",
         _ => "waits for a maintenance window (no worker drains outside one)",
     };
-    let ts = |t: i64| {
-        k8s_openapi::jiff::Timestamp::from_second(t)
-            .map(|x| x.to_string())
-            .unwrap_or_else(|_| t.to_string())
-    };
-    let when = match (w.next, w.now) {
-        (Some((s, e)), Some(now)) if s <= now => format!("a window is open now, until {}", ts(e)),
-        (Some((s, e)), Some(now)) => {
-            let d = s - now;
-            format!(
-                "next {} – {} (in {}d {}h {}m)",
-                ts(s),
-                ts(e),
-                d / 86_400,
-                d % 86_400 / 3600,
-                d % 3600 / 60
-            )
-        }
-        _ => format!("windows: {}", w.windows.join("; ")),
-    };
+    let when = window_when(w);
     let mut out = format!(
         "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on its workers from the window's start holds back jobs that would run into it (Slurm 25.05+)",
         r.node_set, r.node_set
@@ -234,6 +225,31 @@ fn window(
         }
     }
     out
+}
+
+fn ts(t: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(t)
+        .map(|x| x.to_string())
+        .unwrap_or_else(|_| t.to_string())
+}
+
+/// When W's next window is, against the plan's time (or the schedules, without one).
+fn window_when(w: &crate::plan::WindowStep) -> String {
+    match (w.next, w.now) {
+        (Some((s, e)), Some(now)) if s <= now => format!("a window is open now, until {}", ts(e)),
+        (Some((s, e)), Some(now)) => {
+            let d = s - now;
+            format!(
+                "next {} – {} (in {}d {}h {}m)",
+                ts(s),
+                ts(e),
+                d / 86_400,
+                d % 86_400 / 3600,
+                d % 3600 / 60
+            )
+        }
+        _ => format!("windows: {}", w.windows.join("; ")),
+    }
 }
 
 pub fn text(p: &Plan, target: &str) -> String {

@@ -13,6 +13,7 @@ use similar::TextDiff;
 use crate::render::{Object, Rendered};
 use crate::spec::types::{ClusterFile, NodeSet};
 use crate::spec::values::{IntOrPercent, Replicas};
+use crate::spec::window::ControlPlaneWindow;
 
 /// One side of a plan: a cluster.yaml and what it renders to.
 pub struct Side<'a> {
@@ -142,6 +143,10 @@ pub struct SlurmSummary {
     /// `slurmVersion` changes: the in-place upgrade, in the order it is applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<Upgrade>,
+    /// The slurmctld restart or the upgrade waits for a maintenance window
+    /// (`policy.controlPlaneWindow: required`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane_window: Option<WindowStep>,
     /// QOS, accounts and users: between two revisions, or against slurmdbd with a live Slurm.
     #[serde(skip_serializing_if = "crate::accounting::Diff::is_quiet")]
     pub accounting: crate::accounting::Diff,
@@ -609,6 +614,13 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     }
     s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);
+    let restart_waits =
+        s.controller_restarts || s.upgrade.as_ref().is_some_and(|u| u.refused.is_none());
+    if restart_waits
+        && head.cluster.spec.policy.control_plane_window == ControlPlaneWindow::Required
+    {
+        s.control_plane_window = Some(windows_of(head.cluster, "required"));
+    }
     s
 }
 
@@ -618,7 +630,11 @@ fn window_step(c: &ClusterFile, ns: &NodeSet) -> Option<WindowStep> {
         crate::spec::window::WindowMode::Required => "required",
         crate::spec::window::WindowMode::Preferred => "preferred",
     };
-    Some(WindowStep {
+    Some(windows_of(c, mode))
+}
+
+fn windows_of(c: &ClusterFile, mode: &str) -> WindowStep {
+    WindowStep {
         mode: mode.into(),
         windows: c
             .spec
@@ -629,17 +645,20 @@ fn window_step(c: &ClusterFile, ns: &NodeSet) -> Option<WindowStep> {
             .collect(),
         next: None,
         now: None,
-    })
+    }
 }
 
 /// Gives P's window steps the next window after NOW (the plan itself takes no clock).
 pub fn at(p: &mut Plan, c: &ClusterFile, now: i64) {
     let t = crate::spec::window::timing(&c.spec.policy.maintenance_windows, now);
-    for r in &mut p.slurm.node_sets_rolled {
-        if let Some(w) = r.window.as_mut() {
-            w.next = t.open.or(t.next);
-            w.now = Some(now);
-        }
+    let rolls = p
+        .slurm
+        .node_sets_rolled
+        .iter_mut()
+        .filter_map(|r| r.window.as_mut());
+    for w in rolls.chain(p.slurm.control_plane_window.as_mut()) {
+        w.next = t.open.or(t.next);
+        w.now = Some(now);
     }
 }
 

@@ -939,6 +939,10 @@ pub struct Policy {
     /// When disruptive rollout steps may run, for NodeSets whose `update.window` asks for one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub maintenance_windows: Vec<super::window::MaintenanceWindow>,
+    /// Whether restarting slurmctld (a setting a reconfigure cannot change, a new image) and
+    /// starting a Slurm upgrade wait for a maintenance window: `none` (default) or `required`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub control_plane_window: super::window::ControlPlaneWindow,
     /// Kubernetes node problems that drain the workers on the node in Slurm, besides a cordon
     /// (e.g. a condition Node Problem Detector or the GPU operator sets). A drained worker is
     /// resumed when the problem clears, if the drain is still slurmops' own.

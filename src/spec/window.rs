@@ -43,6 +43,18 @@ pub enum WindowMode {
     Preferred,
 }
 
+/// Whether slurmctld restarts and Slurm upgrades wait for a maintenance window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ControlPlaneWindow {
+    /// Restart and upgrade whenever a commit asks (the default).
+    #[default]
+    None,
+    /// Restart slurmctld, and start an upgrade, only inside a window; an upgrade started in one
+    /// carries on to its end.
+    Required,
+}
+
 /// One window, as UNIX seconds: [start, end).
 pub type Span = (i64, i64);
 

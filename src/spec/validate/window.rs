@@ -3,11 +3,20 @@
 
 use super::super::diag::Path;
 use super::super::types::*;
-use super::super::window::WindowMode;
+use super::super::window::{ControlPlaneWindow, WindowMode};
 use super::Validator;
 
 impl Validator {
     pub(super) fn windows(&mut self, policy: &Policy, p: &Path) {
+        if policy.control_plane_window != ControlPlaneWindow::None
+            && policy.maintenance_windows.is_empty()
+        {
+            self.err(
+                p.key("controlPlaneWindow"),
+                "slurmctld restarts wait for a maintenance window, and policy.maintenanceWindows has none",
+                "add a window to policy.maintenanceWindows, or set controlPlaneWindow: none",
+            );
+        }
         for (i, w) in policy.maintenance_windows.iter().enumerate() {
             let wp = p.key("maintenanceWindows").index(i);
             if let Err(e) = w.parsed() {
