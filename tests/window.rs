@@ -63,7 +63,38 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     let job = submit_sleep(&busy, 30).await;
     running(job).await;
     let window = minute_after(75);
-    let commit = t.repo.push(&cluster(&t.env.ns, &set, "img:2", window), "img:2");
+    let head = cluster(&t.env.ns, &set, "img:2", window);
+    // The plan of the change against the live cluster: when, on which workers, and the queue
+    // its reservation holds back (here a held job of the partition).
+    let queued = support::slurm::submit_job(
+        serde_json::json!({"partition": "all", "required_nodes": [format!("{set}-1")], "hold": true}),
+        1,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), &head).unwrap();
+    let out = support::slurm::cli(dir.path(), &["plan", "--cluster"])
+        .env("KUBECONFIG", &support::bed().kubeconfig_admin)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    let stamp = |t: i64| k8s_openapi::jiff::Timestamp::from_second(t).unwrap().to_string();
+    let expected = format!(
+        "NodeSet {set}: waits for a maintenance window (no worker drains outside one): next {} – {}",
+        stamp(window),
+        stamp(window + 120)
+    );
+    assert!(plan.contains(&expected), "{plan}{}", String::from_utf8_lossy(&out.stderr));
+    let reservation = format!("reservation slurmops-maint-{set} on {set}-0, {set}-1 from the window's start holds back up to ");
+    let pending: usize = plan
+        .split(&reservation)
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(pending >= 1, "the held job is pending: {plan}");
+    assert!(plan.contains("pending jobs (partitions all) that would run into it"), "{plan}");
+    support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &queued.to_string()]);
+    let commit = t.repo.push(&head, "img:2");
     applied(&t.env, &commit, Duration::from_secs(20)).await;
     // Until the window opens, no worker is drained and status says what waits for what.
     let st = eventually("status names the window wait", Duration::from_secs(20), async || {

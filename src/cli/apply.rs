@@ -261,6 +261,13 @@ pub fn plan_cluster(
             name_canaries(&cluster, &client, &c, &mut p)
                 .await
                 .map_err(ApplyError::Connect)?;
+            if p.slurm.node_sets_rolled.iter().any(|r| r.window.is_some()) {
+                let jobs = client
+                    .jobs()
+                    .await
+                    .map_err(|e| ApplyError::Connect(e.to_string()))?;
+                pending_held_back(&c, &mut p, &jobs);
+            }
             // Live: slurmdbd's objects, not the last applied revision's.
             p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
                 .await
@@ -443,6 +450,33 @@ fn leaving_of_managed(
         .filter(|w| !w.deleting && !keep.contains(&w.name))
         .map(|w| w.name)
         .collect()
+}
+
+/// For each rollout that waits for a window: the pending jobs of the partitions holding its
+/// NodeSet, which its reservation holds back when they would run into the window.
+fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[crate::slurm::Job]) {
+    for r in &mut p.slurm.node_sets_rolled {
+        let Some(w) = r.window.as_mut() else {
+            continue;
+        };
+        let partitions: Vec<String> = c
+            .spec
+            .partitions
+            .iter()
+            .filter(|x| x.node_sets.iter().any(|n| *n == r.node_set || n == "ALL"))
+            .map(|x| x.name.clone())
+            .collect();
+        let count = jobs
+            .iter()
+            .filter(|j| j.has_state("PENDING"))
+            .filter(|j| {
+                j.partition
+                    .split(',')
+                    .any(|x| partitions.iter().any(|p| p == x))
+            })
+            .count();
+        w.pending = Some(crate::plan::PendingJobs { count, partitions });
+    }
 }
 
 /// The canaries a rollout would take first, by name: the controller's own choice (idle workers

@@ -200,8 +200,26 @@ fn window(
         _ => "waits for a maintenance window (no worker drains outside one)",
     };
     let when = window_when(w);
+    let workers: Vec<&str> = drains
+        .iter()
+        .filter(|d| d.node_set == r.node_set)
+        .map(|d| d.node.as_str())
+        .collect();
+    let on = match workers.is_empty() {
+        true => "its workers".to_string(),
+        false => workers.join(", "),
+    };
+    let holds = match &w.pending {
+        Some(p) if p.count > 0 => format!(
+            "holds back up to {} pending jobs (partitions {}) that would run into it",
+            p.count,
+            p.partitions.join(", ")
+        ),
+        Some(_) => "holds back jobs that would run into it (none is pending now)".to_string(),
+        None => "holds back jobs that would run into it".to_string(),
+    };
     let mut out = format!(
-        "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on its workers from the window's start holds back jobs that would run into it (Slurm 25.05+)",
+        "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on {on} from the window's start {holds} (Slurm 25.05+)",
         r.node_set, r.node_set
     );
     if let Some((start, _)) = w.next {

@@ -97,6 +97,17 @@ pub struct WindowStep {
     /// The plan's time, when it is given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<i64>,
+    /// The live queue's pending jobs that may run on the NodeSet's workers (`plan --cluster`):
+    /// the reservation holds back those that would still run when the window opens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingJobs>,
+}
+
+/// Pending jobs of the partitions holding a NodeSet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingJobs {
+    pub count: usize,
+    pub partitions: Vec<String>,
 }
 
 /// A rollout's canary in the plan.
@@ -645,6 +656,7 @@ fn windows_of(c: &ClusterFile, mode: &str) -> WindowStep {
             .collect(),
         next: None,
         now: None,
+        pending: None,
     }
 }
 
