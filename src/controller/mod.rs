@@ -16,6 +16,7 @@ pub mod act;
 pub mod blocks;
 pub mod canary;
 pub mod decide;
+mod decisions;
 pub mod drive;
 pub mod gate;
 pub mod maint;
@@ -40,6 +41,8 @@ use crate::slurm::SlurmNodes;
 use crate::spec::ClusterFile;
 use crate::spec::canary::Validation;
 use crate::spec::window::{self, WindowMode};
+pub use decisions::policy;
+use decisions::{decide_all, gated, unknown};
 
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
 /// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
@@ -207,27 +210,13 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         }
         out.held |= d.hold_replicas.is_some() || d.keep;
         all_done &= d.progress.done && d.hold_replicas.is_none() && !d.keep;
-        if out.slurm_error.is_none() && !d.actions.is_empty() {
-            let acted = act::act(&pods, slurm, &name, &d.actions, env.fence, env.observer).await?;
-            out.events
-                .extend(acted.events.into_iter().map(|e| (name.clone(), e)));
-            d.progress.unplaced.extend(acted.unplaced);
-            if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
-                p.error = Some(e);
-            }
-            if let (Some(e), Some(w)) = (acted.reservation_error, d.progress.window.as_mut()) {
-                w.reservation = Some(format!("none: {e}"));
-            }
-            if let Some(e) = acted.slurm_error {
-                out.slurm_error = Some(e.to_string());
-            }
-        }
-        if let (None, Some(r), Some(set)) = (&out.slurm_error, &d.record, obs.sets.get(&name)) {
-            fenced(env)?;
-            let e = act::record(&env.cluster.client, ns, set, r).await?;
-            env.observer.emit(&name, &e);
-            out.events.push((name.clone(), e));
-        }
+        let hands = Hands {
+            client: &env.cluster.client,
+            namespace: ns,
+            fence: env.fence,
+            observer: env.observer,
+        };
+        carry_out(&hands, slurm, &name, obs.sets.get(&name), &mut d, &mut out).await?;
         if out.slurm_error.is_none()
             && let (false, Some(t)) = (d.create.is_empty(), obs.templates.get(&name))
         {
@@ -332,32 +321,63 @@ pub async fn pass_node_set<S: SlurmNodes>(
         Ok(view) => gated(set, &Want::Current, &mut policy, validation, view, obs.now),
         Err(_) => unknown(set, &Want::Current),
     };
-    if out.slurm_error.is_none() && !d.actions.is_empty() {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let acted = act::act(&pods, slurm, node_set, &d.actions, fence, observer).await?;
-        out.events = acted
-            .events
-            .into_iter()
-            .map(|e| (node_set.to_string(), e))
-            .collect();
-        if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
-            p.error = Some(e);
-        }
-        out.slurm_error = acted.slurm_error.map(|e| e.to_string());
-    }
-    if let (None, Some(r)) = (&out.slurm_error, &d.record) {
-        if !fence() {
-            return Err(PassError::Fenced);
-        }
-        let e = act::record(client, namespace, set, r).await?;
-        observer.emit(node_set, &e);
-        out.events.push((node_set.to_string(), e));
-    }
+    let hands = Hands {
+        client,
+        namespace,
+        fence,
+        observer,
+    };
+    carry_out(&hands, slurm, node_set, Some(set), &mut d, &mut out).await?;
     out.done = d.progress.done && out.events.is_empty() && out.slurm_error.is_none();
     out.progress.push(d.progress);
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
     Ok(out)
+}
+
+/// What a pass writes with.
+struct Hands<'a> {
+    client: &'a kube::Client,
+    namespace: &'a str,
+    fence: &'a Fence<'a>,
+    observer: &'a Observer,
+}
+
+/// Carries out D's actions on NodeSet NAME (SET as observed) and records its canary verdict;
+/// the events and any Slurm failure go to OUT, the errors of single steps to D's progress.
+async fn carry_out<S: SlurmNodes>(
+    h: &Hands<'_>,
+    slurm: &S,
+    name: &str,
+    set: Option<&SetView>,
+    d: &mut Decision,
+    out: &mut Outcome,
+) -> Result<(), PassError> {
+    if out.slurm_error.is_none() && !d.actions.is_empty() {
+        let pods: Api<Pod> = Api::namespaced(h.client.clone(), h.namespace);
+        let acted = act::act(&pods, slurm, name, &d.actions, h.fence, h.observer).await?;
+        let events = acted.events.into_iter().map(|e| (name.to_string(), e));
+        out.events.extend(events);
+        d.progress.unplaced.extend(acted.unplaced);
+        if let (Some(e), Some(p)) = (acted.canary_error, d.progress.canary.as_mut()) {
+            p.error = Some(e);
+        }
+        if let (Some(e), Some(w)) = (acted.reservation_error, d.progress.window.as_mut()) {
+            w.reservation = Some(format!("none: {e}"));
+        }
+        if let Some(e) = acted.slurm_error {
+            out.slurm_error = Some(e.to_string());
+        }
+    }
+    if let (None, Some(r), Some(set)) = (&out.slurm_error, &d.record, set) {
+        if !(h.fence)() {
+            return Err(PassError::Fenced);
+        }
+        let e = act::record(h.client, h.namespace, set, r).await?;
+        h.observer.emit(name, &e);
+        out.events.push((name.to_string(), e));
+    }
+    Ok(())
 }
 
 /// An answer listing no Slurm node at all while workers are Ready is not believed: "unknown to
@@ -382,20 +402,6 @@ fn fenced<S>(env: &Env<'_, S>) -> Result<(), PassError> {
         Ok(())
     } else {
         Err(PassError::Fenced)
-    }
-}
-
-/// The NodeSet's rollout policy from cluster.yaml.
-/// LIVE: the workers a perNode NodeSet wants now (its percentages are of those).
-pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u32) -> Policy {
-    let u = &ns.update;
-    Policy {
-        max_unavailable: ns.max_unavailable(live),
-        drain_timeout: Some(u.drain_timeout.as_secs() as i64),
-        force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
-        registration_grace,
-        gate: canary::Gate::Open,
-        window: decide::WindowGate::Open,
     }
 }
 
@@ -441,20 +447,6 @@ async fn place_in_blocks(
     }
 }
 
-/// Whether the maintenance windows let NodeSet N drain workers now.
-fn window_gate(n: Option<&crate::spec::types::NodeSet>, t: &window::Timing) -> decide::WindowGate {
-    match n.map(|n| n.update.window) {
-        Some(_) if t.open.is_some() => decide::WindowGate::Open,
-        Some(WindowMode::Required) => decide::WindowGate::Closed {
-            idle_may_roll: false,
-        },
-        Some(WindowMode::Preferred) => decide::WindowGate::Closed {
-            idle_may_roll: true,
-        },
-        _ => decide::WindowGate::Open,
-    }
-}
-
 /// Adds the maintenance reservations due (NodeSets that wait for a window), and says which one
 /// holds each NodeSet's workers. Reservations that cannot be read leave it to a later pass.
 async fn reserve_for_windows<S: SlurmNodes>(
@@ -482,157 +474,6 @@ async fn reserve_for_windows<S: SlurmNodes>(
             w.reservation = Some(format!("{} on {}", r.name, r.nodes.join(", ")));
         }
         d.actions.extend(steps);
-    }
-}
-
-/// Every observed NodeSet's decision, by name.
-fn decide_all(c: &ClusterFile, obs: &Observation, grace: i64) -> BTreeMap<String, Decision> {
-    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
-    obs.sets
-        .values()
-        .map(|s| {
-            let spec = c.spec.node_sets.iter().find(|n| n.name == s.name);
-            let (want, placed) = match spec {
-                // A NodeSet that changed between a count and perNode: the old kind's workers go.
-                Some(n) if n.managed() != s.managed => (Want::Removed, None),
-                Some(n) if s.managed && n.replicas.per_node() => per_node_want(s, obs),
-                Some(n) if s.managed => count_want(s, n, obs),
-                Some(n) if n.autoscale.is_some() => (Want::Current, None),
-                Some(n) => (Want::Replicas(n.replicas.count()), None),
-                None => (Want::Removed, None),
-            };
-            let mut s = s.clone();
-            if let Want::Only { keep, .. } = &want {
-                s.replicas = keep.len() as u32;
-            }
-            let mut p = spec.map_or(
-                Policy {
-                    registration_grace: grace,
-                    ..Policy::default()
-                },
-                |n| policy(n, grace, s.replicas),
-            );
-            p.window = window_gate(spec, &timing);
-            let validation = spec.and_then(|n| Validation::of(&c.spec, n));
-            let mut d = match &obs.slurm {
-                Ok(view) => gated(&s, &want, &mut p, validation.as_ref(), view, obs.now),
-                Err(_) => unknown(&s, &want),
-            };
-            if let Some(w) = d.progress.window.as_mut() {
-                (w.opens, w.closes) = timing.next.unzip();
-            }
-            if let Some(placed) = placed {
-                d.progress.unplaced.extend(placed.unplaced);
-                d.progress.done &= placed.create.is_empty();
-                d.progress
-                    .in_flight
-                    .extend(placed.create.iter().map(|(pod, _)| pod.clone()));
-                d.create = placed.create;
-            }
-            (s.name.clone(), d)
-        })
-        .collect()
-}
-
-/// Decides SET under its canary (VALIDATION; without one a failed verdict still halts): the
-/// canary's steps (submit, resume, hold) go first.
-fn gated(
-    set: &SetView,
-    want: &Want,
-    p: &mut Policy,
-    validation: Option<&Validation>,
-    view: &SlurmView,
-    now: i64,
-) -> Decision {
-    let c = match validation {
-        Some(v) => canary::assess(v, set, view, now),
-        None => canary::Canaried {
-            gate: canary::recorded_gate(set),
-            ..canary::Canaried::default()
-        },
-    };
-    p.gate = c.gate;
-    let mut d = decide::decide(set, want, p, view, now);
-    if c.gate != canary::Gate::Open {
-        d.progress.done = false;
-    }
-    let mut actions = c.actions;
-    actions.append(&mut d.actions);
-    d.actions = actions;
-    d.record = c.record;
-    d.progress.canary = c.progress;
-    d
-}
-
-/// What a perNode NodeSet wants: the workers of its matching nodes. Without the nodes or Slurm
-/// (whose node names new workers must not take) nothing is made and nothing leaves.
-fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Placement>) {
-    let spec = obs
-        .templates
-        .get(&s.name)
-        .and_then(|t| t.template.as_ref())
-        .and_then(|t| t.spec.as_ref());
-    match (&obs.nodes, &obs.slurm, spec) {
-        (Ok(nodes), Ok(slurm), Some(spec)) => {
-            let names = slurm.nodes.keys().cloned().collect();
-            let placed = per_node::place(s, spec, nodes, &names);
-            let keep = placed.keep.clone();
-            let why = decide::REASON_NODE_LEFT;
-            (Want::Only { keep, why }, Some(placed))
-        }
-        (Err(e), _, _) => (
-            Want::Current,
-            Some(per_node::Placement {
-                unplaced: vec![e.clone()],
-                ..per_node::Placement::default()
-            }),
-        ),
-        _ => (Want::Current, None),
-    }
-}
-
-/// What a NodeSet of a count whose pods slurmops makes wants: its count (autoscale's, when it set
-/// one) of workers, busy ones kept first. Without Slurm nothing is made and nothing leaves.
-fn count_want(
-    s: &SetView,
-    n: &crate::spec::types::NodeSet,
-    obs: &Observation,
-) -> (Want, Option<per_node::Placement>) {
-    let Ok(slurm) = &obs.slurm else {
-        return (Want::Current, None);
-    };
-    let count = n
-        .autoscale
-        .as_ref()
-        .and_then(|_| obs.templates.get(&s.name))
-        .and_then(per_node::managed_replicas)
-        .unwrap_or(n.replicas.count());
-    let placed = per_node::keep_count(s, count, slurm);
-    let keep = placed.keep.clone();
-    let why = decide::REASON_SCALE_IN;
-    (Want::Only { keep, why }, Some(placed))
-}
-
-/// Slurm's state is unknown: nothing moves, and nothing that could remove a worker is applied.
-fn unknown(s: &SetView, want: &Want) -> Decision {
-    let leaving: Vec<String> = s
-        .workers
-        .iter()
-        .filter(|w| want.leaves(w))
-        .map(|w| w.name.clone())
-        .collect();
-    let removed = *want == Want::Removed;
-    Decision {
-        hold_replicas: (!leaving.is_empty() && !removed && !s.managed).then_some(s.replicas),
-        keep: !leaving.is_empty() && removed,
-        progress: Progress {
-            node_set: s.name.clone(),
-            revision: s.update_revision.clone().unwrap_or_default(),
-            replicas: s.replicas,
-            leaving,
-            ..Progress::default()
-        },
-        ..Decision::default()
     }
 }
 

@@ -1,7 +1,7 @@
 use super::*;
 use crate::controller::decide::tests::{NOW, node};
 use crate::controller::decide::{Decision, Policy, Want};
-use crate::controller::gated;
+use crate::controller::decisions::gated;
 use crate::spec::canary::{Canary, Validate};
 use crate::spec::values::Duration;
 
