@@ -366,14 +366,13 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
                 reason, message, ..
             } = e
             {
+                let managed = c
+                    .spec
+                    .node_sets
+                    .iter()
+                    .any(|n| n.name == *set && n.managed());
                 let note = crate::status::Note {
-                    involved: k8s_openapi::api::core::v1::ObjectReference {
-                        api_version: Some("apps/v1".into()),
-                        kind: Some("StatefulSet".into()),
-                        name: Some(set.clone()),
-                        namespace: Some(c.metadata.namespace.clone()),
-                        ..Default::default()
-                    },
+                    involved: crate::status::node_set_ref(&c.metadata.namespace, set, managed),
                     reason,
                     message,
                     warning: true,

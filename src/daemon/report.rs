@@ -79,7 +79,7 @@ async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
     }
 }
 
-/// Events on each NodeSet's StatefulSet for what the pass did to its workers, and when a worker
+/// Events on each NodeSet's StatefulSet (or PodTemplate) for what the pass did to its workers, and when a worker
 /// starts waiting for jobs (once per worker and set of jobs; SEEN remembers which were told).
 pub(super) async fn rollout_events(
     cluster: &Cluster,
@@ -118,14 +118,9 @@ pub(super) async fn rollout_events(
     }
     *seen = waiting_now;
     for (set, reason, message) in notes {
+        let managed = out.sets.get(&set).is_some_and(|s| s.managed);
         let note = crate::status::Note {
-            involved: k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some("apps/v1".into()),
-                kind: Some("StatefulSet".into()),
-                name: Some(set),
-                namespace: Some(namespace.to_string()),
-                ..Default::default()
-            },
+            involved: crate::status::node_set_ref(namespace, &set, managed),
             reason,
             message,
             warning: reason == "CanaryFailed",

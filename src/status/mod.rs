@@ -22,6 +22,22 @@ pub struct Note<'a> {
     pub warning: bool,
 }
 
+/// The object that stands for NodeSet NAME in NAMESPACE: its StatefulSet, or the PodTemplate of
+/// a NodeSet whose pods slurmops makes (MANAGED: perNode, `podManagement: slurmops`).
+pub fn node_set_ref(namespace: &str, name: &str, managed: bool) -> ObjectReference {
+    let (api_version, kind) = match managed {
+        true => ("v1", "PodTemplate"),
+        false => ("apps/v1", "StatefulSet"),
+    };
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        ..Default::default()
+    }
+}
+
 /// Records NOTE as a core/v1 Event in the object's namespace (served by every Kubernetes
 /// version slurmops supports).
 pub async fn record(client: &kube::Client, note: Note<'_>) -> Result<(), kube::Error> {
