@@ -11,6 +11,7 @@ pub mod health;
 pub mod live;
 mod prune;
 pub mod rbac;
+mod report;
 pub mod upgrade;
 mod window;
 
@@ -27,6 +28,7 @@ pub use drift::drift;
 pub use live::{Cluster, Requests};
 pub use prune::{NoSlurm, PruneGuard};
 use prune::{check_scale_in, prune_set};
+pub use report::Report;
 
 /// The field manager slurmops applies as.
 pub const FIELD_MANAGER: &str = "slurmops";
@@ -112,98 +114,6 @@ pub struct Options {
     /// Worker StatefulSets not to prune yet, though they left cluster.yaml (their workers still
     /// drain: the controller prunes them on a later pass).
     pub keep: BTreeSet<String>,
-}
-
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Report {
-    pub created: Vec<String>,
-    pub updated: Vec<String>,
-    pub unchanged: Vec<String>,
-    /// Unchanged objects that needed a server-side dry run to tell (server normalisation).
-    pub confirmed_by_dry_run: Vec<String>,
-    pub recreated: Vec<String>,
-    pub pruned: Vec<String>,
-    /// Edited by hand and left so (detect-only mode).
-    pub drifted: Vec<String>,
-    /// Objects a Slurm upgrade or a maintenance window holds back (their live objects stay),
-    /// and what they wait for.
-    pub held: Vec<String>,
-    pub held_for: String,
-    /// When the maintenance window they wait for opens (UNIX seconds).
-    pub window_opens: Option<i64>,
-    pub requests: Requests,
-    /// QOS, accounts and users: what changed in slurmdbd (in Slurm's words), drift reported,
-    /// refusals and objects made by hand.
-    pub accounting: Vec<String>,
-    /// Requests that changed slurmdbd.
-    pub accounting_writes: u32,
-    /// The accounting step failed (nothing destructive followed): why.
-    pub accounting_error: Option<String>,
-}
-
-impl Report {
-    /// Adds what a later apply of the same cluster.yaml did (a scale-in lowered, a removed
-    /// NodeSet pruned once drained): one report for a driver's passes.
-    pub fn absorb(&mut self, later: &Report) {
-        for (mine, theirs) in [
-            (&mut self.created, &later.created),
-            (&mut self.updated, &later.updated),
-            (&mut self.recreated, &later.recreated),
-            (&mut self.pruned, &later.pruned),
-        ] {
-            for id in theirs {
-                if !mine.contains(id) {
-                    mine.push(id.clone());
-                }
-            }
-        }
-        self.unchanged.retain(|id| !later.updated.contains(id));
-        for line in &later.accounting {
-            if !self.accounting.contains(line) {
-                self.accounting.push(line.clone());
-            }
-        }
-        self.accounting_writes += later.accounting_writes;
-        if later.accounting_error.is_some() {
-            self.accounting_error.clone_from(&later.accounting_error);
-        }
-        self.requests.total += later.requests.total;
-        self.requests.reads += later.requests.reads;
-        self.requests.writes += later.requests.writes;
-        self.requests.dry_runs += later.requests.dry_runs;
-    }
-
-    /// One line: what happened to the objects and the API requests it took.
-    pub fn counts(&self) -> String {
-        let mut accounting = String::new();
-        if self.accounting_writes > 0 || self.accounting_error.is_some() {
-            accounting = format!("; accounting: {} slurmdbd writes", self.accounting_writes);
-        }
-        if let Some(e) = &self.accounting_error {
-            accounting.push_str(&format!(", failed: {e}"));
-        }
-        let objects = format!(
-            "{} created, {} updated, {} unchanged, {} recreated, {} pruned, {} drifted; {} API requests ({} writes, {} dry runs)",
-            self.created.len(),
-            self.updated.len(),
-            self.unchanged.len(),
-            self.recreated.len(),
-            self.pruned.len(),
-            self.drifted.len(),
-            self.requests.total,
-            self.requests.writes,
-            self.requests.dry_runs
-        );
-        let mut held = String::new();
-        if !self.held.is_empty() {
-            held = format!(
-                "; held: {} (waiting for {})",
-                self.held.join(", "),
-                self.held_for
-            );
-        }
-        objects + &held + &accounting
-    }
 }
 
 /// The objects to apply: rendered, with the live PDB version, ApplySet membership, ignore rules
