@@ -230,10 +230,12 @@ async fn a_slurmctld_restart_waits_for_its_window_and_the_daemon_wakes_for_it() 
     let daemon = t.daemon_polling("d", "10m");
     applied(&t.env, &commit, Duration::from_secs(40)).await;
     let st = status(&t.env).await.unwrap();
-    assert!(
-        st.summary.contains("held: ConfigMap/c-config, Deployment/c-restapi, StatefulSet/c-controller (waiting for a maintenance window for the slurmctld restart"),
-        "{}",
-        st.summary
+    let opens = k8s_openapi::jiff::Timestamp::from_second(window).unwrap();
+    assert_eq!(
+        st.held,
+        format!(
+            "ConfigMap/c-config, Deployment/c-restapi, StatefulSet/c-controller (waiting for a maintenance window for the slurmctld restart (opens {opens}))"
+        ),
     );
     while now() < window - 2 {
         assert_eq!(
@@ -263,6 +265,8 @@ async fn a_slurmctld_restart_waits_for_its_window_and_the_daemon_wakes_for_it() 
         async || (pod_uid().await? != uid).then_some(()),
     )
     .await;
+    let st = status(&t.env).await.unwrap();
+    assert_eq!(st.held, "", "nothing is held once the window opened");
     drop(daemon);
     t.env.cleanup().await;
 }

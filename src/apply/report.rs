@@ -84,14 +84,12 @@ impl Report {
             self.requests.writes,
             self.requests.dry_runs
         );
-        let mut held = String::new();
-        if !self.held.is_empty() {
-            held = format!(
-                "; held: {} (waiting for {})",
-                self.held.join(", "),
-                self.held_for
-            );
-        }
-        objects + &held + &accounting
+        objects + &accounting
+    }
+
+    /// The objects held back and what they wait for, in one line (None when nothing is held).
+    pub fn held_line(&self) -> Option<String> {
+        (!self.held.is_empty())
+            .then(|| format!("{} (waiting for {})", self.held.join(", "), self.held_for))
     }
 }

@@ -152,6 +152,9 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                 println!("accounting: {line}");
             }
             println!("{}: {}", loaded.name, rep.counts());
+            if let Some(held) = rep.held_line() {
+                println!("held: {held}");
+            }
             if let Some(e) = &rep.accounting_error {
                 eprintln!("error: accounting: {e}");
                 return EXIT_ERROR;

@@ -342,6 +342,7 @@ fn record(
             state.status.errors.clear();
         }
         state.status.summary = summary;
+        state.status.held = rep.held_line().unwrap_or_default();
         // Objects made by hand are reported on every pass: logged only when slurmdbd changed.
         if rep.accounting_writes > 0 {
             for line in &rep.accounting {

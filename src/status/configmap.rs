@@ -50,6 +50,9 @@ pub struct Status {
     pub node_sets: String,
     /// Slurm as the last pass saw it: empty when it answered, else why not.
     pub slurm: String,
+    /// Objects kept at their live versions for now (the later steps of a Slurm upgrade, a
+    /// control-plane change waiting for a maintenance window), and what they wait for.
+    pub held: String,
 }
 
 impl Status {
@@ -74,6 +77,7 @@ impl Status {
             ("lastAttempt", &self.last_attempt),
             ("nodeSets", &self.node_sets),
             ("slurm", &self.slurm),
+            ("held", &self.held),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -95,6 +99,7 @@ impl Status {
             last_attempt: g("lastAttempt"),
             node_sets: g("nodeSets"),
             slurm: g("slurm"),
+            held: g("held"),
         }
     }
 }

@@ -47,6 +47,9 @@ pub fn text(s: &Status, now: i64) -> String {
     if !s.summary.is_empty() {
         out += &format!("summary:      {}\n", s.summary);
     }
+    if !s.held.is_empty() {
+        out += &format!("held:         {}\n", s.held);
+    }
     if !s.slurm.is_empty() {
         out += &format!("slurm:        {}\n", s.slurm);
     }
