@@ -207,7 +207,7 @@ fn window(
         .collect();
     let on = match workers.is_empty() {
         true => "its workers".to_string(),
-        false => workers.join(", "),
+        false => crate::slurm::hostlist::compress(&workers),
     };
     let holds = match &w.pending {
         Some(p) if p.count > 0 => format!(
