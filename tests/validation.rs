@@ -26,6 +26,13 @@ fn line_of(text: &str, needle: &str) -> usize {
         + 1
 }
 
+/// The error of E at PATH.
+fn at<'a>(e: &'a [Diagnostic], path: &str) -> &'a Diagnostic {
+    e.iter()
+        .find(|d| d.path == path)
+        .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
+}
+
 fn one(text: &str) -> Diagnostic {
     let e = errors(text);
     assert_eq!(e.len(), 1, "expected one error, got {e:#?}");
@@ -684,11 +691,7 @@ fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
         "      memory: 1Gi\n      update:\n        canary:\n          replicas: 0\n          validate: {builtin: gpu, script: \"nvidia-smi\", timeout: 30s}\n",
     );
     let e = errors(&text);
-    let at = |path: &str| {
-        e.iter()
-            .find(|d| d.path == path)
-            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
-    };
+    let at = |path: &str| at(&e, path);
     let r = at("spec.nodeSets[0].update.canary.replicas");
     assert_eq!(r.line, line_of(&text, "replicas: 0"));
     assert!(r.message.contains("validates nothing"), "{r}");
@@ -729,11 +732,7 @@ fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
         "  policy:\n    maintenanceWindows:\n      - {schedule: \"0 2 * * 6\", duration: 4h}\n      - {schedule: \"0 2 * *\", duration: 30s, timeZone: Mars/Olympus}\n  partitions:\n",
     );
     let e = errors(&text);
-    let at = |path: &str| {
-        e.iter()
-            .find(|d| d.path == path)
-            .unwrap_or_else(|| panic!("no error at {path}: {e:#?}"))
-    };
+    let at = |path: &str| at(&e, path);
     let d = at("spec.policy.maintenanceWindows[0].schedule");
     assert_eq!(d.line, line_of(&text, "0 2 * * 6"));
     assert!(

@@ -110,17 +110,14 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                 }
                 if !done.done {
                     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-                    let control_plane = done
-                        .applied
-                        .as_ref()
-                        .is_some_and(|r| r.window_opens.is_some());
-                    let why =
-                        match control_plane || done.progress.iter().any(|p| p.window.is_some()) {
-                            true => {
-                                "waits for a maintenance window: the daemon, or apply then, goes on"
-                            }
-                            false => "--no-wait",
-                        };
+                    let windowed =
+                        crate::controller::drive::windowed(done.applied.as_ref(), &done.progress);
+                    let why = match windowed {
+                        true => {
+                            "waits for a maintenance window: the daemon, or apply then, goes on"
+                        }
+                        false => "--no-wait",
+                    };
                     print!(
                         "not finished ({why}); where the NodeSets stand:\n{}",
                         crate::status::show::node_sets(&done.progress, now)
@@ -258,19 +255,18 @@ pub fn plan_cluster(
         if let Some((url, token)) = slurm {
             let client = super::token_client(&url, &token)
                 .map_err(|e| ApplyError::Connect(e.to_string()))?;
-            p.slurm.drains = drains(&cluster, &client, &c, &p)
+            // One read of the queue for the drains, the canaries and the windows.
+            let jobs = client
+                .jobs()
+                .await
+                .map_err(|e| ApplyError::Connect(e.to_string()))?;
+            p.slurm.drains = drains(&cluster, &client, &jobs, &c, &p)
                 .await
                 .map_err(ApplyError::Connect)?;
-            name_canaries(&cluster, &client, &c, &mut p)
+            name_canaries(&cluster, &jobs, &c, &mut p)
                 .await
                 .map_err(ApplyError::Connect)?;
-            if p.slurm.node_sets_rolled.iter().any(|r| r.window.is_some()) {
-                let jobs = client
-                    .jobs()
-                    .await
-                    .map_err(|e| ApplyError::Connect(e.to_string()))?;
-                pending_held_back(&c, &mut p, &jobs);
-            }
+            pending_held_back(&c, &mut p, &jobs);
             // Live: slurmdbd's objects, not the last applied revision's.
             p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
                 .await
@@ -485,14 +481,13 @@ fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[c
 /// first, then by name) over the live workers and jobs.
 async fn name_canaries(
     cluster: &Cluster,
-    slurm: &crate::slurm::Client,
+    jobs: &[crate::slurm::Job],
     c: &spec::ClusterFile,
     p: &mut crate::plan::Plan,
 ) -> Result<(), String> {
     if !p.slurm.node_sets_rolled.iter().any(|r| r.canary.is_some()) {
         return Ok(());
     }
-    let jobs = slurm.jobs().await.map_err(|e| e.to_string())?;
     for r in &mut p.slurm.node_sets_rolled {
         let Some(canary) = r.canary.as_mut() else {
             continue;
@@ -530,6 +525,7 @@ async fn name_canaries(
 async fn drains(
     cluster: &Cluster,
     slurm: &crate::slurm::Client,
+    jobs: &[crate::slurm::Job],
     c: &spec::ClusterFile,
     p: &crate::plan::Plan,
 ) -> Result<Vec<crate::plan::NodeDrain>, String> {
@@ -548,7 +544,6 @@ async fn drains(
     if sets.is_empty() {
         return Ok(Vec::new());
     }
-    let jobs = slurm.jobs().await.map_err(|e| e.to_string())?;
     let mut slurm_view: Option<SlurmView> = None;
     let mut out = Vec::new();
     for (set, from) in sets {
@@ -566,7 +561,7 @@ async fn drains(
             // slurmops chooses who leaves: the workers the controller would not keep.
             slurm_view.get_or_insert(SlurmView::new(
                 slurm.nodes().await.map_err(|e| e.to_string())?,
-                jobs.clone(),
+                jobs.to_vec(),
             ));
             let view = slurm_view.as_ref().expect("set above");
             leaving_of_managed(&set, &pods, from, view)

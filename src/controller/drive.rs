@@ -298,17 +298,22 @@ fn back(out: &Outcome, deleted: &BTreeSet<(String, String)>) -> Vec<(String, Str
 /// All that is left waits for a maintenance window (nothing in flight, no job to wait for): a
 /// driver stops there rather than wait for days; the daemon wakes when the window opens.
 fn waits_for_window(out: &Outcome) -> bool {
-    let control_plane = out
-        .applied
-        .as_ref()
-        .is_some_and(|r| r.window_opens.is_some());
     out.events.is_empty()
         && out.slurm_error.is_none()
-        && (control_plane || out.progress.iter().any(|p| p.window.is_some()))
+        && windowed(out.applied.as_ref(), &out.progress)
         && out
             .progress
             .iter()
             .all(|p| p.in_flight.is_empty() && p.waiting.is_empty() && p.leaving.is_empty())
+}
+
+/// Something waits for a maintenance window: a control-plane change APPLIED held back, or a
+/// NodeSet's workers (PROGRESS).
+pub fn windowed(
+    applied: Option<&crate::apply::Report>,
+    progress: &[super::decide::Progress],
+) -> bool {
+    applied.is_some_and(|r| r.window_opens.is_some()) || progress.iter().any(|p| p.window.is_some())
 }
 
 /// A halted canary ends the drive: nothing moves until git or an operator says so.

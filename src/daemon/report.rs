@@ -79,8 +79,9 @@ async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
     }
 }
 
-/// Events on each NodeSet's StatefulSet (or PodTemplate) for what the pass did to its workers, and when a worker
-/// starts waiting for jobs (once per worker and set of jobs; SEEN remembers which were told).
+/// Events on each NodeSet's StatefulSet (or PodTemplate) for what the pass did to its workers,
+/// and when a worker starts waiting for jobs (once per worker and set of jobs; SEEN remembers
+/// which were told).
 pub(super) async fn rollout_events(
     cluster: &Cluster,
     namespace: &str,
