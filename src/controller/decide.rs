@@ -413,7 +413,10 @@ fn roll(
     now: i64,
     d: &mut Decision,
 ) {
-    let mut out = (expected as usize).saturating_sub(staying.len());
+    // A missing pod is out, and comes back on REV (the StatefulSet recreates deleted pods from
+    // its update revision).
+    let missing = (expected as usize).saturating_sub(staying.len());
+    let mut out = missing;
     let mut candidates = Vec::new();
     for w in staying {
         let node = slurm.nodes.get(&w.name);
@@ -478,11 +481,11 @@ fn roll(
         });
     }
     let mut room = (p.max_unavailable.max(1) as usize).saturating_sub(out);
-    // Under a canary, at most that many workers leave the old revision until it is validated.
+    // Under a canary, at most that many workers leave the old revision until it is validated:
+    // those on REV, in flight, and deleted ones not recreated yet.
     let mut canary_room = match p.gate {
-        Gate::Limit(n) => {
-            (n as usize).saturating_sub(d.progress.updated as usize + d.progress.in_flight.len())
-        }
+        Gate::Limit(n) => (n as usize)
+            .saturating_sub(d.progress.updated as usize + d.progress.in_flight.len() + missing),
         _ => usize::MAX,
     };
     for pod in order(&candidates) {

@@ -181,11 +181,24 @@ impl Daemon {
     }
 }
 
-/// A daemon never outlives its test, even one that fails.
+/// A daemon never outlives its test, even one that fails; a failing test shows the end of its
+/// log (the test's temporary directory goes with it).
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines
+                .get(lines.len().saturating_sub(80)..)
+                .unwrap_or_default();
+            eprintln!(
+                "--- the daemon's last log lines ({}):\n{}",
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
 

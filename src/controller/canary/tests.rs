@@ -103,6 +103,20 @@ fn a_rollout_under_a_canary_drains_only_the_canaries_whatever_max_unavailable_al
 }
 
 #[test]
+fn a_canary_deleted_and_not_yet_recreated_still_fills_the_canary_limit() {
+    // w-0 was the canary: drained, its pod deleted; the StatefulSet has not recreated it yet.
+    let mut s = set(&["old", "old", "old", "old"], None);
+    s.workers.remove(0);
+    let view = slurm(idle(&["w-1", "w-2", "w-3"]), vec![]);
+    let d = run(&s, &validation(1, ValidateNodes::PerNode), &view, 3);
+    assert_eq!(drains(&d), Vec::<String>::new(), "{:?}", d.actions);
+    assert_eq!(
+        d.progress.canary.expect("canary progress").stage,
+        "replacing"
+    );
+}
+
+#[test]
 fn registered_canaries_get_their_job_first_and_are_resumed_after_it_no_other_worker_moves() {
     let s = set(&["new", "new", "old", "old"], None);
     let mut nodes = idle(&["w-2", "w-3"]);
