@@ -1032,3 +1032,70 @@ fn an_accounting_change_is_planned_in_slurms_words() {
     );
     golden("accounting.plan.json", &format::json(&p));
 }
+
+#[test]
+fn on_slurm_24_11_a_windowed_cluster_gives_slurmctld_a_sidecar_that_makes_its_reservations() {
+    let (_, text) = example("examples/minimal");
+    let plain = render(&load_text(&text));
+    let windowed_text = text
+        .replace(
+            "  nodeSets:\n",
+            "  policy:\n    maintenanceWindows: [{schedule: \"0 2 * * Sat\", duration: 4h}]\n  nodeSets:\n",
+        )
+        .replace("      memory: 1Gi\n", "      memory: 1Gi\n      update: {window: required}\n");
+    assert_ne!(windowed_text, text, "the edits apply to the example");
+    let windowed = render(&load_text(&windowed_text));
+    let sidecar = |r: &slurmops::render::Rendered| {
+        let ctl = &r.get("StatefulSet", "mini-controller").unwrap().body;
+        let containers = ctl["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
+        let c = containers
+            .iter()
+            .find(|c| c["name"] == "reconfigure")
+            .unwrap();
+        (
+            c["command"][2].as_str().unwrap().to_string(),
+            c["volumeMounts"].clone(),
+            ctl["spec"]["template"]["spec"]["volumes"].clone(),
+        )
+    };
+    // Without windows, or on a release whose slurmrestd makes reservations: nothing changes
+    // for slurmctld (its pod template, hence no restart).
+    let (script, mounts, _) = sidecar(&plain);
+    assert!(!script.contains("reserve"), "{script}");
+    assert_eq!(mounts.as_array().unwrap().len(), 1);
+    assert!(plain.get("ConfigMap", "mini-maintenance").is_none());
+    let on_26 = render(&load_text(&windowed_text.replace("\"24.11\"", "\"26.05\"")));
+    assert!(on_26.get("ConfigMap", "mini-maintenance").is_none());
+    assert!(!sidecar(&on_26).0.contains("reserve"));
+    // 24.11 with a window: the ConfigMap (no data of apply's), mounted read-only by the
+    // sidecar only, whose script makes the reservations.
+    let cm = &windowed.get("ConfigMap", "mini-maintenance").unwrap().body;
+    assert!(cm.get("data").is_none(), "{cm}");
+    let (script, mounts, volumes) = sidecar(&windowed);
+    assert!(script.contains("scontrol create reservation"), "{script}");
+    assert!(
+        mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "maintenance"
+                && m["mountPath"] == "/etc/slurmops/maintenance"
+                && m["readOnly"] == true),
+        "{mounts}"
+    );
+    let volume = volumes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "maintenance");
+    assert_eq!(
+        volume.map(|v| &v["configMap"]["name"]),
+        Some(&serde_json::json!("mini-maintenance"))
+    );
+    let ctl = &windowed.get("StatefulSet", "mini-controller").unwrap().body;
+    let main = &ctl["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(main["name"], "slurmctld");
+    assert!(!main["volumeMounts"].to_string().contains("maintenance"));
+}

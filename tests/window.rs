@@ -2,6 +2,9 @@
 //! with a real slurmd per worker pod. A NodeSet with `window: required` is changed while a real job
 //! runs on one of its workers, in a commit whose two-minute window opens at the first whole minute
 //! at least 75 s later: nothing drains until the window opens, then every worker rolls inside it.
+//! On Slurm 24.11, whose slurmrestd cannot make reservations, the window's reservation is made by
+//! the controller pod's `reconfigure` sidecar (run here as a kubelet would, against the shared
+//! slurmctld) from the ConfigMap the controller writes.
 //! A setting that restarts slurmctld, under `controlPlaneWindow: required`, waits the same way.
 
 #[macro_use]
@@ -11,6 +14,7 @@ use std::time::Duration;
 
 use slurmops::slurm::SlurmNodes;
 
+use support::ctld_files::SharedSidecar;
 use support::daemon::{applied, status};
 use support::eventually;
 use support::gitops::{Bed, running};
@@ -52,6 +56,12 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     let set = t.env.name("wn");
     let first = cluster(&t.env.ns, &set, "img:1", minute_after(12 * 3600));
     let daemon = t.deployed(&first, "d", &[(&set, 2)]).await;
+    // Slurm 24.11's slurmrestd cannot make reservations: the controller pod's sidecar does, as
+    // a kubelet would run it beside slurmctld.
+    let sidecar = match support::slurm_release() {
+        "24.11" => Some(SharedSidecar::start(&t.env.client, &t.env.ns, "c").await),
+        _ => None,
+    };
     let uids = async || -> std::collections::BTreeMap<String, String> {
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect()
     };
@@ -109,29 +119,21 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     let opens = st.opens.expect("the next window");
     assert_eq!(opens, window, "the window the commit names");
     let reservation = format!("slurmops-maint-{set}");
-    let reserves = support::slurm_release() != "24.11";
-    let late = if reserves {
-        // Ahead of the window, a MAINT reservation holds the workers from its start...
-        let r = eventually("the reservation", Duration::from_secs(20), async || {
-            s.reservations().await.ok()?.into_iter().find(|r| r.name == reservation)
-        })
-        .await;
-        assert_eq!(r.nodes, [format!("{set}-0"), format!("{set}-1")]);
-        assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 120)));
-        assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
-        // ...so a job that would still run when it starts does not start there.
-        let late = submit_sleep(&format!("{set}-1"), 600).await;
-        Some(late)
-    } else {
-        // slurmrestd 24.11 cannot create reservations: status says so.
-        let st = eventually("the reservation note", Duration::from_secs(20), async || {
-            let st = status(&t.env).await?;
-            st.progress().into_iter().find(|p| p.node_set == set)?.window?.reservation
-        })
-        .await;
-        assert!(st.contains("v0.0.43"), "{st}");
-        None
-    };
+    // Ahead of the window, a MAINT reservation holds the workers from its start (on 24.11,
+    // made by slurmctld's sidecar from the ConfigMap the controller writes)...
+    let r = eventually("the reservation", Duration::from_secs(30), async || {
+        s.reservations().await.ok()?.into_iter().find(|r| r.name == reservation)
+    })
+    .await;
+    assert_eq!(r.nodes, [format!("{set}-0"), format!("{set}-1")]);
+    assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 120)));
+    assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
+    if let Some(sidecar) = &sidecar {
+        let out = sidecar.output();
+        assert!(out.contains(&format!("reserved {reservation} on {set}-0,{set}-1")), "{out}");
+    }
+    // ...so a job that would still run when it starts does not start there.
+    let late = submit_sleep(&format!("{set}-1"), 600).await;
     while now() < opens - 2 {
         for i in 0..2 {
             let n = s.get(&format!("{set}-{i}")).await.unwrap();
@@ -141,9 +143,7 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     assert_eq!(job_state(job).await, ["COMPLETED"], "the job ran undisturbed");
-    if let Some(late) = late {
-        assert_eq!(job_state(late).await, ["PENDING"], "a job overlapping the window started");
-    }
+    assert_eq!(job_state(late).await, ["PENDING"], "a job overlapping the window started");
 
     // Inside the window: every worker rolls.
     eventually("every worker rolled in the window", Duration::from_secs(90), async || {
@@ -153,15 +153,14 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     })
     .await;
     assert!(now() < opens + 120 + 5, "the rollout ran past its window");
-    if let Some(late) = late {
-        // Done: the reservation is given back, and the held job may run.
-        eventually("the reservation deleted", Duration::from_secs(20), async || {
-            let rs = s.reservations().await.ok()?;
-            rs.iter().all(|r| r.name != reservation).then_some(())
-        })
-        .await;
-        support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &late.to_string()]);
-    }
+    // Done: the reservation is given back, and the held job may run.
+    eventually("the reservation deleted", Duration::from_secs(30), async || {
+        let rs = s.reservations().await.ok()?;
+        rs.iter().all(|r| r.name != reservation).then_some(())
+    })
+    .await;
+    support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &late.to_string()]);
+    drop(sidecar);
     let after = uids().await;
     for (name, uid) in &before {
         assert_ne!(after.get(name), Some(uid), "{name} not replaced");

@@ -36,6 +36,9 @@ pub const FIELD_MANAGER: &str = "slurmops";
 pub const AUTOSCALE_MANAGER: &str = "slurmops-autoscale";
 /// Field manager of a NodeSet's canary verdict (an annotation of its workload).
 pub const CANARY_MANAGER: &str = "slurmops-canary";
+/// Field manager of the maintenance reservations the controller asks slurmctld's sidecar for
+/// (keys of the ConfigMap `<cluster>-maintenance`, which apply leaves alone).
+pub const MAINTENANCE_MANAGER: &str = "slurmops-maintenance";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

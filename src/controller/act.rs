@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use super::decide::Action;
+use super::maint;
 use super::{Fence, PassError};
-use crate::apply::CANARY_MANAGER;
+use crate::apply::{CANARY_MANAGER, MAINTENANCE_MANAGER};
 use crate::render::names::ANNOTATION_CANARY;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
@@ -25,7 +26,7 @@ pub struct Acted {
     pub unplaced: Vec<String>,
     /// A canary's script could not be read (its ConfigMap): the validation waits.
     pub canary_error: Option<String>,
-    /// Slurm refused a maintenance reservation (24.11's slurmrestd cannot make one).
+    /// A maintenance reservation could not be made or asked for, and why.
     pub reservation_error: Option<String>,
 }
 
@@ -123,12 +124,22 @@ pub async fn act<S: SlurmNodes>(
                     break;
                 }
             },
-            Action::Reserve { request } => match slurm.reserve(request).await {
-                Ok(()) => Event::Reserved {
-                    name: request.name.clone(),
-                    nodes: request.nodes.clone(),
-                    start: request.start,
-                },
+            Action::Reserve {
+                request,
+                sidecar: Some(cm),
+            } => match ask_sidecar(pods, cm, &request.name, Some(maint::entry(request))).await {
+                Ok(true) => reserved(request, Some(cm)),
+                Ok(false) => continue,
+                Err(e) => {
+                    out.reservation_error = Some(e);
+                    continue;
+                }
+            },
+            Action::Reserve {
+                request,
+                sidecar: None,
+            } => match slurm.reserve(request).await {
+                Ok(()) => reserved(request, None),
                 Err(e) if e.is_transient() => {
                     out.slurm_error = Some(e);
                     break;
@@ -138,7 +149,21 @@ pub async fn act<S: SlurmNodes>(
                     continue;
                 }
             },
-            Action::Unreserve { name } => match slurm.unreserve(name).await {
+            Action::Unreserve {
+                name,
+                sidecar: Some(cm),
+            } => match ask_sidecar(pods, cm, name, None).await {
+                Ok(true) => Event::Unreserved { name: name.clone() },
+                Ok(false) => continue,
+                Err(e) => {
+                    out.reservation_error = Some(e);
+                    continue;
+                }
+            },
+            Action::Unreserve {
+                name,
+                sidecar: None,
+            } => match slurm.unreserve(name).await {
                 Ok(()) => Event::Unreserved { name: name.clone() },
                 Err(e) => {
                     out.slurm_error = Some(e);
@@ -165,6 +190,49 @@ pub async fn act<S: SlurmNodes>(
         out.events.push(event);
     }
     Ok(out)
+}
+
+fn reserved(r: &crate::slurm::ReservationRequest, sidecar: Option<&String>) -> Event {
+    Event::Reserved {
+        name: r.name.clone(),
+        nodes: r.nodes.clone(),
+        start: r.start,
+        sidecar: sidecar.cloned(),
+    }
+}
+
+/// Sets (VALUE) or removes (None) reservation NAME in the ConfigMap CM that slurmctld's sidecar
+/// makes reservations from; true when that changed it.
+async fn ask_sidecar(
+    pods: &Api<Pod>,
+    cm: &str,
+    name: &str,
+    value: Option<String>,
+) -> Result<bool, String> {
+    let ns = pods.namespace().unwrap_or("default");
+    let cms: Api<ConfigMap> = Api::namespaced(pods.clone().into_client(), ns);
+    let what = format!("maintenance reservation {name} through ConfigMap {ns}/{cm}");
+    let live = match cms.get_opt(cm).await {
+        Ok(Some(live)) => live,
+        Ok(None) => {
+            return Err(format!(
+                "{what}: no such ConfigMap (it is applied with cluster.yaml: run the daemon or apply)"
+            ));
+        }
+        Err(e) => return Err(format!("{what}: cannot be read: {e}")),
+    };
+    if live.data.as_ref().and_then(|d| d.get(name)) == value.as_ref() {
+        return Ok(false);
+    }
+    let patch = serde_json::json!({"data": {name: value}});
+    let params = PatchParams {
+        field_manager: Some(MAINTENANCE_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    cms.patch(cm, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("{what}: cannot be written: {e}"))?;
+    Ok(true)
 }
 
 /// Most bytes of a validation script read from a ConfigMap.

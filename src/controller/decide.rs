@@ -191,9 +191,14 @@ pub enum Action {
     /// Reserve the workers that wait for a maintenance window, for the window.
     Reserve {
         request: crate::slurm::ReservationRequest,
+        /// The ConfigMap slurmctld's sidecar makes it from (slurmrestd cannot); None: slurmrestd.
+        sidecar: Option<String>,
     },
-    /// Give a maintenance reservation back.
-    Unreserve { name: String },
+    /// Give a maintenance reservation back (SIDECAR: as `Reserve`).
+    Unreserve {
+        name: String,
+        sidecar: Option<String>,
+    },
 }
 
 /// A job that holds a worker.

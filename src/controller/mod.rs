@@ -26,7 +26,7 @@ pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use serde_json::json;
 
@@ -146,7 +146,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     distrust_empty(&mut obs);
     let mut decisions = decide_all(c, &obs, env.registration_grace);
     place_in_blocks(&env.cluster.client, c, &obs, &mut decisions).await;
-    reserve_for_windows(slurm, c, &obs, &mut decisions).await;
+    reserve_for_windows(&env.cluster.client, slurm, c, &obs, &mut decisions).await;
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -449,7 +449,9 @@ async fn place_in_blocks(
 
 /// Adds the maintenance reservations due (NodeSets that wait for a window), and says which one
 /// holds each NodeSet's workers. Reservations that cannot be read leave it to a later pass.
+/// Where slurmctld's sidecar makes them, those asked of it count as made.
 async fn reserve_for_windows<S: SlurmNodes>(
+    client: &kube::Client,
     slurm: &S,
     c: &ClusterFile,
     obs: &Observation,
@@ -463,15 +465,40 @@ async fn reserve_for_windows<S: SlurmNodes>(
     if !windowed || obs.slurm.is_err() {
         return;
     }
-    let Ok(existing) = slurm.reservations().await else {
+    let Ok(mut existing) = slurm.reservations().await else {
         return;
     };
+    let sidecar = window::reserves_through_sidecar(&c.spec)
+        .then(|| crate::render::names::Names::new(c).maintenance());
+    let in_slurm = existing.len();
+    if let Some(cm) = &sidecar {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &c.metadata.namespace);
+        match cms.get_opt(cm).await {
+            Ok(m) => {
+                let data = m.and_then(|m| m.data).unwrap_or_default();
+                let asked = maint::asked(&data, obs.now);
+                let new: Vec<_> = asked
+                    .into_iter()
+                    .filter(|a| existing.iter().all(|r| r.name != a.name))
+                    .collect();
+                existing.extend(new);
+            }
+            Err(_) => return,
+        }
+    }
     let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
     for (name, d) in decisions.iter_mut() {
-        let steps = maint::steps(&d.progress, &timing, &existing);
-        let held = existing.iter().find(|r| r.name == maint::name(name));
-        if let (Some(w), Some(r)) = (d.progress.window.as_mut(), held) {
-            w.reservation = Some(format!("{} on {}", r.name, r.nodes.join(", ")));
+        let steps = maint::steps(&d.progress, &timing, &existing, sidecar.as_deref());
+        let held = existing.iter().position(|r| r.name == maint::name(name));
+        if let (Some(w), Some(i)) = (d.progress.window.as_mut(), held) {
+            let r = &existing[i];
+            let mut note = format!("{} on {}", r.name, r.nodes.join(", "));
+            if let (true, Some(cm)) = (i >= in_slurm, &sidecar) {
+                note += &format!(
+                    " (asked of slurmctld's sidecar through ConfigMap {cm}; not in Slurm yet)"
+                );
+            }
+            w.reservation = Some(note);
         }
         d.actions.extend(steps);
     }

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSecurityContext,
-    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeProjection,
-    VolumeResourceRequirements,
+    Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+    PodSecurityContext, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
+    VolumeProjection, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -22,6 +22,7 @@ use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
 };
 use crate::spec::types::{ClusterFile, ConfigFile, LoginSet};
+use crate::spec::window::reserves_through_sidecar;
 
 /// The uid/gid of the `slurm` user in the Slinky images.
 const SLURM_UID: i64 = 401;
@@ -136,24 +137,49 @@ fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String> {
     )])
 }
 
-/// The sidecar that runs `scontrol reconfigure` once the kubelet has updated slurmctld's files.
+/// The sidecar that runs `scontrol reconfigure` once the kubelet has updated slurmctld's files,
+/// and on Slurm 24.11 makes the maintenance reservations the controller asks for.
 fn reconfigure_sidecar(s: &crate::spec::types::ClusterSpec) -> Container {
+    let reserves = reserves_through_sidecar(s);
+    let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
+    if reserves {
+        mounts.push(pod::mount(
+            "maintenance",
+            reconfigure::MAINTENANCE_DIR,
+            true,
+        ));
+    }
+    let script = match reserves {
+        true => reconfigure::reserving_script(),
+        false => reconfigure::SIDECAR_SCRIPT.into(),
+    };
     Container {
         name: "reconfigure".into(),
         image: Some(pod::image(s, s.images.slurmctld.as_ref(), "slurmctld")),
         image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            reconfigure::SIDECAR_SCRIPT.into(),
-        ]),
+        command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
         env: Some(vec![EnvVar {
             name: "SLURM_CONF".into(),
             value: Some(format!("{ETC_SLURM}/slurm.conf")),
             ..EnvVar::default()
         }]),
-        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
+        volume_mounts: Some(mounts),
         ..Container::default()
+    }
+}
+
+/// The ConfigMap of maintenance reservations the sidecar reads (optional: it may be applied
+/// after the StatefulSet).
+fn maintenance_volume(names: &Names) -> Volume {
+    Volume {
+        name: "maintenance".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: names.maintenance(),
+            optional: Some(true),
+            default_mode: Some(0o444),
+            items: None,
+        }),
+        ..Volume::default()
     }
 }
 
@@ -206,6 +232,9 @@ pub fn controller(
     sources.extend(referenced.iter().map(|(_, source, _)| source.clone()));
     let etc = pod::projected("etc-slurm", sources);
     let mut volumes = vec![etc];
+    if reserves_through_sidecar(s) {
+        volumes.push(maintenance_volume(names));
+    }
     let mut claims = None;
     match (&ctl.persistence.existing_claim, ctl.persistence.enabled) {
         (Some(claim), true) => volumes.push(Volume {

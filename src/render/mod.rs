@@ -121,6 +121,16 @@ pub fn render(c: &ClusterFile) -> Rendered {
         config_map(&names, &names.config_map(), config),
         &names,
     ));
+    if crate::spec::window::reserves_through_sidecar(&c.spec) {
+        // Its keys are the controller's (field manager slurmops-maintenance): apply sets none.
+        push(Object::from_typed(
+            ConfigMap {
+                metadata: components::meta(&names, &names.maintenance(), None, None),
+                ..ConfigMap::default()
+            },
+            &names,
+        ));
+    }
     if let Some(conf) = dbd_conf {
         push(Object::from_typed(
             config_map(

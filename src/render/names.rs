@@ -100,6 +100,10 @@ impl Names {
     pub fn config_map(&self) -> String {
         self.of("config")
     }
+    /// The maintenance reservations slurmctld's sidecar makes (`window::reserves_through_sidecar`).
+    pub fn maintenance(&self) -> String {
+        self.of("maintenance")
+    }
     pub fn slurmdbd_config_map(&self) -> String {
         self.of("slurmdbd")
     }

@@ -74,9 +74,57 @@ while sleep 5; do
   fi
 done"#;
 
+/// Where the `reconfigure` sidecar finds the maintenance reservations it makes.
+pub const MAINTENANCE_DIR: &str = "/etc/slurmops/maintenance";
+
+/// The sidecar's script when it also makes maintenance reservations (Slurm 24.11, whose
+/// slurmrestd cannot): each file `slurmops-maint-*` of MAINTENANCE_DIR (a key of the ConfigMap
+/// the controller writes: `START END NODES`, UNIX seconds and a comma list) is made a
+/// `MAINT,IGNORE_JOBS` reservation unless Slurm has it or it is over; a `slurmops-maint-*`
+/// reservation whose file is gone is deleted. Checked every 5 s; times go to scontrol in UTC.
+pub fn reserving_script() -> String {
+    let reserve = r#"at() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S; }
+reserve() {
+  [ -d "$M" ] || return 0
+  t=$(date +%s)
+  for f in "$M"/slurmops-maint-*; do
+    [ -f "$f" ] || continue
+    r=${f##*/}
+    read -r start end nodes rest < "$f"
+    case "$start.$end" in .*|*.|*[!0-9.]*) continue ;; esac
+    case "$nodes" in ''|*[!A-Za-z0-9.,_-]*) continue ;; esac
+    [ "$end" -gt "$t" ] || continue
+    scontrol show reservation "$r" > /dev/null 2>&1 && continue
+    from=now
+    [ "$start" -gt "$t" ] && from=$(at "$start")
+    TZ=UTC scontrol create reservation ReservationName="$r" StartTime="$from" \
+      EndTime="$(at "$end")" Nodes="$nodes" Flags=MAINT,IGNORE_JOBS Users=root &&
+      echo "reserved $r on $nodes from $from to $(at "$end") UTC"
+  done
+  for r in $(scontrol show reservation --oneliner 2> /dev/null |
+    sed -n 's/^ReservationName=\(slurmops-maint-[A-Za-z0-9._-]*\) .*/\1/p'); do
+    [ -f "$M/$r" ] && continue
+    scontrol delete ReservationName="$r" && echo "released $r"
+  done
+}
+"#;
+    let each = "while sleep 5; do\n";
+    format!(
+        "M={MAINTENANCE_DIR}\n{reserve}{}",
+        SIDECAR_SCRIPT.replacen(each, &format!("{each}  reserve\n"), 1)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reserving_sidecar_checks_its_reservations_on_every_round() {
+        let s = reserving_script();
+        assert!(s.contains("while sleep 5; do\n  reserve\n"), "{s}");
+        assert!(s.ends_with(SIDECAR_SCRIPT.lines().last().unwrap()), "{s}");
+    }
 
     #[test]
     fn only_ports_auth_and_state_settings_restart() {

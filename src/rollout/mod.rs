@@ -138,6 +138,9 @@ pub enum Event {
         name: String,
         nodes: Vec<String>,
         start: i64,
+        /// The ConfigMap slurmctld's sidecar makes it from (Slurm 24.11); None: made through
+        /// slurmrestd.
+        sidecar: Option<String>,
     },
     /// The rollout is done: its maintenance reservation was given back.
     Unreserved {
@@ -191,9 +194,18 @@ impl std::fmt::Display for Event {
             ),
             Event::SlurmBack => write!(f, "Slurm answers again, rollout continues"),
             Event::CanaryVerdict { message, .. } => write!(f, "{message}"),
-            Event::Reserved { name, nodes, start } => write!(
+            Event::Reserved {
+                name,
+                nodes,
+                start,
+                sidecar,
+            } => write!(
                 f,
-                "reservation {name} made on {} from {} (the maintenance window): no job that would run into it starts there",
+                "reservation {name} {} on {} from {} (the maintenance window): no job that would run into it starts there",
+                match sidecar {
+                    Some(cm) => format!("asked of slurmctld's sidecar (ConfigMap {cm})"),
+                    None => "made".to_string(),
+                },
                 nodes.join(", "),
                 k8s_openapi::jiff::Timestamp::from_second(*start)
                     .map(|t| t.to_string())

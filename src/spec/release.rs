@@ -19,6 +19,10 @@ pub struct Release {
     /// `MetricsType=metrics/openmetrics` (the plugin arrived in Slurm 25.11; of the releases
     /// here, 26.05 ships metrics_openmetrics.so and 24.11 does not).
     pub openmetrics: bool,
+    /// slurmrestd creates and deletes reservations (`POST`/`DELETE reservation`, data parser
+    /// v0.0.43, Slurm 25.05). 24.11's slurmrestd only lists them: there slurmctld's own sidecar
+    /// makes a maintenance window's reservation with `scontrol`.
+    pub rest_reservations: bool,
     /// Files slurmctld serves configless besides slurm.conf and those of every release
     /// (`CONFIGLESS`): the lists compiled into each release's libslurmfull (`strings` of each
     /// chroot's library).
@@ -48,6 +52,7 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: false,
         block_as_node_rank: false,
         openmetrics: false,
+        rest_reservations: false,
         configless_added: &[],
     },
     Release {
@@ -56,6 +61,7 @@ pub const SUPPORTED: &[Release] = &[
         block_topology: true,
         block_as_node_rank: true,
         openmetrics: true,
+        rest_reservations: true,
         configless_added: &["namespace.yaml", "topology.yaml"],
     },
 ];

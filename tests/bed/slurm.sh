@@ -25,7 +25,10 @@
 #   slurm.sh refresh-conf INST CONF_DIR     copy CONF_DIR/* over INST's config, then move its
 #                                           `..data` link (a kubelet's projected-volume update)
 #   slurm.sh start-sidecar INST NAME CMD... run a controller pod's sidecar CMD with INST's config
-#                                           directory at /etc/slurm (SLURM_CONF set), by PID
+#                                           directory at /etc/slurm (SLURM_CONF set) and INST's
+#                                           maintenance directory at /etc/slurmops/maintenance, by PID
+#   slurm.sh maintenance-dir INST           print the host path of INST's maintenance directory
+#                                           (a kubelet's copy of the maintenance ConfigMap)
 #   slurm.sh stop-sidecar INST NAME         stop it
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
@@ -252,12 +255,20 @@ case "$cmd" in
   start-sidecar)
     # A controller pod's sidecar: CMD in the chroot with the instance's config directory where
     # the pod mounts its files (/etc/slurm, private to the sidecar), SLURM_CONF pointing there.
+    # The maintenance ConfigMap (Slurm 24.11's reservations) at /etc/slurmops/maintenance.
     name=$1
     shift
-    setsid "$SELF" _private "$R" - "$inst" sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
-      "$R$ETC" "$R/etc/slurm" chroot "$R" env SLURM_CONF=/etc/slurm/slurm.conf "$@" \
+    mkdir -p "$RUN/maintenance" "$R/etc/slurmops/maintenance"
+    setsid "$SELF" _private "$R" - "$inst" \
+      sh -c 'mount --bind "$0" "$1" && mount --bind "$2" "$3" && shift 3 && exec "$@"' \
+      "$R$ETC" "$R/etc/slurm" "$RUN/maintenance" "$R/etc/slurmops/maintenance" \
+      chroot "$R" env SLURM_CONF=/etc/slurm/slurm.conf "$@" \
       > "$RUN/sidecar-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/sidecar-$name.pid"
+    ;;
+  maintenance-dir)
+    mkdir -p "$RUN/maintenance"
+    echo "$RUN/maintenance"
     ;;
   stop-sidecar)
     kill_pidfile "$RUN/sidecar-$1.pid"

@@ -73,12 +73,16 @@ pub async fn refresh(api: &Api<ConfigMap>, own: &OwnSlurm, m: &mut Materialized)
 /// Starts the pod's `reconfigure` sidecar (its command line, in the chroot of RELEASE) next to
 /// OWN's slurmctld; false when the pod has none.
 pub fn start_sidecar(spec: &PodSpec, own: &OwnSlurm, release: &str) -> bool {
+    start_sidecar_on(spec, &own.instance, release)
+}
+
+fn start_sidecar_on(spec: &PodSpec, instance: &str, release: &str) -> bool {
     let Some(c) = spec.containers.iter().find(|c| c.name == "reconfigure") else {
         return false;
     };
     let mut args = vec![
         "start-sidecar".to_string(),
-        own.instance.clone(),
+        instance.to_string(),
         c.name.clone(),
     ];
     args.extend(c.command.clone().unwrap_or_default());
@@ -86,4 +90,80 @@ pub fn start_sidecar(spec: &PodSpec, own: &OwnSlurm, release: &str) -> bool {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     slurm::sh_on(release, &args);
     true
+}
+
+/// The `reconfigure` sidecar of cluster CLUSTER's controller pod, run against the bed's shared
+/// Slurm instance, with a kubelet's copy of the ConfigMap `CLUSTER-maintenance` in its
+/// maintenance directory (kept up to date every second): the part of a controller pod a test
+/// on the shared instance needs where slurmctld's sidecar makes the reservations (Slurm 24.11).
+/// Stopped, and its directory emptied, on drop.
+pub struct SharedSidecar {
+    instance: String,
+    dir: std::path::PathBuf,
+    follow: tokio::task::JoinHandle<()>,
+}
+
+impl SharedSidecar {
+    pub async fn start(client: &kube::Client, ns: &str, cluster: &str) -> SharedSidecar {
+        use k8s_openapi::api::apps::v1::StatefulSet;
+        let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+        let controller = sts.get(&format!("{cluster}-controller")).await.unwrap();
+        let spec = controller.spec.and_then(|s| s.template.spec).unwrap();
+        let instance = super::slurm_instance().to_string();
+        let dir = std::path::PathBuf::from(slurm::sh(&["maintenance-dir", &instance]).trim());
+        mirror(&dir, &Default::default());
+        let (i, release) = (instance.clone(), super::slurm_release());
+        let started = tokio::task::spawn_blocking(move || start_sidecar_on(&spec, &i, release));
+        assert!(
+            started.await.unwrap(),
+            "the controller pod has a reconfigure sidecar"
+        );
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let (name, d) = (format!("{cluster}-maintenance"), dir.clone());
+        let follow = tokio::spawn(async move {
+            loop {
+                if let Ok(Some(cm)) = cms.get_opt(&name).await {
+                    mirror(&d, &cm.data.unwrap_or_default());
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+        SharedSidecar {
+            instance,
+            dir,
+            follow,
+        }
+    }
+
+    /// What the sidecar printed.
+    pub fn output(&self) -> String {
+        let out = self.dir.with_file_name("sidecar-reconfigure.out");
+        std::fs::read_to_string(out).unwrap_or_default()
+    }
+}
+
+/// DIR holds one file per key of DATA, and nothing else (each written whole, then renamed).
+fn mirror(dir: &std::path::Path, data: &std::collections::BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !data.contains_key(&name) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    for (k, v) in data {
+        let path = dir.join(k);
+        if std::fs::read_to_string(&path).ok().as_ref() != Some(v) {
+            let tmp = dir.join(format!(".new-{k}"));
+            std::fs::write(&tmp, v).unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        }
+    }
+}
+
+impl Drop for SharedSidecar {
+    fn drop(&mut self) {
+        self.follow.abort();
+        slurm::sh(&["stop-sidecar", &self.instance, "reconfigure"]);
+        mirror(&self.dir, &Default::default());
+    }
 }
