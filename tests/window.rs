@@ -75,12 +75,16 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     let window = minute_after(75);
     let head = cluster(&t.env.ns, &set, "img:2", window);
     // The plan of the change against the live cluster: when, on which workers, and the queue
-    // its reservation holds back (here a held job of the partition).
-    let queued = support::slurm::submit_job(
-        serde_json::json!({"partition": "all", "required_nodes": [format!("{set}-1")], "hold": true}),
-        1,
-    )
-    .await;
+    // its reservation holds back: held jobs of the partition, one with no time limit (it would
+    // run into the window) and one of a minute (it would end before the window opens).
+    let queue = |limit: Option<u32>| {
+        let mut job = serde_json::json!({"partition": "all", "required_nodes": [format!("{set}-1")], "hold": true});
+        if let Some(m) = limit {
+            job["time_limit"] = serde_json::json!({"set": true, "infinite": false, "number": m});
+        }
+        support::slurm::submit_job(job, 1)
+    };
+    let (unlimited, short) = (queue(None).await, queue(Some(1)).await);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cluster.yaml"), &head).unwrap();
     let out = support::slurm::cli(dir.path(), &["plan", "--cluster"])
@@ -95,17 +99,24 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         stamp(window + 120)
     );
     assert!(plan.contains(&expected), "{plan}{}", String::from_utf8_lossy(&out.stderr));
-    let reservation = format!(
-        "reservation slurmops-maint-{set} on {set}-[0-1] from the window's start holds back up to "
-    );
-    let pending: usize = plan
+    let reservation =
+        format!("reservation slurmops-maint-{set} on {set}-[0-1] from the window's start keeps ");
+    let counts: Vec<usize> = plan
         .split(&reservation)
         .nth(1)
-        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .map(|rest| rest.split(' ').filter_map(|w| w.parse().ok()).take(2).collect())
         .unwrap_or_else(|| panic!("{plan}"));
-    assert!(pending >= 1, "the held job is pending: {plan}");
-    assert!(plan.contains("pending jobs (partitions all) that would run into it"), "{plan}");
-    support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &queued.to_string()]);
+    // Other tests may queue jobs in the shared partition too: at least ours are counted, and
+    // the one-minute job is pending but not held back.
+    let [held_back, pending] = counts[..] else { panic!("{plan}") };
+    assert!(held_back >= 1 && pending > held_back, "{plan}");
+    assert!(
+        plan.contains("pending jobs (partitions all) off them now: their time limits run past the window's start"),
+        "{plan}"
+    );
+    for job in [unlimited, short] {
+        support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &job.to_string()]);
+    }
     let commit = t.repo.push(&head, "img:2");
     applied(&t.env, &commit, Duration::from_secs(20)).await;
     // Until the window opens, no worker is drained and status says what waits for what.

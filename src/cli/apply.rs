@@ -451,7 +451,8 @@ fn leaving_of_managed(
 }
 
 /// For each rollout that waits for a window: the pending jobs of the partitions holding its
-/// NodeSet, which its reservation holds back when they would run into the window.
+/// NodeSet, and those its reservation keeps off the workers now (their time limits would still
+/// run when the window opens).
 fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[crate::slurm::Job]) {
     for r in &mut p.slurm.node_sets_rolled {
         let Some(w) = r.window.as_mut() else {
@@ -464,7 +465,7 @@ fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[c
             .filter(|x| x.node_sets.iter().any(|n| *n == r.node_set || n == "ALL"))
             .map(|x| x.name.clone())
             .collect();
-        let count = jobs
+        let pending: Vec<&crate::slurm::Job> = jobs
             .iter()
             .filter(|j| j.has_state("PENDING"))
             .filter(|j| {
@@ -472,8 +473,22 @@ fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[c
                     .split(',')
                     .any(|x| partitions.iter().any(|p| p == x))
             })
-            .count();
-        w.pending = Some(crate::plan::PendingJobs { count, partitions });
+            .collect();
+        let held_back = match (w.now, w.next) {
+            (Some(now), Some((start, _))) => pending
+                .iter()
+                .filter(|j| {
+                    j.time_limit
+                        .is_none_or(|m| now.saturating_add(m.saturating_mul(60)) > start)
+                })
+                .count(),
+            _ => pending.len(),
+        };
+        w.pending = Some(crate::plan::PendingJobs {
+            held_back,
+            pending: pending.len(),
+            partitions,
+        });
     }
 }
 

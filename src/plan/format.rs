@@ -210,16 +210,17 @@ fn window(
         false => crate::slurm::hostlist::compress(&workers),
     };
     let holds = match &w.pending {
-        Some(p) if p.count > 0 => format!(
-            "holds back up to {} pending jobs (partitions {}) that would run into it",
-            p.count,
+        Some(p) if p.pending > 0 => format!(
+            "keeps {} of the {} pending jobs (partitions {}) off them now: their time limits run past the window's start",
+            p.held_back,
+            p.pending,
             p.partitions.join(", ")
         ),
         Some(_) => "holds back jobs that would run into it (none is pending now)".to_string(),
         None => "holds back jobs that would run into it".to_string(),
     };
     let mut out = format!(
-        "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on {on} from the window's start {holds} (Slurm 25.05+)",
+        "NodeSet {}: {what}: {when}; reservation slurmops-maint-{} on {on} from the window's start {holds}",
         r.node_set, r.node_set
     );
     if let Some((start, _)) = w.next {

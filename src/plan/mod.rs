@@ -106,7 +106,10 @@ pub struct WindowStep {
 /// Pending jobs of the partitions holding a NodeSet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PendingJobs {
-    pub count: usize,
+    /// Those whose time limit (or none) would still run when the window opens, were they to
+    /// start at the plan's time: the reservation keeps them off the NodeSet's workers.
+    pub held_back: usize,
+    pub pending: usize,
     pub partitions: Vec<String>,
 }
 

@@ -156,6 +156,8 @@ pub struct Job {
     pub exit_code: Option<i64>,
     /// Submission (UNIX seconds).
     pub submit_time: Option<i64>,
+    /// The job's time limit in minutes; None when unlimited or not set (the partition's).
+    pub time_limit: Option<i64>,
 }
 
 impl Job {
@@ -398,6 +400,8 @@ pub struct JobWire {
     exit_code: ExitCodeWire,
     #[serde(default, deserialize_with = "number")]
     submit_time: Option<i64>,
+    #[serde(default, deserialize_with = "number")]
+    time_limit: Option<i64>,
 }
 
 /// `exit_code` of a job: `{status, return_code: number}`.
@@ -436,6 +440,7 @@ impl TryFrom<JobWire> for Job {
                     .any(|s| s == "SUCCESS" || s == "ERROR" || s == "SIGNALED")
             }),
             submit_time: w.submit_time.filter(|t| *t > 0),
+            time_limit: w.time_limit.filter(|t| *t > 0),
         })
     }
 }
