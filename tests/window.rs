@@ -62,6 +62,24 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         "24.11" => Some(SharedSidecar::start(&t.env.client, &t.env.ns, "c").await),
         _ => None,
     };
+    // Whoever else may write that ConfigMap: entries that are malformed, over, or on nodes
+    // that are not a list make no reservation (and the controller does not count them).
+    let junk = [
+        ("slurmops-maint-junk-a", "soon later x-0\n".to_string()),
+        ("slurmops-maint-junk-b", format!("1.5 {} x-0\n", now() + 3600)),
+        ("slurmops-maint-junk-c", format!("{} {} x-0;reboot\n", now() + 60, now() + 3600)),
+        ("slurmops-maint-junk-d", format!("{} {} {set}-0\n", now() - 120, now() - 60)),
+    ];
+    if sidecar.is_some() {
+        use kube::api::{Patch, PatchParams};
+        let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(t.env.client.clone(), &t.env.ns);
+        let data: std::collections::BTreeMap<_, _> = junk.iter().cloned().collect();
+        let patch = serde_json::json!({"data": data});
+        cms.patch("c-maintenance", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
     let uids = async || -> std::collections::BTreeMap<String, String> {
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect()
     };
@@ -142,6 +160,10 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     if let Some(sidecar) = &sidecar {
         let out = sidecar.output();
         assert!(out.contains(&format!("reserved {reservation} on {set}-0,{set}-1")), "{out}");
+        let made: Vec<String> = s.reservations().await.unwrap().into_iter().map(|r| r.name).collect();
+        for (junk, _) in &junk {
+            assert!(!made.iter().any(|m| m == junk), "{junk} was made: {out}");
+        }
     }
     // ...so a job that would still run when it starts does not start there.
     let late = submit_sleep(&format!("{set}-1"), 600).await;

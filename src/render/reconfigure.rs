@@ -91,7 +91,8 @@ reserve() {
     [ -f "$f" ] || continue
     r=${f##*/}
     read -r start end nodes rest < "$f"
-    case "$start.$end" in .*|*.|*[!0-9.]*) continue ;; esac
+    case "$start" in '' | *[!0-9]*) continue ;; esac
+    case "$end" in '' | *[!0-9]*) continue ;; esac
     case "$nodes" in ''|*[!A-Za-z0-9.,_-]*) continue ;; esac
     [ "$end" -gt "$t" ] || continue
     scontrol show reservation "$r" > /dev/null 2>&1 && continue
