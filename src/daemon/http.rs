@@ -11,8 +11,9 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use http::{Method, Request, Response, StatusCode};
@@ -22,7 +23,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use sha2::Sha256;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Notify, oneshot};
 
 /// Bodies larger than this are refused (GitHub caps payloads at 25 MB; pushes are far smaller).
@@ -178,16 +179,69 @@ const HEADER_DEADLINE: Duration = Duration::from_secs(5);
 /// git, the Kubernetes API, slurmrestd — keeps at least half of the descriptors).
 const MAX_CONNECTIONS: usize = 512;
 
-/// Connections open now, oldest first, each with the switch that closes it.
+/// A full house closes no connection younger than this: one just accepted gets time to send
+/// its request, even when the daemon or its client is short of CPU.
+const EVICTION_GRACE: Duration = Duration::from_millis(100);
+
+/// One open connection: when it was accepted, whether its request header has arrived, and the
+/// switch that closes it (dropped: closed).
+struct Conn {
+    id: u64,
+    at: Instant,
+    started: Arc<AtomicBool>,
+    _close: oneshot::Sender<()>,
+}
+
+/// Connections open now, oldest first.
 #[derive(Default)]
 struct Open {
     next: u64,
-    conns: VecDeque<(u64, oneshot::Sender<()>)>,
+    conns: VecDeque<Conn>,
 }
 
-/// Serves until the process ends. A full house closes the oldest connection (one that is slow
-/// to send its request: a quick probe or a webhook is long done), so a flood of slow clients
-/// cannot lock `/healthz` or the webhook out; accept errors (out of descriptors) back off.
+impl Open {
+    /// Closes the oldest connection still waiting for its request header (a slow client), else
+    /// the oldest; or says how long to wait when it is younger than EVICTION_GRACE.
+    fn evict(&mut self, now: Instant) -> Result<(), Duration> {
+        let i = self
+            .conns
+            .iter()
+            .position(|c| !c.started.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        let Some(c) = self.conns.get(i) else {
+            return Ok(());
+        };
+        let age = now.saturating_duration_since(c.at);
+        if age < EVICTION_GRACE {
+            return Err(EVICTION_GRACE - age);
+        }
+        self.conns.remove(i);
+        Ok(())
+    }
+}
+
+/// Makes room for one more connection: evicts while the house is full, waiting (accepting
+/// nothing; the kernel's backlog holds the next clients) while every candidate is in its grace.
+async fn make_room(open: &Mutex<Open>, cap: usize) {
+    loop {
+        let wait = {
+            let mut o = open.lock().expect("open connections");
+            if o.conns.len() < cap {
+                return;
+            }
+            match o.evict(Instant::now()) {
+                Ok(()) => continue,
+                Err(wait) => wait,
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Serves until the process ends. A full house closes the oldest connection that is slow to
+/// send its request header (a quick probe or a webhook is served as soon as its header is in),
+/// never one younger than EVICTION_GRACE, so a flood of slow clients cannot lock `/healthz` or
+/// the webhook out; accept errors (out of descriptors) back off.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let cap = connection_cap();
     let open = Arc::new(Mutex::new(Open::default()));
@@ -205,21 +259,27 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
+        make_room(&open, cap).await;
         let (close, closed) = oneshot::channel();
+        let started = Arc::new(AtomicBool::new(false));
         let id = {
             let mut o = open.lock().expect("open connections");
-            while o.conns.len() >= cap {
-                // Dropping the sender closes that connection.
-                o.conns.pop_front();
-            }
             o.next += 1;
             let id = o.next;
-            o.conns.push_back((id, close));
+            o.conns.push_back(Conn {
+                id,
+                at: Instant::now(),
+                started: started.clone(),
+                _close: close,
+            });
             id
         };
         let (shared, open) = (shared.clone(), open.clone());
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handle(shared.clone(), req));
+            let svc = service_fn(move |req| {
+                started.store(true, Ordering::Relaxed);
+                handle(shared.clone(), req)
+            });
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -234,11 +294,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             open.lock()
                 .expect("open connections")
                 .conns
-                .retain(|(i, _)| *i != id);
+                .retain(|c| c.id != id);
         });
         // A deep backlog is accepted in a burst: let the connection just accepted (a probe's
-        // request is already there) and those just evicted (their descriptors) run first, or
-        // the burst evicts a probe before it is read and runs out of descriptors.
+        // request is already there) and those just evicted (their descriptors) run first.
         tokio::task::yield_now().await;
     }
 }
@@ -256,16 +315,59 @@ fn connection_cap() -> usize {
     limit.map_or(MAX_CONNECTIONS, |n| (n / 4).clamp(16, MAX_CONNECTIONS))
 }
 
+/// Clients the kernel holds for accept. Deeper than the default 1024 so a probe still finds a
+/// place behind a flood of slow clients waiting to reconnect; the kernel caps it at somaxconn.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds ADDR (errors name the address).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+    let fail = |e: std::io::Error| format!("cannot listen on {addr}: {e}");
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(fail)?;
+    socket.set_reuseaddr(true).map_err(fail)?;
+    socket.bind(addr).map_err(fail)?;
+    socket.listen(LISTEN_BACKLOG).map_err(fail)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn conn(id: u64, at: Instant, started: bool) -> Conn {
+        Conn {
+            id,
+            at,
+            started: Arc::new(AtomicBool::new(started)),
+            _close: oneshot::channel().0,
+        }
+    }
+
+    #[test]
+    fn a_full_house_closes_the_oldest_slow_client_and_none_in_its_grace() {
+        let now = Instant::now();
+        let old = now - Duration::from_secs(3);
+        let mut o = Open::default();
+        // The oldest has sent its request (a webhook reading its body): a slow client goes first.
+        o.conns.push_back(conn(1, old, true));
+        o.conns.push_back(conn(2, old, false));
+        o.conns.push_back(conn(3, now, false));
+        assert_eq!(o.evict(now), Ok(()));
+        let ids: Vec<u64> = o.conns.iter().map(|c| c.id).collect();
+        assert_eq!(ids, [1, 3]);
+        // The only slow client is in its grace: wait for it, close nothing.
+        let wait = o.evict(now).unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= EVICTION_GRACE, "{wait:?}");
+        assert_eq!(o.conns.len(), 2);
+        // Once it is past its grace, it goes; then the oldest of those served.
+        assert_eq!(o.evict(now + EVICTION_GRACE), Ok(()));
+        assert_eq!(o.conns.front().map(|c| c.id), Some(1));
+        assert_eq!(o.evict(now + EVICTION_GRACE), Ok(()));
+        assert!(o.conns.is_empty());
+    }
 
     #[test]
     fn signatures_are_hmac_sha256_of_the_raw_body() {
