@@ -5,6 +5,8 @@ pub mod accounts;
 pub mod canary;
 pub mod check;
 pub mod diag;
+pub mod nodeset;
+pub mod policy;
 pub mod release;
 pub mod types;
 pub mod validate;

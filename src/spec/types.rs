@@ -7,14 +7,16 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, PersistentVolumeClaim, PodSecurityContext, ResourceRequirements,
-    SecurityContext, Toleration, TopologySpreadConstraint, Volume, VolumeMount,
+    Affinity, Container, EnvVar, PodSecurityContext, ResourceRequirements, SecurityContext,
+    Toleration, TopologySpreadConstraint, Volume, VolumeMount,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use super::accounts::*;
-use super::values::{Duration, IntOrPercent, PER_NODE_LIMIT, Replicas, SlurmValue};
+pub use super::nodeset::*;
+pub use super::policy::*;
+use super::values::{Duration, SlurmValue};
 
 pub const API_VERSION: &str = "slurmops.dev/v1alpha1";
 pub const KIND: &str = "SlurmCluster";
@@ -409,7 +411,7 @@ impl Default for Persistence {
     }
 }
 
-fn yes() -> bool {
+pub(super) fn yes() -> bool {
     true
 }
 fn default_state_size() -> String {
@@ -576,7 +578,7 @@ impl Default for RestApi {
     }
 }
 
-fn one() -> u32 {
+pub(super) fn one() -> u32 {
     1
 }
 
@@ -656,215 +658,6 @@ impl ServiceType {
     }
 }
 
-/// A group of identical slurmd workers: one StatefulSet (or, `replicas: perNode`, one PodTemplate
-/// whose pods slurmops places one per matching Kubernetes node), one Slurm NodeSet. Pod names are
-/// the Slurm node names (`NAME-0`, `NAME-1`, ...).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeSet {
-    /// NodeSet name, also the StatefulSet name and the prefix of the Slurm node names.
-    pub name: String,
-    pub replicas: Replicas,
-    /// Full image reference of slurmd; defaults to `images.slurmd`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    /// CPU of each worker (Kubernetes quantity, e.g. `"96"`); also Slurm's `CPUs` when whole.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<String>,
-    /// Memory of each worker (e.g. `1800Gi`); Slurm's `RealMemory` is derived from it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpus: Option<Gpus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub imex: Option<Imex>,
-    /// Slurm node features besides the NodeSet's own name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub features: Vec<String>,
-    /// Slurm scheduling weight (lower is used first).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<u32>,
-    /// Run slurmd privileged (needed for cgroup job containment). Default true.
-    #[serde(default = "yes")]
-    pub privileged: bool,
-    /// securityContext of the slurmd container, e.g. capabilities for enroot when not
-    /// privileged. `privileged` above fills its `privileged` when it leaves it out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_security_context: Option<SecurityContext>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<Volume>,
-    /// Mounts into slurmd, e.g. shared filesystems declared in `volumes`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_mounts: Vec<VolumeMount>,
-    /// Per-worker volumes (immutable once applied: a change recreates the StatefulSet).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
-    #[serde(default, flatten)]
-    pub pod: PodSettings,
-    #[serde(default)]
-    pub update: UpdatePolicy,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscale: Option<Autoscale>,
-    /// Who makes the workers' pods: `statefulSet` (the default), or `slurmops`, which lets a
-    /// scale-in (git or autoscale) take any idle worker back while a higher ordinal runs jobs (a
-    /// StatefulSet can only remove its highest ordinals). perNode NodeSets are always made by
-    /// slurmops.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub pod_management: PodManagement,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum PodManagement {
-    #[default]
-    StatefulSet,
-    Slurmops,
-}
-
-impl NodeSet {
-    /// Its pods are made and deleted by slurmops from a PodTemplate, not by a StatefulSet.
-    pub fn managed(&self) -> bool {
-        self.replicas.per_node() || self.pod_management == PodManagement::Slurmops
-    }
-
-    /// The most workers the NodeSet may ever have: its Slurm node range and its share of
-    /// `MaxNodeCount`.
-    pub fn max_workers(&self) -> u32 {
-        match self.replicas {
-            Replicas::PerNode => PER_NODE_LIMIT,
-            Replicas::Count(n) => self.autoscale.as_ref().map_or(n, |a| a.max.max(n)),
-        }
-    }
-
-    /// Workers a rollout may take out at once; a perNode NodeSet's percentage is of its LIVE
-    /// workers.
-    pub fn max_unavailable(&self, live: u32) -> u32 {
-        let of = match self.replicas {
-            Replicas::Count(n) => n,
-            Replicas::PerNode => live,
-        };
-        self.update.max_unavailable.resolve(of).max(1)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Gpus {
-    /// GPUs per worker.
-    pub count: u32,
-    /// GPU type as Slurm GRES type, e.g. `h100`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Kubernetes extended resource requested per worker.
-    #[serde(default = "default_gpu_resource")]
-    pub resource_name: String,
-    /// How slurmd finds the devices: `nvml` (NVIDIA's library in the image) or `files`
-    /// (`/dev/nvidia0..N-1`).
-    #[serde(default = "default_autodetect")]
-    pub autodetect: GpuDetect,
-}
-
-fn default_gpu_resource() -> String {
-    "nvidia.com/gpu".into()
-}
-fn default_autodetect() -> GpuDetect {
-    GpuDetect::Nvml
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuDetect {
-    Nvml,
-    Files,
-}
-
-/// NVIDIA IMEX channels for multi-node NVLink (GB200 and later), through a DRA ComputeDomain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Imex {
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Name of the ComputeDomain whose channel the workers claim.
-    pub compute_domain: String,
-    /// ResourceClaimTemplate created for the ComputeDomain; defaults to `COMPUTEDOMAIN-channel`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_claim_template: Option<String>,
-}
-
-/// How slurmops replaces the workers of this NodeSet: drain in Slurm first, then replace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct UpdatePolicy {
-    /// Workers out of service at once during a rollout (count or percentage, more than 0).
-    #[serde(default = "default_max_unavailable")]
-    pub max_unavailable: IntOrPercent,
-    /// How long to wait for running jobs on a draining node.
-    #[serde(default = "default_drain_timeout")]
-    pub drain_timeout: Duration,
-    /// What to do when the drain timeout passes: keep waiting, or replace the pod anyway
-    /// (killing the jobs still running on it).
-    #[serde(default = "default_on_timeout")]
-    pub on_timeout: OnTimeout,
-    /// Replace a few workers first and validate them with a Slurm job before the rest roll.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<super::canary::Canary>,
-    /// Wait for a maintenance window (`policy.maintenanceWindows`) before draining workers:
-    /// `required` (every worker), `preferred` (busy ones; idle ones roll any time), `none`.
-    #[serde(default, skip_serializing_if = "is_no_window")]
-    pub window: super::window::WindowMode,
-}
-
-fn is_no_window(m: &super::window::WindowMode) -> bool {
-    *m == super::window::WindowMode::None
-}
-
-impl Default for UpdatePolicy {
-    fn default() -> Self {
-        UpdatePolicy {
-            max_unavailable: default_max_unavailable(),
-            drain_timeout: default_drain_timeout(),
-            on_timeout: default_on_timeout(),
-            canary: None,
-            window: super::window::WindowMode::None,
-        }
-    }
-}
-
-fn default_max_unavailable() -> IntOrPercent {
-    IntOrPercent::Int(1)
-}
-fn default_drain_timeout() -> Duration {
-    Duration::from_secs(24 * 3600)
-}
-fn default_on_timeout() -> OnTimeout {
-    OnTimeout::Wait
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnTimeout {
-    Wait,
-    Force,
-}
-
-/// Autoscale from Slurm's own queue: pending jobs in the partitions of this NodeSet.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Autoscale {
-    pub min: u32,
-    pub max: u32,
-    /// Pending jobs that justify one more worker.
-    #[serde(default = "one")]
-    pub pending_jobs_per_replica: u32,
-    /// How long a worker must stay idle before it is drained and removed.
-    #[serde(default = "default_idle_delay")]
-    pub scale_down_delay: Duration,
-}
-
-fn default_idle_delay() -> Duration {
-    Duration::from_secs(600)
-}
-
 /// A Slurm partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -912,95 +705,6 @@ pub struct BlockTopology {
     pub block_as_node_rank: bool,
 }
 
-/// How slurmops applies changes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Policy {
-    /// Allow apply to recreate a StatefulSet (orphaning its pods) when an immutable field changes.
-    #[serde(default)]
-    pub allow_recreate: bool,
-    /// Stop applying changes (status keeps being reported).
-    #[serde(default)]
-    pub suspend: bool,
-    /// Take over fields another field manager owns instead of reporting the conflict.
-    #[serde(default)]
-    pub force_conflicts: bool,
-    /// Report hand edits of managed objects (drift) without correcting them; changes that come
-    /// from cluster.yaml are still applied.
-    #[serde(default)]
-    pub detect_drift_only: bool,
-    /// Largest share of the objects slurmops manages that one apply may prune (default 50%);
-    /// pruning more, or everything, needs `slurmops apply --allow-mass-prune`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_prune: Option<IntOrPercent>,
-    /// Differences slurmops neither corrects nor reports (e.g. a field another controller owns).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore_differences: Vec<IgnoreDifference>,
-    /// When disruptive rollout steps may run, for NodeSets whose `update.window` asks for one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub maintenance_windows: Vec<super::window::MaintenanceWindow>,
-    /// Whether restarting slurmctld (a setting a reconfigure cannot change, a new image) and
-    /// starting a Slurm upgrade wait for a maintenance window: `none` (default) or `required`.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub control_plane_window: super::window::ControlPlaneWindow,
-    /// Kubernetes node problems that drain the workers on the node in Slurm, besides a cordon
-    /// (e.g. a condition Node Problem Detector or the GPU operator sets). A drained worker is
-    /// resumed when the problem clears, if the drain is still slurmops' own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_health: Option<NodeHealth>,
-    /// Accounting objects (QOS, accounts, users) slurmops did not create.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub accounting: AccountingPolicy,
-}
-
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+pub(super) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
-}
-
-/// Node conditions and taints that mean "do not run jobs here".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeHealth {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<NodeConditionRule>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub taints: Vec<TaintRule>,
-}
-
-/// A node condition: TYPE with STATUS (e.g. `GpuUnhealthy` `"True"`, or `Ready` `"False"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeConditionRule {
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `"True"`, `"False"` or `"Unknown"`.
-    #[serde(default = "default_condition_status")]
-    pub status: String,
-}
-
-fn default_condition_status() -> String {
-    "True".into()
-}
-
-/// A node taint by KEY, of any effect unless EFFECT is given.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TaintRule {
-    pub key: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effect: Option<String>,
-}
-
-/// A field slurmops leaves alone on some objects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IgnoreDifference {
-    /// Kind of the objects, e.g. `StatefulSet`.
-    pub kind: String,
-    /// Only the object of this name (default: every object of the kind).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// JSON pointers of the ignored fields, e.g. `/spec/replicas`.
-    pub json_pointers: Vec<String>,
 }
