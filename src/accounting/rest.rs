@@ -257,19 +257,9 @@ fn add(out: &mut Objects, key: Key, mut settings: Settings, owned: bool) {
     out.insert(key, Object { settings, owned });
 }
 
-/// A name as a query value: Slurm names never need escaping; anything else is refused.
+/// A name as a query value or path segment.
 fn query(name: &str) -> Result<&str, SlurmError> {
-    let ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(name)
-    } else {
-        Err(SlurmError::Config(format!(
-            "{name:?} is not a Slurm account, user, QOS or cluster name (letters, digits, '-', '_', '.')"
-        )))
-    }
+    crate::slurm::client::plain_name(name, "account, user, QOS or cluster")
 }
 
 /// Running and pending jobs, with the account and user each charges.

@@ -520,6 +520,12 @@ impl Client {
 
 /// A node name as one URL path segment; names that would escape it are refused.
 fn segment(name: &str) -> Result<&str, SlurmError> {
+    plain_name(name, "node")
+}
+
+/// NAME, a Slurm name of WHAT (node, account, ...), as it may stand in a URL path or query:
+/// Slurm names never need escaping, so anything else is refused.
+pub fn plain_name<'a>(name: &'a str, what: &str) -> Result<&'a str, SlurmError> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -528,7 +534,7 @@ fn segment(name: &str) -> Result<&str, SlurmError> {
         Ok(name)
     } else {
         Err(SlurmError::Config(format!(
-            "{name:?} is not a Slurm node name (letters, digits, '-', '_', '.')"
+            "{name:?} is not a Slurm {what} name (letters, digits, '-', '_', '.')"
         )))
     }
 }
