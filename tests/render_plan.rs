@@ -923,10 +923,18 @@ fn a_rollout_waiting_for_a_window_is_planned_with_its_next_window() {
     slurmops::plan::at(&mut p, &head, 1_795_514_400);
     let t = format::text(&p, "cluster gpu (from main)");
     assert!(
-        t.contains("NodeSet h100: waits for a maintenance window (no worker drains outside one): next 2026-11-28T01:00:00Z – 2026-11-28T05:00:00Z (in 3d 15h 0m); reservation slurmops-maint-h100"),
+        t.contains("NodeSet h100: waits for a maintenance window (no worker drains outside one): next Sat 2026-11-28 02:00–06:00 Europe/Paris (2026-11-28T01:00:00Z – 2026-11-28T05:00:00Z, in 3d 15h 0m); reservation slurmops-maint-h100"),
         "{t}"
     );
     golden("window.plan.txt", &t);
+    // Inside the window (Saturday 03:00 in Paris), the plan says until when it stays open.
+    let mut inside = p.clone();
+    slurmops::plan::at(&mut inside, &head, 1_795_831_200);
+    let t_inside = format::text(&inside, "cluster gpu (from main)");
+    assert!(
+        t_inside.contains("a window is open now, until Sat 2026-11-28 06:00 Europe/Paris (2026-11-28T05:00:00Z); reservation"),
+        "{t_inside}"
+    );
     golden(
         "window.plan.md",
         &format::markdown(&p, "cluster gpu (from main)"),
@@ -957,7 +965,7 @@ fn a_slurmctld_restart_under_a_control_plane_window_is_planned_for_the_next_wind
     let p = plan_at(&restart);
     let t = format::text(&p, "cluster gpu (from main)");
     assert!(
-        t.contains("slurmctld restarts only inside a maintenance window (policy.controlPlaneWindow): next 2026-11-28T02:00:00Z – 2026-11-28T06:00:00Z (in 3d 16h 0m)"),
+        t.contains("slurmctld restarts only inside a maintenance window (policy.controlPlaneWindow): next Sat 2026-11-28 02:00–06:00 UTC (in 3d 16h 0m)"),
         "{t}"
     );
     let m = format::markdown(&p, "cluster gpu (from main)");

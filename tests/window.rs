@@ -110,11 +110,20 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
         .output()
         .unwrap();
     let plan = String::from_utf8_lossy(&out.stdout);
-    let stamp = |t: i64| k8s_openapi::jiff::Timestamp::from_second(t).unwrap().to_string();
+    // The window in its schedule's zone (UTC), as a schedule reads: `Wed 2026-11-25 12:34–12:36`.
+    let utc = |t: i64| {
+        let z = k8s_openapi::jiff::Timestamp::from_second(t).unwrap();
+        z.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+    };
+    let (opens, closes) = (utc(window), utc(window + 120));
+    let day = "%a %Y-%m-%d %H:%M";
+    let end = match opens.date() == closes.date() {
+        true => format!("–{}", closes.strftime("%H:%M")),
+        false => format!(" – {}", closes.strftime(day)),
+    };
     let expected = format!(
-        "NodeSet {set}: waits for a maintenance window (no worker drains outside one): next {} – {}",
-        stamp(window),
-        stamp(window + 120)
+        "NodeSet {set}: waits for a maintenance window (no worker drains outside one): next {}{end} UTC (in ",
+        opens.strftime(day)
     );
     assert!(plan.contains(&expected), "{plan}{}", String::from_utf8_lossy(&out.stderr));
     let reservation =

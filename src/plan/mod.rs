@@ -94,6 +94,9 @@ pub struct WindowStep {
     /// The next window [start, end) as UNIX seconds, once a time is given (`at`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<(i64, i64)>,
+    /// The time zone of the schedule that names `next` (the text tells the window in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
     /// The plan's time, when it is given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<i64>,
@@ -658,6 +661,7 @@ fn windows_of(c: &ClusterFile, mode: &str) -> WindowStep {
             .map(|w| format!("{} for {} ({})", w.schedule, w.duration, w.time_zone))
             .collect(),
         next: None,
+        time_zone: None,
         now: None,
         pending: None,
     }
@@ -665,14 +669,18 @@ fn windows_of(c: &ClusterFile, mode: &str) -> WindowStep {
 
 /// Gives P's window steps the next window after NOW (the plan itself takes no clock).
 pub fn at(p: &mut Plan, c: &ClusterFile, now: i64) {
-    let t = crate::spec::window::timing(&c.spec.policy.maintenance_windows, now);
+    let windows = &c.spec.policy.maintenance_windows;
+    let t = crate::spec::window::timing(windows, now);
+    let next = t.open.or(t.next);
+    let zone = next.and_then(|n| crate::spec::window::zone_of(windows, n, now));
     let rolls = p
         .slurm
         .node_sets_rolled
         .iter_mut()
         .filter_map(|r| r.window.as_mut());
     for w in rolls.chain(p.slurm.control_plane_window.as_mut()) {
-        w.next = t.open.or(t.next);
+        w.next = next;
+        w.time_zone = zone.map(str::to_string);
         w.now = Some(now);
     }
 }

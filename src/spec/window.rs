@@ -138,6 +138,43 @@ pub fn timing(windows: &[MaintenanceWindow], now: i64) -> Timing {
     }
 }
 
+/// The time zone of the window among WINDOWS that opens at SPAN's start (open at NOW or the
+/// next after it), so that a window can be told in the zone its schedule is written in.
+pub fn zone_of(windows: &[MaintenanceWindow], span: Span, now: i64) -> Option<&str> {
+    windows
+        .iter()
+        .find(|w| w.around(now).contains(&span))
+        .map(|w| w.time_zone.as_str())
+}
+
+const DAY: &str = "%a %Y-%m-%d %H:%M";
+
+fn zoned(t: i64, zone: &str) -> Option<jiff::Zoned> {
+    Some(
+        Timestamp::from_second(t)
+            .ok()?
+            .to_zoned(TimeZone::get(zone).ok()?),
+    )
+}
+
+/// SPAN in ZONE as a schedule reads: `Sat 2026-11-28 02:00–06:00 Europe/Paris`, the end's day
+/// too when it is another (`Fri 2026-11-27 22:00 – Sat 2026-11-28 02:00 UTC`); None when the
+/// zone or the times are not valid.
+pub fn local(span: Span, zone: &str) -> Option<String> {
+    let (s, e) = (zoned(span.0, zone)?, zoned(span.1, zone)?);
+    let end = if s.date() == e.date() {
+        format!("–{}", e.strftime("%H:%M"))
+    } else {
+        format!(" – {}", e.strftime(DAY))
+    };
+    Some(format!("{}{end} {zone}", s.strftime(DAY)))
+}
+
+/// T in ZONE: `Sat 2026-11-28 06:00 Europe/Paris`.
+pub fn local_at(t: i64, zone: &str) -> Option<String> {
+    Some(format!("{} {zone}", zoned(t, zone)?.strftime(DAY)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +230,33 @@ mod tests {
                 .parsed()
                 .unwrap_err()
                 .contains("IANA")
+        );
+    }
+
+    #[test]
+    fn a_window_is_told_in_the_zone_its_schedule_is_written_in() {
+        let sat = w("0 2 * * Sat", 4 * 3600, "Europe/Paris");
+        let night = w("0 22 * * Fri", 4 * 3600, "UTC");
+        let ws = [night, sat];
+        let now = at("2026-11-24T10:00:00Z");
+        let next = timing(&ws, now).next.unwrap();
+        // Friday 22:00 UTC opens first; Saturday 02:00 in Paris (01:00 UTC) after it.
+        assert_eq!(zone_of(&ws, next, now), Some("UTC"));
+        assert_eq!(
+            local(next, "UTC").unwrap(),
+            "Fri 2026-11-27 22:00 – Sat 2026-11-28 02:00 UTC"
+        );
+        let paris = (at("2026-11-28T01:00:00Z"), at("2026-11-28T05:00:00Z"));
+        assert_eq!(zone_of(&ws, paris, now), Some("Europe/Paris"));
+        assert_eq!(
+            local(paris, "Europe/Paris").unwrap(),
+            "Sat 2026-11-28 02:00–06:00 Europe/Paris"
+        );
+        assert_eq!(zone_of(&ws, (0, 1), now), None);
+        assert_eq!(local(paris, "Mars/Olympus"), None);
+        assert_eq!(
+            local_at(paris.1, "Europe/Paris").unwrap(),
+            "Sat 2026-11-28 06:00 Europe/Paris"
         );
     }
 }
