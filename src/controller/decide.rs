@@ -259,6 +259,9 @@ pub struct WindowWait {
     pub opens: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closes: Option<i64>,
+    /// The time zone of the schedule that names that window (status tells the window in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     /// The Slurm reservation that holds jobs back ahead of the window, or why there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<String>,

@@ -45,7 +45,11 @@ pub(super) fn decide_all(
     obs: &Observation,
     grace: i64,
 ) -> BTreeMap<String, Decision> {
-    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
+    let windows = &c.spec.policy.maintenance_windows;
+    let timing = window::timing(windows, obs.now);
+    let zone = timing
+        .next
+        .and_then(|n| window::zone_of(windows, n, obs.now));
     obs.sets
         .values()
         .map(|s| {
@@ -78,6 +82,7 @@ pub(super) fn decide_all(
             };
             if let Some(w) = d.progress.window.as_mut() {
                 (w.opens, w.closes) = timing.next.unzip();
+                w.zone = zone.map(str::to_string);
             }
             if let Some(placed) = placed {
                 d.progress.unplaced.extend(placed.unplaced);

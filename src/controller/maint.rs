@@ -83,6 +83,7 @@ mod tests {
                 workers: held.iter().map(|s| s.to_string()).collect(),
                 opens: Some(100),
                 closes: Some(160),
+                zone: None,
                 reservation: None,
             }),
             ..Progress::default()

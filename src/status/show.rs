@@ -23,6 +23,14 @@ fn when(t: i64, now: i64) -> String {
     }
 }
 
+/// The window [O, C) in the zone Z of its schedule, and when it opens from NOW.
+fn next_window((o, c): (i64, i64), z: &str, now: i64) -> String {
+    match crate::spec::window::local((o, c), z) {
+        Some(local) => format!("next window {local}, opens {}", when(o, now)),
+        None => format!("next window {} until {}", when(o, now), when(c, now)),
+    }
+}
+
 fn span(s: i64) -> String {
     match s {
         0..60 => format!("{s}s"),
@@ -114,9 +122,10 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         }
         if let Some(w) = &p.window {
             let next = match (w.opens, w.closes) {
-                (Some(o), Some(c)) => {
-                    format!("next window {} until {}", when(o, now), when(c, now))
-                }
+                (Some(o), Some(c)) => match w.zone.as_deref() {
+                    Some(z) => next_window((o, c), z, now),
+                    None => format!("next window {} until {}", when(o, now), when(c, now)),
+                },
                 _ => "no window ahead in the schedule".to_string(),
             };
             out += &format!(
@@ -252,6 +261,32 @@ mod tests {
             t.contains(
                 "  gpu-0 waits for job 4242 (alice, expected end 1970-01-12T15:16:40Z, in 1h30m) [rollout]; draining since 1970-01-12T13:45:10Z, 1m30s ago"
             ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_waiting_window_is_told_in_its_schedules_zone_and_when_it_opens() {
+        let p = vec![Progress {
+            node_set: "h100".into(),
+            window: Some(crate::controller::decide::WindowWait {
+                workers: vec!["h100-0".into(), "h100-1".into()],
+                // Saturday 2026-11-28 02:00–06:00 in Paris.
+                opens: Some(1_795_827_600),
+                closes: Some(1_795_842_000),
+                zone: Some("Europe/Paris".into()),
+                reservation: None,
+            }),
+            ..Progress::default()
+        }];
+        let s = Status {
+            node_sets: serde_json::to_string(&p).unwrap(),
+            ..Status::default()
+        };
+        // Tuesday 2026-11-24 10:00 UTC.
+        let t = text(&s, 1_795_514_400);
+        assert!(
+            t.contains("  waits for a maintenance window: h100-0, h100-1 (next window Sat 2026-11-28 02:00–06:00 Europe/Paris, opens 2026-11-28T01:00:00Z, in 87h0m)"),
             "{t}"
         );
     }
