@@ -274,6 +274,9 @@ async fn a_slurmctld_restart_waits_for_its_window_and_the_daemon_wakes_for_it() 
     applied(&t.env, &commit, Duration::from_secs(40)).await;
     let st = status(&t.env).await.unwrap();
     let opens = k8s_openapi::jiff::Timestamp::from_second(window).unwrap();
+    let opens = opens
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .strftime("%a %Y-%m-%d %H:%M UTC");
     assert_eq!(
         st.held,
         format!(

@@ -15,7 +15,7 @@ use super::upgrade::{Held, template_version, tier};
 use crate::render::Object;
 use crate::render::names::LABEL_COMPONENT;
 use crate::spec::types::ClusterFile;
-use crate::spec::window::{ControlPlaneWindow, timing};
+use crate::spec::window::{ControlPlaneWindow, timing, told_at, zone_of};
 
 /// What waits for the next window at NOW: DESIRED against the LIVE workloads (`(id, body)`).
 pub fn held(c: &ClusterFile, desired: &[&Object], live: &[(String, Json)], now: i64) -> Held {
@@ -74,9 +74,10 @@ pub fn held(c: &ClusterFile, desired: &[&Object], live: &[(String, Json)], now: 
         false => "the slurmctld restart".to_string(),
     };
     let when = match t.next {
-        Some((s, _)) => k8s_openapi::jiff::Timestamp::from_second(s)
-            .map(|x| format!("opens {x}"))
-            .unwrap_or_else(|_| format!("opens at {s}")),
+        Some(n) => {
+            let zone = zone_of(&p.maintenance_windows, n, now).unwrap_or("UTC");
+            format!("opens {}", told_at(n.0, zone))
+        }
         None => "no window is scheduled".into(),
     };
     Held {
@@ -197,7 +198,7 @@ spec:
         assert_eq!(h.opens, Some(SAT_2));
         assert_eq!(
             h.waiting_for,
-            "a maintenance window for the slurmctld restart (opens 2026-11-28T02:00:00Z)"
+            "a maintenance window for the slurmctld restart (opens Sat 2026-11-28 02:00 UTC)"
         );
         // Inside the window, or without controlPlaneWindow, it restarts at once.
         assert_eq!(held_at(&base, &head, SAT_2 + 60), Held::default());

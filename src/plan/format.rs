@@ -255,31 +255,21 @@ fn ts(t: i64) -> String {
 /// When W's next window is, against the plan's time (or the schedules, without one): in the time
 /// zone of its schedule, and in UTC too where that is another.
 fn window_when(w: &crate::plan::WindowStep) -> String {
-    use crate::spec::window::{local, local_at};
+    use crate::spec::window::{local, told_at};
     let zone = w.time_zone.as_deref().unwrap_or("UTC");
-    let utc = |times: String| {
-        if zone == "UTC" {
-            String::new()
-        } else {
-            times + ", "
-        }
-    };
     match (w.next, w.now) {
         (Some((s, e)), Some(now)) if s <= now => {
-            let until = local_at(e, zone).unwrap_or_else(|| ts(e));
-            let utc = if zone == "UTC" {
-                String::new()
-            } else {
-                format!(" ({})", ts(e))
-            };
-            format!("a window is open now, until {until}{utc}")
+            format!("a window is open now, until {}", told_at(e, zone))
         }
         (Some((s, e)), Some(now)) => {
             let d = s - now;
             let local = local((s, e), zone).unwrap_or_else(|| format!("{} – {}", ts(s), ts(e)));
+            let utc = match zone {
+                "UTC" => String::new(),
+                _ => format!("{} – {}, ", ts(s), ts(e)),
+            };
             format!(
-                "next {local} ({}in {}d {}h {}m)",
-                utc(format!("{} – {}", ts(s), ts(e))),
+                "next {local} ({utc}in {}d {}h {}m)",
                 d / 86_400,
                 d % 86_400 / 3600,
                 d % 3600 / 60

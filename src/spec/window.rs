@@ -170,9 +170,17 @@ pub fn local(span: Span, zone: &str) -> Option<String> {
     Some(format!("{}{end} {zone}", s.strftime(DAY)))
 }
 
-/// T in ZONE: `Sat 2026-11-28 06:00 Europe/Paris`.
-pub fn local_at(t: i64, zone: &str) -> Option<String> {
-    Some(format!("{} {zone}", zoned(t, zone)?.strftime(DAY)))
+/// T in ZONE, and in UTC too where ZONE is another: `Sat 2026-11-28 06:00 Europe/Paris
+/// (2026-11-28T05:00:00Z)`; UNIX seconds when T or ZONE is not valid.
+pub fn told_at(t: i64, zone: &str) -> String {
+    let Ok(utc) = Timestamp::from_second(t) else {
+        return t.to_string();
+    };
+    match zoned(t, zone) {
+        Some(z) if zone == "UTC" => format!("{} UTC", z.strftime(DAY)),
+        Some(z) => format!("{} {zone} ({utc})", z.strftime(DAY)),
+        None => utc.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -255,8 +263,10 @@ mod tests {
         assert_eq!(zone_of(&ws, (0, 1), now), None);
         assert_eq!(local(paris, "Mars/Olympus"), None);
         assert_eq!(
-            local_at(paris.1, "Europe/Paris").unwrap(),
-            "Sat 2026-11-28 06:00 Europe/Paris"
+            told_at(paris.1, "Europe/Paris"),
+            "Sat 2026-11-28 06:00 Europe/Paris (2026-11-28T05:00:00Z)"
         );
+        assert_eq!(told_at(paris.1, "UTC"), "Sat 2026-11-28 05:00 UTC");
+        assert_eq!(told_at(i64::MAX, "UTC"), i64::MAX.to_string());
     }
 }
