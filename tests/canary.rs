@@ -237,3 +237,64 @@ async fn an_operator_resumes_past_a_failed_canary_on_purpose() {
     t.env.cleanup().await;
 }
 }
+
+on_each_slurm! {
+async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_rolls_back() {
+    let t = Bed::new("canary-ready").await;
+    let set = t.env.name("cd");
+    let within = |image: &str| {
+        cluster(&t.env.ns, &set, image, PASSING)
+            .replace("canary: {replicas: 1,", "canary: {replicas: 1, readyTimeout: 20s,")
+    };
+    let daemon = t.deployed(&within("img:1"), "d", &[(&set, 3)]).await;
+    let before: BTreeMap<String, String> =
+        t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
+
+    // An image no registry serves: the canary's new pod never starts. Once readyTimeout has
+    // passed, the canary fails without a validation job and nothing else moves.
+    let bad = t.repo.push(&within("registry.invalid/slurmd:broken"), "broken image");
+    let st = eventually("the canary fails", Duration::from_secs(120), async || {
+        let st = status(&t.env).await?;
+        (st.result == "canary-failed" && st.result_commit == bad).then_some(st)
+    })
+    .await;
+    let p = st.progress().into_iter().find(|p| p.node_set == set).unwrap();
+    let c = p.canary.clone().expect("canary progress");
+    assert_eq!(c.canaries.len(), 1, "{c:?}");
+    assert!(c.jobs.is_empty(), "no validation job for a canary that never started: {c:?}");
+    let canary = c.canaries[0].clone();
+    let why = format!("{canary} not up within readyTimeout 20s: its pod is not Ready");
+    assert!(st.errors.contains(&why), "{}", st.errors);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after: BTreeMap<String, String> =
+        t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
+    let s = support::slurm::client();
+    for (name, uid) in &before {
+        assert_eq!(after.get(name) == Some(uid), *name != canary, "{name}: {before:?} -> {after:?}");
+        if *name != canary {
+            let n = s.get(name).await.unwrap();
+            assert!(!n.state.has("DRAIN"), "{name} was drained: {} {}", n.state, n.reason);
+        }
+    }
+
+    // The revert needs no canary (the revision every other worker runs): the broken pod is
+    // replaced and every worker serves again, none left drained.
+    let revert = t.repo.push(&within("img:1"), "revert");
+    applied(&t.env, &revert, Duration::from_secs(60)).await;
+    eventually("every worker back", Duration::from_secs(120), async || {
+        let st = status(&t.env).await?;
+        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
+        (st.result == "applied" && p.done && p.updated == 3).then_some(())
+    })
+    .await;
+    for name in before.keys() {
+        let n = eventually("the worker registered", Duration::from_secs(60), async || {
+            s.get(name).await.ok()
+        })
+        .await;
+        assert!(!n.state.has("DRAIN"), "{name} still drained: {} {}", n.state, n.reason);
+    }
+    drop(daemon);
+    t.env.cleanup().await;
+}
+}

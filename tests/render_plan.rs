@@ -888,7 +888,7 @@ fn a_rollout_under_a_canary_is_planned_canary_first() {
     let p = plan_of(&text, &head_text);
     let t = format::text(&p, "cluster gpu (from main)");
     assert!(
-        t.contains("NodeSet h100: canary: 1 worker (an idle one first) replaced first and validated by the built-in gpu check (a job on each, timeout 10m), then 3 more workers; a failed validation halts the rollout with the canaries drained"),
+        t.contains("NodeSet h100: canary: 1 worker (an idle one first) replaced first and validated by the built-in gpu check (a job on each, timeout 10m), then 3 more workers; a failed validation, or a canary not Ready and registered within 30m, halts the rollout with the canaries drained"),
         "{t}"
     );
     golden("canary.plan.txt", &t);

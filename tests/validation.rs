@@ -688,7 +688,7 @@ fn the_database_is_a_host_or_in_cluster_with_enough_memory() {
 fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
     let text = with(
         "      memory: 1Gi\n",
-        "      memory: 1Gi\n      update:\n        canary:\n          replicas: 0\n          validate: {builtin: gpu, script: \"nvidia-smi\", timeout: 30s}\n",
+        "      memory: 1Gi\n      update:\n        canary:\n          replicas: 0\n          readyTimeout: 0s\n          validate: {builtin: gpu, script: \"nvidia-smi\", timeout: 30s}\n",
     );
     let e = errors(&text);
     let at = |path: &str| at(&e, path);
@@ -707,7 +707,15 @@ fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
             .contains("shorter than Slurm's smallest time limit"),
         "{t}"
     );
-    assert_eq!(e.len(), 3, "{e:#?}");
+    let ready = at("spec.nodeSets[0].update.canary.readyTimeout");
+    assert_eq!(ready.line, line_of(&text, "readyTimeout: 0s"));
+    assert!(
+        ready
+            .message
+            .contains("fails every canary before its pod can start"),
+        "{ready}"
+    );
+    assert_eq!(e.len(), 4, "{e:#?}");
     // A built-in name that does not exist is named with the ones that do.
     let text = with(
         "      memory: 1Gi\n",

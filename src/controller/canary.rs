@@ -96,6 +96,9 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
     let registered = at_rev
         .iter()
         .all(|w| w.ready && slurm.nodes.get(&w.name).is_some_and(answers));
+    if let Some(error) = not_up(&at_rev, cx, slurm, now) {
+        return fail(rev, &at_rev, slurm, &[], None, error, String::new());
+    }
     if at_rev.len() < need || !registered {
         return Canaried {
             gate: limit,
@@ -115,6 +118,22 @@ fn at_revision<'a>(set: &'a SetView, rev: &str) -> Vec<&'a Worker> {
         .collect();
     v.sort_by_key(|w| (w.ordinal, w.name.clone()));
     v
+}
+
+/// The first canary not Ready and registered in Slurm `readyTimeout` after its pod was created,
+/// and what it lacks: a bad image never starts, so no validation job could ever judge it.
+fn not_up(canaries: &[&Worker], cx: &Validation, slurm: &SlurmView, now: i64) -> Option<String> {
+    let limit = cx.canary.ready_timeout;
+    canaries.iter().find_map(|w| {
+        let late = w.created.is_some_and(|c| now - c > limit.as_secs() as i64);
+        let lacks = match slurm.nodes.get(&w.name) {
+            _ if !w.ready => "its pod is not Ready".to_string(),
+            None => "its slurmd has not registered in Slurm".to_string(),
+            Some(n) if !answers(n) => format!("its Slurm node is {}", n.state),
+            Some(_) => return None,
+        };
+        late.then(|| format!("{} not up within readyTimeout {limit}: {lacks}", w.name))
+    })
 }
 
 /// slurmd answers: not DOWN, not NOT_RESPONDING.
@@ -159,7 +178,7 @@ fn validate(
         }
     }
     if let Some((job, error, tail)) = failed {
-        return fail(rev, canaries, slurm, &jobs, job, error, tail);
+        return fail(rev, canaries, slurm, &jobs, Some(job), error, tail);
     }
     if passed == targets.len() {
         let record = Record {
@@ -202,25 +221,29 @@ fn progress_of(
     }
 }
 
-/// A validation failed: cancel the others, drain every canary with the error, keep the verdict.
+/// A validation (JOB) failed, or a canary did not come up (no job): cancel the other jobs, drain
+/// every canary with the error, keep the verdict.
 #[allow(clippy::too_many_arguments)]
 fn fail(
     rev: &str,
     canaries: &[&Worker],
     slurm: &SlurmView,
     jobs: &[u64],
-    job: u64,
+    job: Option<u64>,
     error: String,
     tail: String,
 ) -> Canaried {
     let names: Vec<String> = canaries.iter().map(|w| w.name.clone()).collect();
     let mut actions: Vec<Action> = jobs
         .iter()
-        .filter(|id| **id != job)
+        .filter(|id| Some(**id) != job)
         .filter(|id| slurm.jobs.iter().any(|j| j.id == **id && !ended(j)))
         .map(|id| Action::Cancel { job: *id })
         .collect();
-    let reason = format!("{REASON_CANARY_FAILED}: job {job}: {error}");
+    let reason = match job {
+        Some(job) => format!("{REASON_CANARY_FAILED}: job {job}: {error}"),
+        None => format!("{REASON_CANARY_FAILED}: {error}"),
+    };
     actions.extend(names.iter().map(|n| Action::Hold {
         node: n.clone(),
         reason: reason.clone(),
@@ -231,7 +254,7 @@ fn fail(
         record: Some(Record {
             revision: rev.into(),
             verdict: Verdict::Failed,
-            job: Some(job),
+            job,
             error: Some(error.clone()),
             tail: Some(tail.clone()).filter(|t| !t.is_empty()),
         }),

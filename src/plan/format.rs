@@ -183,8 +183,8 @@ fn canary(r: &crate::plan::Roll, c: &crate::plan::CanaryStep) -> String {
         None => "then the other workers".to_string(),
     };
     format!(
-        "NodeSet {}: canary: {first} replaced first and validated by {} ({jobs}, timeout {}), {rest}; a failed validation halts the rollout with the canaries drained",
-        r.node_set, c.check, c.timeout
+        "NodeSet {}: canary: {first} replaced first and validated by {} ({jobs}, timeout {}), {rest}; a failed validation, or a canary not Ready and registered within {}, halts the rollout with the canaries drained",
+        r.node_set, c.check, c.timeout, c.ready_timeout
     )
 }
 

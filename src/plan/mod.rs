@@ -128,6 +128,8 @@ pub struct CanaryStep {
     /// One job on each canary, or one on all of them.
     pub per_node: bool,
     pub timeout: String,
+    /// How long a replaced canary may take to be Ready and registered before it fails.
+    pub ready_timeout: String,
 }
 
 /// The plan in Slurm's terms.
@@ -592,6 +594,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                         check: c.validate.describe(),
                         per_node: c.validate.nodes == crate::spec::canary::ValidateNodes::PerNode,
                         timeout: c.validate.timeout.to_string(),
+                        ready_timeout: c.ready_timeout.to_string(),
                     }),
                 });
             }

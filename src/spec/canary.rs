@@ -17,6 +17,15 @@ pub struct Canary {
     /// Workers replaced and validated before any other worker is drained (1 or more).
     pub replicas: u32,
     pub validate: Validate,
+    /// How long a replaced canary may take, from its pod's creation, to be Ready and registered
+    /// in Slurm (image pull, slurmd start); a canary not up by then fails the canary, as a
+    /// failed validation does (a bad image never starts).
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout: Duration,
+}
+
+fn default_ready_timeout() -> Duration {
+    Duration::from_secs(1800)
 }
 
 /// The validation job: one script, run by slurmrestd on exactly the canaries.

@@ -11,8 +11,9 @@
 //! - on deletion runs the container's preStop hook in the chroot under the pod's hostname, stops the
 //!   slurmd, and completes the deletion (grace period 0), as a kubelet confirms termination.
 //!
-//! Pods without a slurmd container are made Running/Ready without running anything. Each pod is
-//! handled by a task of its own (the slow parts — slurmd start, preStop, stop — on blocking
+//! Pods without a slurmd container are made Running/Ready without running anything. A pod with
+//! an image from a registry under `.invalid` stays Pending with ErrImagePull, as a real kubelet
+//! leaves a pod whose image it cannot pull. Each pod is handled by a task of its own (the slow parts — slurmd start, preStop, stop — on blocking
 //! threads), as the kubelets of a real cluster's nodes handle their one worker each: one pod's
 //! slow termination delays no other pod.
 
@@ -454,6 +455,10 @@ impl State {
         }
         let hostname = spec.hostname.clone().unwrap_or_else(|| name.clone());
         let started = self.running.lock().unwrap().contains_key(uid);
+        if !started && spec.containers.iter().any(unpullable) {
+            self.image_pull_failed(pod, &name).await;
+            return;
+        }
         if !started {
             let target = self.target(pod);
             let Ok(daemon) = self.start_daemon(&spec, &target).await else {
@@ -669,6 +674,43 @@ impl State {
             .is_ok()
     }
 
+    /// As a kubelet that cannot pull an image: the pod stays Pending, its containers waiting
+    /// with ErrImagePull, never Ready.
+    async fn image_pull_failed(&self, pod: &Pod, name: &str) {
+        let waiting = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+            let w = c.state.as_ref().and_then(|s| s.waiting.as_ref());
+            w.and_then(|w| w.reason.as_deref()) == Some("ErrImagePull")
+        };
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        if statuses.is_some_and(|c| c.iter().any(waiting)) {
+            return;
+        }
+        let spec = pod.spec.clone().unwrap_or_default();
+        let containers: Vec<_> = spec
+            .containers
+            .iter()
+            .map(|c| {
+                json!({"name": c.name, "image": c.image, "imageID": "", "ready": false,
+                            "restartCount": 0, "started": false,
+                            "state": {"waiting": {"reason": "ErrImagePull"}}})
+            })
+            .collect();
+        let status = json!({"status": {
+            "phase": "Pending", "hostIP": "127.0.0.1",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
+                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now()},
+                {"type": "Ready", "status": "False", "lastTransitionTime": now()}],
+            "containerStatuses": containers}});
+        let _ = self
+            .pods
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(status))
+            .await;
+    }
+
     fn event(&self, e: Event) {
         self.events.lock().unwrap().push(e);
     }
@@ -679,6 +721,15 @@ fn now() -> String {
         .round(k8s_openapi::jiff::Unit::Second)
         .unwrap()
         .to_string()
+}
+
+/// An image no registry serves: its registry host is under `.invalid` (RFC 2606), so a real
+/// kubelet could never pull it (a bad image in a test's commit).
+fn unpullable(c: &Container) -> bool {
+    c.image
+        .as_deref()
+        .and_then(|i| i.split_once('/'))
+        .is_some_and(|(host, _)| host.ends_with(".invalid"))
 }
 
 /// A free port on 127.0.0.1 for one slurmd.

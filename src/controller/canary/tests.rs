@@ -45,6 +45,7 @@ fn validation(replicas: u32, nodes: ValidateNodes) -> Validation {
                 timeout: Duration::from_secs(300),
                 nodes,
             },
+            ready_timeout: Duration::from_secs(1800),
         },
         partition: "gpu".into(),
         gpus: 8,
@@ -174,7 +175,9 @@ fn all_canaries_share_one_job_spanning_them() {
 
 #[test]
 fn canaries_that_are_not_registered_yet_wait_without_a_job_or_a_resume() {
-    let s = set(&["new", "old", "old"], None);
+    let mut s = set(&["new", "old", "old"], None);
+    // Replaced two minutes ago, well within readyTimeout.
+    s.workers[0].created = Some(NOW - 120);
     let mut nodes = idle(&["w-1", "w-2"]);
     nodes.push(node(
         "w-0",
@@ -393,4 +396,61 @@ fn the_wrapper_runs_the_script_verbatim_and_reports_through_the_comment() {
     assert!(w.contains("<<'SLURMOPS_CANARY_SCRIPT_END'\n#!/usr/bin/python3\nprint('x')\nSLURMOPS_CANARY_SCRIPT_END\n"));
     assert!(w.contains("scontrol update JobId=\"$SLURM_JOB_ID\" Comment="));
     assert!(builtin(Builtin::Gpu, ValidateNodes::PerNode, 8).contains("expected 8"));
+}
+
+/// A canary replaced onto a bad image never becomes Ready (or never registers): once
+/// `readyTimeout` has passed since its pod was made, the canary fails without a job, the canary
+/// is held with why, and nothing else moves; before that, it is only waited for.
+#[test]
+fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
+    let v = validation(1, ValidateNodes::PerNode);
+    let at = |age: i64, ready: bool| {
+        let mut s = set(&["new", "old", "old"], None);
+        s.workers[0].ready = ready;
+        s.workers[0].created = Some(NOW - age);
+        s
+    };
+    let others = idle(&["w-1", "w-2"]);
+    let view = slurm(others.clone(), vec![]);
+
+    let d = run(&at(29 * 60, false), &v, &view, 3);
+    assert!(d.record.is_none() && d.actions.is_empty(), "{d:?}");
+    assert_eq!(d.progress.canary.expect("canary").stage, "replacing");
+
+    let d = run(&at(31 * 60, false), &v, &view, 3);
+    let reason = "canary failed: w-0 not up within readyTimeout 30m: its pod is not Ready";
+    assert_eq!(
+        d.actions,
+        vec![Action::Hold {
+            node: "w-0".into(),
+            reason: reason.into()
+        }]
+    );
+    let r = d.record.clone().expect("a verdict");
+    assert_eq!((r.verdict, r.job), (Verdict::Failed, None));
+    let c = d.progress.canary.expect("canary");
+    assert_eq!(c.stage, "failed");
+    assert!(c.jobs.is_empty(), "{c:?}");
+
+    // Ready but slurmd never registered, or registered and DOWN.
+    let d = run(&at(31 * 60, true), &v, &view, 3);
+    let r = d.record.expect("a verdict");
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap()
+            .ends_with("its slurmd has not registered in Slurm"),
+        "{r:?}"
+    );
+    let mut nodes = others;
+    nodes.push(node("w-0", &["DOWN"], ""));
+    let d = run(&at(31 * 60, true), &v, &slurm(nodes, vec![]), 3);
+    let r = d.record.expect("a verdict");
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap()
+            .ends_with("its Slurm node is DOWN"),
+        "{r:?}"
+    );
 }

@@ -36,6 +36,16 @@ impl Validator {
                 "add the NodeSet to a partition in spec.partitions",
             );
         }
+        if c.ready_timeout.as_secs() < 10 {
+            self.err(
+                cp.key("readyTimeout"),
+                format!(
+                    "{} fails every canary before its pod can start",
+                    c.ready_timeout
+                ),
+                "give the time a worker takes to pull its image and register, e.g. 30m",
+            );
+        }
         self.validate_job(&c.validate, &cp.key("validate"));
     }
 
