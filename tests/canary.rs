@@ -251,9 +251,13 @@ async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_r
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
 
     // An image no registry serves: the canary's new pod never starts. Once readyTimeout has
-    // passed, the canary fails without a validation job and nothing else moves.
+    // passed, the canary fails without a validation job and nothing else moves. The daemon
+    // polls git only every 10 minutes and nothing changes once the pod is Pending: it passes
+    // again when the canary's time runs out.
+    drop(daemon);
     let bad = t.repo.push(&within("registry.invalid/slurmd:broken"), "broken image");
-    let st = eventually("the canary fails", Duration::from_secs(120), async || {
+    let daemon = t.daemon_polling("d", "10m");
+    let st = eventually("the canary fails", Duration::from_secs(90), async || {
         let st = status(&t.env).await?;
         (st.result == "canary-failed" && st.result_commit == bad).then_some(st)
     })
@@ -279,6 +283,8 @@ async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_r
 
     // The revert needs no canary (the revision every other worker runs): the broken pod is
     // replaced and every worker serves again, none left drained.
+    drop(daemon);
+    let daemon = t.daemon("d");
     let revert = t.repo.push(&within("img:1"), "revert");
     applied(&t.env, &revert, Duration::from_secs(60)).await;
     eventually("every worker back", Duration::from_secs(120), async || {

@@ -56,6 +56,7 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
         jobs: r.and_then(|r| r.job).into_iter().collect(),
         error: r.and_then(|r| r.error.clone()),
         tail: r.and_then(|r| r.tail.clone()),
+        deadline: None,
     };
     match record.as_ref().map(|r| r.verdict) {
         Some(v @ (Verdict::Passed | Verdict::Resumed)) => {
@@ -100,9 +101,11 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
         return fail(rev, &at_rev, slurm, &[], None, error, String::new());
     }
     if at_rev.len() < need || !registered {
+        let mut p = progress("replacing", None);
+        p.deadline = ready_deadline(&at_rev, cx, slurm);
         return Canaried {
             gate: limit,
-            progress: Some(progress("replacing", None)),
+            progress: Some(p),
             ..Canaried::default()
         };
     }
@@ -118,6 +121,17 @@ fn at_revision<'a>(set: &'a SetView, rev: &str) -> Vec<&'a Worker> {
         .collect();
     v.sort_by_key(|w| (w.ordinal, w.name.clone()));
     v
+}
+
+/// When the first canary not up yet runs out of its readyTimeout.
+fn ready_deadline(canaries: &[&Worker], cx: &Validation, slurm: &SlurmView) -> Option<i64> {
+    let limit = cx.canary.ready_timeout.as_secs() as i64;
+    canaries
+        .iter()
+        .filter(|w| !(w.ready && slurm.nodes.get(&w.name).is_some_and(answers)))
+        .filter_map(|w| w.created)
+        .map(|c| c.saturating_add(limit).saturating_add(1))
+        .min()
 }
 
 /// The first canary not Ready and registered in Slurm `readyTimeout` after its pod was created,
@@ -200,7 +214,15 @@ fn validate(
             });
         }
     }
-    out.progress = Some(progress_of(rev, &names, &jobs, "validating", None));
+    let mut p = progress_of(rev, &names, &jobs, "validating", None);
+    p.deadline = slurm
+        .jobs
+        .iter()
+        .filter(|j| jobs.contains(&j.id) && !ended(j))
+        .filter_map(|j| j.submit_time)
+        .map(|t| t.saturating_add(timeout).saturating_add(61))
+        .min();
+    out.progress = Some(p);
     out
 }
 
@@ -218,6 +240,7 @@ fn progress_of(
         jobs: jobs.to_vec(),
         error: failed.map(|f| f.0.to_string()),
         tail: failed.map(|f| f.1.to_string()).filter(|t| !t.is_empty()),
+        deadline: None,
     }
 }
 

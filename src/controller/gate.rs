@@ -65,4 +65,8 @@ pub struct CanaryProgress {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail: Option<String>,
+    /// When the canary is judged at the latest if nothing changes before (UNIX seconds): a
+    /// canary's readyTimeout or a validation job's timeout runs out. The daemon passes then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<i64>,
 }

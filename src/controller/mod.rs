@@ -105,7 +105,8 @@ pub struct Outcome {
     pub done: bool,
     /// A scale-in kept its replicas or a removed NodeSet its StatefulSet: apply again later.
     pub held: bool,
-    /// When a maintenance window that rollouts wait for opens (UNIX seconds): pass again then.
+    /// When a maintenance window that rollouts wait for opens, or a canary's time runs out
+    /// (UNIX seconds): pass again then.
     pub wake_at: Option<i64>,
     /// The workers as observed at the start of the pass.
     pub sets: BTreeMap<String, SetView>,
@@ -234,8 +235,10 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             out.events
                 .extend(made.into_iter().map(|e| (name.clone(), e)));
         }
-        if let Some(opens) = d.progress.window.as_ref().and_then(|w| w.opens) {
-            out.wake_at = Some(out.wake_at.map_or(opens, |t| t.min(opens)));
+        let opens = d.progress.window.as_ref().and_then(|w| w.opens);
+        let judged = d.progress.canary.as_ref().and_then(|c| c.deadline);
+        if let Some(t) = opens.into_iter().chain(judged).min() {
+            out.wake_at = Some(out.wake_at.map_or(t, |w| w.min(t)));
         }
         out.progress.push(d.progress);
     }

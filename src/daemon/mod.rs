@@ -206,12 +206,14 @@ pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
             break;
         }
         if !acted {
-            // A maintenance window that a rollout waits for opens before the next poll: pass then.
-            let until_window = state.wake_at.map(|t| {
-                let s = t - k8s_openapi::jiff::Timestamp::now().as_second();
-                Duration::from_secs(s.clamp(0, i64::MAX) as u64 + 1)
-            });
-            let sleep = until_window.map_or(cfg.interval, |w| w.min(cfg.interval));
+            // A maintenance window that a rollout waits for opens, or a canary's time runs out,
+            // before the next poll: pass then (a time already past was this pass's to judge).
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let until = state
+                .wake_at
+                .filter(|t| *t > now)
+                .map(|t| Duration::from_secs((t - now) as u64 + 1));
+            let sleep = until.map_or(cfg.interval, |w| w.min(cfg.interval));
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
                 _ = shared.sync_now.notified() => {}

@@ -203,6 +203,11 @@ fn a_running_validation_holds_the_rest_and_a_completed_one_records_a_pass() {
     let d = run(&s, &v, &slurm(nodes.clone(), vec![running]), 2);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.progress.canary.as_ref().unwrap().stage, "validating");
+    // Submitted 30 s ago with a 300 s timeout: judged once that and a minute's grace have passed.
+    assert_eq!(
+        d.progress.canary.as_ref().unwrap().deadline,
+        Some(NOW - 30 + 300 + 61)
+    );
     assert_eq!(d.progress.canary.unwrap().jobs, vec![7]);
 
     let done = validation_job(
@@ -415,7 +420,10 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
 
     let d = run(&at(29 * 60, false), &v, &view, 3);
     assert!(d.record.is_none() && d.actions.is_empty(), "{d:?}");
-    assert_eq!(d.progress.canary.expect("canary").stage, "replacing");
+    let c = d.progress.canary.expect("canary");
+    assert_eq!(c.stage, "replacing");
+    // Judged one second after its readyTimeout runs out: the daemon passes then.
+    assert_eq!(c.deadline, Some(NOW - 29 * 60 + 30 * 60 + 1));
 
     let d = run(&at(31 * 60, false), &v, &view, 3);
     let reason = "canary failed: w-0 not up within readyTimeout 30m: its pod is not Ready";
