@@ -94,9 +94,7 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
     }
     let need = cx.canary.replicas.min(set.replicas.max(1)) as usize;
     let limit = Gate::Limit(cx.canary.replicas);
-    let registered = at_rev
-        .iter()
-        .all(|w| w.ready && slurm.nodes.get(&w.name).is_some_and(answers));
+    let registered = at_rev.iter().all(|w| up(w, slurm));
     if let Some(error) = not_up(&at_rev, cx, slurm, now) {
         return fail(rev, &at_rev, slurm, &[], None, error, String::new());
     }
@@ -128,7 +126,7 @@ fn ready_deadline(canaries: &[&Worker], cx: &Validation, slurm: &SlurmView) -> O
     let limit = cx.canary.ready_timeout.as_secs() as i64;
     canaries
         .iter()
-        .filter(|w| !(w.ready && slurm.nodes.get(&w.name).is_some_and(answers)))
+        .filter(|w| !up(w, slurm))
         .filter_map(|w| w.created)
         .map(|c| c.saturating_add(limit).saturating_add(1))
         .min()
@@ -148,6 +146,11 @@ fn not_up(canaries: &[&Worker], cx: &Validation, slurm: &SlurmView, now: i64) ->
         };
         late.then(|| format!("{} not up within readyTimeout {limit}: {lacks}", w.name))
     })
+}
+
+/// The canary is up: its pod Ready, its slurmd registered in Slurm and answering.
+fn up(w: &Worker, slurm: &SlurmView) -> bool {
+    w.ready && slurm.nodes.get(&w.name).is_some_and(answers)
 }
 
 /// slurmd answers: not DOWN, not NOT_RESPONDING.
