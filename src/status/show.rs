@@ -35,7 +35,8 @@ fn span(s: i64) -> String {
     match s {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m{}s", s / 60, s % 60),
-        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        3600..86_400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86_400, (s % 86_400) / 3600),
     }
 }
 
@@ -286,7 +287,7 @@ mod tests {
         // Tuesday 2026-11-24 10:00 UTC.
         let t = text(&s, 1_795_514_400);
         assert!(
-            t.contains("  waits for a maintenance window: h100-0, h100-1 (next window Sat 2026-11-28 02:00–06:00 Europe/Paris, opens 2026-11-28T01:00:00Z, in 87h0m)"),
+            t.contains("  waits for a maintenance window: h100-0, h100-1 (next window Sat 2026-11-28 02:00–06:00 Europe/Paris, opens 2026-11-28T01:00:00Z, in 3d15h)"),
             "{t}"
         );
     }
