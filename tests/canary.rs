@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use slurmops::slurm::SlurmNodes;
 
+use slurmops::status::configmap::Status;
 use support::daemon::{applied, status};
 use support::eventually;
 use support::gitops::{Bed, running};
@@ -66,6 +67,29 @@ async fn make_check(env: &support::TestEnv) {
         .unwrap();
 }
 
+/// The daemon's status once its result for COMMIT is `canary-failed` (within SECS).
+async fn canary_failed(env: &support::TestEnv, commit: &str, secs: u64) -> Status {
+    eventually("the canary fails", Duration::from_secs(secs), async || {
+        let st = status(env).await?;
+        (st.result == "canary-failed" && st.result_commit == commit).then_some(st)
+    })
+    .await
+}
+
+/// Waits (SECS) until the three workers of SET run the applied revision and nothing is left.
+async fn rolled(env: &support::TestEnv, set: &str, secs: u64) {
+    eventually(
+        "every worker rolled",
+        Duration::from_secs(secs),
+        async || {
+            let st = status(env).await?;
+            let p = st.progress().into_iter().find(|p| p.node_set == set)?;
+            (st.result == "applied" && p.done && p.updated == 3).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Every job slurmctld still knows whose name starts with PREFIX: (id, state).
 async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
     let jobs = support::slurm::client().jobs().await.unwrap_or_default();
@@ -108,11 +132,7 @@ async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_ev
 
     // A new image whose canary fails: the commit is marked failed, naming the job and its error.
     let bad = t.repo.push(&bad_text, "img:2");
-    let st = eventually("the canary fails", Duration::from_secs(120), async || {
-        let st = status(&t.env).await?;
-        (st.result == "canary-failed" && st.result_commit == bad).then_some(st)
-    })
-    .await;
+    let st = canary_failed(&t.env, &bad, 120).await;
     let p = st.progress().into_iter().find(|p| p.node_set == set).unwrap();
     let c = p.canary.clone().expect("canary progress");
     let failed_job = *c.jobs.first().expect("the validation job");
@@ -155,12 +175,7 @@ async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_ev
     // a job Slurm completes, then every worker rolls; the job on the busy one ends first.
     let fix = t.repo.push(&cluster(&t.env.ns, &set, "img:3", PASSING), "img:3");
     applied(&t.env, &fix, Duration::from_secs(60)).await;
-    eventually("every worker rolled", Duration::from_secs(180), async || {
-        let st = status(&t.env).await?;
-        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
-        (st.result == "applied" && p.done && p.updated == 3).then_some(())
-    })
-    .await;
+    rolled(&t.env, &set, 180).await;
     let now: BTreeMap<String, String> =
         t.pods(&set).await.into_iter().map(|(n, (uid, _))| (n, uid)).collect();
     for (name, uid) in &before {
@@ -192,11 +207,7 @@ async fn an_operator_resumes_past_a_failed_canary_on_purpose() {
         .await;
     let text = cluster(&t.env.ns, &set, "img:2", FAILING);
     let bad = t.repo.push(&text, "img:2");
-    eventually("the canary fails", Duration::from_secs(120), async || {
-        let st = status(&t.env).await?;
-        (st.result == "canary-failed" && st.result_commit == bad).then_some(())
-    })
-    .await;
+    canary_failed(&t.env, &bad, 120).await;
     // `rollout --resume`: recorded as an Event, then every worker rolls, none left drained.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cluster.yaml"), &text).unwrap();
@@ -215,12 +226,7 @@ async fn an_operator_resumes_past_a_failed_canary_on_purpose() {
             && e.involved_object.name.as_deref() == Some(set.as_str())),
         "no CanaryOverridden Event"
     );
-    eventually("every worker rolled", Duration::from_secs(120), async || {
-        let st = status(&t.env).await?;
-        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
-        (st.result == "applied" && p.done && p.updated == 3).then_some(())
-    })
-    .await;
+    rolled(&t.env, &set, 120).await;
     let s = support::slurm::client();
     for i in 0..3 {
         let n = s.get(&format!("{set}-{i}")).await.unwrap();
@@ -257,11 +263,7 @@ async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_r
     drop(daemon);
     let bad = t.repo.push(&within("registry.invalid/slurmd:broken"), "broken image");
     let daemon = t.daemon_polling("d", "10m");
-    let st = eventually("the canary fails", Duration::from_secs(90), async || {
-        let st = status(&t.env).await?;
-        (st.result == "canary-failed" && st.result_commit == bad).then_some(st)
-    })
-    .await;
+    let st = canary_failed(&t.env, &bad, 90).await;
     let p = st.progress().into_iter().find(|p| p.node_set == set).unwrap();
     let c = p.canary.clone().expect("canary progress");
     assert_eq!(c.canaries.len(), 1, "{c:?}");
@@ -287,12 +289,7 @@ async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_r
     let daemon = t.daemon("d");
     let revert = t.repo.push(&within("img:1"), "revert");
     applied(&t.env, &revert, Duration::from_secs(60)).await;
-    eventually("every worker back", Duration::from_secs(120), async || {
-        let st = status(&t.env).await?;
-        let p = st.progress().into_iter().find(|p| p.node_set == set)?;
-        (st.result == "applied" && p.done && p.updated == 3).then_some(())
-    })
-    .await;
+    rolled(&t.env, &set, 120).await;
     for name in before.keys() {
         let n = eventually("the worker registered", Duration::from_secs(60), async || {
             s.get(name).await.ok()
