@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use slurmops::bench::Figure;
-use slurmops::rollout::{Event, Observer, Settings};
+use slurmops::rollout::{Event, Observer};
 use slurmops::slurm::SlurmNodes;
 
 use support::{TestEnv, bed, eventually};
@@ -155,18 +155,30 @@ async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
     apply(&cluster, &after, false).await?;
     let c = slurmops::spec::load("cluster.yaml", &after).map_err(|d| format!("{d:?}"))?;
     let log: Arc<Mutex<Vec<(Instant, Event)>>> = Arc::default();
-    let mut settings = Settings::of(&c.spec.node_sets[0]);
-    settings.observer = {
+    let observer = {
         let log = log.clone();
         Observer::new(move |_, e| log.lock().unwrap().push((Instant::now(), e.clone())))
     };
+    let rendered = slurmops::render::render(&c);
+    let until = slurmops::controller::drive::Until::for_people();
+    let poll = until.poll;
+    let rollout = slurmops::controller::drive::Rollout {
+        c: &c,
+        text: &after,
+        rendered: &rendered,
+        node_set: None,
+        ignore_window: false,
+        until,
+        observer,
+        watch: true,
+    };
     let t = Instant::now();
-    slurmops::controller::drive::roll(&cluster.client, &s, &env.ns, &w, &settings)
+    slurmops::controller::drive::roll(&cluster, &s, &rollout)
         .await
         .map_err(|e| e.to_string())?;
     let total = t.elapsed();
     let waves = waves(&log.lock().unwrap(), &env.kubelet.readied())?;
-    out.extend(wave_figures(&waves, total, settings.poll));
+    out.extend(wave_figures(&waves, total, poll));
     Ok(out)
 }
 

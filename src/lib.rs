@@ -25,3 +25,4 @@ pub mod source;
 pub mod spec;
 pub mod status;
 pub mod sync;
+pub mod vocab;

@@ -265,7 +265,9 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
 
 /// Applies image a (waiting for Ready workers, idle in Slurm), then image b: the StatefulSet is
 /// updated, every worker is outdated and nothing replaced yet.
-async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) {
+/// Applies W's NodeSet of REPLICAS workers, then a new image without rolling; returns the new
+/// cluster.yaml.
+async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) -> String {
     let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
@@ -291,6 +293,33 @@ async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) {
         .await
         .unwrap();
     }
+    support::four_workers(&env.ns, w, "registry.example/slurmd:b")
+        .replace("replicas: 4", &format!("replicas: {replicas}"))
+}
+
+/// `slurmops rollout` as the library runs it: the controller's pass over TEXT's NodeSets, looped.
+async fn roll(
+    text: &str,
+    slurm: &Client,
+    until: slurmops::controller::drive::Until,
+    observer: slurmops::rollout::Observer,
+) -> Result<slurmops::controller::drive::Driven, slurmops::controller::drive::RolloutError> {
+    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+        .await
+        .unwrap();
+    let c = slurmops::spec::load("cluster.yaml", text).unwrap();
+    let r = slurmops::render::render(&c);
+    let rollout = slurmops::controller::drive::Rollout {
+        c: &c,
+        text,
+        rendered: &r,
+        node_set: None,
+        ignore_window: false,
+        until,
+        observer,
+        watch: true,
+    };
+    slurmops::controller::drive::roll(&cluster, slurm, &rollout).await
 }
 
 on_each_slurm! {
@@ -298,7 +327,7 @@ async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothin
     let env = TestEnv::new("rollfc").await;
     env.grant_slurmops_role().await;
     let w = env.name("f");
-    deployed_then_changed(&env, &w, 4).await;
+    let text = deployed_then_changed(&env, &w, 4).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
     let before = uids(&pods, &w).await;
     assert_eq!(before.len(), 4);
@@ -311,12 +340,12 @@ async fn slurm_unreachable_past_the_outage_timeout_stops_the_rollout_with_nothin
     );
     cfg.attempts = 2;
     let dead = Client::new(cfg).unwrap();
-    let settings = slurmops::rollout::Settings {
+    let until = slurmops::controller::drive::Until {
         poll: Duration::from_millis(200),
         slurm_outage_timeout: Duration::from_secs(3),
-        ..Default::default()
+        ..slurmops::controller::drive::Until::for_people()
     };
-    let err = slurmops::controller::drive::roll(&env.client, &dead, &env.ns, &w, &settings)
+    let err = roll(&text, &dead, until, Default::default())
         .await
         .unwrap_err();
     assert!(
@@ -341,7 +370,7 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     use slurmops::rollout::Event;
     let env = TestEnv::new("rollout-outage").await;
     let w = env.name("o");
-    deployed_then_changed(&env, &w, 3).await;
+    let text = deployed_then_changed(&env, &w, 3).await;
     let names: Vec<String> = (0..3).map(|i| format!("{w}-{i}")).collect();
     let shared = slurm();
     for n in &names {
@@ -381,19 +410,20 @@ async fn slurm_outage_pauses_the_rollout_and_an_admin_drain_survives_it() {
     cfg.attempts = 2;
     let own = Client::new(cfg).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let settings = slurmops::rollout::Settings {
-        max_unavailable: 1,
+    let until = slurmops::controller::drive::Until {
         poll: Duration::from_millis(300),
         progress_timeout: Duration::from_secs(60),
-        observer: slurmops::rollout::Observer::new(move |_, e| {
-            let _ = tx.send(e.clone());
-        }),
-        ..Default::default()
+        ..slurmops::controller::drive::Until::for_people()
     };
+    let observer = slurmops::rollout::Observer::new(move |_, e| {
+        let _ = tx.send(e.clone());
+    });
     let rolling = {
-        let (client, ns, w) = (env.client.clone(), env.ns.clone(), w.clone());
+        let w = w.clone();
         tokio::spawn(async move {
-            slurmops::controller::drive::roll(&client, &own, &ns, &w, &settings).await
+            roll(&text, &own, until, observer)
+                .await
+                .map(|d| d.rollouts.get(&w).cloned().unwrap_or_default())
         })
     };
     let next = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, what: &str| {

@@ -115,7 +115,7 @@ async fn reconcile(
                 text,
                 rendered: r,
                 apply: Some(opts),
-                roll: true,
+                scope: Default::default(),
                 fresh: s.fresh,
             };
             slurmops::controller::pass(env, &target).await
@@ -423,7 +423,7 @@ async fn idle_requests(env: &TestEnv) -> Result<Vec<Figure>, String> {
             text: &text,
             rendered: &r,
             apply: None,
-            roll: true,
+            scope: Default::default(),
             fresh: false,
         };
         let (k, s) = (cluster.log.summary(), slurm.requests());

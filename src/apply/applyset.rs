@@ -8,10 +8,11 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-pub const LABEL_ID: &str = "applyset.kubernetes.io/id";
-pub const LABEL_PART_OF: &str = "applyset.kubernetes.io/part-of";
-pub const ANNOTATION_TOOLING: &str = "applyset.kubernetes.io/tooling";
-pub const ANNOTATION_GROUP_KINDS: &str = "applyset.kubernetes.io/contains-group-kinds";
+pub use crate::vocab::{
+    ANNOTATION_APPLYSET_GROUP_KINDS as ANNOTATION_GROUP_KINDS,
+    ANNOTATION_APPLYSET_TOOLING as ANNOTATION_TOOLING, LABEL_APPLYSET_ID as LABEL_ID,
+    LABEL_APPLYSET_PART_OF as LABEL_PART_OF,
+};
 /// The cluster.yaml last applied, kept in the parent so `plan --cluster` can summarise in Slurm terms.
 pub const DATA_CLUSTER_YAML: &str = "cluster.yaml";
 

@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 /// Annotation holding the hash of the object slurmops applied (before this annotation).
-pub const HASH_ANNOTATION: &str = "slurmops.dev/applied-hash";
+pub use crate::vocab::ANNOTATION_APPLIED_HASH as HASH_ANNOTATION;
 
 /// sha256 of the object's canonical JSON, hex, first 32 characters.
 pub fn hash(body: &Json) -> String {

@@ -9,28 +9,32 @@ use serde_json::Value as Json;
 
 use super::{
     ApplyError, Cluster, FIELD_MANAGER, api_err, compare, desired, immutable_changes, key, members,
-    retry, served,
+    retry, served, unchanged,
 };
 use crate::plan::{self, Action, Change, Plan, Side};
 use crate::render::Rendered;
 use crate::spec::types::ClusterFile;
 
-/// `plan --cluster`: live vs desired for every object (server-side dry run), objects that would
-/// be pruned, and the Slurm summary against the cluster.yaml last applied.
+/// `plan --cluster`: live vs desired for every object of APPLIED (what the pass would apply: R
+/// with unsafe scale-ins held), objects that would be pruned, and the Slurm summary of R against
+/// the cluster.yaml last applied. An object is unchanged when apply would leave it alone (the
+/// same `unchanged` check apply makes); otherwise the server's dry run shows the difference.
 pub async fn drift(
     cluster: &Cluster,
     c: &ClusterFile,
     r: &Rendered,
+    applied: &Rendered,
     base: Option<(&ClusterFile, &Rendered)>,
 ) -> Result<Plan, ApplyError> {
-    served(cluster, r)?;
-    let live = members(cluster, c, r).await?;
-    let desired = desired(c, r, cluster, &live);
+    served(cluster, applied)?;
+    let live = members(cluster, c, applied).await?;
+    let desired = desired(c, applied, cluster, &live);
     let mut changes = Vec::new();
     for o in &desired {
         let id = key(&o.kind, &o.name);
         let (action, before, after) = match live.get(&id) {
             None => (Action::Create, String::new(), yaml(&o.body)),
+            Some(l) if unchanged(cluster, o, l).await? => continue,
             Some(l) => {
                 let lj = compare::comparable(&serde_json::to_value(l).unwrap_or_default());
                 let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true)).await;
@@ -47,9 +51,6 @@ pub async fn drift(
                     compare::order_like(&lj, &o.body),
                     compare::order_like(&dj, &o.body),
                 );
-                if dj == lj {
-                    continue;
-                }
                 let replace =
                     o.kind == "StatefulSet" && !immutable_changes(&o.body, &lj).is_empty();
                 let action = if replace {

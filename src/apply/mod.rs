@@ -30,15 +30,10 @@ pub use prune::{NoSlurm, PruneGuard};
 use prune::{check_scale_in, prune_set};
 pub use report::Report;
 
-/// The field manager slurmops applies as.
-pub const FIELD_MANAGER: &str = "slurmops";
-/// Field manager owning `spec.replicas` of autoscaled NodeSets (so apply never fights it).
-pub const AUTOSCALE_MANAGER: &str = "slurmops-autoscale";
-/// Field manager of a NodeSet's canary verdict (an annotation of its workload).
-pub const CANARY_MANAGER: &str = "slurmops-canary";
-/// Field manager of the maintenance reservations the controller asks slurmctld's sidecar for
-/// (keys of the ConfigMap `<cluster>-maintenance`, which apply leaves alone).
-pub const MAINTENANCE_MANAGER: &str = "slurmops-maintenance";
+pub use crate::vocab::{
+    MANAGER_APPLY as FIELD_MANAGER, MANAGER_AUTOSCALE as AUTOSCALE_MANAGER,
+    MANAGER_CANARY as CANARY_MANAGER, MANAGER_MAINTENANCE as MAINTENANCE_MANAGER,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

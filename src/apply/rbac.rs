@@ -63,7 +63,7 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
 ];
 
 /// The Lease of a daemon without `--cluster`, the only one it reads or renews.
-pub const LEASE: &str = "slurmops-leader";
+pub use crate::vocab::LEASE;
 
 /// The Lease of the daemon for CLUSTER (`--cluster`), or the one-per-namespace name.
 pub fn lease_for(cluster: Option<&str>) -> String {

@@ -23,7 +23,7 @@ use crate::spec::types::{ClusterFile, NodeSet};
 use crate::status::{self, Note};
 
 /// Annotation on the StatefulSet: the last autoscale change and why.
-pub const ANNOTATION: &str = "slurmops.dev/autoscale";
+pub use crate::vocab::ANNOTATION_AUTOSCALE as ANNOTATION;
 /// Drain reason of autoscale scale-in (prefixed `slurmops: `).
 pub const REASON: &str = "autoscale";
 
@@ -412,7 +412,11 @@ async fn set_replicas(
             uid: live.metadata.uid,
             ..ObjectReference::default()
         },
-        reason: if to > from { "ScaledOut" } else { "ScaledIn" },
+        reason: if to > from {
+            crate::vocab::EVENT_SCALED_OUT
+        } else {
+            crate::vocab::EVENT_SCALED_IN
+        },
         message,
         warning: false,
     };

@@ -9,6 +9,7 @@ use crate::controller::{Env, PassError, Target};
 use crate::plan::format;
 use crate::render;
 use crate::rollout::Observer;
+use crate::spec::window::WindowMode;
 use crate::spec::{self, values::Duration};
 
 #[derive(clap::Args)]
@@ -201,7 +202,7 @@ async fn with_slurm(
         cache: Some(&cache),
         fence: &always,
         observer: &observer,
-        registration_grace: 300,
+        registration_grace: crate::controller::drive::REGISTRATION_GRACE,
     };
     let later = Options {
         wait: None,
@@ -210,7 +211,7 @@ async fn with_slurm(
     let until = crate::controller::drive::Until {
         wake: Some(wake),
         max_passes: how.one_pass.then_some(1),
-        ..crate::controller::drive::split(&crate::rollout::Settings::default()).1
+        ..crate::controller::drive::Until::for_people()
     };
     let (env, later) = (&env, &later);
     drive(
@@ -220,7 +221,13 @@ async fn with_slurm(
                 text,
                 rendered: r,
                 apply: Some(if s.n == 0 { opts } else { later }),
-                roll,
+                scope: crate::controller::PassScope {
+                    moves: match roll {
+                        true => crate::controller::Moves::All,
+                        false => crate::controller::Moves::Leaving,
+                    },
+                    ..Default::default()
+                },
                 fresh: s.fresh,
             };
             crate::controller::pass(env, &t).await
@@ -231,7 +238,9 @@ async fn with_slurm(
     .await
 }
 
-/// `plan --cluster`: desired (the work tree) against the live cluster.
+/// `plan --cluster`: desired (the work tree) against the live cluster. With Slurm, the
+/// controller's own pass, dry-run: what it observes and decides now, the objects it would apply
+/// (scale-ins not yet safe held, as the pass holds them), and its worker steps.
 pub fn plan_cluster(
     path: &Path,
     kube: &KubeArgs,
@@ -250,29 +259,58 @@ pub fn plan_cluster(
         let last = apply::applyset::last_applied(&cluster, &c).await?;
         let base = last.as_ref().map(|b| (b, render::render(b)));
         let base = base.as_ref().map(|(b, br)| (*b, br));
-        let mut p = apply::drift(&cluster, &c, &r, base).await?;
-        crate::plan::at(&mut p, &c, k8s_openapi::jiff::Timestamp::now().as_second());
-        if let Some((url, token)) = slurm {
-            let client = super::token_client(&url, &token)
-                .map_err(|e| ApplyError::Connect(e.to_string()))?;
-            // One read of the queue for the drains, the canaries and the windows.
-            let jobs = client
-                .jobs()
-                .await
-                .map_err(|e| ApplyError::Connect(e.to_string()))?;
-            p.slurm.drains = drains(&cluster, &client, &jobs, &c, &p)
-                .await
-                .map_err(ApplyError::Connect)?;
-            name_canaries(&cluster, &jobs, &c, &mut p)
-                .await
-                .map_err(ApplyError::Connect)?;
-            pending_held_back(&c, &mut p, &jobs);
-            // Live: slurmdbd's objects, not the last applied revision's.
-            p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
-                .await
-                .map_err(|e| ApplyError::Connect(format!("accounting: {e}")))?;
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let Some((url, token)) = slurm else {
+            let mut p = apply::drift(&cluster, &c, &r, &r, base).await?;
+            crate::plan::at(&mut p, &c, now);
+            return Ok::<_, ApplyError>(p);
+        };
+        let client =
+            super::token_client(&url, &token).map_err(|e| ApplyError::Connect(e.to_string()))?;
+        let observer = Observer::default();
+        let env = Env {
+            cluster: &cluster,
+            slurm: Some(&client),
+            cache: None,
+            fence: &|| false,
+            observer: &observer,
+            registration_grace: crate::controller::drive::REGISTRATION_GRACE,
+        };
+        let opts = Options::default();
+        let t = Target {
+            c: &c,
+            text: &loaded.text,
+            rendered: &r,
+            apply: Some(&opts),
+            scope: Default::default(),
+            fresh: true,
+        };
+        let mut preview = crate::controller::preview(&env, &t)
+            .await
+            .map_err(|e| ApplyError::Connect(e.to_string()))?;
+        if let Err(e) = &preview.observation.slurm {
+            return Err(ApplyError::Connect(format!(
+                "Slurm's state is unknown, so the controller would do nothing destructive: {e}"
+            )));
         }
-        Ok::<_, ApplyError>(p)
+        let mut p = apply::drift(&cluster, &c, &r, &preview.rendered(&r), base).await?;
+        crate::plan::at(&mut p, &c, now);
+        let changed: Vec<String> = p
+            .changes
+            .iter()
+            .filter(|ch| ch.action != crate::plan::Action::Delete)
+            .map(|ch| format!("{}/{}", ch.kind, ch.name))
+            .collect();
+        preview.settle(&changed);
+        p.slurm.next_pass = preview.steps();
+        p.slurm.drains = preview.drains(&p);
+        preview.name_canaries(&mut p);
+        preview.pending_held_back(&c, &mut p);
+        // Live: slurmdbd's objects, not the last applied revision's.
+        p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
+            .await
+            .map_err(|e| ApplyError::Connect(format!("accounting: {e}")))?;
+        Ok(p)
     });
     let p = match result {
         Ok(p) => p,
@@ -298,7 +336,6 @@ pub fn plan_cluster(
     }
 }
 
-/// The cluster.yaml recorded by the last apply (in the ApplySet parent), if any and valid.
 #[derive(clap::Args)]
 pub struct RolloutArgs {
     #[arg(default_value = ".")]
@@ -316,9 +353,14 @@ pub struct RolloutArgs {
     /// Proceed past this NodeSet's failed canary on purpose (recorded as an Event), then roll it.
     #[arg(long, value_name = "NODESET")]
     resume: Option<String>,
+    /// Drain workers of NodeSets with `update.window` outside their maintenance windows, on
+    /// purpose (recorded as an Event on each such NodeSet). Without it, they wait for a window.
+    #[arg(long)]
+    ignore_window: bool,
 }
 
-/// `slurmops rollout`: replaces outdated workers, draining each through Slurm first.
+/// `slurmops rollout`: the controller's pass over the NodeSets of cluster.yaml (or one), looped
+/// until every worker runs its workload's revision, each drained through Slurm first.
 pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
     if a.resume.is_some() {
         a.node_set = a.resume.clone();
@@ -329,6 +371,13 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
     let Ok(c) = load(&loaded) else {
         return EXIT_ERROR;
     };
+    if c.spec.policy.suspend {
+        println!(
+            "{}: spec.policy.suspend is set; no worker is replaced",
+            loaded.name
+        );
+        return EXIT_OK;
+    }
     let sets: Vec<&crate::spec::types::NodeSet> = c
         .spec
         .node_sets
@@ -350,56 +399,59 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
+    let r = render::render(&c);
     let observer = Observer::new(|set, e| println!("{set}: {e}"));
+    let ns = &c.metadata.namespace;
     let result = runtime().block_on(async {
         let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         if let Some(set) = &a.resume {
-            let e =
-                crate::controller::act::resume_canary(&cluster.client, &c.metadata.namespace, set)
-                    .await
-                    .map_err(|e| e.to_string())?;
+            let e = crate::controller::act::resume_canary(&cluster.client, ns, set)
+                .await
+                .map_err(|e| e.to_string())?;
             println!("{set}: {e}");
             if let crate::rollout::Event::CanaryVerdict {
                 reason, message, ..
             } = e
             {
-                let managed = c
-                    .spec
-                    .node_sets
-                    .iter()
-                    .any(|n| n.name == *set && n.managed());
-                let note = crate::status::Note {
-                    involved: crate::status::node_set_ref(&c.metadata.namespace, set, managed),
-                    reason,
-                    message,
-                    warning: true,
-                };
-                // The Event is for people; failing to record it does not undo the resume.
-                let _ = crate::status::record(&cluster.client, note).await;
+                note(&cluster, &c, set, reason, message).await;
             }
         }
-        // Every NodeSet at once, each within its own maxUnavailable; one NodeSet is watched, many
-        // are polled (no watch streams per NodeSet).
-        let watch = sets.len() == 1;
-        let rolls = sets.iter().map(|ns| {
-            let settings = crate::rollout::Settings {
-                observer: observer.clone(),
-                watch,
-                canary: crate::spec::canary::Validation::of(&c.spec, ns),
-                ..crate::rollout::Settings::of(ns)
-            };
-            let (client, slurm, namespace) = (&cluster.client, &slurm, &c.metadata.namespace);
-            async move {
-                crate::controller::drive::roll(client, slurm, namespace, &ns.name, &settings)
-                    .await
-                    .map(|r| (ns.name.clone(), r))
+        if a.ignore_window {
+            for n in sets.iter().filter(|n| n.update.window != WindowMode::None) {
+                let message = format!(
+                    "slurmops rollout --ignore-window: workers of NodeSet {} drain outside its maintenance windows (update.window: {})",
+                    n.name,
+                    n.update.window.as_str()
+                );
+                println!("{}: {message}", n.name);
+                note(&cluster, &c, &n.name, crate::vocab::EVENT_WINDOW_IGNORED, message).await;
             }
-        });
-        for done in futures::future::join_all(rolls).await {
-            let (name, report) = done.map_err(|e| e.to_string())?;
-            println!("{name}: {} worker(s) replaced", report.replaced.len());
+        }
+        let rollout = crate::controller::drive::Rollout {
+            c: &c,
+            text: &loaded.text,
+            rendered: &r,
+            node_set: a.node_set.clone(),
+            ignore_window: a.ignore_window,
+            until: crate::controller::drive::Until::for_people(),
+            observer: observer.clone(),
+            watch: true,
+        };
+        let done = crate::controller::drive::roll(&cluster, &slurm, &rollout)
+            .await
+            .map_err(|e| e.to_string())?;
+        for n in &sets {
+            let replaced = done.rollouts.get(&n.name).map_or(0, |r| r.replaced.len());
+            println!("{}: {replaced} worker(s) replaced", n.name);
+        }
+        if !done.done {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            print!(
+                "not finished (waits for a maintenance window: the daemon, or rollout then, goes on; --ignore-window rolls now); where the NodeSets stand:\n{}",
+                crate::status::show::node_sets(&done.progress, now)
+            );
         }
         Ok::<(), String>(())
     });
@@ -412,201 +464,20 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
     }
 }
 
-/// The nodes a plan drains (rolled NodeSets: every worker; scale-in: the leaving ordinals; removed
-/// NodeSets: every worker) and the jobs running on each, from the live pods and slurmrestd.
-use crate::controller::decide::SlurmView;
-use crate::spec::values::Replicas;
-
-/// The workers of a NodeSet whose pods slurmops makes that a count of COUNT gives back (as the
-/// controller chooses them: idle ones, whatever their ordinals).
-fn leaving_of_managed(
-    set: &str,
-    pods: &[kube::api::DynamicObject],
-    count: u32,
-    slurm: &SlurmView,
-) -> Vec<String> {
-    let pods: Vec<k8s_openapi::api::core::v1::Pod> = pods
+/// Records an operator's decision about NodeSet SET as a Warning Event on its workload. The
+/// Event is for people: failing to record it does not undo the decision.
+async fn note(cluster: &Cluster, c: &spec::ClusterFile, set: &str, reason: &'static str, message: String) {
+    let managed = c
+        .spec
+        .node_sets
         .iter()
-        .filter_map(|p| serde_json::to_value(p).ok())
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
-    let view = crate::controller::decide::SetView {
-        name: set.to_string(),
-        replicas: pods.len() as u32,
-        update_revision: None,
-        managed: true,
-        canary: None,
-        current_revision: None,
-        workers: pods
-            .iter()
-            .filter_map(crate::controller::observe::worker)
-            .collect(),
+        .any(|n| n.name == *set && n.managed());
+    let note = crate::status::Note {
+        involved: crate::status::node_set_ref(&c.metadata.namespace, set, managed),
+        reason,
+        message,
+        warning: true,
     };
-    let keep = crate::controller::per_node::keep_count(&view, count, slurm).keep;
-    view.workers
-        .into_iter()
-        .filter(|w| !w.deleting && !keep.contains(&w.name))
-        .map(|w| w.name)
-        .collect()
+    let _ = crate::status::record(&cluster.client, note).await;
 }
 
-/// For each rollout that waits for a window: the pending jobs of the partitions holding its
-/// NodeSet, and those its reservation keeps off the workers now (their time limits would still
-/// run when the window opens).
-fn pending_held_back(c: &spec::ClusterFile, p: &mut crate::plan::Plan, jobs: &[crate::slurm::Job]) {
-    for r in &mut p.slurm.node_sets_rolled {
-        let Some(w) = r.window.as_mut() else {
-            continue;
-        };
-        let partitions: Vec<String> = c
-            .spec
-            .partitions
-            .iter()
-            .filter(|x| x.node_sets.iter().any(|n| *n == r.node_set || n == "ALL"))
-            .map(|x| x.name.clone())
-            .collect();
-        let pending: Vec<&crate::slurm::Job> = jobs
-            .iter()
-            .filter(|j| j.has_state("PENDING"))
-            .filter(|j| {
-                j.partition
-                    .split(',')
-                    .any(|x| partitions.iter().any(|p| p == x))
-            })
-            .collect();
-        let held_back = match (w.now, w.next) {
-            (Some(now), Some((start, _))) => pending
-                .iter()
-                .filter(|j| {
-                    j.time_limit
-                        .is_none_or(|m| now.saturating_add(m.saturating_mul(60)) > start)
-                })
-                .count(),
-            _ => pending.len(),
-        };
-        w.pending = Some(crate::plan::PendingJobs {
-            held_back,
-            pending: pending.len(),
-            partitions,
-        });
-    }
-}
-
-/// The canaries a rollout would take first, by name: the controller's own choice (idle workers
-/// first, then by name) over the live workers and jobs.
-async fn name_canaries(
-    cluster: &Cluster,
-    jobs: &[crate::slurm::Job],
-    c: &spec::ClusterFile,
-    p: &mut crate::plan::Plan,
-) -> Result<(), String> {
-    if !p.slurm.node_sets_rolled.iter().any(|r| r.canary.is_some()) {
-        return Ok(());
-    }
-    for r in &mut p.slurm.node_sets_rolled {
-        let Some(canary) = r.canary.as_mut() else {
-            continue;
-        };
-        let selector = format!("{}={}", crate::render::names::LABEL_NODESET, r.node_set);
-        let pods = cluster
-            .list("v1", "Pod", &c.metadata.namespace, &selector)
-            .await
-            .map_err(|e| e.to_string())?;
-        let candidates: Vec<crate::rollout::Candidate> = pods
-            .iter()
-            .filter_map(|p| serde_json::from_value(serde_json::to_value(p).ok()?).ok())
-            .filter(|p: &k8s_openapi::api::core::v1::Pod| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| {
-                let name = p.metadata.name.clone()?;
-                Some(crate::rollout::Candidate {
-                    ready: crate::rollout::pod_ready(&p),
-                    jobs: jobs
-                        .iter()
-                        .filter(|j| j.holds_nodes() && j.nodes.contains(&name))
-                        .cloned()
-                        .collect(),
-                    pod: name,
-                })
-            })
-            .collect();
-        canary.nodes = crate::rollout::order(&candidates)
-            .into_iter()
-            .take(canary.replicas as usize)
-            .collect();
-    }
-    Ok(())
-}
-
-async fn drains(
-    cluster: &Cluster,
-    slurm: &crate::slurm::Client,
-    jobs: &[crate::slurm::Job],
-    c: &spec::ClusterFile,
-    p: &crate::plan::Plan,
-) -> Result<Vec<crate::plan::NodeDrain>, String> {
-    let s = &p.slurm;
-    let mut sets: Vec<(String, u32)> = s
-        .node_sets_rolled
-        .iter()
-        .map(|r| (r.node_set.clone(), 0))
-        .collect();
-    sets.extend(s.scaled.iter().filter_map(|x| match (x.from, x.to) {
-        (Replicas::Count(a), Replicas::Count(b)) => (b < a).then(|| (x.node_set.clone(), b)),
-        // Workers follow nodes (or leave them): any may drain.
-        _ => Some((x.node_set.clone(), 0)),
-    }));
-    sets.extend(s.node_sets_removed.iter().map(|n| (n.clone(), 0)));
-    if sets.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut slurm_view: Option<SlurmView> = None;
-    let mut out = Vec::new();
-    for (set, from) in sets {
-        let selector = format!("{}={set}", crate::render::names::LABEL_NODESET);
-        let pods = cluster
-            .list("v1", "Pod", &c.metadata.namespace, &selector)
-            .await
-            .map_err(|e| e.to_string())?;
-        let managed = c
-            .spec
-            .node_sets
-            .iter()
-            .any(|n| n.name == set && n.managed() && !n.replicas.per_node());
-        let mut names: Vec<String> = if managed {
-            // slurmops chooses who leaves: the workers the controller would not keep.
-            slurm_view.get_or_insert(SlurmView::new(
-                slurm.nodes().await.map_err(|e| e.to_string())?,
-                jobs.to_vec(),
-            ));
-            let view = slurm_view.as_ref().expect("set above");
-            leaving_of_managed(&set, &pods, from, view)
-        } else {
-            pods.into_iter()
-                .filter_map(|p| p.metadata.name)
-                .filter(|n| {
-                    n.rsplit_once('-')
-                        .and_then(|(_, i)| i.parse::<u32>().ok())
-                        .is_some_and(|i| i >= from)
-                })
-                .collect()
-        };
-        names.sort();
-        for node in names {
-            let on: Vec<crate::plan::JobOnNode> = jobs
-                .iter()
-                .filter(|j| j.holds_nodes() && j.nodes.contains(&node))
-                .map(|j| crate::plan::JobOnNode {
-                    id: j.id,
-                    user: j.user.clone(),
-                    end_time: j.end_time,
-                })
-                .collect();
-            out.push(crate::plan::NodeDrain {
-                node,
-                node_set: set.clone(),
-                jobs: on,
-            });
-        }
-    }
-    Ok(out)
-}

@@ -391,14 +391,14 @@ pub async fn record(
     let job = r.job.map(|j| format!(" (job {j})")).unwrap_or_default();
     let (reason, message) = match r.verdict {
         Verdict::Passed => (
-            "CanaryPassed",
+            crate::vocab::EVENT_CANARY_PASSED,
             format!(
                 "canary of revision {} passed{job}: the rest rolls",
                 r.revision
             ),
         ),
         Verdict::Failed => (
-            "CanaryFailed",
+            crate::vocab::EVENT_CANARY_FAILED,
             format!(
                 "canary of revision {} failed{job}: {}; the rollout is halted, the canaries stay drained",
                 r.revision,
@@ -406,7 +406,7 @@ pub async fn record(
             ),
         ),
         Verdict::Resumed => (
-            "CanaryOverridden",
+            crate::vocab::EVENT_CANARY_OVERRIDDEN,
             format!(
                 "rollout of revision {} resumed past its failed canary by an operator",
                 r.revision
@@ -430,7 +430,13 @@ pub async fn resume_canary(
 ) -> Result<Event, PassError> {
     use super::canary::{Record, Verdict};
     let scope = super::observe::Scope::node_set(namespace, node_set);
-    let obs = super::observe::observe(client, &scope, None, None::<&crate::slurm::Client>)
+    let obs = super::observe::observe(
+        client,
+        &scope,
+        None,
+        None::<&crate::slurm::Client>,
+        &super::observe::Needs::default(),
+    )
         .await
         .map_err(|source| PassError::Kube {
             what: format!("read NodeSet {node_set}"),

@@ -17,7 +17,7 @@ use crate::slurm::{Job, JobRequest, Node};
 use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
-pub const JOB_PREFIX: &str = "slurmops-canary";
+pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;
 /// Longest error line kept in a drain reason.
 const MAX_ERROR: usize = 160;
 

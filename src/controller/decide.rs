@@ -13,11 +13,7 @@ use crate::rollout::{Candidate, order};
 use crate::slurm::{Job, Node, REASON_PREFIX};
 
 /// Drain reasons (after `slurmops: `) the controller sets, and recognises as its own work.
-pub const REASON_ROLLOUT: &str = "rollout";
-pub const REASON_SCALE_IN: &str = "scale-in";
-pub const REASON_REMOVED: &str = "NodeSet removed";
-/// A perNode worker whose Kubernetes node left the NodeSet (gone, or no longer matching).
-pub const REASON_NODE_LEFT: &str = "node left";
+pub use crate::vocab::{REASON_NODE_LEFT, REASON_REMOVED, REASON_ROLLOUT, REASON_SCALE_IN};
 
 /// A drain slurmops set for a rollout, scale-in or removal (not a cordon, autoscale or a hand drain
 /// through `slurmops slurm drain`): the controller may resume it once the worker is wanted again.

@@ -1,12 +1,13 @@
 //! Every NodeSet's decision in a pass, pure: what each wants (a count, the workers of matching
 //! nodes, autoscale's count, removal), under its rollout policy, its canary and the maintenance
-//! windows; and, with Slurm's state unknown, the decision that moves nothing.
+//! windows, with the block placements and maintenance reservations due; and, with Slurm's state
+//! unknown, the decision that moves nothing. Decided on the `Observation` alone: no I/O, no clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::decide::{self, Decision, Policy, Progress, SetView, SlurmView, Want};
-use super::observe::Observation;
-use super::{canary, per_node};
+use super::decide::{self, Action, Decision, Policy, Progress, SetView, SlurmView, Want};
+use super::observation::Observation;
+use super::{blocks, canary, maint, per_node};
 use crate::spec::ClusterFile;
 use crate::spec::canary::Validation;
 use crate::spec::window::{self, WindowMode};
@@ -25,9 +26,147 @@ pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u
     }
 }
 
+/// Which workers a pass moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Moves {
+    /// Everything: outdated workers roll, leaving ones drain (the daemon, `apply`).
+    #[default]
+    All,
+    /// Only the workers that leave (scale-in, NodeSet removed, node left): `apply --no-rollout`.
+    Leaving,
+    /// Outdated workers roll; a count NodeSet keeps its live replicas, since scale-ins and
+    /// removals are apply's (`slurmops rollout`).
+    Roll,
+}
+
+/// What a pass decides for: which NodeSets, which moves, and whether an operator let workers
+/// drain outside the maintenance windows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Only these NodeSets (`rollout --node-set`); None: every observed one.
+    pub only: Option<BTreeSet<String>>,
+    pub moves: Moves,
+    /// `rollout --ignore-window`: the windows gate nothing (recorded as an Event by the caller).
+    pub ignore_window: bool,
+}
+
+impl Scope {
+    pub fn includes(&self, node_set: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(node_set))
+    }
+}
+
+/// The whole pass's decisions, pure: every NodeSet in SCOPE, under its policy, canary and
+/// windows, with the block placements and maintenance reservations due, and only the moves
+/// SCOPE allows.
+pub fn decide_pass(
+    c: &ClusterFile,
+    obs: &Observation,
+    grace: i64,
+    scope: &Scope,
+) -> BTreeMap<String, Decision> {
+    let mut decisions = decide_all(c, obs, grace, scope);
+    place_in_blocks(c, obs, &mut decisions);
+    reserve_for_windows(c, obs, &mut decisions);
+    for d in decisions.values_mut() {
+        if scope.moves == Moves::Leaving {
+            only_leaving(d);
+        }
+    }
+    decisions
+}
+
+/// Only the workers that leave move; the others wait for `slurmops rollout`.
+fn only_leaving(d: &mut Decision) {
+    let leaving = &d.progress.leaving;
+    d.actions.retain(|a| match a {
+        Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
+        Action::SetTopology { .. } => true,
+        // A canary and a window's reservation belong to a rollout, which waits.
+        Action::Submit { .. }
+        | Action::Cancel { .. }
+        | Action::Hold { .. }
+        | Action::Reserve { .. }
+        | Action::Unreserve { .. } => false,
+        // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).
+        Action::Delete { pod, .. } => leaving.contains(pod),
+    });
+    d.progress.done = leaving.is_empty();
+}
+
+/// Adds the block placements due (spec.topology) to the decisions. Kubernetes nodes' labels that
+/// could not be read leave placement to a later pass (it never blocks a rollout), and say why.
+fn place_in_blocks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<String, Decision>) {
+    let (Some(t), Ok(view)) = (&c.spec.topology, &obs.slurm) else {
+        return;
+    };
+    let b = &t.block;
+    let labels = match &obs.blocks {
+        Ok(l) => l,
+        Err(e) => {
+            for (name, d) in decisions.iter_mut() {
+                if b.node_sets.contains(name) {
+                    d.progress.unplaced = vec![e.clone()];
+                }
+            }
+            return;
+        }
+    };
+    for (name, d) in decisions.iter_mut() {
+        let Some(set) = obs.sets.get(name) else {
+            continue;
+        };
+        let p = blocks::place(set, b, labels, view);
+        d.progress.done &= p.registering.is_empty();
+        d.actions.extend(p.actions);
+        d.progress.unplaced = p.unplaced;
+    }
+}
+
+/// Adds the maintenance reservations due (NodeSets that wait for a window), and says which one
+/// holds each NodeSet's workers. Reservations that could not be read leave it to a later pass.
+/// Where slurmctld's sidecar makes them, those asked of it count as made.
+fn reserve_for_windows(
+    c: &ClusterFile,
+    obs: &Observation,
+    decisions: &mut BTreeMap<String, Decision>,
+) {
+    let windowed = c
+        .spec
+        .node_sets
+        .iter()
+        .any(|n| n.update.window != WindowMode::None);
+    let (true, Ok(_), Ok(existing)) = (windowed, &obs.slurm, &obs.reservations) else {
+        return;
+    };
+    let sidecar = window::reserves_through_sidecar(&c.spec)
+        .then(|| crate::render::names::Names::new(c).maintenance());
+    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
+    for (name, d) in decisions.iter_mut() {
+        let steps = maint::steps(&d.progress, &timing, &existing.all, sidecar.as_deref());
+        let held = existing.all.iter().position(|r| r.name == maint::name(name));
+        if let (Some(w), Some(i)) = (d.progress.window.as_mut(), held) {
+            let r = &existing.all[i];
+            let mut note = format!("{} on {}", r.name, r.nodes.join(", "));
+            if let (true, Some(cm)) = (i >= existing.in_slurm, &sidecar) {
+                note += &format!(
+                    " (asked of slurmctld's sidecar through ConfigMap {cm}; not in Slurm yet)"
+                );
+            }
+            w.reservation = Some(note);
+        }
+        d.actions.extend(steps);
+    }
+}
+
 /// Whether the maintenance windows let NodeSet N drain workers now.
-fn window_gate(n: Option<&crate::spec::types::NodeSet>, t: &window::Timing) -> decide::WindowGate {
+fn window_gate(
+    n: Option<&crate::spec::types::NodeSet>,
+    t: &window::Timing,
+    ignore: bool,
+) -> decide::WindowGate {
     match n.map(|n| n.update.window) {
+        _ if ignore => decide::WindowGate::Open,
         Some(_) if t.open.is_some() => decide::WindowGate::Open,
         Some(WindowMode::Required) => decide::WindowGate::Closed {
             idle_may_roll: false,
@@ -40,10 +179,11 @@ fn window_gate(n: Option<&crate::spec::types::NodeSet>, t: &window::Timing) -> d
 }
 
 /// Every observed NodeSet's decision, by name.
-pub(super) fn decide_all(
+fn decide_all(
     c: &ClusterFile,
     obs: &Observation,
     grace: i64,
+    scope: &Scope,
 ) -> BTreeMap<String, Decision> {
     let windows = &c.spec.policy.maintenance_windows;
     let timing = window::timing(windows, obs.now);
@@ -52,9 +192,14 @@ pub(super) fn decide_all(
         .and_then(|n| window::zone_of(windows, n, obs.now));
     obs.sets
         .values()
+        .filter(|s| scope.includes(&s.name))
         .map(|s| {
             let spec = c.spec.node_sets.iter().find(|n| n.name == s.name);
             let (want, placed) = match spec {
+                // `slurmops rollout`: a StatefulSet keeps its live replicas (apply's to change).
+                Some(n) if scope.moves == Moves::Roll && !s.managed && n.managed() == s.managed => {
+                    (Want::Current, None)
+                }
                 // A NodeSet that changed between a count and perNode: the old kind's workers go.
                 Some(n) if n.managed() != s.managed => (Want::Removed, None),
                 Some(n) if s.managed && n.replicas.per_node() => per_node_want(s, obs),
@@ -74,7 +219,7 @@ pub(super) fn decide_all(
                 },
                 |n| policy(n, grace, s.replicas),
             );
-            p.window = window_gate(spec, &timing);
+            p.window = window_gate(spec, &timing, scope.ignore_window);
             let validation = spec.and_then(|n| Validation::of(&c.spec, n));
             let mut d = match &obs.slurm {
                 Ok(view) => gated(&s, &want, &mut p, validation.as_ref(), view, obs.now),
@@ -99,7 +244,7 @@ pub(super) fn decide_all(
 
 /// Decides SET under its canary (VALIDATION; without one a failed verdict still halts): the
 /// canary's steps (submit, resume, hold) go first.
-pub(crate) fn gated(
+pub(super) fn gated(
     set: &SetView,
     want: &Want,
     p: &mut Policy,
@@ -177,7 +322,7 @@ fn count_want(
 }
 
 /// Slurm's state is unknown: nothing moves, and nothing that could remove a worker is applied.
-pub(super) fn unknown(s: &SetView, want: &Want) -> Decision {
+fn unknown(s: &SetView, want: &Want) -> Decision {
     let leaving: Vec<String> = s
         .workers
         .iter()

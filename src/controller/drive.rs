@@ -7,10 +7,14 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::decide::{Policy, controller_drain};
-use super::{Outcome, PassError};
-use crate::rollout::{Event, Observer, Report, Settings};
+use super::decide::controller_drain;
+use super::{Env, Moves, Outcome, PassError, PassScope, Target};
+use crate::accounting::SlurmAccounts;
+use crate::apply::Cluster;
+use crate::render::Rendered;
+use crate::rollout::{Event, Observer, Report};
 use crate::slurm::SlurmNodes;
+use crate::spec::ClusterFile;
 
 /// Why a driver stopped before the work was done.
 #[derive(Debug, thiserror::Error)]
@@ -38,69 +42,95 @@ pub enum RolloutError {
     },
 }
 
-/// The controller's policy and the driver's limits for rollout SETTINGS.
-pub fn split(settings: &Settings) -> (Policy, Until) {
-    (
-        Policy {
-            max_unavailable: settings.max_unavailable.max(1),
-            drain_timeout: settings.drain_timeout.map(|d| d.as_secs() as i64),
-            force: settings.force_after_timeout,
-            registration_grace: settings.registration_grace.as_secs() as i64,
-            gate: super::canary::Gate::Open,
-            window: super::decide::WindowGate::Open,
-        },
-        Until {
-            poll: settings.poll,
-            wake: None,
-            max_passes: None,
-            progress_timeout: settings.progress_timeout,
-            slurm_outage_timeout: settings.slurm_outage_timeout,
-        },
-    )
+/// What `slurmops rollout` asks: the controller's pass over the NodeSets of cluster.yaml (or
+/// one), applying nothing, with scale-ins and removals left to apply.
+pub struct Rollout<'a> {
+    pub c: &'a ClusterFile,
+    pub text: &'a str,
+    pub rendered: &'a Rendered,
+    /// Only this NodeSet; None: every NodeSet of cluster.yaml at once.
+    pub node_set: Option<String>,
+    /// Drain outside the maintenance windows (`--ignore-window`; the caller records an Event).
+    pub ignore_window: bool,
+    pub until: Until,
+    pub observer: Observer,
+    /// Watch the workers, so that a new pod Ready starts the next wave at once.
+    pub watch: bool,
 }
 
-/// Rolls NODE_SET in NAMESPACE until every worker runs the StatefulSet's update revision
-/// (`slurmops rollout`): the controller's pass over that NodeSet alone, applying nothing.
-pub async fn roll(
-    client: &kube::Client,
-    slurm: &impl SlurmNodes,
-    namespace: &str,
-    node_set: &str,
-    settings: &Settings,
-) -> Result<Report, RolloutError> {
-    let (policy, mut until) = split(settings);
-    // Watched workers wake the next pass: a new pod Ready starts the next wave at once.
+/// Rolls R's NodeSets until every worker runs its workload's revision (`slurmops rollout`): the
+/// daemon's pass, looped, with the NodeSets' own policies, canaries and windows.
+pub async fn roll<S: SlurmNodes + SlurmAccounts>(
+    cluster: &Cluster,
+    slurm: &S,
+    r: &Rollout<'_>,
+) -> Result<Driven, RolloutError> {
+    let c = r.c;
+    let only: BTreeSet<String> = match &r.node_set {
+        Some(n) => BTreeSet::from([n.clone()]),
+        None => c.spec.node_sets.iter().map(|n| n.name.clone()).collect(),
+    };
+    let mut until = r.until.clone();
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    let cache = settings.watch.then(|| {
-        super::watch::Cache::start(
-            client,
-            super::observe::Scope::node_set(namespace, node_set),
-            wake.clone(),
-        )
+    let cache = r.watch.then(|| {
+        let scope = super::observe::Scope::cluster(&c.metadata.namespace, &c.metadata.name);
+        let mut cache = super::watch::Cache::start(&cluster.client, scope, wake.clone());
+        if c.spec.node_sets.iter().any(|n| n.replicas.per_node()) {
+            cache.follow_nodes(&cluster.client);
+        }
+        cache
     });
     if cache.is_some() {
         until.wake = Some(wake);
     }
-    let (policy, always, observer, cache) = (&policy, &|| true, &settings.observer, &cache);
-    let driven = drive(
-        |s: Step| {
-            super::pass_node_set(
-                client,
-                slurm,
-                namespace,
-                node_set,
-                policy,
-                settings.canary.as_ref(),
-                cache.as_ref().filter(|_| !s.fresh),
-                always,
-                observer,
-            )
+    let env = Env {
+        cluster,
+        slurm: Some(slurm),
+        cache: cache.as_ref(),
+        fence: &|| true,
+        observer: &r.observer,
+        registration_grace: REGISTRATION_GRACE,
+    };
+    let scope = PassScope {
+        only: Some(only),
+        moves: Moves::Roll,
+        ignore_window: r.ignore_window,
+    };
+    let env = &env;
+    let scope = &scope;
+    drive(
+        |s: Step| async move {
+            let t = Target {
+                c,
+                text: r.text,
+                rendered: r.rendered,
+                apply: None,
+                scope: scope.clone(),
+                fresh: s.fresh,
+            };
+            super::pass(env, &t).await
         },
         &until,
-        &settings.observer,
+        &r.observer,
     )
-    .await?;
-    Ok(driven.rollouts.get(node_set).cloned().unwrap_or_default())
+    .await
+}
+
+/// Seconds a Ready worker may stay unknown to Slurm before the commands' passes replace it.
+pub const REGISTRATION_GRACE: i64 = 300;
+
+impl Until {
+    /// The limits of a command run by people: a pass every half second at most, a replaced
+    /// worker back within 5 minutes, Slurm unreachable for an hour at most.
+    pub fn for_people() -> Until {
+        Until {
+            poll: Duration::from_millis(500),
+            wake: None,
+            max_passes: None,
+            progress_timeout: Duration::from_secs(300),
+            slurm_outage_timeout: Duration::from_secs(3600),
+        }
+    }
 }
 
 /// How long to keep going.

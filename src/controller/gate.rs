@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The drain reason (after `slurmops: `) of a canary whose validation failed.
-pub const REASON_CANARY_FAILED: &str = "canary failed";
+pub use crate::vocab::REASON_CANARY_FAILED;
 
 /// A canary's verdict, as the workload's annotation keeps it (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use super::decide::{Action, Progress};
 use crate::slurm::{Reservation, ReservationRequest};
 use crate::spec::window::Timing;
 
-pub const PREFIX: &str = "slurmops-maint-";
+pub use crate::vocab::RESERVATION_PREFIX as PREFIX;
 
 pub fn name(node_set: &str) -> String {
     format!("{PREFIX}{node_set}")

@@ -9,8 +9,10 @@
 //! next pass, which a watch event or the poll interval brings. Progress is read from the cluster
 //! and from Slurm's drain reasons, so a restarted daemon or a new leader carries on.
 //!
-//! Two drivers run this one engine: the daemon (a pass per trigger, forever) and `slurmops apply`
-//! / `slurmops rollout` (passes until nothing is left to do).
+//! One entrance: the daemon (a pass per trigger, forever), `slurmops apply` and `slurmops rollout`
+//! (passes until nothing is left to do) all drive `pass`; what a command changes is its `Target`
+//! (apply or not, which NodeSets, which moves). `preview` is the same observe and decide with
+//! acting turned off: what `plan --cluster` shows the next pass would do.
 
 pub mod act;
 pub mod blocks;
@@ -20,18 +22,21 @@ mod decisions;
 pub mod drive;
 pub mod gate;
 pub mod maint;
+pub mod observation;
 pub mod observe;
 pub mod per_node;
+mod preview;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::json;
 
-use self::decide::{Action, Decision, Policy, Progress, SetView, SlurmView, Want};
-use self::observe::{Observation, Scope, observe};
+use self::decide::{Decision, Progress, SetView, SlurmView};
+use self::observation::Observation;
+use self::observe::{Needs, Scope, observe};
 use self::watch::Cache;
 use crate::accounting::SlurmAccounts;
 use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard, Report};
@@ -39,10 +44,8 @@ use crate::render::Rendered;
 use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
 use crate::spec::ClusterFile;
-use crate::spec::canary::Validation;
-use crate::spec::window::{self, WindowMode};
-pub use decisions::policy;
-use decisions::{decide_all, gated, unknown};
+pub use decisions::{Moves, Scope as PassScope, decide_pass, policy};
+pub use preview::Preview;
 
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
 /// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
@@ -74,8 +77,8 @@ pub struct Target<'a> {
     pub rendered: &'a Rendered,
     /// Server-side apply and prune with these options first; None: only move workers.
     pub apply: Option<&'a Options>,
-    /// Replace outdated workers; false: only scale-ins and removals move (`apply --no-rollout`).
-    pub roll: bool,
+    /// Which NodeSets, which moves, windows ignored or not.
+    pub scope: PassScope,
     /// Read the workers with a LIST, not from the watch cache: the previous pass acted, and the
     /// cache may not have seen its writes yet.
     pub fresh: bool,
@@ -139,15 +142,8 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         out.done = true;
         return Ok(out);
     };
-    let scope = Scope::cluster(ns, &c.metadata.name);
-    let cache = env.cache.filter(|_| !t.fresh);
-    let mut obs = observe(&env.cluster.client, &scope, cache, Some(slurm))
-        .await
-        .map_err(kube_err("observe the workers"))?;
-    distrust_empty(&mut obs);
-    let mut decisions = decide_all(c, &obs, env.registration_grace);
-    place_in_blocks(&env.cluster.client, c, &obs, &mut decisions).await;
-    reserve_for_windows(&env.cluster.client, slurm, c, &obs, &mut decisions).await;
+    let obs = look(env, t, slurm).await?;
+    let mut decisions = decide_pass(c, &obs, env.registration_grace, &t.scope);
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -163,52 +159,24 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
                 .flatten(),
             false => None,
         };
-        let rep = apply_held(env, t, opts, &obs, &decisions).await?;
+        let rendered = held(t.rendered, &decisions);
+        let rep = apply_held(env, t, &rendered, opts, &obs, &decisions).await?;
         // A Slurm upgrade holds later components back, a maintenance window the control plane:
         // apply again on the next pass, at the latest when the window opens.
         out.held |= !rep.held.is_empty();
         if let Some(opens) = rep.window_opens {
             out.wake_at = Some(out.wake_at.map_or(opens, |t| t.min(opens)));
         }
-        for id in rep.updated.iter().chain(&rep.created).chain(&rep.recreated) {
-            if let Some(name) = id
-                .strip_prefix("StatefulSet/")
-                .or_else(|| id.strip_prefix("PodTemplate/"))
-            {
-                changed.insert(name.to_string());
-            }
-        }
+        changed = changed_node_sets(rep.updated.iter().chain(&rep.created).chain(&rep.recreated));
         let mut rep = rep;
         accounting(env, slurm, c, last.as_ref(), &mut rep).await?;
         out.applied = Some(rep);
     }
+    settle(&mut decisions, &changed);
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
     let upgrading = out.applied.as_ref().is_some_and(|r| !r.held.is_empty());
     let mut all_done = out.slurm_error.is_none() && !upgrading;
     for (name, mut d) in decisions {
-        if changed.contains(&name) {
-            // Decided on the old StatefulSet: the next pass sees the new revision.
-            d.progress.done = false;
-            d.actions.clear();
-            d.create.clear();
-        }
-        if !t.roll {
-            // Only the workers that leave move; the others wait for `slurmops rollout`.
-            let leaving = &d.progress.leaving;
-            d.actions.retain(|a| match a {
-                Action::Drain { node, .. } | Action::Resume { node } => leaving.contains(node),
-                Action::SetTopology { .. } => true,
-                // A canary and a window's reservation belong to a rollout, which waits.
-                Action::Submit { .. }
-                | Action::Cancel { .. }
-                | Action::Hold { .. }
-                | Action::Reserve { .. }
-                | Action::Unreserve { .. } => false,
-                // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).
-                Action::Delete { pod, .. } => leaving.contains(pod),
-            });
-            d.progress.done = leaving.is_empty();
-        }
         out.held |= d.hold_replicas.is_some() || d.keep;
         all_done &= d.progress.done && d.hold_replicas.is_none() && !d.keep;
         let hands = Hands {
@@ -247,6 +215,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         .spec
         .node_sets
         .iter()
+        .filter(|n| t.scope.includes(&n.name))
         .all(|n| obs.sets.contains_key(&n.name));
     out.done = all_done && out.events.is_empty();
     out.sets = obs.sets;
@@ -291,51 +260,75 @@ async fn accounting<S: SlurmAccounts>(
     Ok(())
 }
 
-/// One rollout-only pass over one NodeSet (`slurmops rollout`): the same observe, decide and act,
-/// without applying anything.
-#[allow(clippy::too_many_arguments)]
-pub async fn pass_node_set<S: SlurmNodes>(
-    client: &kube::Client,
+/// Observes and decides as `pass` would, and acts on nothing (`plan --cluster`).
+pub async fn preview<S: SlurmNodes>(
+    env: &Env<'_, S>,
+    t: &Target<'_>,
+) -> Result<Preview, PassError> {
+    let Some(slurm) = env.slurm else {
+        return Err(PassError::Missing(
+            "previewing the controller's pass needs Slurm (--slurmrestd-url)".into(),
+        ));
+    };
+    let observation = look(env, t, slurm).await?;
+    let decisions = decide_pass(t.c, &observation, env.registration_grace, &t.scope);
+    Ok(Preview {
+        decisions,
+        observation,
+    })
+}
+
+/// One observation for a pass or a preview: the scope's workers, Slurm and what the decisions
+/// need, with a Slurm answer that cannot be trusted counted as unknown.
+async fn look<S: SlurmNodes>(
+    env: &Env<'_, S>,
+    t: &Target<'_>,
     slurm: &S,
-    namespace: &str,
-    node_set: &str,
-    policy: &Policy,
-    validation: Option<&Validation>,
-    cache: Option<&Cache>,
-    fence: &Fence<'_>,
-    observer: &Observer,
-) -> Result<Outcome, PassError> {
-    let scope = Scope::node_set(namespace, node_set);
-    let mut obs = observe(client, &scope, cache, Some(slurm))
+) -> Result<Observation, PassError> {
+    let c = t.c;
+    let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
+    let cache = env.cache.filter(|_| !t.fresh);
+    let mut obs = observe(&env.cluster.client, &scope, cache, Some(slurm), &Needs::of(c))
         .await
         .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);
-    let mut out = Outcome {
-        slurm_error: obs.slurm.as_ref().err().cloned(),
-        ..Outcome::default()
-    };
-    let Some(set) = obs.sets.get(node_set) else {
+    if t.apply.is_none()
+        && let Some(missing) = t
+            .scope
+            .only
+            .iter()
+            .flatten()
+            .find(|n| !obs.sets.contains_key(*n))
+    {
         return Err(PassError::Missing(format!(
-            "NodeSet {node_set}: no StatefulSet {namespace}/{node_set} (apply cluster.yaml first)"
+            "NodeSet {missing}: no workload in {} (apply cluster.yaml first)",
+            c.metadata.namespace
         )));
-    };
-    let mut policy = *policy;
-    let mut d = match &obs.slurm {
-        Ok(view) => gated(set, &Want::Current, &mut policy, validation, view, obs.now),
-        Err(_) => unknown(set, &Want::Current),
-    };
-    let hands = Hands {
-        client,
-        namespace,
-        fence,
-        observer,
-    };
-    carry_out(&hands, slurm, node_set, Some(set), &mut d, &mut out).await?;
-    out.done = d.progress.done && out.events.is_empty() && out.slurm_error.is_none();
-    out.progress.push(d.progress);
-    out.sets = obs.sets;
-    out.slurm = obs.slurm.ok();
-    Ok(out)
+    }
+    Ok(obs)
+}
+
+/// The NodeSets whose workload (StatefulSet, or PodTemplate of slurmops-made pods) IDS name.
+fn changed_node_sets<'a>(ids: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+    ids.into_iter()
+        .filter_map(|id| {
+            id.strip_prefix("StatefulSet/")
+                .or_else(|| id.strip_prefix("PodTemplate/"))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Decisions taken on a workload the apply just changed are dropped: the next pass decides on
+/// the new revision.
+fn settle(decisions: &mut BTreeMap<String, Decision>, changed: &BTreeSet<String>) {
+    for (name, d) in decisions.iter_mut() {
+        if changed.contains(name) {
+            d.progress.done = false;
+            d.actions.clear();
+            d.create.clear();
+        }
+    }
 }
 
 /// What a pass writes with.
@@ -408,105 +401,6 @@ fn fenced<S>(env: &Env<'_, S>) -> Result<(), PassError> {
     }
 }
 
-/// Adds the block placements due (spec.topology) to the decisions. Kubernetes nodes' labels that
-/// cannot be read leave placement to a later pass (it never blocks a rollout), and say why.
-async fn place_in_blocks(
-    client: &kube::Client,
-    c: &ClusterFile,
-    obs: &Observation,
-    decisions: &mut BTreeMap<String, Decision>,
-) {
-    let (Some(t), Ok(view)) = (&c.spec.topology, &obs.slurm) else {
-        return;
-    };
-    let b = &t.block;
-    let hosts: BTreeSet<String> = obs
-        .sets
-        .values()
-        .filter(|s| b.node_sets.contains(&s.name))
-        .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
-        .collect();
-    let labels = match observe::host_blocks(client, &b.node_label, &hosts).await {
-        Ok(l) => l,
-        Err(e) => {
-            for (name, d) in decisions.iter_mut() {
-                if b.node_sets.contains(name) {
-                    d.progress.unplaced = vec![format!(
-                        "cannot read the Kubernetes nodes' {} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)",
-                        b.node_label
-                    )];
-                }
-            }
-            return;
-        }
-    };
-    for (name, set) in &obs.sets {
-        let p = blocks::place(set, b, &labels, view);
-        if let Some(d) = decisions.get_mut(name) {
-            d.progress.done &= p.registering.is_empty();
-            d.actions.extend(p.actions);
-            d.progress.unplaced = p.unplaced;
-        }
-    }
-}
-
-/// Adds the maintenance reservations due (NodeSets that wait for a window), and says which one
-/// holds each NodeSet's workers. Reservations that cannot be read leave it to a later pass.
-/// Where slurmctld's sidecar makes them, those asked of it count as made.
-async fn reserve_for_windows<S: SlurmNodes>(
-    client: &kube::Client,
-    slurm: &S,
-    c: &ClusterFile,
-    obs: &Observation,
-    decisions: &mut BTreeMap<String, Decision>,
-) {
-    let windowed = c
-        .spec
-        .node_sets
-        .iter()
-        .any(|n| n.update.window != WindowMode::None);
-    if !windowed || obs.slurm.is_err() {
-        return;
-    }
-    let Ok(mut existing) = slurm.reservations().await else {
-        return;
-    };
-    let sidecar = window::reserves_through_sidecar(&c.spec)
-        .then(|| crate::render::names::Names::new(c).maintenance());
-    let in_slurm = existing.len();
-    if let Some(cm) = &sidecar {
-        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &c.metadata.namespace);
-        match cms.get_opt(cm).await {
-            Ok(m) => {
-                let data = m.and_then(|m| m.data).unwrap_or_default();
-                let asked = maint::asked(&data, obs.now);
-                let new: Vec<_> = asked
-                    .into_iter()
-                    .filter(|a| existing.iter().all(|r| r.name != a.name))
-                    .collect();
-                existing.extend(new);
-            }
-            Err(_) => return,
-        }
-    }
-    let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
-    for (name, d) in decisions.iter_mut() {
-        let steps = maint::steps(&d.progress, &timing, &existing, sidecar.as_deref());
-        let held = existing.iter().position(|r| r.name == maint::name(name));
-        if let (Some(w), Some(i)) = (d.progress.window.as_mut(), held) {
-            let r = &existing[i];
-            let mut note = format!("{} on {}", r.name, r.nodes.join(", "));
-            if let (true, Some(cm)) = (i >= in_slurm, &sidecar) {
-                note += &format!(
-                    " (asked of slurmctld's sidecar through ConfigMap {cm}; not in Slurm yet)"
-                );
-            }
-            w.reservation = Some(note);
-        }
-        d.actions.extend(steps);
-    }
-}
-
 /// A worker StatefulSet may lose pods whose Slurm nodes are all drained, or unknown to Slurm.
 impl PruneGuard for SlurmView {
     async fn drained(&self, nodes: &[String]) -> Result<bool, String> {
@@ -516,42 +410,41 @@ impl PruneGuard for SlurmView {
     }
 }
 
-/// Applies T, with the StatefulSets of unfinished scale-ins kept at their live replicas and those
-/// of removed NodeSets with undrained workers kept (both go on a later pass, once drained).
+/// R with the StatefulSets of unfinished scale-ins kept at their live replicas (they go down on
+/// a later pass, once their leaving workers are drained).
+fn held(r: &Rendered, decisions: &BTreeMap<String, Decision>) -> Rendered {
+    let mut r = r.clone();
+    for (name, d) in decisions {
+        let Some(replicas) = d.hold_replicas else {
+            continue;
+        };
+        if let Some(o) = r
+            .objects
+            .iter_mut()
+            .find(|o| o.kind == "StatefulSet" && o.name == *name)
+        {
+            o.body["spec"]["replicas"] = json!(replicas);
+        }
+    }
+    r
+}
+
+/// Applies R (T's objects, held), with the StatefulSets of removed NodeSets with undrained
+/// workers kept (both go on a later pass, once drained).
 async fn apply_held<S>(
     env: &Env<'_, S>,
     t: &Target<'_>,
+    r: &Rendered,
     opts: &Options,
     obs: &Observation,
     decisions: &BTreeMap<String, Decision>,
 ) -> Result<Report, PassError> {
-    let holds: Vec<(&String, u32)> = decisions
-        .iter()
-        .filter_map(|(n, d)| d.hold_replicas.map(|r| (n, r)))
-        .collect();
     let mut opts = opts.clone();
     opts.keep = decisions
         .iter()
         .filter(|(_, d)| d.keep)
         .map(|(n, _)| n.clone())
         .collect();
-    let held;
-    let r = if holds.is_empty() {
-        t.rendered
-    } else {
-        let mut r = t.rendered.clone();
-        for (name, replicas) in holds {
-            if let Some(o) = r
-                .objects
-                .iter_mut()
-                .find(|o| o.kind == "StatefulSet" && o.name == *name)
-            {
-                o.body["spec"]["replicas"] = json!(replicas);
-            }
-        }
-        held = r;
-        &held
-    };
     let rep = match &obs.slurm {
         Ok(view) => apply::apply(env.cluster, t.c, t.text, r, &opts, view).await?,
         Err(_) => apply::apply(env.cluster, t.c, t.text, r, &opts, &NoSlurm).await?,
@@ -587,13 +480,7 @@ mod tests {
                 workers: vec![w],
             },
         )]);
-        let mut obs = Observation {
-            sets,
-            templates: BTreeMap::new(),
-            nodes: Ok(Vec::new()),
-            slurm: Ok(SlurmView::default()),
-            now: 10_000,
-        };
+        let mut obs = Observation::of_sets(sets, Ok(SlurmView::default()), 10_000);
         distrust_empty(&mut obs);
         let err = obs.slurm.unwrap_err();
         assert!(

@@ -1,40 +1,63 @@
 //! Observe: the cluster's worker StatefulSets and pods (from the watch cache when the daemon runs
-//! one, else one LIST each, never one per NodeSet) and Slurm's nodes and jobs, read once per
-//! pass. Turns them into the plain views `decide` works on.
+//! one, else one LIST each, never one per NodeSet), Slurm's nodes and jobs, and what else the
+//! decisions need (Kubernetes nodes and their block labels, reservations, the sidecar's
+//! maintenance ConfigMap), read once per pass before anything is decided. Turns them into the
+//! plain `Observation` that `decisions` works on; nothing is read between decide and act.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodTemplate};
 use kube::api::{Api, ListParams};
 
 use super::decide::{SetView, SlurmView, Worker};
+pub use super::observation::{Observation, Reservations};
 use super::watch::Cache;
 pub use super::watch::Scope;
+use crate::spec::ClusterFile;
+use crate::spec::window::{self, WindowMode};
 use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
 
-/// What one pass saw.
-#[derive(Debug, Clone)]
-pub struct Observation {
-    pub sets: BTreeMap<String, SetView>,
-    /// The PodTemplates of perNode NodeSets, by name.
-    pub templates: BTreeMap<String, PodTemplate>,
-    /// Kubernetes nodes, read when a perNode NodeSet exists; an error stops only those NodeSets.
-    pub nodes: Result<Vec<Node>, String>,
-    /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
-    pub slurm: Result<SlurmView, String>,
-    /// UNIX seconds.
-    pub now: i64,
+/// What a pass must read besides the workers and Slurm's nodes and jobs, from cluster.yaml.
+#[derive(Debug, Clone, Default)]
+pub struct Needs {
+    /// `spec.topology`: the Kubernetes node label naming a block, and its NodeSets.
+    pub blocks: Option<(String, BTreeSet<String>)>,
+    /// A NodeSet waits for maintenance windows: Slurm's reservations.
+    pub reservations: bool,
+    /// The ConfigMap through which slurmctld's sidecar makes reservations (Slurm 24.11).
+    pub sidecar: Option<String>,
 }
 
-/// Reads the scope's StatefulSets and pods (cache or LIST) and Slurm (when given).
+impl Needs {
+    pub fn of(c: &ClusterFile) -> Needs {
+        let reservations = c
+            .spec
+            .node_sets
+            .iter()
+            .any(|n| n.update.window != WindowMode::None);
+        Needs {
+            blocks: c.spec.topology.as_ref().map(|t| {
+                let b = &t.block;
+                (b.node_label.clone(), b.node_sets.iter().cloned().collect())
+            }),
+            reservations,
+            sidecar: (reservations && window::reserves_through_sidecar(&c.spec))
+                .then(|| crate::render::names::Names::new(c).maintenance()),
+        }
+    }
+}
+
+/// Reads the scope's StatefulSets and pods (cache or LIST), Slurm (when given) and whatever else
+/// NEEDS names: everything a pass decides on, once.
 pub async fn observe<S: SlurmNodes>(
     client: &kube::Client,
     scope: &Scope,
     cache: Option<&Cache>,
     slurm: Option<&S>,
+    needs: &Needs,
 ) -> Result<Observation, kube::Error> {
     let (sts, pods) = match cache.filter(|c| c.serves(scope)) {
         Some(c) => (c.stateful_sets(), c.pods()),
@@ -70,7 +93,7 @@ pub async fn observe<S: SlurmNodes>(
                 format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
             }),
     };
-    let slurm = match slurm {
+    let slurm_view = match slurm {
         Some(s) => read_slurm(s).await.map_err(|e| e.to_string()),
         None => Err("no slurmrestd configured".to_string()),
     };
@@ -79,23 +102,75 @@ pub async fn observe<S: SlurmNodes>(
         // A NodeSet that just became perNode: its StatefulSet's workers leave first.
         sets.entry(name).or_insert(v);
     }
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let blocks = match &needs.blocks {
+        Some((label, in_blocks)) if slurm_view.is_ok() => {
+            let hosts: BTreeSet<String> = sets
+                .values()
+                .filter(|s| in_blocks.contains(&s.name))
+                .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
+                .collect();
+            host_blocks(client, label, &hosts).await.map_err(|e| {
+                format!(
+                    "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
+                )
+            })
+        }
+        _ => Ok(BTreeMap::new()),
+    };
+    let reservations = match (slurm, needs.reservations, &slurm_view) {
+        (Some(s), true, Ok(_)) => reservations(client, s, &scope.namespace, needs, now).await,
+        _ => Ok(Reservations::default()),
+    };
     Ok(Observation {
         sets,
         templates,
         nodes,
-        slurm,
-        now: k8s_openapi::jiff::Timestamp::now().as_second(),
+        slurm: slurm_view,
+        blocks,
+        reservations,
+        now,
     })
+}
+
+/// Slurm's reservations, then those asked of slurmctld's sidecar that Slurm does not hold yet.
+async fn reservations<S: SlurmNodes>(
+    client: &kube::Client,
+    slurm: &S,
+    namespace: &str,
+    needs: &Needs,
+    now: i64,
+) -> Result<Reservations, String> {
+    let mut all = slurm
+        .reservations()
+        .await
+        .map_err(|e| format!("cannot read Slurm's reservations: {e}"))?;
+    let in_slurm = all.len();
+    if let Some(cm) = &needs.sidecar {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let m = cms
+            .get_opt(cm)
+            .await
+            .map_err(|e| format!("cannot read ConfigMap {cm}: {e}"))?;
+        let data = m.and_then(|m| m.data).unwrap_or_default();
+        let asked = super::maint::asked(&data, now);
+        let new: Vec<_> = asked
+            .into_iter()
+            .filter(|a| all.iter().all(|r| r.name != a.name))
+            .collect();
+        all.extend(new);
+    }
+    Ok(Reservations { all, in_slurm })
 }
 
 /// The value of LABEL on each Kubernetes node of HOSTS that carries it (one GET per node; a node
 /// that is gone is left out). Needs the optional Node reader ClusterRole.
-pub async fn host_blocks(
+async fn host_blocks(
     client: &kube::Client,
     label: &str,
     hosts: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, String>, kube::Error> {
-    let api = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+    let api = Api::<Node>::all(client.clone());
     let mut out = BTreeMap::new();
     for h in hosts {
         let value = api

@@ -535,7 +535,7 @@ mod tests {
         }
         let dep = &find(&objs, "Deployment")[0];
         assert_eq!(
-            dep["spec"]["selector"]["matchLabels"]["slurmops.dev/cluster"],
+            dep["spec"]["selector"]["matchLabels"][crate::vocab::LABEL_CLUSTER],
             "a"
         );
         assert!(
@@ -561,7 +561,7 @@ mod tests {
         assert_eq!(find(&one, "Deployment")[0]["metadata"]["name"], "slurmops");
         assert!(
             find(&one, "Deployment")[0]["spec"]["selector"]["matchLabels"]
-                .get("slurmops.dev/cluster")
+                .get(crate::vocab::LABEL_CLUSTER)
                 .is_none()
         );
     }

@@ -270,7 +270,7 @@ async fn reconcile(
         text: &t.fetched.text,
         rendered: &t.r,
         apply: apply_now.then_some(&cfg.apply),
-        roll: true,
+        scope: Default::default(),
         fresh: state
             .acted_at
             .is_some_and(|t| t.elapsed() < controller::FRESH_AFTER_WRITE),

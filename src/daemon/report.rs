@@ -7,6 +7,7 @@ use super::http::Shared;
 use super::{Config, State};
 use crate::apply::Cluster;
 use crate::status::configmap::{self, Status};
+use crate::vocab;
 
 pub(super) fn count(shared: &Shared, result: &str, started: Instant) {
     shared
@@ -94,11 +95,11 @@ pub(super) async fn rollout_events(
         .iter()
         .filter_map(|(set, e)| {
             let reason = match e {
-                E::Drain { .. } => "Draining",
-                E::Delete { .. } => "WorkerReplaced",
-                E::Resume { .. } => "Resumed",
+                E::Drain { .. } => vocab::EVENT_DRAINING,
+                E::Delete { .. } => vocab::EVENT_WORKER_REPLACED,
+                E::Resume { .. } => vocab::EVENT_RESUMED,
                 E::CanaryVerdict { reason, .. } => reason,
-                E::Reserved { .. } => "MaintenanceReserved",
+                E::Reserved { .. } => vocab::EVENT_MAINTENANCE_RESERVED,
                 _ => return None,
             };
             Some((set.clone(), reason, e.to_string()))
@@ -112,7 +113,7 @@ pub(super) async fn rollout_events(
             let key = format!("{}/{}/{}", p.node_set, w.node, jobs.join(","));
             if !seen.contains(&key) {
                 let told = crate::status::show::waiting(w, now);
-                notes.push((p.node_set.clone(), "WaitingForJobs", told));
+                notes.push((p.node_set.clone(), vocab::EVENT_WAITING_FOR_JOBS, told));
             }
             waiting_now.insert(key);
         }
@@ -124,7 +125,7 @@ pub(super) async fn rollout_events(
             involved: crate::status::node_set_ref(namespace, &set, managed),
             reason,
             message,
-            warning: reason == "CanaryFailed",
+            warning: reason == vocab::EVENT_CANARY_FAILED,
         };
         if let Err(e) = crate::status::record(&cluster.client, note).await {
             tracing::warn!("recording an Event: {e}");

@@ -139,6 +139,16 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
     }
     out.extend(s.autoscale_changes.iter().cloned());
     out.extend(s.accounting.lines());
+    for st in &s.next_pass {
+        let detail = match st.detail.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", st.detail),
+        };
+        out.push(format!(
+            "next pass: {} {} (NodeSet {}){detail}",
+            st.action, st.target, st.node_set
+        ));
+    }
     for d in &s.drains {
         let jobs: Vec<String> = d
             .jobs

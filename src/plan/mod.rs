@@ -159,6 +159,10 @@ pub struct SlurmSummary {
     /// With a live cluster and Slurm: each node the change drains and the jobs running there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drains: Vec<NodeDrain>,
+    /// With a live cluster and Slurm: the worker steps the controller's next pass takes (its
+    /// own decisions, not a guess), after the object changes above.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub next_pass: Vec<Step>,
     /// `slurmVersion` changes: the in-place upgrade, in the order it is applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<Upgrade>,
@@ -182,6 +186,18 @@ pub struct Upgrade {
     /// path that is allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+}
+
+/// One step of the controller's next pass on a NodeSet's workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Step {
+    pub node_set: String,
+    /// drain, delete, resume, create, topology, submit, cancel, hold, reserve, unreserve.
+    pub action: &'static str,
+    /// The worker (node or pod), job or reservation it acts on.
+    pub target: String,
+    /// Why, in the controller's words (a drain reason, a bound node, the canary's nodes).
+    pub detail: String,
 }
 
 /// A Slurm node a change drains, and what runs on it now.

@@ -5,27 +5,11 @@ use std::collections::BTreeMap;
 
 use crate::spec::types::{ClusterFile, ClusterSpec};
 
-pub const LABEL_NAME: &str = "app.kubernetes.io/name";
-pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
-pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const LABEL_NODESET: &str = "slurmops.dev/nodeset";
-pub const LABEL_LOGIN_SET: &str = "slurmops.dev/login-set";
-/// The Slurm release (`spec.slurmVersion`) a component's objects and pods run; upgrades are
-/// staged by it (apply::upgrade).
-pub const LABEL_SLURM_VERSION: &str = "slurmops.dev/slurm-version";
-/// Set by the daemon on worker pods running jobs; the worker PDB protects those.
-pub const LABEL_BUSY: &str = "slurmops.dev/busy";
-/// Annotation on the PodTemplate of a NodeSet whose pods slurmops makes: the workers autoscale
-/// wants (owned by its field manager, as a StatefulSet's `spec.replicas` is).
-pub const ANNOTATION_REPLICAS: &str = "slurmops.dev/replicas";
-/// The verdict of a NodeSet's last canary, on its StatefulSet or PodTemplate (field manager
-/// `slurmops-canary`): written by the controller, read back on every pass.
-pub const ANNOTATION_CANARY: &str = "slurmops.dev/canary";
-/// The revision of a perNode NodeSet's PodTemplate, copied into the pods made from it.
-pub const LABEL_REVISION: &str = "slurmops.dev/revision";
-/// Prefix of the per-file checksum annotations on pod templates.
-pub const CHECKSUM_PREFIX: &str = "checksum.slurmops.dev/";
+pub use crate::vocab::{
+    ANNOTATION_CANARY, ANNOTATION_REPLICAS, CHECKSUM_PREFIX, LABEL_BUSY, LABEL_COMPONENT,
+    LABEL_INSTANCE, LABEL_LOGIN_SET, LABEL_MANAGED_BY, LABEL_NAME, LABEL_NODESET, LABEL_REVISION,
+    LABEL_SLURM_VERSION,
+};
 
 /// Where each daemon listens (the Services and `--conf-server` name them).
 pub const SLURMCTLD_PORT: u16 = 6817;

@@ -5,40 +5,14 @@
 //! The steps themselves are the controller's (`controller::decide`): not-Ready workers first, then
 //! idle, then soonest-finishing (`select`); at most `maxUnavailable` out; our drains resumed once
 //! the new pod is registered; an administrator's drain kept. This module holds the rollout's
-//! vocabulary — settings, events, the report — that the controller and its drivers speak
-//! (`controller::drive::roll` loops the pass over one NodeSet for `slurmops rollout`).
+//! vocabulary — events, the report — that the controller and its drivers speak
+//! (`controller::drive::roll` loops the controller's pass for `slurmops rollout`).
 
 pub mod select;
-
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
 pub use select::{Candidate, order};
-
-/// How a rollout behaves (from the NodeSet's `update` settings).
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub max_unavailable: u32,
-    /// After this long draining, `force` deletes the pod anyway; otherwise slurmops keeps waiting.
-    pub drain_timeout: Option<Duration>,
-    pub force_after_timeout: bool,
-    /// A replaced worker must be Ready and registered in Slurm within this time.
-    pub progress_timeout: Duration,
-    /// How long slurmrestd may stay unreachable before the rollout gives up (nothing is deleted
-    /// meanwhile).
-    pub slurm_outage_timeout: Duration,
-    /// A Ready worker whose Slurm node is unknown this long never registered: replaced.
-    pub registration_grace: Duration,
-    pub poll: Duration,
-    /// Watch the NodeSet's workers, so that a new pod Ready starts the next wave at once (two
-    /// watch streams per rollout; off when many NodeSets roll from one process).
-    pub watch: bool,
-    /// Called with every event as it happens (progress on the terminal, logs).
-    pub observer: Observer,
-    /// The NodeSet's canary (cluster.yaml's `update.canary`, with its partition).
-    pub canary: Option<crate::spec::canary::Validation>,
-}
 
 /// A callback for rollout events.
 #[derive(Clone, Default)]
@@ -64,36 +38,6 @@ impl std::fmt::Debug for Observer {
         } else {
             "Observer(none)"
         })
-    }
-}
-
-impl Settings {
-    /// The NodeSet's `update` policy from cluster.yaml.
-    pub fn of(ns: &crate::spec::types::NodeSet) -> Settings {
-        let u = &ns.update;
-        Settings {
-            max_unavailable: ns.max_unavailable(0),
-            drain_timeout: Some(Duration::from_secs(u.drain_timeout.as_secs())),
-            force_after_timeout: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
-            ..Settings::default()
-        }
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
-            max_unavailable: 1,
-            drain_timeout: None,
-            force_after_timeout: false,
-            progress_timeout: Duration::from_secs(300),
-            slurm_outage_timeout: Duration::from_secs(3600),
-            registration_grace: Duration::from_secs(300),
-            poll: Duration::from_millis(500),
-            watch: true,
-            observer: Observer::default(),
-            canary: None,
-        }
     }
 }
 

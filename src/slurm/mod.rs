@@ -20,7 +20,7 @@ pub use model::{
 };
 
 /// Drain reasons slurmops sets start with this; only such drains are ever resumed by slurmops.
-pub const REASON_PREFIX: &str = "slurmops:";
+pub use crate::vocab::REASON_PREFIX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {

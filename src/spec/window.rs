@@ -43,6 +43,17 @@ pub enum WindowMode {
     Preferred,
 }
 
+impl WindowMode {
+    /// As cluster.yaml spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowMode::None => "none",
+            WindowMode::Required => "required",
+            WindowMode::Preferred => "preferred",
+        }
+    }
+}
+
 /// Whether slurmctld restarts and Slurm upgrades wait for a maintenance window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -9,11 +9,10 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 /// Name of the status ConfigMap of a daemon without `--cluster` (one cluster per namespace).
-pub const NAME: &str = "slurmops-status";
+pub use crate::vocab::STATUS_CONFIGMAP as NAME;
 /// The label every status ConfigMap carries (`slurmops status` lists them by it), and the one
 /// naming the cluster of a daemon run with `--cluster`.
-pub const LABEL_STATUS: &str = "slurmops.dev/status";
-pub const LABEL_CLUSTER: &str = "slurmops.dev/cluster";
+pub use crate::vocab::{LABEL_CLUSTER, LABEL_STATUS};
 
 /// The status ConfigMap of the daemon for CLUSTER (`--cluster`), or the one-per-namespace name.
 pub fn name_for(cluster: Option<&str>) -> String {
@@ -23,7 +22,7 @@ pub fn name_for(cluster: Option<&str>) -> String {
     }
 }
 /// Field manager of the status writes.
-pub const MANAGER: &str = "slurmops-status";
+pub use crate::vocab::MANAGER_STATUS as MANAGER;
 
 /// What the daemon reports. Keys are the ConfigMap's data keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

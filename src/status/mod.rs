@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, PostParams};
 
 /// Component name on every Event slurmops records.
-pub const COMPONENT: &str = "slurmops";
+pub use crate::vocab::EVENT_COMPONENT as COMPONENT;
 
 /// An Event about one object.
 pub struct Note<'a> {

@@ -28,7 +28,7 @@ use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes};
 use crate::spec::ClusterFile;
 
 /// The pod condition type carrying Slurm's view of the worker.
-pub const CONDITION: &str = "slurmops.dev/slurm-node";
+pub use crate::vocab::CONDITION_SLURM_NODE as CONDITION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {

@@ -1,0 +1,55 @@
+//! What one pass saw, as plain data: the workers, the PodTemplates and Kubernetes nodes of
+//! slurmops-made NodeSets, the block labels of the workers' hosts, Slurm's nodes, jobs and
+//! reservations, the maintenance reservations asked of slurmctld's sidecar, and the time.
+//! `observe` (I/O) fills it once per pass; `decisions` (pure) decides on it alone.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, PodTemplate};
+
+use super::decide::{SetView, SlurmView};
+use crate::slurm::Reservation;
+
+/// What one pass saw. Each part that could not be read holds why, and stops only the decisions
+/// that need it.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub sets: BTreeMap<String, SetView>,
+    /// The PodTemplates of NodeSets whose pods slurmops makes, by name.
+    pub templates: BTreeMap<String, PodTemplate>,
+    /// Kubernetes nodes, read when a perNode NodeSet exists.
+    pub nodes: Result<Vec<Node>, String>,
+    /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
+    pub slurm: Result<SlurmView, String>,
+    /// The block label of each Kubernetes node hosting a worker of a NodeSet in block topology
+    /// (empty without `spec.topology`).
+    pub blocks: Result<BTreeMap<String, String>, String>,
+    /// Slurm's reservations, read when a NodeSet waits for maintenance windows (else empty),
+    /// with those asked of slurmctld's sidecar and not yet made (`in_slurm` tells them apart).
+    pub reservations: Result<Reservations, String>,
+    /// UNIX seconds.
+    pub now: i64,
+}
+
+/// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.
+#[derive(Debug, Clone, Default)]
+pub struct Reservations {
+    pub all: Vec<Reservation>,
+    pub in_slurm: usize,
+}
+
+impl Observation {
+    /// An observation of SETS alone (no Slurm, nodes, blocks or reservations): for tests and
+    /// tools that build one by hand.
+    pub fn of_sets(sets: BTreeMap<String, SetView>, slurm: Result<SlurmView, String>, now: i64) -> Self {
+        Observation {
+            sets,
+            templates: BTreeMap::new(),
+            nodes: Ok(Vec::new()),
+            slurm,
+            blocks: Ok(BTreeMap::new()),
+            reservations: Ok(Reservations::default()),
+            now,
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The vocabulary: every name slurmops puts on or reads from Kubernetes and Slurm objects. A tool
+//! without CRDs has no schema to publish; these labels, annotations, field managers, object
+//! names, drain reasons, Event reasons, condition types and status keys *are* its API, and users'
+//! scripts, alerts and policies depend on them. They live here alone, one line of doc each
+//! (`README.md`'s vocabulary table is generated from `ALL` and checked by a test, and a test
+//! fails when a `slurmops.dev/` or ApplySet name is spelled as a literal anywhere else).
+
+/// What a term names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Label,
+    Annotation,
+    FieldManager,
+    Object,
+    DrainReason,
+    EventReason,
+    Condition,
+    StatusKey,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Label => "label",
+            Kind::Annotation => "annotation",
+            Kind::FieldManager => "field manager",
+            Kind::Object => "object name",
+            Kind::DrainReason => "Slurm drain reason",
+            Kind::EventReason => "Event reason",
+            Kind::Condition => "pod condition",
+            Kind::StatusKey => "status key",
+        }
+    }
+}
+
+/// One term of the vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct Term {
+    pub kind: Kind,
+    pub name: &'static str,
+    pub value: &'static str,
+    pub doc: &'static str,
+}
+
+macro_rules! vocabulary {
+    ($( $kind:ident { $( #[doc = $doc:literal] $name:ident = $value:literal; )* } )*) => {
+        $( $( #[doc = $doc] pub const $name: &str = $value; )* )*
+        /// Every term, in the order of this file.
+        pub const ALL: &[Term] = &[
+            $( $( Term { kind: Kind::$kind, name: stringify!($name), value: $value, doc: $doc.trim_ascii() }, )* )*
+        ];
+    };
+}
+
+vocabulary! {
+    Label {
+        /// The Kubernetes recommended label: always `slurm`.
+        LABEL_NAME = "app.kubernetes.io/name";
+        /// The cluster (cluster.yaml's `metadata.name`) an object belongs to.
+        LABEL_INSTANCE = "app.kubernetes.io/instance";
+        /// The Slurm component: controller, restapi, accounting, login, worker.
+        LABEL_COMPONENT = "app.kubernetes.io/component";
+        /// Always `slurmops` on the objects it renders.
+        LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
+        /// The NodeSet of a worker StatefulSet, PodTemplate and pod.
+        LABEL_NODESET = "slurmops.dev/nodeset";
+        /// The login set of a login Deployment and its pods.
+        LABEL_LOGIN_SET = "slurmops.dev/login-set";
+        /// The Slurm release (major.minor) a workload runs, read back during upgrades.
+        LABEL_SLURM_VERSION = "slurmops.dev/slurm-version";
+        /// `true` on a worker running jobs: the NodeSet's busy PodDisruptionBudget selects it.
+        LABEL_BUSY = "slurmops.dev/busy";
+        /// The revision (template digest) of a slurmops-made worker and its PodTemplate.
+        LABEL_REVISION = "slurmops.dev/revision";
+        /// On every status ConfigMap (`slurmops status` lists them by it).
+        LABEL_STATUS = "slurmops.dev/status";
+        /// The cluster of a daemon run with `--cluster` (its pods, its status ConfigMap).
+        LABEL_CLUSTER = "slurmops.dev/cluster";
+        /// KEP-3659: the id of the ApplySet, on its parent ConfigMap `NAME-applyset`.
+        LABEL_APPLYSET_ID = "applyset.kubernetes.io/id";
+        /// KEP-3659: on every member of the ApplySet; only members are ever pruned.
+        LABEL_APPLYSET_PART_OF = "applyset.kubernetes.io/part-of";
+    }
+    Annotation {
+        /// Digest of what slurmops last applied to an object (tells hand edits from git changes).
+        ANNOTATION_APPLIED_HASH = "slurmops.dev/applied-hash";
+        /// Autoscale's worker count of a NodeSet whose pods slurmops makes (on its PodTemplate).
+        ANNOTATION_REPLICAS = "slurmops.dev/replicas";
+        /// A NodeSet's canary verdict for a revision (JSON), on its workload.
+        ANNOTATION_CANARY = "slurmops.dev/canary";
+        /// Autoscale's last decision for a NodeSet, on its workload.
+        ANNOTATION_AUTOSCALE = "slurmops.dev/autoscale";
+        /// Prefix of the config digests in pod templates (`checksum.slurmops.dev/slurm.conf-restart`).
+        CHECKSUM_PREFIX = "checksum.slurmops.dev/";
+        /// KEP-3659: the tool that manages the ApplySet (`slurmops/vVERSION`).
+        ANNOTATION_APPLYSET_TOOLING = "applyset.kubernetes.io/tooling";
+        /// KEP-3659: the group-kinds the ApplySet's members have.
+        ANNOTATION_APPLYSET_GROUP_KINDS = "applyset.kubernetes.io/contains-group-kinds";
+    }
+    FieldManager {
+        /// Server-side apply of everything rendered from cluster.yaml.
+        MANAGER_APPLY = "slurmops";
+        /// `spec.replicas` of autoscaled NodeSets, so apply never resets them.
+        MANAGER_AUTOSCALE = "slurmops-autoscale";
+        /// A NodeSet's canary verdict annotation.
+        MANAGER_CANARY = "slurmops-canary";
+        /// The keys of `<cluster>-maintenance`, the reservations asked of slurmctld's sidecar.
+        MANAGER_MAINTENANCE = "slurmops-maintenance";
+        /// The daemon's status ConfigMap.
+        MANAGER_STATUS = "slurmops-status";
+    }
+    Object {
+        /// The Lease only its holder writes under (`slurmops-leader-NAME` with `--cluster NAME`).
+        LEASE = "slurmops-leader";
+        /// The daemon's status ConfigMap (`slurmops-status-NAME` with `--cluster NAME`).
+        STATUS_CONFIGMAP = "slurmops-status";
+        /// The source component of the Events slurmops records.
+        EVENT_COMPONENT = "slurmops";
+        /// Prefix of a maintenance window's Slurm reservation (`slurmops-maint-NODESET`).
+        RESERVATION_PREFIX = "slurmops-maint-";
+        /// Prefix of a canary's validation job name in Slurm.
+        CANARY_JOB_PREFIX = "slurmops-canary";
+    }
+    DrainReason {
+        /// Prefix of every Slurm drain reason slurmops sets; only those it ever resumes.
+        REASON_PREFIX = "slurmops:";
+        /// A worker replaced by a rollout.
+        REASON_ROLLOUT = "rollout";
+        /// A worker leaving for a scale-in.
+        REASON_SCALE_IN = "scale-in";
+        /// A worker of a NodeSet removed from cluster.yaml.
+        REASON_REMOVED = "NodeSet removed";
+        /// A perNode worker whose Kubernetes node left or stopped matching.
+        REASON_NODE_LEFT = "node left";
+        /// A canary that failed its validation (kept drained until git or an operator decides).
+        REASON_CANARY_FAILED = "canary failed";
+    }
+    EventReason {
+        /// The daemon applied a commit.
+        EVENT_APPLIED = "Applied";
+        /// The daemon applies nothing (`--suspend`, `spec.policy.suspend`).
+        EVENT_SUSPENDED = "Suspended";
+        /// A commit whose cluster.yaml is invalid: nothing applied.
+        EVENT_INVALID_COMMIT = "InvalidCommit";
+        /// A commit refused (signature, another cluster's file): nothing applied.
+        EVENT_REFUSED_COMMIT = "RefusedCommit";
+        /// git could not be fetched.
+        EVENT_FETCH_FAILED = "FetchFailed";
+        /// Applying a commit failed.
+        EVENT_APPLY_FAILED = "ApplyFailed";
+        /// A commit's canary failed: the rollout is halted.
+        EVENT_CANARY_FAILED = "CanaryFailed";
+        /// A canary's validation passed: the rollout goes on.
+        EVENT_CANARY_PASSED = "CanaryPassed";
+        /// An operator proceeded past a failed canary (`rollout --resume`).
+        EVENT_CANARY_OVERRIDDEN = "CanaryOverridden";
+        /// An operator rolled outside the maintenance windows (`rollout --ignore-window`).
+        EVENT_WINDOW_IGNORED = "WindowIgnored";
+        /// A worker is being drained.
+        EVENT_DRAINING = "Draining";
+        /// A drained worker's pod was deleted to be replaced.
+        EVENT_WORKER_REPLACED = "WorkerReplaced";
+        /// A drain slurmops set was resumed.
+        EVENT_RESUMED = "Resumed";
+        /// A maintenance reservation was made ahead of a window.
+        EVENT_MAINTENANCE_RESERVED = "MaintenanceReserved";
+        /// A worker waits for jobs before it can go.
+        EVENT_WAITING_FOR_JOBS = "WaitingForJobs";
+        /// Autoscale added workers.
+        EVENT_SCALED_OUT = "ScaledOut";
+        /// Autoscale removed workers.
+        EVENT_SCALED_IN = "ScaledIn";
+    }
+    Condition {
+        /// Slurm's view of a worker, as a pod condition (Idle, Allocated, Draining, Drained, ...).
+        CONDITION_SLURM_NODE = "slurmops.dev/slurm-node";
+    }
+    StatusKey {
+        /// The repository the daemon follows (credentials cut).
+        STATUS_REPOSITORY = "repository";
+        /// The branch it follows.
+        STATUS_BRANCH = "branch";
+        /// The newest commit fetched.
+        STATUS_LAST_SEEN_COMMIT = "lastSeenCommit";
+        /// The commit whose cluster.yaml is applied.
+        STATUS_LAST_APPLIED_COMMIT = "lastAppliedCommit";
+        /// applied, invalid, refused, failed, fetch-failed, suspended, canary-failed.
+        STATUS_RESULT = "result";
+        /// The commit the result is about.
+        STATUS_RESULT_COMMIT = "resultCommit";
+        /// Errors of the last attempt, one per line, with positions.
+        STATUS_ERRORS = "errors";
+        /// What the last apply and rollout did.
+        STATUS_SUMMARY = "summary";
+        /// When the last fetch succeeded (RFC 3339).
+        STATUS_LAST_FETCH = "lastFetch";
+        /// When the last attempt ran (RFC 3339).
+        STATUS_LAST_ATTEMPT = "lastAttempt";
+        /// Where each NodeSet stands (JSON).
+        STATUS_NODE_SETS = "nodeSets";
+        /// Empty when Slurm answered the last pass, else why not.
+        STATUS_SLURM = "slurm";
+        /// What is held back and what it waits for.
+        STATUS_HELD = "held";
+    }
+}
+
+/// The vocabulary as a Markdown table (README's "Vocabulary" section).
+pub fn markdown() -> String {
+    let mut out = String::from("| kind | name | meaning |\n|---|---|---|\n");
+    for t in ALL {
+        out += &format!("| {} | `{}` | {} |\n", t.kind.as_str(), t.value, t.doc);
+    }
+    out
+}
