@@ -13,7 +13,7 @@
 //! (size, cold start, daemon memory) of PATH instead of the bench's own build; `-- --only
 //! controller` runs the controller's figures alone.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/e2e/support/mod.rs"]
 mod support;
 
 #[path = "bed/controller.rs"]
@@ -105,7 +105,7 @@ fn binary_figures(binary: Option<String>) -> Result<Vec<Figure>, String> {
     serde_json::from_str(&text).map_err(|e| format!("slurmops bench --json: {e}"))
 }
 
-async fn apply(cluster: &slurmops::apply::Cluster, text: &str, wait: bool) -> Result<(), String> {
+async fn apply(cluster: &slurmops::k8s::Connection, text: &str, wait: bool) -> Result<(), String> {
     let c = slurmops::spec::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
     let opts = slurmops::apply::Options {
         wait: wait.then_some(Duration::from_secs(120)),
@@ -135,7 +135,7 @@ async fn rollout_figures() -> Result<Vec<Figure>, String> {
 
 async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
     let w = env.name("bench");
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .map_err(|e| e.to_string())?;
     let before = support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-a");

@@ -60,7 +60,7 @@ type Deletions = Arc<std::sync::Mutex<Vec<(Instant, String, String)>>>;
 /// Applies TEXT and loops the controller's pass until done; the wall time. Pod deletions are
 /// recorded in DELETED.
 async fn reconcile(
-    cluster: &slurmops::apply::Cluster,
+    cluster: &slurmops::k8s::Connection,
     text: &str,
     deleted: &Deletions,
 ) -> Result<Duration, String> {
@@ -141,7 +141,7 @@ async fn roll_sets(sets: usize) -> Result<Rolled, String> {
     let env = TestEnv::new(&format!("bench-conc{sets}")).await;
     let result = async {
         let names: Vec<String> = (0..sets).map(|i| env.name(&format!("q{i}"))).collect();
-        let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+        let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
             .await
             .map_err(|e| e.to_string())?;
         let deleted = Deletions::default();
@@ -385,7 +385,7 @@ async fn idle_requests(env: &TestEnv) -> Result<Vec<Figure>, String> {
         .replace("namespace: slurm", &format!("namespace: {}", env.ns));
     let c = slurmops::spec::load("cluster.yaml", &text).map_err(|d| format!("{d:?}"))?;
     let r = slurmops::render::render(&c);
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .map_err(|e| e.to_string())?;
     slurmops::apply::apply(

@@ -59,7 +59,7 @@ pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String
 
 /// The cluster.yaml the last apply recorded in the ApplySet parent (None: none, or unreadable).
 pub async fn last_applied(
-    cluster: &super::Cluster,
+    cluster: &super::Connection,
     c: &crate::spec::ClusterFile,
 ) -> Result<Option<crate::spec::ClusterFile>, super::ApplyError> {
     let name = parent_name(&c.metadata.name);

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::Value as Json;
 
 use super::{
-    ApplyError, Cluster, FIELD_MANAGER, api_err, compare, desired, immutable_changes, key, members,
-    retry, served, unchanged,
+    ApplyError, Connection, FIELD_MANAGER, Verdict, api_err, compare, desired, immutable_changes,
+    key, members, retry, served, verdict,
 };
 use crate::plan::{self, Action, Change, Plan, Side};
 use crate::render::Rendered;
@@ -20,7 +20,7 @@ use crate::spec::types::ClusterFile;
 /// the cluster.yaml last applied. An object is unchanged when apply would leave it alone (the
 /// same `unchanged` check apply makes); otherwise the server's dry run shows the difference.
 pub async fn drift(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     r: &Rendered,
     applied: &Rendered,
@@ -34,7 +34,14 @@ pub async fn drift(
         let id = key(&o.kind, &o.name);
         let (action, before, after) = match live.get(&id) {
             None => (Action::Create, String::new(), yaml(&o.body)),
-            Some(l) if unchanged(cluster, o, l).await? => continue,
+            Some(l)
+                if matches!(
+                    verdict(cluster, o, Some(l), false, false).await?,
+                    Verdict::Unchanged { .. }
+                ) =>
+            {
+                continue;
+            }
             Some(l) => {
                 let lj = compare::comparable(&serde_json::to_value(l).unwrap_or_default());
                 let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true)).await;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-use super::{ApplyError, Cluster, api_err, key};
+use super::{ApplyError, Connection, api_err, key};
 use crate::render::Object;
 
 fn int(o: &Json, ptr: &str) -> i64 {
@@ -53,7 +53,7 @@ fn ready(kind: &str, o: &Json) -> bool {
 
 /// Polls every object with a readiness notion until all hold, or TIMEOUT.
 pub async fn wait(
-    cluster: &Cluster,
+    cluster: &Connection,
     objects: &[Object],
     timeout: Duration,
 ) -> Result<(), ApplyError> {

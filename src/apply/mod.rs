@@ -8,7 +8,6 @@ pub mod applyset;
 pub mod compare;
 mod drift;
 pub mod health;
-pub mod live;
 mod prune;
 pub mod rbac;
 mod report;
@@ -21,11 +20,12 @@ use std::time::Duration;
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::{Value as Json, json};
 
+use crate::k8s::Connection;
+pub use crate::k8s::Requests;
 use crate::plan::IMMUTABLE_STS_FIELDS;
 use crate::render::{Object, Rendered};
 use crate::spec::types::ClusterFile;
 pub use drift::drift;
-pub use live::{Cluster, Requests};
 pub use prune::{NoSlurm, PruneGuard};
 use prune::{check_scale_in, prune_set};
 pub use report::Report;
@@ -34,6 +34,12 @@ pub use crate::vocab::{
     MANAGER_APPLY as FIELD_MANAGER, MANAGER_AUTOSCALE as AUTOSCALE_MANAGER,
     MANAGER_CANARY as CANARY_MANAGER, MANAGER_MAINTENANCE as MAINTENANCE_MANAGER,
 };
+
+impl From<crate::k8s::ConnectError> for ApplyError {
+    fn from(e: crate::k8s::ConnectError) -> ApplyError {
+        ApplyError::Connect(e.0)
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -116,7 +122,7 @@ pub struct Options {
 
 /// The objects to apply: rendered, with the live PDB version, ApplySet membership, ignore rules
 /// applied, and the hash annotation of exactly that content.
-pub fn desired(c: &ClusterFile, r: &Rendered, cluster: &Cluster, live: &Members) -> Vec<Object> {
+pub fn desired(c: &ClusterFile, r: &Rendered, cluster: &Connection, live: &Members) -> Vec<Object> {
     let set_id = applyset::id(
         &applyset::parent_name(&c.metadata.name),
         &c.metadata.namespace,
@@ -188,7 +194,7 @@ impl Members {
 
 /// Reads the parent and lists each group-kind it (or the rendering) names, once.
 pub async fn members(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     r: &Rendered,
 ) -> Result<Members, ApplyError> {
@@ -235,7 +241,7 @@ pub async fn members(
 }
 
 /// Every rendered kind is served by the cluster (checked before anything is read or written).
-fn served(cluster: &Cluster, r: &Rendered) -> Result<(), ApplyError> {
+fn served(cluster: &Connection, r: &Rendered) -> Result<(), ApplyError> {
     check_served(cluster.service_monitors, r)
 }
 
@@ -249,7 +255,7 @@ pub fn check_served(service_monitors: bool, r: &Rendered) -> Result<(), ApplyErr
     }
 }
 
-fn rendered_group_kinds(r: &Rendered, cluster: &Cluster) -> BTreeSet<String> {
+fn rendered_group_kinds(r: &Rendered, cluster: &Connection) -> BTreeSet<String> {
     r.objects
         .iter()
         .map(|o| {
@@ -328,7 +334,7 @@ fn immutable_changes(desired: &Json, live: &Json) -> Vec<&'static str> {
 
 /// Applies cluster.yaml (its TEXT, parsed C and rendering R) to the cluster.
 pub async fn apply(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     text: &str,
     r: &Rendered,
@@ -406,27 +412,34 @@ pub async fn apply(
             continue;
         }
         let current = live.get(&id);
-        let dry_runs_seen = cluster.log.summary().dry_runs;
-        if recreate.contains(&o.name) && o.kind == "StatefulSet" {
-            recreate_orphaning(cluster, o).await?;
-            apply_one(cluster, o, force, None).await?;
-            report.recreated.push(id);
-            continue;
-        }
-        match current {
-            None => {
+        let recreated = recreate.contains(&o.name);
+        match (
+            verdict(cluster, o, current, recreated, detect_only).await?,
+            current,
+        ) {
+            (Verdict::Recreate, _) => {
+                recreate_orphaning(cluster, o).await?;
+                apply_one(cluster, o, force, None).await?;
+                report.recreated.push(id);
+            }
+            (Verdict::Create, _) | (_, None) => {
                 apply_one(cluster, o, force, None).await?;
                 autoscale_initial(cluster, c, o).await?;
                 report.created.push(id);
             }
-            Some(l) if unchanged(cluster, o, l).await? => {
-                if cluster.log.summary().dry_runs > dry_runs_seen {
+            (
+                Verdict::Unchanged {
+                    confirmed_by_dry_run,
+                },
+                _,
+            ) => {
+                if confirmed_by_dry_run {
                     report.confirmed_by_dry_run.push(id.clone());
                 }
                 report.unchanged.push(id)
             }
-            Some(l) if detect_only && same_hash(o, l) => report.drifted.push(id),
-            Some(l) => {
+            (Verdict::Drifted, _) => report.drifted.push(id),
+            (Verdict::Update, Some(l)) => {
                 apply_one(cluster, o, force, Some(l)).await?;
                 take_back_keys(cluster, o, l).await?;
                 report.updated.push(id);
@@ -488,7 +501,7 @@ fn cluster_gks(live: &Members, desired: &[Object], superset: bool) -> BTreeSet<S
 
 /// Writes the parent only when its group-kinds (or the recorded cluster.yaml) change.
 async fn update_parent(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     live: &Members,
     gks: BTreeSet<String>,
@@ -539,7 +552,7 @@ async fn update_parent(
 /// patch: `Update` managers) is drift, and git wins: the fields are taken back. A conflict with
 /// another *applier* (`Apply` manager, another declarative tool) is reported unless forced.
 async fn apply_one(
-    cluster: &Cluster,
+    cluster: &Connection,
     o: &Object,
     force: bool,
     live: Option<&DynamicObject>,
@@ -568,7 +581,7 @@ fn other_appliers(live: Option<&DynamicObject>) -> Vec<String> {
 /// An autoscaled NodeSet's StatefulSet, just created: its replicas move to the autoscale field
 /// manager, so later applies (which leave `spec.replicas` out) never reset it.
 async fn autoscale_initial(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     o: &Object,
 ) -> Result<(), ApplyError> {
@@ -596,6 +609,51 @@ async fn autoscale_initial(
     Ok(())
 }
 
+/// What apply does with one object: the one answer to "did it change", for apply and for
+/// `plan --cluster` (`drift`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Create,
+    /// Applied again: git changed it, or a hand edit is taken back.
+    Update,
+    /// The live object holds it already (CONFIRMED_BY_DRY_RUN: the server was asked).
+    Unchanged {
+        confirmed_by_dry_run: bool,
+    },
+    /// A hand edit left in place (`--detect-only`, `policy.detectDriftOnly`).
+    Drifted,
+    /// Deleted with orphan propagation and applied again (an immutable StatefulSet field).
+    Recreate,
+}
+
+/// The verdict for desired object O against LIVE (None: not in the cluster). RECREATE: its
+/// immutable fields change and the policy allows recreating it.
+pub(crate) async fn verdict(
+    cluster: &Connection,
+    o: &Object,
+    live: Option<&DynamicObject>,
+    recreate: bool,
+    detect_only: bool,
+) -> Result<Verdict, ApplyError> {
+    let Some(l) = live else {
+        return Ok(Verdict::Create);
+    };
+    if recreate && o.kind == "StatefulSet" {
+        return Ok(Verdict::Recreate);
+    }
+    let dry_runs_seen = cluster.log.summary().dry_runs;
+    if unchanged(cluster, o, l).await? {
+        let confirmed_by_dry_run = cluster.log.summary().dry_runs > dry_runs_seen;
+        return Ok(Verdict::Unchanged {
+            confirmed_by_dry_run,
+        });
+    }
+    if detect_only && same_hash(o, l) {
+        return Ok(Verdict::Drifted);
+    }
+    Ok(Verdict::Update)
+}
+
 fn hash_of(v: &Json) -> Option<&str> {
     v.pointer(&format!(
         "/metadata/annotations/{}",
@@ -613,7 +671,7 @@ fn same_hash(o: &Object, live: &DynamicObject) -> bool {
 /// The live object already holds O: the hash we applied matches and every field we set has its
 /// value; else the server is asked (dry run) and only a real difference counts.
 async fn unchanged(
-    cluster: &Cluster,
+    cluster: &Connection,
     o: &Object,
     live: &DynamicObject,
 ) -> Result<bool, ApplyError> {
@@ -639,7 +697,7 @@ async fn unchanged(
 /// Keys added by hand to a map slurmops owns (a ConfigMap's files) are removed: server-side
 /// apply keeps them, as another manager's fields.
 async fn take_back_keys(
-    cluster: &Cluster,
+    cluster: &Connection,
     o: &Object,
     live: &DynamicObject,
 ) -> Result<(), ApplyError> {
@@ -654,7 +712,7 @@ async fn take_back_keys(
 }
 
 /// Deletes a StatefulSet leaving its pods running (orphan), and waits until it is gone.
-async fn recreate_orphaning(cluster: &Cluster, o: &Object) -> Result<(), ApplyError> {
+async fn recreate_orphaning(cluster: &Connection, o: &Object) -> Result<(), ApplyError> {
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Orphan),
         ..DeleteParams::default()

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value as Json;
 
-use super::{ApplyError, Cluster, Members, Options, api_err, key};
+use super::{ApplyError, Connection, Members, Options, api_err, key};
 use crate::render::Object;
 use crate::spec::types::ClusterFile;
 use crate::spec::values::IntOrPercent;
@@ -28,7 +28,7 @@ impl PruneGuard for NoSlurm {
 
 /// Plans the prune, refusing (before any write) mass prunes and unsafe worker removal.
 pub(super) async fn prune_set(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     desired: &[Object],
     live: &Members,
@@ -95,7 +95,7 @@ pub(super) async fn prune_set(
 /// Lowering a NodeSet's replicas makes the StatefulSet delete its highest ordinals at once: only
 /// allowed when those workers are drained (or do not exist).
 pub(super) async fn check_scale_in(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     desired: &[Object],
     live: &Members,
@@ -139,7 +139,7 @@ fn ordinal(pod: &str) -> Option<i64> {
 
 /// Pod names (= Slurm node names) of a NodeSet's StatefulSet.
 async fn worker_pods(
-    cluster: &Cluster,
+    cluster: &Connection,
     ns: &str,
     node_set: &str,
 ) -> Result<Vec<String>, ApplyError> {

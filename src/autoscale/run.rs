@@ -12,9 +12,10 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
-use crate::apply::{AUTOSCALE_MANAGER, Cluster};
+use crate::apply::AUTOSCALE_MANAGER;
 use crate::controller::decide::SetView;
 use crate::controller::per_node::managed_replicas;
+use crate::k8s::Connection;
 use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
 use crate::render::names::LABEL_NODESET;
 use crate::rollout::pod_ready as ready;
@@ -80,7 +81,7 @@ impl std::fmt::Display for Outcome {
 
 /// One pass over the autoscaled NodeSets of C.
 pub async fn tick(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &Client,
     c: &ClusterFile,
 ) -> Result<Vec<Outcome>, AutoscaleError> {
@@ -102,7 +103,7 @@ pub async fn tick(
 /// pass) and, when given, the workers as the controller observed them (SETS: no request per
 /// NodeSet); otherwise each autoscaled NodeSet's StatefulSet and pods are read.
 pub async fn tick_with(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &Client,
     c: &ClusterFile,
     jobs: &[crate::slurm::Job],
@@ -181,7 +182,7 @@ fn kube_err(node_set: &str, what: &'static str) -> impl Fn(kube::Error) -> Autos
 
 /// The NodeSet's workers as the autoscaler sees them; None when its StatefulSet does not exist.
 async fn observe(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     ns: &NodeSet,
     nodes: &BTreeMap<String, Node>,
@@ -294,7 +295,7 @@ fn worker_state(pod_ready: Option<bool>, node: Option<&Node>, now: i64) -> Worke
 
 /// Carries DECISION out; returns the replicas now set.
 async fn act(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &Client,
     c: &ClusterFile,
     ns: &NodeSet,
@@ -376,7 +377,7 @@ async fn drain_top(
 /// Sets `spec.replicas` as the autoscale field manager, with the reason in an annotation and an
 /// Event on the StatefulSet.
 async fn set_replicas(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     ns: &NodeSet,
     from: u32,

@@ -1,6 +1,6 @@
 //! A corpus of hostile cluster.yaml inputs, each at most 4 MiB (the size cluster.yaml may have):
 //! what an attacker with push access to the repository, or a broken generator, could commit. The
-//! test `tests/hostile.rs` runs `slurmops validate` on each and bounds its time and memory; the
+//! test `tests/offline/hostile.rs` runs `slurmops validate` on each and bounds its time and memory; the
 //! bench reports the worst case.
 
 /// Largest input in the corpus: just under the accepted cluster.yaml size.

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 
 use super::{Figure, fig, generate, ms, rss_mib};
-use crate::apply::{self, Cluster, NoSlurm, Options};
+use crate::apply::{self, NoSlurm, Options};
+use crate::k8s::Connection;
 use crate::{render, spec};
 
 const EXAMPLE: &str = include_str!("../../examples/repo/cluster.yaml");
@@ -26,7 +27,7 @@ fn example_in(namespace: &str) -> String {
         .collect()
 }
 
-async fn namespace(cluster: &Cluster, name: &str, create: bool) -> Result<(), String> {
+async fn namespace(cluster: &Connection, name: &str, create: bool) -> Result<(), String> {
     let api: Api<Namespace> = Api::all(cluster.client.clone());
     if create {
         let ns = Namespace {
@@ -49,7 +50,7 @@ async fn namespace(cluster: &Cluster, name: &str, create: bool) -> Result<(), St
 /// Applies TEXT twice; the second apply's requests, writes and wall time. NOTE ends the judged
 /// text of the requests figure (what the input is).
 async fn noop(
-    cluster: &Cluster,
+    cluster: &Connection,
     label: &str,
     text: &str,
     note: &str,
@@ -89,7 +90,7 @@ async fn noop(
 }
 
 /// The no-op reconcile of the example and of a 200-NodeSet cluster.
-pub async fn noop_reconcile(cluster: &Cluster) -> Result<Vec<Figure>, String> {
+pub async fn noop_reconcile(cluster: &Connection) -> Result<Vec<Figure>, String> {
     let ns = format!("slurmops-bench-{}", std::process::id());
     namespace(cluster, &ns, true).await?;
     let example = example_in(&ns);
@@ -126,7 +127,7 @@ struct Bench {
     port: u16,
     dir: std::path::PathBuf,
     ns: String,
-    cluster: Cluster,
+    cluster: Connection,
 }
 
 impl Bench {
@@ -141,7 +142,7 @@ impl Bench {
         let _ = std::fs::remove_dir_all(&dir);
         let repo = git2::Repository::init(dir.join("repo")).map_err(|e| e.to_string())?;
         let ns = format!("slurmops-bench-{tag}{}", std::process::id());
-        let cluster = Cluster::connect(Some(kubeconfig), None)
+        let cluster = Connection::connect(Some(kubeconfig), None)
             .await
             .map_err(|e| e.to_string())?;
         namespace(&cluster, &ns, true).await?;

@@ -300,7 +300,7 @@ pub fn footprint(exe: &Path) -> Vec<Figure> {
 
 /// Every offline figure; the footprint is EXE's (the binary as shipped, or this one).
 /// The slowest input of the hostile corpus (`hostile::corpus`, each ≤ 4 MiB), loaded in process.
-/// Its memory is bounded in `tests/hostile.rs` (a process per input).
+/// Its memory is bounded in `tests/offline/hostile.rs` (a process per input).
 pub fn hostile_worst() -> Vec<Figure> {
     let mut worst = (Duration::ZERO, "");
     for (name, text) in hostile::corpus() {

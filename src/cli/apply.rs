@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
-use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options};
+use crate::apply::{self, ApplyError, NoSlurm, Options};
 use crate::controller::drive::{Driven, RolloutError, drive};
 use crate::controller::{Env, PassError, Target};
+use crate::k8s::Connection;
 use crate::plan::format;
 use crate::render;
 use crate::rollout::Observer;
@@ -40,12 +41,10 @@ pub struct ApplyArgs {
     /// Wait this long for what was applied to become available (e.g. 5m); 0s: do not wait.
     #[arg(long, default_value = "5m", value_parser = Duration::parse)]
     wait: Duration,
-    /// slurmrestd URL: pruning a NodeSet's StatefulSet first checks its nodes are drained.
-    /// Without it, only NodeSets without pods are pruned.
-    #[arg(long, env = "SLURMRESTD_URL")]
-    slurmrestd_url: Option<String>,
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
-    slurm_jwt: Option<String>,
+    /// slurmrestd: the controller's pass drains leaving workers and rolls outdated ones. Without
+    /// it, only NodeSets without pods are pruned and no scale-in over workers is applied.
+    #[command(flatten)]
+    slurm: super::SlurmArgs,
     /// With Slurm: do not roll outdated workers after applying (`slurmops rollout` does it later).
     #[arg(long)]
     no_rollout: bool,
@@ -86,9 +85,9 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
     };
     let result = runtime().block_on(async {
         let cluster =
-            Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
-        match (&a.slurmrestd_url, &a.slurm_jwt) {
-            (Some(url), Some(token)) => {
+            Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
+        match a.slurm.given() {
+            Some((url, token)) => {
                 let slurm = super::token_client(url, token)
                     .map_err(|e| ApplyError::Connect(e.to_string()))?;
                 let how = How {
@@ -126,7 +125,7 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                 }
                 Ok(done.applied.unwrap_or_default())
             }
-            _ => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
+            None => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
         }
     });
     match result {
@@ -178,7 +177,7 @@ struct How {
 }
 
 async fn with_slurm(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &crate::slurm::Client,
     c: &spec::ClusterFile,
     text: &str,
@@ -255,7 +254,8 @@ pub fn plan_cluster(
     };
     let r = render::render(&c);
     let result = runtime().block_on(async {
-        let cluster = Cluster::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        let cluster =
+            Connection::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let last = apply::applyset::last_applied(&cluster, &c).await?;
         let base = last.as_ref().map(|b| (b, render::render(b)));
         let base = base.as_ref().map(|(b, br)| (*b, br));
@@ -345,11 +345,9 @@ pub struct RolloutArgs {
     node_set: Option<String>,
     #[command(flatten)]
     kube: KubeArgs,
-    /// slurmrestd URL (required: no worker is replaced without Slurm's word).
-    #[arg(long, env = "SLURMRESTD_URL")]
-    slurmrestd_url: String,
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
-    slurm_jwt: String,
+    /// slurmrestd (required: no worker is replaced without Slurm's word).
+    #[command(flatten)]
+    slurm: super::SlurmArgs,
     /// Proceed past this NodeSet's failed canary on purpose (recorded as an Event), then roll it.
     #[arg(long, value_name = "NODESET")]
     resume: Option<String>,
@@ -392,7 +390,7 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
         );
         return EXIT_ERROR;
     }
-    let slurm = match super::token_client(&a.slurmrestd_url, &a.slurm_jwt) {
+    let slurm = match a.slurm.client("no worker is replaced without Slurm's word") {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -403,7 +401,7 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
     let observer = Observer::new(|set, e| println!("{set}: {e}"));
     let ns = &c.metadata.namespace;
     let result = runtime().block_on(async {
-        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+        let cluster = Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         if let Some(set) = &a.resume {
@@ -466,7 +464,13 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
 
 /// Records an operator's decision about NodeSet SET as a Warning Event on its workload. The
 /// Event is for people: failing to record it does not undo the decision.
-async fn note(cluster: &Cluster, c: &spec::ClusterFile, set: &str, reason: &'static str, message: String) {
+async fn note(
+    cluster: &Connection,
+    c: &spec::ClusterFile,
+    set: &str,
+    reason: &'static str,
+    message: String,
+) {
     let managed = c
         .spec
         .node_sets
@@ -480,4 +484,3 @@ async fn note(cluster: &Cluster, c: &spec::ClusterFile, set: &str, reason: &'sta
     };
     let _ = crate::status::record(&cluster.client, note).await;
 }
-

@@ -43,7 +43,7 @@ pub fn run(a: Args) -> i32 {
     match &a.kubeconfig {
         Some(kc) => {
             let live = super::apply::runtime().block_on(async {
-                let cluster = crate::apply::Cluster::connect(Some(kc), None)
+                let cluster = crate::k8s::Connection::connect(Some(kc), None)
                     .await
                     .map_err(|e| e.to_string())?;
                 let mut out = crate::bench::live::noop_reconcile(&cluster).await?;

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use super::apply::{KubeArgs, runtime};
 use super::{EXIT_ERROR, EXIT_OK};
-use crate::apply::{Cluster, Options};
+use crate::apply::Options;
 use crate::daemon::{self, Config, SlurmSource};
+use crate::k8s::Connection;
 use crate::source::remote::{Auth, Remote};
 use crate::spec::values::Duration;
 
@@ -307,7 +308,7 @@ pub fn run(a: RunArgs) -> i32 {
         .build()
         .expect("tokio runtime");
     let result = multi.block_on(async {
-        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+        let cluster = Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         daemon::run(cluster, cfg).await
@@ -341,7 +342,7 @@ pub struct StatusArgs {
 /// `slurmops status`: the daemon's status ConfigMap, readable; `--watch` redraws it.
 pub fn status(a: StatusArgs) -> i32 {
     let result = runtime().block_on(async {
-        let cluster = Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
+        let cluster = Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         loop {

@@ -67,11 +67,10 @@ enum Cmd {
         cluster: bool,
         #[command(flatten)]
         kube: apply::KubeArgs,
-        /// With --cluster: slurmrestd URL, to list the nodes the change drains and their jobs.
-        #[arg(long, env = "SLURMRESTD_URL", requires = "cluster")]
-        slurmrestd_url: Option<String>,
-        #[arg(long, env = "SLURM_JWT", hide_env_values = true, requires = "cluster")]
-        slurm_jwt: Option<String>,
+        /// With --cluster: the controller's pass, dry-run (the nodes the change drains, their
+        /// jobs, the next pass's steps).
+        #[command(flatten)]
+        slurm: SlurmArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -133,12 +132,15 @@ pub fn main() -> i32 {
             format,
             cluster: true,
             kube,
-            slurmrestd_url,
-            slurm_jwt,
+            slurm,
         } => {
             let _ = (base, head, from);
-            let slurm = slurmrestd_url.zip(slurm_jwt);
+            let slurm = slurm.given().map(|(u, t)| (u.to_string(), t.to_string()));
             apply::plan_cluster(&path, &kube, slurm, format)
+        }
+        Cmd::Plan { slurm, .. } if slurm.slurmrestd_url.is_some() => {
+            eprintln!("error: --slurmrestd-url plans against the live cluster: add --cluster");
+            EXIT_ERROR
         }
         Cmd::Plan {
             path,
@@ -167,6 +169,40 @@ pub fn main() -> i32 {
         Cmd::Status(args) => daemon::status(args),
         Cmd::Install(args) => daemon::install(args),
         Cmd::Bench(args) => bench::run(args),
+    }
+}
+
+/// How a command reaches slurmrestd: the same two flags (or environment variables) for every
+/// command that talks to Slurm (`run` adds token files and minted tokens, `slurm` its own).
+#[derive(clap::Args, Clone, Default)]
+pub struct SlurmArgs {
+    /// slurmrestd URL (e.g. http://CLUSTER-restapi.NAMESPACE.svc:6820).
+    #[arg(long, env = "SLURMRESTD_URL")]
+    pub slurmrestd_url: Option<String>,
+    /// JWT sent to slurmrestd (X-SLURM-USER-TOKEN); better from SLURM_JWT than the command line.
+    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
+    pub slurm_jwt: Option<String>,
+}
+
+impl SlurmArgs {
+    /// Both flags, when both are given.
+    pub fn given(&self) -> Option<(&str, &str)> {
+        Some((self.slurmrestd_url.as_deref()?, self.slurm_jwt.as_deref()?))
+    }
+
+    /// Both flags, for a command that cannot work without Slurm (WHY says what it needs it for).
+    pub fn required(&self, why: &str) -> Result<(&str, &str), String> {
+        self.given().ok_or_else(|| {
+            format!(
+                "--slurmrestd-url and --slurm-jwt (or SLURMRESTD_URL and SLURM_JWT) are needed: {why}"
+            )
+        })
+    }
+
+    /// A client for both flags, or why not.
+    pub fn client(&self, why: &str) -> Result<crate::slurm::Client, String> {
+        let (url, token) = self.required(why)?;
+        token_client(url, token).map_err(|e| e.to_string())
     }
 }
 
@@ -382,5 +418,28 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_slurm_command_takes_the_shared_flags_and_its_old_spellings() {
+        for args in [
+            &[
+                "slurmops",
+                "slurm",
+                "--slurmrestd-url",
+                "http://x",
+                "--slurm-jwt",
+                "t",
+                "nodes",
+            ][..],
+            &[
+                "slurmops", "slurm", "--url", "http://x", "--token", "t", "nodes",
+            ][..],
+            &["slurmops", "slurm", "nodes", "--cluster-file", "c.yaml"][..],
+            &["slurmops", "slurm", "nodes", "--cluster", "c.yaml"][..],
+        ] {
+            use clap::Parser;
+            assert!(super::Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
     }
 }

@@ -45,22 +45,47 @@ enum Cmd {
     },
 }
 
+/// The Slurm connection, in the spelling every command shares (`--slurmrestd-url`,
+/// `--slurm-jwt`, `--slurm-jwt-file`, `--slurm-jwt-key-file`, `--slurm-user`, as `run`); the
+/// earlier `--url`, `--token`, `--token-file`, `--jwt-key-file`, `--user` and `--cluster` stay as
+/// hidden aliases for a release.
 #[derive(clap::Args)]
 struct Connection {
     /// slurmrestd base URL.
-    #[arg(long, env = "SLURMRESTD_URL", global = true)]
+    #[arg(
+        long = "slurmrestd-url",
+        alias = "url",
+        env = "SLURMRESTD_URL",
+        global = true
+    )]
     url: Option<String>,
     /// JWT to send (X-SLURM-USER-TOKEN).
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true, global = true)]
+    #[arg(
+        long = "slurm-jwt",
+        alias = "token",
+        env = "SLURM_JWT",
+        hide_env_values = true,
+        global = true
+    )]
     token: Option<String>,
     /// Read the JWT from this file.
-    #[arg(long, global = true, conflicts_with = "token")]
+    #[arg(
+        long = "slurm-jwt-file",
+        alias = "token-file",
+        global = true,
+        conflicts_with = "token"
+    )]
     token_file: Option<PathBuf>,
     /// Mint short-lived JWTs from the cluster's HS256 key file (jwt_hs256.key).
-    #[arg(long, global = true, conflicts_with_all = ["token", "token_file"])]
+    #[arg(long = "slurm-jwt-key-file", alias = "jwt-key-file", global = true, conflicts_with_all = ["token", "token_file"])]
     jwt_key_file: Option<PathBuf>,
     /// Slurm user of minted tokens (a Slurm admin: SlurmUser or root); sent as X-SLURM-USER-NAME.
-    #[arg(long, global = true, default_value = "slurm")]
+    #[arg(
+        long = "slurm-user",
+        alias = "user",
+        global = true,
+        default_value = "slurm"
+    )]
     user: String,
     /// PEM CA bundle for an https slurmrestd.
     #[arg(long, global = true)]
@@ -70,13 +95,13 @@ struct Connection {
     data_parser: Option<String>,
     /// Connect as slurmops does: cluster.yaml (file or directory) names the JWT key Secret (read
     /// with the kubeconfig) to mint tokens from, and the slurmrestd Service (the default URL,
-    /// reachable in the cluster; elsewhere pass --url, e.g. after kubectl port-forward).
-    #[arg(long = "cluster", global = true, conflicts_with_all = ["token", "token_file", "jwt_key_file"])]
+    /// reachable in the cluster; elsewhere pass --slurmrestd-url, e.g. after kubectl port-forward).
+    #[arg(long = "cluster-file", alias = "cluster", global = true, conflicts_with_all = ["token", "token_file", "jwt_key_file"])]
     cluster_file: Option<PathBuf>,
-    /// kubeconfig for --cluster (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    /// kubeconfig for --cluster-file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
-    /// kubeconfig context for --cluster.
+    /// kubeconfig context for --cluster-file.
     #[arg(long, global = true)]
     context: Option<String>,
 }
@@ -203,7 +228,7 @@ async fn from_cluster(c: &Connection, path: &std::path::Path) -> Result<Client, 
         let lines: Vec<String> = d.iter().map(ToString::to_string).collect();
         SlurmError::Config(lines.join("\n"))
     })?;
-    let kube = crate::apply::Cluster::connect(c.kubeconfig.as_deref(), c.context.as_deref())
+    let kube = crate::k8s::Connection::connect(c.kubeconfig.as_deref(), c.context.as_deref())
         .await
         .map_err(|e| SlurmError::Config(e.to_string()))?;
     let mut client = crate::slurm::connect::from_secret(

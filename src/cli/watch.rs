@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::apply::{KubeArgs, runtime};
 use super::{EXIT_ERROR, EXIT_OK, load, read};
-use crate::apply::Cluster;
+use crate::k8s::Connection;
 use crate::slurm::Client;
 use crate::spec::ClusterFile;
 use crate::spec::values::Duration;
@@ -17,11 +17,9 @@ pub struct WatchArgs {
     pub path: PathBuf,
     #[command(flatten)]
     pub kube: KubeArgs,
-    /// slurmrestd URL (node states and jobs come from Slurm).
-    #[arg(long, env = "SLURMRESTD_URL")]
-    pub slurmrestd_url: String,
-    #[arg(long, env = "SLURM_JWT", hide_env_values = true)]
-    pub slurm_jwt: String,
+    /// slurmrestd (node states and jobs come from Slurm).
+    #[command(flatten)]
+    pub slurm: super::SlurmArgs,
     /// One pass, then exit.
     #[arg(long)]
     pub once: bool,
@@ -34,7 +32,7 @@ pub struct WatchArgs {
 pub fn prepare(a: &WatchArgs) -> Option<(ClusterFile, Client)> {
     let loaded = read(&a.path).ok()?;
     let c = load(&loaded).ok()?;
-    match super::token_client(&a.slurmrestd_url, &a.slurm_jwt) {
+    match a.slurm.client("node states and jobs come from Slurm") {
         Ok(s) => Some((c, s)),
         Err(e) => {
             eprintln!("error: {e}");
@@ -44,17 +42,21 @@ pub fn prepare(a: &WatchArgs) -> Option<(ClusterFile, Client)> {
 }
 
 /// Runs PASS once (`--once`) or every interval; PASS prints what it did.
-pub fn every(a: &WatchArgs, mut pass: impl AsyncFnMut(&Cluster) -> Result<(), String>) -> i32 {
+pub fn every(a: &WatchArgs, mut pass: impl AsyncFnMut(&Connection) -> Result<(), String>) -> i32 {
     let interval = std::time::Duration::from_secs(a.interval.as_secs().max(1));
     runtime().block_on(async {
-        let cluster =
-            match Cluster::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return EXIT_ERROR;
-                }
-            };
+        let cluster = match Connection::connect(
+            a.kube.kubeconfig.as_deref(),
+            a.kube.context.as_deref(),
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_ERROR;
+            }
+        };
         loop {
             match pass(&cluster).await {
                 Ok(()) if a.once => return EXIT_OK,

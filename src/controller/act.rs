@@ -437,11 +437,11 @@ pub async fn resume_canary(
         None::<&crate::slurm::Client>,
         &super::observe::Needs::default(),
     )
-        .await
-        .map_err(|source| PassError::Kube {
-            what: format!("read NodeSet {node_set}"),
-            source,
-        })?;
+    .await
+    .map_err(|source| PassError::Kube {
+        what: format!("read NodeSet {node_set}"),
+        source,
+    })?;
     let set = obs.sets.get(node_set).ok_or_else(|| {
         PassError::Missing(format!(
             "NodeSet {node_set}: no workload in {namespace} (apply cluster.yaml first)"

@@ -144,7 +144,10 @@ fn reserve_for_windows(
     let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
     for (name, d) in decisions.iter_mut() {
         let steps = maint::steps(&d.progress, &timing, &existing.all, sidecar.as_deref());
-        let held = existing.all.iter().position(|r| r.name == maint::name(name));
+        let held = existing
+            .all
+            .iter()
+            .position(|r| r.name == maint::name(name));
         if let (Some(w), Some(i)) = (d.progress.window.as_mut(), held) {
             let r = &existing.all[i];
             let mut note = format!("{} on {}", r.name, r.nodes.join(", "));
@@ -282,7 +285,7 @@ fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Plac
         .and_then(|t| t.spec.as_ref());
     match (&obs.nodes, &obs.slurm, spec) {
         (Ok(nodes), Ok(slurm), Some(spec)) => {
-            let names = slurm.nodes.keys().cloned().collect();
+            let names = per_node::taken_names(slurm);
             let placed = per_node::place(s, spec, nodes, &names);
             let keep = placed.keep.clone();
             let why = decide::REASON_NODE_LEFT;
@@ -341,5 +344,134 @@ fn unknown(s: &SetView, want: &Want) -> Decision {
             ..Progress::default()
         },
         ..Decision::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Worker;
+    use crate::controller::decide::tests::{NOW, node};
+
+    /// NodeSets `a` (window: required, a window twelve hours away) and `b` (2 replicas in git).
+    fn cluster() -> ClusterFile {
+        let hour = (NOW / 3600 + 12) % 24;
+        let yaml = format!(
+            r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: slurm}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: k, key: k}}
+    jwtKey: {{name: j, key: j}}
+  policy:
+    maintenanceWindows:
+      - {{schedule: "0 {hour} * * *", duration: 1h}}
+  nodeSets:
+    - {{name: a, replicas: 2, update: {{maxUnavailable: 2, window: required}}}}
+    - {{name: b, replicas: 2}}
+  partitions:
+    - {{name: p, nodeSets: [ALL]}}
+"#
+        );
+        crate::spec::load("cluster.yaml", &yaml).expect("valid")
+    }
+
+    /// A's two workers are outdated; B runs three (git says two), all current; all idle.
+    fn observed() -> Observation {
+        let worker = |set: &str, i: u32, rev: &str| Worker {
+            name: format!("{set}-{i}"),
+            uid: format!("u-{set}-{i}"),
+            ordinal: Some(i),
+            revision: rev.into(),
+            ready: true,
+            deleting: false,
+            created: Some(NOW - 3600),
+            host: None,
+        };
+        let set = |name: &str, workers: Vec<Worker>| SetView {
+            name: name.into(),
+            replicas: workers.len() as u32,
+            update_revision: Some("new".into()),
+            managed: false,
+            canary: None,
+            current_revision: None,
+            workers,
+        };
+        let sets = BTreeMap::from([
+            (
+                "a".to_string(),
+                set("a", (0..2).map(|i| worker("a", i, "old")).collect()),
+            ),
+            (
+                "b".to_string(),
+                set("b", (0..3).map(|i| worker("b", i, "new")).collect()),
+            ),
+        ]);
+        let nodes = ["a-0", "a-1", "b-0", "b-1", "b-2"]
+            .iter()
+            .map(|n| node(n, &["IDLE"], ""))
+            .collect();
+        Observation::of_sets(sets, Ok(SlurmView::new(nodes, Vec::new())), NOW)
+    }
+
+    fn drains(d: &BTreeMap<String, Decision>) -> Vec<String> {
+        d.values()
+            .flat_map(|d| &d.actions)
+            .filter_map(|a| match a {
+                Action::Drain { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn what_each_command_moves_comes_from_its_scope_over_one_decision() {
+        let (c, obs) = (cluster(), observed());
+        let roll = |only: Option<&[&str]>, ignore_window| Scope {
+            only: only.map(|o| o.iter().map(|s| s.to_string()).collect()),
+            moves: Moves::Roll,
+            ignore_window,
+        };
+        let cases: Vec<(&str, Scope, Vec<&str>)> = vec![
+            // The daemon: A waits for its window; B's third worker leaves for the scale-in.
+            ("daemon", Scope::default(), vec!["b-2"]),
+            // `apply --no-rollout`: only the leaving worker.
+            (
+                "apply --no-rollout",
+                Scope {
+                    moves: Moves::Leaving,
+                    ..Scope::default()
+                },
+                vec!["b-2"],
+            ),
+            // `rollout`: A still waits for its window; B keeps its live replicas (apply's).
+            ("rollout", roll(None, false), vec![]),
+            // `rollout --ignore-window`: A rolls now.
+            (
+                "rollout --ignore-window",
+                roll(None, true),
+                vec!["a-0", "a-1"],
+            ),
+            // `rollout --node-set b`: A is not looked at.
+            ("rollout --node-set b", roll(Some(&["b"]), true), vec![]),
+        ];
+        for (what, scope, want) in cases {
+            let d = decide_pass(&c, &obs, 300, &scope);
+            assert_eq!(drains(&d), want, "{what}");
+            if let Some(only) = &scope.only {
+                assert!(d.keys().all(|k| only.contains(k)), "{what}: {:?}", d.keys());
+            }
+        }
+        // Outside its window, A's rollout says what it waits for.
+        let d = decide_pass(&c, &obs, 300, &roll(None, false));
+        let w = d["a"]
+            .progress
+            .window
+            .as_ref()
+            .expect("A waits for a window");
+        assert_eq!(w.workers, ["a-0", "a-1"]);
+        assert!(w.opens.is_some_and(|t| t > NOW));
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::decide::controller_drain;
 use super::{Env, Moves, Outcome, PassError, PassScope, Target};
 use crate::accounting::SlurmAccounts;
-use crate::apply::Cluster;
+use crate::k8s::Connection;
 use crate::render::Rendered;
 use crate::rollout::{Event, Observer, Report};
 use crate::slurm::SlurmNodes;
@@ -20,7 +20,11 @@ use crate::spec::ClusterFile;
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error("NodeSet {node_set}: Slurm state unknown, so nothing was deleted: {error}")]
-    SlurmUnknown { node_set: String, error: String },
+    SlurmUnknown {
+        node_set: String,
+        #[source]
+        error: super::SlurmUnknown,
+    },
     #[error(transparent)]
     Pass(#[from] PassError),
     #[error(
@@ -61,7 +65,7 @@ pub struct Rollout<'a> {
 /// Rolls R's NodeSets until every worker runs its workload's revision (`slurmops rollout`): the
 /// daemon's pass, looped, with the NodeSets' own policies, canaries and windows.
 pub async fn roll<S: SlurmNodes + SlurmAccounts>(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &S,
     r: &Rollout<'_>,
 ) -> Result<Driven, RolloutError> {
@@ -233,7 +237,7 @@ where
                     observer,
                     &out,
                     Event::SlurmUnreachable {
-                        error: error.clone(),
+                        error: error.to_string(),
                     },
                 );
             }
@@ -252,7 +256,7 @@ where
         }
         driven.progress = out.progress.clone();
         canary_failed(&out)?;
-        if out.done && deleted.is_empty() {
+        if out.next.done() && deleted.is_empty() {
             driven.done = true;
             return Ok(driven);
         }

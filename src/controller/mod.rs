@@ -36,10 +36,12 @@ use serde_json::json;
 
 use self::decide::{Decision, Progress, SetView, SlurmView};
 use self::observation::Observation;
+pub use self::observation::SlurmUnknown;
 use self::observe::{Needs, Scope, observe};
 use self::watch::Cache;
 use crate::accounting::SlurmAccounts;
-use crate::apply::{self, ApplyError, Cluster, NoSlurm, Options, PruneGuard, Report};
+use crate::apply::{self, ApplyError, NoSlurm, Options, PruneGuard, Report};
+use crate::k8s::Connection;
 use crate::render::Rendered;
 use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
@@ -86,7 +88,7 @@ pub struct Target<'a> {
 
 /// What a pass runs with.
 pub struct Env<'a, S> {
-    pub cluster: &'a Cluster,
+    pub cluster: &'a Connection,
     /// None: no Slurm configured; apply refuses what could kill a job and nothing rolls.
     pub slurm: Option<&'a S>,
     pub cache: Option<&'a Cache>,
@@ -103,17 +105,70 @@ pub struct Outcome {
     pub events: Vec<(String, Event)>,
     pub progress: Vec<Progress>,
     /// Slurm could not be read, or failed a step: destructive steps wait for a later pass.
-    pub slurm_error: Option<String>,
-    /// Nothing left to do: every NodeSet settled on its revision, nothing held or waiting.
-    pub done: bool,
-    /// A scale-in kept its replicas or a removed NodeSet its StatefulSet: apply again later.
-    pub held: bool,
-    /// When a maintenance window that rollouts wait for opens, or a canary's time runs out
-    /// (UNIX seconds): pass again then.
-    pub wake_at: Option<i64>,
+    pub slurm_error: Option<SlurmUnknown>,
+    /// What the driver does next.
+    pub next: Next,
     /// The workers as observed at the start of the pass.
     pub sets: BTreeMap<String, SetView>,
     pub slurm: Option<SlurmView>,
+}
+
+/// What a pass asks of whoever drives it next (kube-runtime's `Action`, for a whole cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing left to do: every NodeSet settled on its revision, nothing held or waiting.
+    Done,
+    /// Work is left: pass again when a watched worker changes or the poll interval passes (at
+    /// once when this pass acted), at the latest AT (UNIX seconds: a maintenance window opens, a
+    /// canary's time runs out). REAPPLY: that pass applies the objects again (a scale-in or a
+    /// removal waits for drains, an upgrade is staged, a control-plane change waits for a window).
+    Requeue { reapply: bool, at: Option<i64> },
+}
+
+impl Default for Next {
+    fn default() -> Next {
+        Next::Requeue {
+            reapply: false,
+            at: None,
+        }
+    }
+}
+
+impl Next {
+    pub fn done(self) -> bool {
+        self == Next::Done
+    }
+    pub fn reapply(self) -> bool {
+        matches!(self, Next::Requeue { reapply: true, .. })
+    }
+    pub fn at(self) -> Option<i64> {
+        match self {
+            Next::Requeue { at, .. } => at,
+            Next::Done => None,
+        }
+    }
+}
+
+/// Builds a pass's `Next`.
+#[derive(Debug, Default)]
+struct NextBuilder {
+    reapply: bool,
+    at: Option<i64>,
+}
+
+impl NextBuilder {
+    fn at(&mut self, t: i64) {
+        self.at = Some(self.at.map_or(t, |w| w.min(t)));
+    }
+    fn finish(self, done: bool) -> Next {
+        match done {
+            true => Next::Done,
+            false => Next::Requeue {
+                reapply: self.reapply,
+                at: self.at,
+            },
+        }
+    }
 }
 
 fn kube_err(what: &str) -> impl FnOnce(kube::Error) -> PassError + '_ {
@@ -139,7 +194,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             out.applied =
                 Some(apply::apply(env.cluster, c, t.text, t.rendered, opts, &NoSlurm).await?);
         }
-        out.done = true;
+        out.next = Next::Done;
         return Ok(out);
     };
     let obs = look(env, t, slurm).await?;
@@ -149,6 +204,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         ..Outcome::default()
     };
     let mut changed = BTreeSet::new();
+    let mut next = NextBuilder::default();
     if let Some(opts) = t.apply {
         fenced(env)?;
         // Read before apply records the new revision: it tells hand edits from git changes.
@@ -163,9 +219,9 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         let rep = apply_held(env, t, &rendered, opts, &obs, &decisions).await?;
         // A Slurm upgrade holds later components back, a maintenance window the control plane:
         // apply again on the next pass, at the latest when the window opens.
-        out.held |= !rep.held.is_empty();
+        next.reapply |= !rep.held.is_empty();
         if let Some(opens) = rep.window_opens {
-            out.wake_at = Some(out.wake_at.map_or(opens, |t| t.min(opens)));
+            next.at(opens);
         }
         changed = changed_node_sets(rep.updated.iter().chain(&rep.created).chain(&rep.recreated));
         let mut rep = rep;
@@ -177,7 +233,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     let upgrading = out.applied.as_ref().is_some_and(|r| !r.held.is_empty());
     let mut all_done = out.slurm_error.is_none() && !upgrading;
     for (name, mut d) in decisions {
-        out.held |= d.hold_replicas.is_some() || d.keep;
+        next.reapply |= d.hold_replicas.is_some() || d.keep;
         all_done &= d.progress.done && d.hold_replicas.is_none() && !d.keep;
         let hands = Hands {
             client: &env.cluster.client,
@@ -206,7 +262,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         let opens = d.progress.window.as_ref().and_then(|w| w.opens);
         let judged = d.progress.canary.as_ref().and_then(|c| c.deadline);
         if let Some(t) = opens.into_iter().chain(judged).min() {
-            out.wake_at = Some(out.wake_at.map_or(t, |w| w.min(t)));
+            next.at(t);
         }
         out.progress.push(d.progress);
     }
@@ -217,7 +273,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         .iter()
         .filter(|n| t.scope.includes(&n.name))
         .all(|n| obs.sets.contains_key(&n.name));
-    out.done = all_done && out.events.is_empty();
+    out.next = next.finish(all_done && out.events.is_empty());
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
     Ok(out)
@@ -288,9 +344,15 @@ async fn look<S: SlurmNodes>(
     let c = t.c;
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     let cache = env.cache.filter(|_| !t.fresh);
-    let mut obs = observe(&env.cluster.client, &scope, cache, Some(slurm), &Needs::of(c))
-        .await
-        .map_err(kube_err("observe the workers"))?;
+    let mut obs = observe(
+        &env.cluster.client,
+        &scope,
+        cache,
+        Some(slurm),
+        &Needs::of(c),
+    )
+    .await
+    .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);
     if t.apply.is_none()
         && let Some(missing) = t
@@ -362,7 +424,7 @@ async fn carry_out<S: SlurmNodes>(
             w.reservation = Some(format!("none: {e}"));
         }
         if let Some(e) = acted.slurm_error {
-            out.slurm_error = Some(e.to_string());
+            out.slurm_error = Some(e.into());
         }
     }
     if let (None, Some(r), Some(set)) = (&out.slurm_error, &d.record, set) {
@@ -387,9 +449,7 @@ fn distrust_empty(obs: &mut Observation) {
         .filter(|w| w.ready)
         .count();
     if ready > 0 && obs.slurm.as_ref().is_ok_and(|v| v.nodes.is_empty()) {
-        obs.slurm = Err(format!(
-            "slurmrestd listed no nodes while {ready} worker(s) are Ready: not trusted, nothing is deleted"
-        ));
+        obs.slurm = Err(SlurmUnknown::Untrusted { ready });
     }
 }
 
@@ -482,7 +542,7 @@ mod tests {
         )]);
         let mut obs = Observation::of_sets(sets, Ok(SlurmView::default()), 10_000);
         distrust_empty(&mut obs);
-        let err = obs.slurm.unwrap_err();
+        let err = obs.slurm.unwrap_err().to_string();
         assert!(
             err.contains("listed no nodes while 1 worker(s) are Ready"),
             "{err}"

@@ -8,7 +8,29 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, PodTemplate};
 
 use super::decide::{SetView, SlurmView};
-use crate::slurm::Reservation;
+use crate::slurm::{Reservation, SlurmError};
+
+/// Why Slurm's state is unknown to a pass (so nothing destructive happens), kept typed up to
+/// whoever reports it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SlurmUnknown {
+    #[error("no slurmrestd configured")]
+    NotConfigured,
+    /// slurmrestd could not be read, or failed a step of the pass.
+    #[error(transparent)]
+    Failed(#[from] std::sync::Arc<SlurmError>),
+    /// An answer listing no node while workers are Ready is not believed.
+    #[error(
+        "slurmrestd listed no nodes while {ready} worker(s) are Ready: not trusted, nothing is deleted"
+    )]
+    Untrusted { ready: usize },
+}
+
+impl From<SlurmError> for SlurmUnknown {
+    fn from(e: SlurmError) -> SlurmUnknown {
+        SlurmUnknown::Failed(std::sync::Arc::new(e))
+    }
+}
 
 /// What one pass saw. Each part that could not be read holds why, and stops only the decisions
 /// that need it.
@@ -20,7 +42,7 @@ pub struct Observation {
     /// Kubernetes nodes, read when a perNode NodeSet exists.
     pub nodes: Result<Vec<Node>, String>,
     /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
-    pub slurm: Result<SlurmView, String>,
+    pub slurm: Result<SlurmView, SlurmUnknown>,
     /// The block label of each Kubernetes node hosting a worker of a NodeSet in block topology
     /// (empty without `spec.topology`).
     pub blocks: Result<BTreeMap<String, String>, String>,
@@ -41,7 +63,11 @@ pub struct Reservations {
 impl Observation {
     /// An observation of SETS alone (no Slurm, nodes, blocks or reservations): for tests and
     /// tools that build one by hand.
-    pub fn of_sets(sets: BTreeMap<String, SetView>, slurm: Result<SlurmView, String>, now: i64) -> Self {
+    pub fn of_sets(
+        sets: BTreeMap<String, SetView>,
+        slurm: Result<SlurmView, SlurmUnknown>,
+        now: i64,
+    ) -> Self {
         Observation {
             sets,
             templates: BTreeMap::new(),

@@ -11,14 +11,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodTemplate};
 use kube::api::{Api, ListParams};
 
 use super::decide::{SetView, SlurmView, Worker};
-pub use super::observation::{Observation, Reservations};
+pub use super::observation::{Observation, Reservations, SlurmUnknown};
 use super::watch::Cache;
 pub use super::watch::Scope;
-use crate::spec::ClusterFile;
-use crate::spec::window::{self, WindowMode};
 use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
+use crate::spec::ClusterFile;
+use crate::spec::window::{self, WindowMode};
 
 /// What a pass must read besides the workers and Slurm's nodes and jobs, from cluster.yaml.
 #[derive(Debug, Clone, Default)]
@@ -94,8 +94,8 @@ pub async fn observe<S: SlurmNodes>(
             }),
     };
     let slurm_view = match slurm {
-        Some(s) => read_slurm(s).await.map_err(|e| e.to_string()),
-        None => Err("no slurmrestd configured".to_string()),
+        Some(s) => read_slurm(s).await.map_err(SlurmUnknown::from),
+        None => Err(SlurmUnknown::NotConfigured),
     };
     let mut sets = views(&sts, &pods);
     for (name, v) in managed_views(&templates, &pods) {

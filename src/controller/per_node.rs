@@ -162,8 +162,14 @@ pub fn place(
         let Some(host) = w.host.as_deref() else {
             continue;
         };
+        // A node whose worker is terminating gets its replacement once the old pod is gone (the
+        // replacement takes its name, as a StatefulSet's does).
+        if w.deleting {
+            hosted.insert(host);
+            continue;
+        }
         // Two pods on one node (a crash between create and observe): the older one stays.
-        if w.deleting || !hosted.insert(host) {
+        if !hosted.insert(host) {
             continue;
         }
         if matches!(fits.get(host), Some(Fit::Yes | Fit::Cordoned)) {
@@ -222,12 +228,25 @@ pub fn keep_count(set: &SetView, count: u32, slurm: &SlurmView) -> Placement {
     out.keep
         .extend(live.iter().take(count as usize).map(|w| w.name.clone()));
     let missing = (count as usize).saturating_sub(out.keep.len());
-    let names: BTreeSet<String> = slurm.nodes.keys().cloned().collect();
-    for name in free_names(set, &names).take(missing) {
+    for name in free_names(set, &taken_names(slurm)).take(missing) {
         out.keep.insert(name.clone());
         out.create.push((name, None));
     }
     out
+}
+
+/// The Slurm node names a new worker must not take: every node Slurm holds, but those slurmops
+/// drained to replace them in a rollout. The replacement takes its predecessor's name once the
+/// old pod is gone (as a StatefulSet's does), so Slurm sees the same node come back on the new
+/// revision and the controller resumes its drain, instead of a node left drained for ever.
+pub fn taken_names(slurm: &SlurmView) -> BTreeSet<String> {
+    let rollout = format!("{REASON_PREFIX} {}", crate::vocab::REASON_ROLLOUT);
+    slurm
+        .nodes
+        .iter()
+        .filter(|(_, n)| !(n.state.has("DRAIN") && n.reason == rollout))
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// I of `SET-I`.
@@ -394,5 +413,54 @@ mod tests {
             ["gpu-0", "gpu-3", "gpu-4"],
             "gpu-2's node left the pool"
         );
+    }
+
+    #[test]
+    fn a_worker_replaced_by_a_rollout_comes_back_under_its_name_and_no_other_drained_name_is_taken()
+    {
+        use crate::slurm::{Node, NodeState};
+        let node = |name: &str, reason: &str| Node {
+            name: name.into(),
+            state: NodeState(["IDLE".to_string(), "DRAIN".to_string()].into()),
+            reason: reason.into(),
+            ..Node::default()
+        };
+        // gpu-0's pod was deleted by a rollout; gpu-1 was drained by an administrator; gpu-2 by
+        // slurmops for a scale-in.
+        let slurm = SlurmView::new(
+            vec![
+                node("gpu-0", "slurmops: rollout"),
+                node("gpu-1", "disk check"),
+                node("gpu-2", "slurmops: scale-in"),
+            ],
+            Vec::new(),
+        );
+        let taken = taken_names(&slurm);
+        let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+        assert_eq!(taken, ["gpu-1", "gpu-2"]);
+        let set = SetView {
+            name: "gpu".into(),
+            replicas: 1,
+            update_revision: Some("r2".into()),
+            managed: true,
+            canary: None,
+            current_revision: None,
+            workers: Vec::new(),
+        };
+        let p = pod(json!({}));
+        let nodes = vec![super::tests::node("n0", json!({}), json!({}))];
+        let plan = place(&set, &p, &nodes, &taken_names(&slurm));
+        assert_eq!(
+            plan.create,
+            vec![("gpu-0".to_string(), Some("n0".to_string()))]
+        );
+        // While the old pod is still terminating, its node waits for it to be gone.
+        let mut terminating = set.clone();
+        terminating.workers = vec![Worker {
+            deleting: true,
+            ..worker("gpu-0", "n0")
+        }];
+        let plan = place(&terminating, &p, &nodes, &taken_names(&slurm));
+        assert!(plan.create.is_empty(), "{:?}", plan.create);
     }
 }

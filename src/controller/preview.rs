@@ -107,7 +107,10 @@ impl Preview {
                 .filter(|w| {
                     rolled.contains(name.as_str())
                         || d.progress.leaving.contains(&w.name)
-                        || set.update_revision.as_ref().is_some_and(|r| *r != w.revision)
+                        || set
+                            .update_revision
+                            .as_ref()
+                            .is_some_and(|r| *r != w.revision)
                 })
                 .map(|w| w.name.as_str())
                 .collect();

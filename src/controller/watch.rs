@@ -68,9 +68,9 @@ impl Drop for Cache {
 impl Cache {
     /// Starts watching SCOPE; each change notifies TRIGGER.
     pub fn start(client: &kube::Client, scope: Scope, trigger: Arc<Notify>) -> Cache {
-        // The server ends each watch before the client's read deadline (`apply::live::API_TIMEOUT`);
+        // The server ends each watch before the client's read deadline (`k8s::API_TIMEOUT`);
         // the watcher resumes it from the last resourceVersion, without a new listing.
-        let server_timeout = (crate::apply::live::API_TIMEOUT.as_secs() * 3 / 4) as u32;
+        let server_timeout = (crate::k8s::API_TIMEOUT.as_secs() * 3 / 4) as u32;
         let cfg = watcher::Config::default()
             .labels(&scope.selector)
             .timeout(server_timeout);
@@ -123,7 +123,7 @@ impl Cache {
         if self.nodes.is_some() {
             return;
         }
-        let server_timeout = (crate::apply::live::API_TIMEOUT.as_secs() * 3 / 4) as u32;
+        let server_timeout = (crate::k8s::API_TIMEOUT.as_secs() * 3 / 4) as u32;
         let stream = watcher(
             Api::<Node>::all(client.clone()),
             watcher::Config::default().timeout(server_timeout),

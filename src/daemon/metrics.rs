@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::controller::decide::Progress;
 use crate::rollout::Event;
+use crate::status::verdict::Verdict;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -152,11 +153,11 @@ impl Metrics {
     }
 
     /// Counts a reconcile with RESULT that took SECONDS.
-    pub fn reconciled(&self, result: &str, seconds: f64) {
+    pub fn reconciled(&self, result: Verdict, seconds: f64) {
         self.reconciles
-            .get_or_create(&vec![("result", escape(result))])
+            .get_or_create(&vec![("result", escape(result.as_str()))])
             .inc();
-        if matches!(result, "applied" | "failed") {
+        if result.timed() {
             self.reconcile_seconds.observe(seconds);
         }
     }
@@ -252,7 +253,7 @@ mod tests {
     #[test]
     fn rollout_progress_is_exposed_per_node_set_and_state_with_escaped_labels() {
         let m = Metrics::default();
-        m.reconciled("applied", 0.3);
+        m.reconciled(Verdict::Applied, 0.3);
         m.rollout(&Event::Drain {
             node: "a-0".into(),
             ours: true,
@@ -291,7 +292,7 @@ mod tests {
     #[test]
     fn a_daemon_per_cluster_labels_every_series_with_its_cluster() {
         let m = Metrics::for_cluster(Some("a"));
-        m.reconciled("applied", 0.3);
+        m.reconciled(Verdict::Applied, 0.3);
         let text = m.render();
         for line in text.lines().filter(|l| l.starts_with("slurmops_")) {
             assert!(line.contains("cluster=\"a\""), "{line}");

@@ -23,8 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use self::http::{Metrics, Shared};
-use crate::apply::{Cluster, Options};
+use crate::apply::Options;
 use crate::controller::watch::Cache;
+use crate::k8s::Connection;
 use crate::slurm::Client;
 use crate::source::remote::{Fetched, Remote};
 use crate::status::configmap::{self, Status};
@@ -108,7 +109,7 @@ struct State {
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).
-pub async fn run(cluster: Cluster, cfg: Config) -> Result<(), String> {
+pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
     let shared = Arc::new(Shared {
         secret: cfg.webhook_secret.clone(),
         branch: cfg.remote.branch.clone(),

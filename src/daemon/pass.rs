@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use super::http::Shared;
 use super::{Config, Loaded, SlurmSource, State};
-use crate::apply::Cluster;
 use crate::controller::observe::Scope;
 use crate::controller::watch::Cache;
 use crate::controller::{self, Env, Outcome, Target};
+use crate::k8s::Connection;
 use crate::slurm::Client;
 use crate::source::remote::Fetched;
 use crate::spec;
+use crate::status::verdict::{self, Happened, Verdict};
 
 fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
@@ -29,7 +30,7 @@ fn short(commit: &str) -> &str {
 
 /// One pass; returns true when it acted (the next pass follows at once).
 pub async fn pass(
-    cluster: &Cluster,
+    cluster: &Connection,
     cfg: &Config,
     shared: &Arc<Shared>,
     state: &mut State,
@@ -63,7 +64,7 @@ pub async fn pass(
         .applied_at
         .is_none_or(|t| t.elapsed() >= cfg.drift_interval);
     // A failed apply is retried every pass; a held scale-in or removal is applied again.
-    apply_now |= drift_due || state.held || state.status.result == "failed";
+    apply_now |= drift_due || state.held || verdict(state) == Verdict::Failed;
     let acted = match state.target.take() {
         Some(t) => {
             let acted = reconcile(cluster, cfg, shared, state, &t, apply_now, fence, started).await;
@@ -83,6 +84,23 @@ pub async fn pass(
         shared.metrics.lock().expect("metrics").ready = true;
     }
     acted
+}
+
+/// The daemon's current verdict.
+fn verdict(state: &State) -> Verdict {
+    Verdict::parse(&state.status.result)
+}
+
+/// The one way the result changes: H happened; the status says what that came to.
+fn happen(state: &mut State, h: Happened) -> Verdict {
+    let cur = verdict::Result {
+        verdict: verdict(state),
+        commit: state.status.result_commit.clone(),
+    };
+    let n = verdict::next(&cur, &h);
+    state.status.result = n.verdict.as_str().to_string();
+    state.status.result_commit = n.commit;
+    n.verdict
 }
 
 /// A new leader's last fetch is recent enough to act on: it fetches again only past this.
@@ -130,9 +148,9 @@ fn fetched_commit(
     let f = match fetched {
         Err(e) => {
             // Keep the last applied state; say since when git is out of reach.
-            state.status.result = "fetch-failed".into();
+            happen(state, Happened::FetchFailed);
             state.status.errors = e.clone();
-            tracing::error!(result = "fetch-failed", "{e}");
+            tracing::error!(result = Verdict::FetchFailed.as_str(), "{e}");
             return false;
         }
         Ok(f) => f,
@@ -143,15 +161,18 @@ fn fetched_commit(
         .target
         .as_ref()
         .is_some_and(|t| t.fetched.commit == f.commit)
-        || (matches!(state.status.result.as_str(), "invalid" | "refused")
+        || (matches!(verdict(state), Verdict::Invalid | Verdict::Refused)
             && state.status.result_commit == f.commit);
     if known {
-        if state.status.result == "fetch-failed" {
-            state.status.result = if state.status.last_applied_commit == f.commit {
-                "applied".into()
-            } else {
-                String::new()
-            };
+        if verdict(state) == Verdict::FetchFailed {
+            let last_applied = state.status.last_applied_commit.clone();
+            happen(
+                state,
+                Happened::Fetched {
+                    commit: &f.commit,
+                    last_applied: &last_applied,
+                },
+            );
             state.status.errors.clear();
         }
         return false;
@@ -172,11 +193,10 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
     if let Some(allowed) = &cfg.allowed_signers
         && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
     {
-        tracing::warn!(commit = %f.commit, result = "refused", "commit {}: refused: {why}", short(&f.commit));
-        state.status.result = "refused".into();
-        state.status.result_commit = f.commit.clone();
+        tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
+        happen(state, Happened::Refused(&f.commit));
         state.status.errors = why;
-        super::report::count(shared, "refused", started);
+        super::report::count(shared, Verdict::Refused, started);
         return None;
     }
     match spec::load(&f.name, &f.text) {
@@ -188,11 +208,10 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
                 cfg.cluster.as_deref().unwrap_or_default(),
                 c.metadata.name
             );
-            tracing::warn!(commit = %f.commit, result = "refused", "commit {}: refused: {why}", short(&f.commit));
-            state.status.result = "refused".into();
-            state.status.result_commit = f.commit.clone();
+            tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
+            happen(state, Happened::Refused(&f.commit));
             state.status.errors = why;
-            super::report::count(shared, "refused", started);
+            super::report::count(shared, Verdict::Refused, started);
             None
         }
         Ok(c) => {
@@ -212,22 +231,21 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
             };
             tracing::warn!(
                 commit = %f.commit,
-                result = "invalid",
+                result = Verdict::Invalid.as_str(),
                 "commit {}: cluster.yaml invalid ({} error(s)); not applied, the cluster stays at {stays}",
                 short(&f.commit),
                 errors.len(),
             );
-            state.status.result = "invalid".into();
-            state.status.result_commit = f.commit.clone();
+            happen(state, Happened::Invalid(&f.commit));
             state.status.errors = errors.join("\n");
-            super::report::count(shared, "invalid", started);
+            super::report::count(shared, Verdict::Invalid, started);
             None
         }
     }
 }
 
 fn suspended(cfg: &Config, state: &mut State) {
-    state.status.result = "suspended".into();
+    happen(state, Happened::Suspended);
     state.status.errors.clear();
     state.status.summary = if cfg.suspend {
         "suspended (--suspend): nothing applied".into()
@@ -239,7 +257,7 @@ fn suspended(cfg: &Config, state: &mut State) {
 /// The controller's pass for target T, and everything that follows from it.
 #[allow(clippy::too_many_arguments)]
 async fn reconcile(
-    cluster: &Cluster,
+    cluster: &Connection,
     cfg: &Config,
     shared: &Arc<Shared>,
     state: &mut State,
@@ -300,11 +318,10 @@ async fn reconcile(
         }
         Err(e) => {
             let commit = &t.fetched.commit;
-            tracing::error!(commit = %commit, result = "failed", "commit {}: {e}", short(commit));
-            state.status.result = "failed".into();
-            state.status.result_commit = commit.clone();
+            tracing::error!(commit = %commit, result = Verdict::Failed.as_str(), "commit {}: {e}", short(commit));
+            happen(state, Happened::PassFailed(commit));
             state.status.errors = e.to_string();
-            super::report::count(shared, "failed", started);
+            super::report::count(shared, Verdict::Failed, started);
             false
         }
     }
@@ -323,22 +340,15 @@ fn record(
     let commit = &t.fetched.commit;
     if let Some(rep) = &out.applied {
         let summary = rep.counts();
-        if state.status.last_applied_commit != *commit || state.status.result != "applied" {
-            tracing::info!(commit = %commit, result = "applied", "commit {}: applied: {summary}", short(commit));
+        if state.status.last_applied_commit != *commit || verdict(state) != Verdict::Applied {
+            tracing::info!(commit = %commit, result = Verdict::Applied.as_str(), "commit {}: applied: {summary}", short(commit));
         }
-        // A newer commit that was refused, or git out of reach, stays the news: the last good
-        // commit applied again (drift) does not hide it.
-        let newer_news = match state.status.result.as_str() {
-            "invalid" | "refused" => {
-                state.status.result_commit != *commit
-                    && state.status.result_commit == state.status.last_seen_commit
-            }
-            "fetch-failed" => true,
-            _ => false,
+        let last_seen = state.status.last_seen_commit.clone();
+        let h = Happened::Applied {
+            commit,
+            last_seen: &last_seen,
         };
-        if !newer_news {
-            state.status.result = "applied".into();
-            state.status.result_commit = commit.clone();
+        if happen(state, h) == Verdict::Applied {
             state.status.errors.clear();
         }
         state.status.summary = summary;
@@ -360,10 +370,10 @@ fn record(
             .lock()
             .expect("metrics")
             .applied(rep.drifted.len());
-        super::report::count(shared, "applied", started);
+        super::report::count(shared, Verdict::Applied, started);
     }
-    state.held = out.held;
-    state.wake_at = out.wake_at;
+    state.held = out.next.reapply();
+    state.wake_at = out.next.at();
     state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
     // A failed canary marks the commit: it applied, and its rollout is halted.
     let halted: Vec<String> = out
@@ -382,18 +392,21 @@ fn record(
             ))
         })
         .collect();
-    if halted.is_empty() && state.status.result == "canary-failed" {
-        // The halted rollout moved on (a new commit, or an operator's --resume).
-        state.status.result = "applied".into();
-        state.status.result_commit = state.status.last_applied_commit.clone();
+    if halted.is_empty() && verdict(state) == Verdict::CanaryFailed {
+        let last_applied = state.status.last_applied_commit.clone();
+        happen(
+            state,
+            Happened::CanaryClear {
+                last_applied: &last_applied,
+            },
+        );
         state.status.errors.clear();
     }
     if !halted.is_empty() {
-        if state.status.result != "canary-failed" {
-            tracing::warn!(commit = %commit, result = "canary-failed", "commit {}: {}", short(commit), halted.join("; "));
+        if verdict(state) != Verdict::CanaryFailed {
+            tracing::warn!(commit = %commit, result = Verdict::CanaryFailed.as_str(), "commit {}: {}", short(commit), halted.join("; "));
         }
-        state.status.result = "canary-failed".into();
-        state.status.result_commit = commit.clone();
+        happen(state, Happened::CanaryHalted(commit));
         state.status.errors = halted.join("\n");
     }
     if connected {
@@ -412,7 +425,7 @@ fn record(
 /// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
 /// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
 async fn connect(
-    cluster: &Cluster,
+    cluster: &Connection,
     cfg: &Config,
     state: &mut State,
     c: &spec::ClusterFile,
@@ -462,7 +475,7 @@ async fn connect(
 }
 
 /// Watches the target's workers, so that a pod becoming Ready or going away wakes the next pass.
-fn watch(cluster: &Cluster, shared: &Shared, state: &mut State, c: &spec::ClusterFile) {
+fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &spec::ClusterFile) {
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     if !state.cache.as_ref().is_some_and(|w| *w.scope() == scope) {
         state.cache = Some(Cache::start(
@@ -481,7 +494,7 @@ fn watch(cluster: &Cluster, shared: &Shared, state: &mut State, c: &spec::Cluste
 /// With Slurm, every pass also runs autoscale and worker state sync for the target, on the view
 /// of Slurm the controller read (Slurm is read once per pass).
 async fn keep_workers(
-    cluster: &Cluster,
+    cluster: &Connection,
     slurm: &Client,
     c: &spec::ClusterFile,
     view: crate::controller::decide::SlurmView,

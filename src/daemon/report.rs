@@ -5,11 +5,12 @@ use std::time::{Duration, Instant};
 
 use super::http::Shared;
 use super::{Config, State};
-use crate::apply::Cluster;
+use crate::k8s::Connection;
 use crate::status::configmap::{self, Status};
+use crate::status::verdict::Verdict;
 use crate::vocab;
 
-pub(super) fn count(shared: &Shared, result: &str, started: Instant) {
+pub(super) fn count(shared: &Shared, result: Verdict, started: Instant) {
     shared
         .metrics
         .lock()
@@ -17,7 +18,7 @@ pub(super) fn count(shared: &Shared, result: &str, started: Instant) {
         .reconciled(result, started.elapsed().as_secs_f64());
 }
 
-pub(super) async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut State) {
+pub(super) async fn write_status(cluster: &Connection, cfg: &Config, state: &mut State) {
     // lastAttempt and lastFetch change every pass: write when anything else changed, or once a
     // minute so that their age tells how fresh the daemon's view is.
     let facts = |s: &Status| Status {
@@ -45,19 +46,15 @@ pub(super) async fn write_status(cluster: &Cluster, cfg: &Config, state: &mut St
 }
 
 /// An Event on the status ConfigMap when the result changes (for `kubectl get events`).
-async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
+async fn record_result(cluster: &Connection, cfg: &Config, s: &Status) {
     let short = s.result_commit.get(..12).unwrap_or(&s.result_commit);
-    let (reason, warning) = match s.result.as_str() {
-        "applied" => ("Applied", false),
-        "suspended" => ("Suspended", false),
-        "invalid" => ("InvalidCommit", true),
-        "refused" => ("RefusedCommit", true),
-        "fetch-failed" => ("FetchFailed", true),
-        _ => ("ApplyFailed", true),
+    let v = Verdict::parse(&s.result);
+    let Some((reason, warning)) = v.event() else {
+        return;
     };
-    let message = match s.result.as_str() {
-        "applied" => format!("commit {short} applied: {}", s.summary),
-        "fetch-failed" => format!("cannot fetch {}: {}", s.repository, s.errors),
+    let message = match v {
+        Verdict::Applied => format!("commit {short} applied: {}", s.summary),
+        Verdict::FetchFailed => format!("cannot fetch {}: {}", s.repository, s.errors),
         _ => format!(
             "commit {short}: {}",
             s.errors.lines().next().unwrap_or(&s.result)
@@ -84,7 +81,7 @@ async fn record_result(cluster: &Cluster, cfg: &Config, s: &Status) {
 /// and when a worker starts waiting for jobs (once per worker and set of jobs; SEEN remembers
 /// which were told).
 pub(super) async fn rollout_events(
-    cluster: &Cluster,
+    cluster: &Connection,
     namespace: &str,
     out: &crate::controller::Outcome,
     seen: &mut std::collections::BTreeSet<String>,

@@ -5,6 +5,7 @@
 
 pub mod configmap;
 pub mod show;
+pub mod verdict;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};

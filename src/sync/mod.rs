@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
-use crate::apply::Cluster;
+use crate::k8s::Connection;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::rollout::pod_ready;
 use crate::slurm::{Client, Drain, Node, SlurmError, SlurmNodes};
@@ -80,7 +80,7 @@ impl Syncer {
     /// One pass over every NodeSet of C, reading Slurm's nodes.
     pub async fn tick(
         &mut self,
-        cluster: &Cluster,
+        cluster: &Connection,
         slurm: &Client,
         c: &ClusterFile,
     ) -> Result<Report, SyncError> {
@@ -92,7 +92,7 @@ impl Syncer {
     /// reads Slurm once per pass). One LIST of the workers, whatever the number of NodeSets.
     pub async fn tick_with(
         &mut self,
-        cluster: &Cluster,
+        cluster: &Connection,
         slurm: &Client,
         c: &ClusterFile,
         nodes: Vec<Node>,
@@ -166,7 +166,7 @@ impl Syncer {
 /// Kubernetes nodes with a problem and the drain reason for each; None when Nodes cannot be read
 /// (then neither drains nor resumes happen, and the report says why).
 async fn node_problems(
-    cluster: &Cluster,
+    cluster: &Connection,
     c: &ClusterFile,
     report: &mut Report,
 ) -> Option<BTreeMap<String, String>> {

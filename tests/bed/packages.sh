@@ -9,7 +9,7 @@ python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
-# GNU time measures the peak memory of a child (tests/hostile.rs).
+# GNU time measures the peak memory of a child (tests/offline/hostile.rs).
 [ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"

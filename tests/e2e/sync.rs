@@ -3,8 +3,7 @@
 //! the problem clearing resumes only slurmops' drains),
 //! a Ready worker whose Slurm node is gone is replaced.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -14,8 +13,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use slurmops::slurm::SlurmNodes;
 
-use support::slurm::client as slurm;
-use support::{TestEnv, bed, eventually, slurm_instance};
+use crate::support::slurm::client as slurm;
+use crate::support::{TestEnv, bed, eventually, slurm_instance};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
     support::cluster_head("c", ns)

@@ -4,8 +4,7 @@
 //! pod's slurmrestd and each worker's slurmd. A cluster on 24.11 with 4 workers and a real job on
 //! one of them gets a commit changing `slurmVersion` to 26.05, and `slurmops apply` carries it out.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -15,8 +14,8 @@ use std::time::Duration;
 use slurmops::render::render;
 use slurmops::spec::load;
 
-use support::slurm::{slurmd_port, test_host_overlay};
-use support::{Event, OwnSlurm, TestEnv, bed, eventually, unique_suffix};
+use crate::support::slurm::{slurmd_port, test_host_overlay};
+use crate::support::{Event, OwnSlurm, TestEnv, bed, eventually, unique_suffix};
 
 fn cluster_yaml(ns: &str, w: &str, version: &str) -> String {
     format!(

@@ -13,10 +13,7 @@ use std::time::{Duration, Instant};
 use slurmops::render::{Rendered, render};
 use slurmops::spec::load;
 
-#[macro_use]
-mod support;
-
-use support::slurm::{conf_cache, node, sh, start_ctld, test_host_overlay};
+use crate::support::slurm::{conf_cache, node, sh, start_ctld, test_host_overlay};
 
 /// An example's own Slurm instance, slurmctld port and first slurmd port, by release (the shared
 /// bed instances keep running beside it; both examples run at once).
@@ -227,7 +224,7 @@ fn check_example(dir: &str) {
         }
         // A daemon that has reconciled and rolled: its labelled families have samples.
         let daemon = slurmops::daemon::metrics::Metrics::default();
-        daemon.reconciled("applied", 0.2);
+        daemon.reconciled(slurmops::status::verdict::Verdict::Applied, 0.2);
         daemon.rollout(&slurmops::rollout::Event::Drain {
             node: "h100-0".into(),
             ours: true,

@@ -7,21 +7,20 @@
 //! slurmctld) from the ConfigMap the controller writes.
 //! A setting that restarts slurmctld, under `controlPlaneWindow: required`, waits the same way.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use slurmops::slurm::SlurmNodes;
 
-use support::ctld_files::SharedSidecar;
-use support::daemon::{applied, status};
-use support::eventually;
-use support::gitops::{Bed, running};
-use support::slurm::{job_state, submit_sleep};
+use crate::support::ctld_files::SharedSidecar;
+use crate::support::daemon::{applied, status};
+use crate::support::eventually;
+use crate::support::gitops::{Bed, running};
+use crate::support::slurm::{job_state, submit_sleep};
 
 /// A daily window at the START (UNIX seconds, a whole minute), two minutes long.
-fn cluster(ns: &str, set: &str, image: &str, start: i64) -> String {
+pub(crate) fn cluster(ns: &str, set: &str, image: &str, start: i64) -> String {
     let (minute, hour) = ((start / 60) % 60, (start / 3600) % 24);
     support::cluster_head("c", ns)
         + &format!(
@@ -46,7 +45,7 @@ fn now() -> i64 {
 }
 
 /// The first whole minute at least SECS from now.
-fn minute_after(secs: i64) -> i64 {
+pub(crate) fn minute_after(secs: i64) -> i64 {
     (now() + secs + 59) / 60 * 60
 }
 

@@ -1,8 +1,7 @@
 //! `slurmops apply` and `plan --cluster` against the real kube-apiserver + controller-manager of
 //! the test bed, run as an identity holding only the Role slurmops documents for itself.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -13,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use support::{TestEnv, bed, eventually};
+use crate::support::{TestEnv, bed, eventually};
 
 fn small_cluster(ns: &str, node_sets: &str, policy: &str) -> String {
     support::cluster_head("c", ns)
@@ -424,7 +423,7 @@ async fn a_rendering_that_would_prune_everything_is_refused() {
     let yaml = small_cluster(&env.ns, &node_set(&env.name("x"), 0), "");
     write(repo.path(), &yaml);
     apply_ok(repo.path(), &["--wait", "0s"]);
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_restricted), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_restricted), None)
         .await
         .unwrap();
     let c = slurmops::spec::load("cluster.yaml", &yaml).unwrap();

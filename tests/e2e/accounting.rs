@@ -3,13 +3,12 @@
 //! come from cluster.yaml; what they did is checked with Slurm's own tools (`sacctmgr`, `sacct`,
 //! `squeue`), not with slurmops' reader.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;
 
-use support::accounting::{AcctSlurm, Mariadb, by_first};
+use crate::support::accounting::{AcctSlurm, Mariadb, by_first};
 
 /// The bed's cluster with accounting, a QOS limited to MAX_CPU CPUs per user, an account tree
 /// research → vision and users alice (vision) and bob (research and vision).
@@ -49,7 +48,7 @@ impl Cli {
         let file = self.dir.path().join("cluster.yaml");
         std::fs::write(&file, text).expect("write cluster.yaml");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
-        cmd.args(["slurm", "--url", &self.url, "accounting"])
+        cmd.args(["slurm", "--slurmrestd-url", &self.url, "accounting"])
             .arg(&file);
         cmd.env("SLURM_JWT", s.token("root"));
         if apply {

@@ -1,8 +1,7 @@
 //! Drain-before-replace end to end on the test bed: real apiserver + controller-manager, the test
 //! kubelet running a real slurmd per worker pod, real slurmctld and slurmrestd.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,9 +13,9 @@ use kube::api::{Api, ListParams};
 use slurmops::slurm::auth::{Credentials, Secret};
 use slurmops::slurm::{Client, Config, SlurmNodes};
 
-use support::slurm::client as slurm;
-use support::slurm::{job_state, submit_sleep};
-use support::{TestEnv, bed, eventually};
+use crate::support::slurm::client as slurm;
+use crate::support::slurm::{job_state, submit_sleep};
+use crate::support::{TestEnv, bed, eventually};
 
 fn ready(p: &Pod) -> bool {
     p.status
@@ -63,7 +62,7 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
         &support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-a"),
     )
     .unwrap();
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
     let opts = slurmops::apply::Options {
@@ -268,7 +267,7 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
 /// Applies W's NodeSet of REPLICAS workers, then a new image without rolling; returns the new
 /// cluster.yaml.
 async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) -> String {
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
     for (image, wait) in [
@@ -304,7 +303,7 @@ async fn roll(
     until: slurmops::controller::drive::Until,
     observer: slurmops::rollout::Observer,
 ) -> Result<slurmops::controller::drive::Driven, slurmops::controller::drive::RolloutError> {
-    let cluster = slurmops::apply::Cluster::connect(Some(&bed().kubeconfig_admin), None)
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
     let c = slurmops::spec::load("cluster.yaml", text).unwrap();

@@ -2,8 +2,7 @@
 //! running a real slurmd per worker pod against the real slurmctld, real slurmrestd with JWT, and
 //! real git servers on every transport.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -15,7 +14,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use slurmops::render::render;
 use slurmops::spec::load;
 
-use support::{Event, TestEnv, bed, eventually, git, git_command, served_repo, slurm_instance};
+use crate::support::{
+    Event, TestEnv, bed, eventually, git, git_command, served_repo, slurm_instance,
+};
 
 /// A worker StatefulSet exactly as slurmops renders it for a one-NodeSet cluster in the test's
 /// namespace.

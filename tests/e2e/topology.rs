@@ -2,19 +2,18 @@
 //! topology.yaml slurmops renders (blocks declared, no nodes). Workers run on Kubernetes nodes
 //! whose label names their block; `slurmops apply` places each registered worker in that block
 //! through slurmrestd, and Slurm then refuses a 2-node job spanning two blocks while one inside a
-//! block runs. 24.11 refusing block topology is a validation test (tests/validation.rs).
+//! block runs. 24.11 refusing block topology is a validation test (tests/offline/validation.rs).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;
 
 use slurmops::slurm::{DataParser, SlurmNodes};
 
-use support::bed::{BLOCK_LABEL, BLOCKS};
-use support::slurm::{client as slurm, sh};
-use support::{TestEnv, bed, eventually, slurm_instance};
+use crate::support::bed::{BLOCK_LABEL, BLOCKS};
+use crate::support::slurm::{client as slurm, sh};
+use crate::support::{TestEnv, bed, eventually, slurm_instance};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
     support::cluster_head("c", ns)

@@ -1,8 +1,7 @@
 //! Autoscale end to end on the test bed: jobs pending in a partition scale its NodeSet out, idle
 //! workers are drained and removed after the delay, and apply does not fight the autoscaler.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -15,10 +14,10 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
-use support::slurm::cli as slurmops;
-use support::slurm::client as slurm;
-use support::slurm::{job_state, submit_to_partition};
-use support::{TestEnv, bed, eventually};
+use crate::support::slurm::cli as slurmops;
+use crate::support::slurm::client as slurm;
+use crate::support::slurm::{job_state, submit_to_partition};
+use crate::support::{TestEnv, bed, eventually};
 
 fn cluster_yaml(ns: &str, w: &str) -> String {
     support::cluster_head("c", ns)

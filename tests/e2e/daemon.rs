@@ -2,8 +2,7 @@
 //! and keeps the real apiserver at its cluster.yaml; webhooks, invalid commits, SSH with pinned
 //! host keys, and two replicas with leader election.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +14,10 @@ use kube::api::{Api, ListParams};
 use sha2::Sha256;
 use slurmops::source::remote::{Auth, Remote, RemoteError};
 
-use support::daemon::{Daemon, Repo, Tarpit, applied, as_installed, free_port, gitops, status};
-use support::{TestEnv, bed, eventually, git};
+use crate::support::daemon::{
+    Daemon, Repo, Tarpit, applied, as_installed, free_port, gitops, status,
+};
+use crate::support::{TestEnv, bed, eventually, git};
 
 fn cluster_yaml(ns: &str, max_time: &str) -> String {
     support::cluster_head("c", ns)

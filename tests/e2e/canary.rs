@@ -8,20 +8,19 @@
 //! failed with the job named; the next commit (a fix) validates its canary with a job Slurm
 //! completes, then rolls every worker, never killing a job.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slurmops::slurm::SlurmNodes;
 
+use crate::support::daemon::{applied, status};
+use crate::support::eventually;
+use crate::support::gitops::{Bed, running};
+use crate::support::slurm::cli;
+use crate::support::slurm::{job_state, submit_sleep};
 use slurmops::status::configmap::Status;
-use support::daemon::{applied, status};
-use support::eventually;
-use support::gitops::{Bed, running};
-use support::slurm::cli;
-use support::slurm::{job_state, submit_sleep};
 
 /// One NodeSet of three workers running IMAGE, all three allowed out at once, under a canary
 /// of one worker validated by VALIDATE (a YAML flow mapping).

@@ -3,7 +3,7 @@
 
 use slurmops::spec::{Diagnostic, load};
 
-const VALID: &str = include_str!("../examples/minimal/cluster.yaml");
+const VALID: &str = include_str!("../../examples/minimal/cluster.yaml");
 
 fn errors(text: &str) -> Vec<Diagnostic> {
     load("cluster.yaml", text).expect_err("this input must be rejected")

@@ -3,8 +3,7 @@
 //! through the newest data parser each release serves (v0.0.42 on 24.11, v0.0.45 on 26.05), and
 //! through v0.0.42 on 26.05 too, the parser both releases share.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +11,8 @@ use slurmops::slurm::auth::{Credentials, KeyBytes, Secret};
 use slurmops::slurm::client::errno;
 use slurmops::slurm::{Client, Config, DataParser, Drain, Resume, SlurmError, SlurmNodes};
 
-use support::slurm::{Slurmd, job_state, scontrol, sh, submit_sleep};
-use support::{bed, eventually, slurm_instance, unique_suffix};
+use crate::support::slurm::{Slurmd, job_state, scontrol, sh, submit_sleep};
+use crate::support::{bed, eventually, slurm_instance, unique_suffix};
 
 fn client(parser: DataParser) -> Client {
     let b = bed();
@@ -460,8 +459,8 @@ async fn admin_cli_connects_from_cluster_yaml_and_the_jwt_key_secret() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
             .arg("slurm")
             .args(extra)
-            .args(["--cluster", dir.path().to_str().unwrap()])
-            .args(["--url", &b.slurmrestd_url])
+            .args(["--cluster-file", dir.path().to_str().unwrap()])
+            .args(["--slurmrestd-url", &b.slurmrestd_url])
             .env("KUBECONFIG", &b.kubeconfig_admin)
             .env_remove("SLURM_JWT")
             .output()

@@ -10,7 +10,10 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 
-use super::ApplyError;
+/// The Kubernetes API cannot be reached or understood: what was tried, and why it failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConnectError(pub String);
 
 /// Deadline of one Kubernetes API request (connect has kube's own 30 s).
 pub const API_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -87,7 +90,7 @@ where
 }
 
 /// A connection to one cluster, with what discovery found.
-pub struct Cluster {
+pub struct Connection {
     pub client: kube::Client,
     pub log: Arc<RequestLog>,
     /// `policy/v1` where served, else `policy/v1beta1` (Kubernetes < 1.21).
@@ -101,12 +104,12 @@ pub struct Cluster {
     pub service_monitors: bool,
 }
 
-impl Cluster {
+impl Connection {
     /// Connects with a kubeconfig (KUBECONFIG / ~/.kube/config when None, or in-cluster).
     pub async fn connect(
         kubeconfig: Option<&Path>,
         context: Option<&str>,
-    ) -> Result<Cluster, ApplyError> {
+    ) -> Result<Connection, ConnectError> {
         let opts = KubeConfigOptions {
             context: context.map(str::to_string),
             ..KubeConfigOptions::default()
@@ -114,7 +117,7 @@ impl Cluster {
         let config = match kubeconfig {
             Some(path) => {
                 let kc = Kubeconfig::read_from(path).map_err(|e| {
-                    ApplyError::Connect(format!("cannot read kubeconfig {}: {e}", path.display()))
+                    ConnectError(format!("cannot read kubeconfig {}: {e}", path.display()))
                 })?;
                 kube::Config::from_custom_kubeconfig(kc, &opts)
                     .await
@@ -125,7 +128,7 @@ impl Cluster {
                 .map_err(|e| e.to_string()),
             None => kube::Config::infer().await.map_err(|e| e.to_string()),
         }
-        .map_err(|e| ApplyError::Connect(format!("kubeconfig: {e}")))?;
+        .map_err(|e| ConnectError(format!("kubeconfig: {e}")))?;
         // Every request has a deadline: a Kubernetes API server that accepts and never answers
         // fails the call (and the pass) instead of hanging it. Watches end server-side before it
         // (`controller::watch`).
@@ -135,13 +138,13 @@ impl Cluster {
         config.reset_reader_on_write = true;
         let log = Arc::new(RequestLog::default());
         let client = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ApplyError::Connect(format!("kube client: {e}")))?
+            .map_err(|e| ConnectError(format!("kube client: {e}")))?
             .with_layer(&Counting(log.clone()))
             .build();
         let version = client
             .apiserver_version()
             .await
-            .map_err(|e| ApplyError::Connect(format!("cannot reach the Kubernetes API: {e}")))?;
+            .map_err(|e| ConnectError(format!("cannot reach the Kubernetes API: {e}")))?;
         let minor: u32 = version
             .minor
             .trim_end_matches(|c: char| !c.is_ascii_digit())
@@ -150,7 +153,7 @@ impl Cluster {
         let groups = client
             .list_api_groups()
             .await
-            .map_err(|e| ApplyError::Connect(format!("API discovery failed: {e}")))?;
+            .map_err(|e| ConnectError(format!("API discovery failed: {e}")))?;
         let policy_v1 = groups.groups.iter().any(|g| {
             g.name == "policy" && g.versions.iter().any(|v| v.group_version == "policy/v1")
         });
@@ -161,7 +164,7 @@ impl Cluster {
                     .iter()
                     .any(|v| v.group_version == "monitoring.coreos.com/v1")
         });
-        Ok(Cluster {
+        Ok(Connection {
             dra,
             service_monitors,
             client,

@@ -4,8 +4,7 @@
 //! slurmrestd, a real slurmd per worker pod (the test kubelet), `slurmops apply` with the rights
 //! the Role and node reader ClusterRole give.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,8 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
-use support::slurm::{client as slurm, job_state, submit_sleep};
-use support::{TestEnv, eventually};
+use crate::support::slurm::{client as slurm, job_state, submit_sleep};
+use crate::support::{TestEnv, eventually};
 
 /// The label that puts a Kubernetes node in the test's pool.
 const POOL: &str = "slurmops.test/pool";
@@ -48,8 +47,9 @@ fn applied(out: std::process::Output) {
     );
 }
 
-/// pod name → (uid, Kubernetes node) of the NodeSet's pods not being deleted.
-async fn workers(env: &TestEnv, set: &str) -> BTreeMap<String, (String, String)> {
+/// pod name → (uid, Kubernetes node; empty until bound) of the NodeSet's pods not being
+/// deleted.
+pub(crate) async fn workers(env: &TestEnv, set: &str) -> BTreeMap<String, (String, String)> {
     let lp = ListParams::default().labels(&format!("slurmops.dev/nodeset={set}"));
     Api::<Pod>::namespaced(env.client.clone(), &env.ns)
         .list(&lp)
@@ -59,22 +59,22 @@ async fn workers(env: &TestEnv, set: &str) -> BTreeMap<String, (String, String)>
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| {
-            let host = p.spec?.node_name?;
+            let host = p.spec?.node_name.unwrap_or_default();
             Some((p.metadata.name?, (p.metadata.uid?, host)))
         })
         .collect()
 }
 
-/// Waits until NAMES are exactly the NodeSet's workers, each registered and idle in Slurm.
-async fn idle_workers(
+/// Waits until the NodeSet has COUNT workers, each registered and idle in Slurm, not drained.
+pub(crate) async fn idle_workers(
     env: &TestEnv,
     set: &str,
     count: usize,
 ) -> BTreeMap<String, (String, String)> {
     let s = slurm();
     eventually(
-        &format!("{count} idle workers"),
-        Duration::from_secs(60),
+        &format!("{count} idle workers of {set}"),
+        Duration::from_secs(90),
         async || {
             let w = workers(env, set).await;
             if w.len() != count {

@@ -9,18 +9,17 @@
 //! middle of a rollout, or replaced by its standby, finishes it without killing a job or leaving
 //! a node drained.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
-use support::daemon::{applied, status};
-use support::gitops::{Bed, drained_by_us, running, scancel};
-use support::slurm::{job_state, submit_sleep};
-use support::{TestEnv, eventually};
+use crate::support::daemon::{applied, status};
+use crate::support::gitops::{Bed, drained_by_us, running, scancel};
+use crate::support::slurm::{job_state, submit_sleep};
+use crate::support::{TestEnv, eventually};
 
 /// cluster.yaml with one worker NodeSet per (name, replicas, image).
 fn cluster(ns: &str, sets: &[(&str, u32, &str)]) -> String {

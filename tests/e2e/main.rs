@@ -1,0 +1,24 @@
+//! The bed suite: every test that needs the test bed (tests/bed/: real kube-apiserver and
+//! controller-manager, Slurm 24.11 and 26.05 from their chroots, MariaDB, git servers on
+//! loopback). Needs root; `bash tests/run-all.sh` prepares the bed and runs it. One binary, so
+//! libgit2, rustls and kube are linked once.
+
+#[macro_use]
+mod support;
+
+mod accounting;
+mod apply;
+mod autoscale;
+mod bed;
+mod canary;
+mod controller;
+mod daemon;
+mod one_entrance;
+mod per_node;
+mod real_slurm;
+mod rollout;
+mod slurm_client;
+mod sync;
+mod topology;
+mod upgrade;
+mod window;
