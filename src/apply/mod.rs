@@ -11,6 +11,7 @@ pub mod health;
 mod prune;
 pub mod rbac;
 mod report;
+mod survey;
 pub mod upgrade;
 mod window;
 
@@ -29,6 +30,9 @@ pub use drift::drift;
 pub use prune::{NoSlurm, PruneGuard};
 use prune::{check_scale_in, prune_set};
 pub use report::Report;
+use survey::execute;
+pub(crate) use survey::verdict;
+pub use survey::{Survey, Verdict, survey};
 
 pub use crate::vocab::{
     MANAGER_APPLY as FIELD_MANAGER, MANAGER_AUTOSCALE as AUTOSCALE_MANAGER,
@@ -342,140 +346,8 @@ pub async fn apply(
     guard: &impl PruneGuard,
 ) -> Result<Report, ApplyError> {
     let before = cluster.log.summary();
-    let force = opts.force_conflicts || c.spec.policy.force_conflicts;
-    let detect_only = opts.detect_only || c.spec.policy.detect_drift_only;
-    served(cluster, r)?;
-    let live = members(cluster, c, r).await?;
-    let desired = desired(c, r, cluster, &live);
-    // Everything that can refuse is decided before the first write.
-    if !cluster.dra
-        && let Some(o) = desired.iter().find(|o| {
-            o.body
-                .pointer("/spec/template/spec/resourceClaims")
-                .is_some()
-        })
-    {
-        return Err(ApplyError::NoDra {
-            object: key(&o.kind, &o.name),
-            server: cluster.server_version.clone(),
-        });
-    }
-    let mut recreate = BTreeSet::new();
-    for o in desired.iter().filter(|o| o.kind == "StatefulSet") {
-        let Some(l) = live.get(&key(&o.kind, &o.name)) else {
-            continue;
-        };
-        let lj = serde_json::to_value(l).unwrap_or_default();
-        let fields = immutable_changes(&o.body, &lj);
-        if fields.contains(&"selector") {
-            return Err(ApplyError::SelectorChanged {
-                name: o.name.clone(),
-            });
-        }
-        if !fields.is_empty() {
-            if !c.spec.policy.allow_recreate {
-                return Err(ApplyError::Immutable {
-                    name: o.name.clone(),
-                    fields: fields.join(", "),
-                });
-            }
-            recreate.insert(o.name.clone());
-        }
-    }
-    let workloads: Vec<(String, Json)> = desired
-        .iter()
-        .filter(|o| matches!(o.kind.as_str(), "StatefulSet" | "Deployment"))
-        .filter_map(|o| {
-            let id = key(&o.kind, &o.name);
-            let l = serde_json::to_value(live.get(&id)?).ok()?;
-            Some((id, l))
-        })
-        .collect();
-    upgrade::check(&c.spec.slurm_version, &workloads).map_err(ApplyError::SlurmRelease)?;
-    let all: Vec<&Object> = desired.iter().collect();
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
-        .and(window::held(c, &all, &workloads, now));
-    let gone = prune_set(cluster, c, &desired, &live, opts, guard).await?;
-    check_scale_in(cluster, c, &desired, &live, guard).await?;
-
-    let mut report = Report {
-        held: held.objects.iter().cloned().collect(),
-        held_for: held.waiting_for.clone(),
-        window_opens: held.opens,
-        ..Report::default()
-    };
-    update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
-    for o in &desired {
-        let id = key(&o.kind, &o.name);
-        if held.objects.contains(&id) {
-            continue;
-        }
-        let current = live.get(&id);
-        let recreated = recreate.contains(&o.name);
-        match (
-            verdict(cluster, o, current, recreated, detect_only).await?,
-            current,
-        ) {
-            (Verdict::Recreate, _) => {
-                recreate_orphaning(cluster, o).await?;
-                apply_one(cluster, o, force, None).await?;
-                report.recreated.push(id);
-            }
-            (Verdict::Create, _) | (_, None) => {
-                apply_one(cluster, o, force, None).await?;
-                autoscale_initial(cluster, c, o).await?;
-                report.created.push(id);
-            }
-            (
-                Verdict::Unchanged {
-                    confirmed_by_dry_run,
-                },
-                _,
-            ) => {
-                if confirmed_by_dry_run {
-                    report.confirmed_by_dry_run.push(id.clone());
-                }
-                report.unchanged.push(id)
-            }
-            (Verdict::Drifted, _) => report.drifted.push(id),
-            (Verdict::Update, Some(l)) => {
-                apply_one(cluster, o, force, Some(l)).await?;
-                take_back_keys(cluster, o, l).await?;
-                report.updated.push(id);
-            }
-        }
-    }
-    // Prune in reverse apply order.
-    let order: BTreeMap<&str, usize> = r
-        .objects
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.kind.as_str(), i))
-        .collect();
-    let mut gone = gone;
-    gone.sort_by_key(|(_, k, _)| std::cmp::Reverse(order.get(k.as_str()).copied().unwrap_or(0)));
-    for (v, kind, name) in &gone {
-        let dp = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
-        retry(|| cluster.delete(v, kind, &c.metadata.namespace, name, &dp))
-            .await
-            .map_err(|e| api_err(&key(kind, name), e))?;
-        report.pruned.push(key(kind, name));
-    }
-    update_parent(
-        cluster,
-        c,
-        &live,
-        cluster_gks(&live, &desired, false),
-        Some(text),
-    )
-    .await?;
-    if let Some(t) = opts.wait {
-        health::wait(cluster, &desired, t).await?;
-    }
+    let s = survey(cluster, c, r, opts, guard).await?;
+    let mut report = execute(cluster, c, text, r, opts, s).await?;
     let after = cluster.log.summary();
     report.requests = Requests {
         total: after.total - before.total,
@@ -607,51 +479,6 @@ async fn autoscale_initial(
         .await
         .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
     Ok(())
-}
-
-/// What apply does with one object: the one answer to "did it change", for apply and for
-/// `plan --cluster` (`drift`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Create,
-    /// Applied again: git changed it, or a hand edit is taken back.
-    Update,
-    /// The live object holds it already (CONFIRMED_BY_DRY_RUN: the server was asked).
-    Unchanged {
-        confirmed_by_dry_run: bool,
-    },
-    /// A hand edit left in place (`--detect-only`, `policy.detectDriftOnly`).
-    Drifted,
-    /// Deleted with orphan propagation and applied again (an immutable StatefulSet field).
-    Recreate,
-}
-
-/// The verdict for desired object O against LIVE (None: not in the cluster). RECREATE: its
-/// immutable fields change and the policy allows recreating it.
-pub(crate) async fn verdict(
-    cluster: &Connection,
-    o: &Object,
-    live: Option<&DynamicObject>,
-    recreate: bool,
-    detect_only: bool,
-) -> Result<Verdict, ApplyError> {
-    let Some(l) = live else {
-        return Ok(Verdict::Create);
-    };
-    if recreate && o.kind == "StatefulSet" {
-        return Ok(Verdict::Recreate);
-    }
-    let dry_runs_seen = cluster.log.summary().dry_runs;
-    if unchanged(cluster, o, l).await? {
-        let confirmed_by_dry_run = cluster.log.summary().dry_runs > dry_runs_seen;
-        return Ok(Verdict::Unchanged {
-            confirmed_by_dry_run,
-        });
-    }
-    if detect_only && same_hash(o, l) {
-        return Ok(Verdict::Drifted);
-    }
-    Ok(Verdict::Update)
 }
 
 fn hash_of(v: &Json) -> Option<&str> {

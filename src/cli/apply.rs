@@ -2,12 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{EXIT_CHANGES, EXIT_ERROR, EXIT_OK, Format, load, read};
-use crate::apply::{self, ApplyError, NoSlurm, Options};
+use super::{CliError, Format, Outcome, Success, load, read};
+use crate::apply::{self, NoSlurm, Options};
 use crate::controller::drive::{Driven, RolloutError, drive};
-use crate::controller::{Env, PassError, Target};
+use crate::controller::{Env, Target};
 use crate::k8s::Connection;
-use crate::plan::format;
 use crate::render;
 use crate::rollout::Observer;
 use crate::spec::window::WindowMode;
@@ -61,19 +60,15 @@ pub(super) fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-pub fn apply_cmd(a: ApplyArgs) -> i32 {
-    let Ok(loaded) = read(&a.path) else {
-        return EXIT_ERROR;
-    };
-    let Ok(c) = load(&loaded) else {
-        return EXIT_ERROR;
-    };
+pub fn apply_cmd(a: ApplyArgs) -> Outcome {
+    let loaded = read(&a.path)?;
+    let c = load(&loaded)?;
     if c.spec.policy.suspend {
         println!(
             "{}: spec.policy.suspend is set; nothing applied",
             loaded.name
         );
-        return EXIT_OK;
+        return Ok(Success::Done);
     }
     let r = render::render(&c);
     let opts = Options {
@@ -83,23 +78,17 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
         wait: (a.wait.as_secs() > 0).then(|| std::time::Duration::from_secs(a.wait.as_secs())),
         ..Options::default()
     };
-    let result = runtime().block_on(async {
+    let rep = runtime().block_on(async {
         let cluster =
             Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
         match a.slurm.given() {
             Some((url, token)) => {
-                let slurm = super::token_client(url, token)
-                    .map_err(|e| ApplyError::Connect(e.to_string()))?;
+                let slurm = super::token_client(url, token)?;
                 let how = How {
                     roll: !a.no_rollout,
                     one_pass: a.no_wait,
                 };
-                let done = with_slurm(&cluster, &slurm, &c, &loaded.text, &r, &opts, how)
-                    .await
-                    .map_err(|e| match e {
-                        RolloutError::Pass(PassError::Apply(e)) => e,
-                        other => ApplyError::Connect(other.to_string()),
-                    })?;
+                let done = with_slurm(&cluster, &slurm, &c, &loaded.text, &r, &opts, how).await?;
                 for (set, nodes) in &done.drained_leaving {
                     println!("{set}: drained before removal: {}", nodes.join(", "));
                 }
@@ -123,46 +112,37 @@ pub fn apply_cmd(a: ApplyArgs) -> i32 {
                         crate::status::show::node_sets(&done.progress, now)
                     );
                 }
-                Ok(done.applied.unwrap_or_default())
+                Ok::<_, CliError>(done.applied.unwrap_or_default())
             }
-            None => apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await,
+            None => Ok(apply::apply(&cluster, &c, &loaded.text, &r, &opts, &NoSlurm).await?),
         }
-    });
-    match result {
-        Ok(rep) => {
-            for (what, list) in [
-                ("created", &rep.created),
-                ("updated", &rep.updated),
-                ("recreated (pods orphaned and adopted)", &rep.recreated),
-                ("pruned", &rep.pruned),
-                (
-                    "unchanged (confirmed by a server-side dry run)",
-                    &rep.confirmed_by_dry_run,
-                ),
-                ("drift left in place (detect-only)", &rep.drifted),
-            ] {
-                for id in list {
-                    println!("{what}: {id}");
-                }
-            }
-            for line in &rep.accounting {
-                println!("accounting: {line}");
-            }
-            println!("{}: {}", loaded.name, rep.counts());
-            if let Some(held) = rep.held_line() {
-                println!("held: {held}");
-            }
-            if let Some(e) = &rep.accounting_error {
-                eprintln!("error: accounting: {e}");
-                return EXIT_ERROR;
-            }
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
+    })?;
+    for (what, list) in [
+        ("created", &rep.created),
+        ("updated", &rep.updated),
+        ("recreated (pods orphaned and adopted)", &rep.recreated),
+        ("pruned", &rep.pruned),
+        (
+            "unchanged (confirmed by a server-side dry run)",
+            &rep.confirmed_by_dry_run,
+        ),
+        ("drift left in place (detect-only)", &rep.drifted),
+    ] {
+        for id in list {
+            println!("{what}: {id}");
         }
     }
+    for line in &rep.accounting {
+        println!("accounting: {line}");
+    }
+    println!("{}: {}", loaded.name, rep.counts());
+    if let Some(held) = rep.held_line() {
+        println!("held: {held}");
+    }
+    if let Some(e) = &rep.accounting_error {
+        return Err(CliError::Other(format!("accounting: {e}")));
+    }
+    Ok(Success::Done)
 }
 
 /// `apply` with Slurm: the controller's pass, looped until nothing is left to do. The first pass
@@ -245,15 +225,11 @@ pub fn plan_cluster(
     kube: &KubeArgs,
     slurm: Option<(String, String)>,
     fmt: Format,
-) -> i32 {
-    let Ok(loaded) = read(path) else {
-        return EXIT_ERROR;
-    };
-    let Ok(c) = load(&loaded) else {
-        return EXIT_ERROR;
-    };
+) -> Outcome {
+    let loaded = read(path)?;
+    let c = load(&loaded)?;
     let r = render::render(&c);
-    let result = runtime().block_on(async {
+    let p = runtime().block_on(async {
         let cluster =
             Connection::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let last = apply::applyset::last_applied(&cluster, &c).await?;
@@ -263,10 +239,9 @@ pub fn plan_cluster(
         let Some((url, token)) = slurm else {
             let mut p = apply::drift(&cluster, &c, &r, &r, base).await?;
             crate::plan::at(&mut p, &c, now);
-            return Ok::<_, ApplyError>(p);
+            return Ok::<_, CliError>(p);
         };
-        let client =
-            super::token_client(&url, &token).map_err(|e| ApplyError::Connect(e.to_string()))?;
+        let client = super::token_client(&url, &token)?;
         let observer = Observer::default();
         let env = Env {
             cluster: &cluster,
@@ -285,11 +260,9 @@ pub fn plan_cluster(
             scope: Default::default(),
             fresh: true,
         };
-        let mut preview = crate::controller::preview(&env, &t)
-            .await
-            .map_err(|e| ApplyError::Connect(e.to_string()))?;
+        let mut preview = crate::controller::preview(&env, &t).await?;
         if let Err(e) = &preview.observation.slurm {
-            return Err(ApplyError::Connect(format!(
+            return Err(CliError::Other(format!(
                 "Slurm's state is unknown, so the controller would do nothing destructive: {e}"
             )));
         }
@@ -307,33 +280,15 @@ pub fn plan_cluster(
         preview.name_canaries(&mut p);
         preview.pending_held_back(&c, &mut p);
         // Live: slurmdbd's objects, not the last applied revision's.
-        p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref())
-            .await
-            .map_err(|e| ApplyError::Connect(format!("accounting: {e}")))?;
+        p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref()).await?;
         Ok(p)
-    });
-    let p = match result {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    })?;
     let target = format!(
         "cluster {} (live, namespace {})",
         c.metadata.name, c.metadata.namespace
     );
-    let out = match fmt {
-        Format::Text => format::text(&p, &target),
-        Format::Markdown => format::markdown(&p, &target),
-        Format::Json => format::json(&p),
-    };
-    print!("{out}");
-    if p.has_changes() {
-        EXIT_CHANGES
-    } else {
-        EXIT_OK
-    }
+    print!("{}", super::formatted(&p, &target, fmt));
+    Ok(super::changes(&p))
 }
 
 #[derive(clap::Args)]
@@ -359,22 +314,18 @@ pub struct RolloutArgs {
 
 /// `slurmops rollout`: the controller's pass over the NodeSets of cluster.yaml (or one), looped
 /// until every worker runs its workload's revision, each drained through Slurm first.
-pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
+pub fn rollout_cmd(mut a: RolloutArgs) -> Outcome {
     if a.resume.is_some() {
         a.node_set = a.resume.clone();
     }
-    let Ok(loaded) = read(&a.path) else {
-        return EXIT_ERROR;
-    };
-    let Ok(c) = load(&loaded) else {
-        return EXIT_ERROR;
-    };
+    let loaded = read(&a.path)?;
+    let c = load(&loaded)?;
     if c.spec.policy.suspend {
         println!(
             "{}: spec.policy.suspend is set; no worker is replaced",
             loaded.name
         );
-        return EXIT_OK;
+        return Ok(Success::Done);
     }
     let sets: Vec<&crate::spec::types::NodeSet> = c
         .spec
@@ -383,31 +334,24 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
         .filter(|n| a.node_set.as_ref().is_none_or(|x| *x == n.name))
         .collect();
     if sets.is_empty() {
-        eprintln!(
-            "error: {}: no NodeSet {:?}",
+        return Err(CliError::Other(format!(
+            "{}: no NodeSet {:?}",
             loaded.name,
             a.node_set.unwrap_or_default()
-        );
-        return EXIT_ERROR;
+        )));
     }
-    let slurm = match a.slurm.client("no worker is replaced without Slurm's word") {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    let slurm = a
+        .slurm
+        .client("no worker is replaced without Slurm's word")
+        .map_err(CliError::Other)?;
     let r = render::render(&c);
     let observer = Observer::new(|set, e| println!("{set}: {e}"));
     let ns = &c.metadata.namespace;
-    let result = runtime().block_on(async {
-        let cluster = Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
+    runtime().block_on(async {
+        let cluster =
+            Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
         if let Some(set) = &a.resume {
-            let e = crate::controller::act::resume_canary(&cluster.client, ns, set)
-                .await
-                .map_err(|e| e.to_string())?;
+            let e = crate::controller::act::resume_canary(&cluster.client, ns, set).await?;
             println!("{set}: {e}");
             if let crate::rollout::Event::CanaryVerdict {
                 reason, message, ..
@@ -437,9 +381,7 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
             observer: observer.clone(),
             watch: true,
         };
-        let done = crate::controller::drive::roll(&cluster, &slurm, &rollout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let done = crate::controller::drive::roll(&cluster, &slurm, &rollout).await?;
         for n in &sets {
             let replaced = done.rollouts.get(&n.name).map_or(0, |r| r.replaced.len());
             println!("{}: {replaced} worker(s) replaced", n.name);
@@ -451,15 +393,8 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> i32 {
                 crate::status::show::node_sets(&done.progress, now)
             );
         }
-        Ok::<(), String>(())
-    });
-    match result {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+        Ok(Success::Done)
+    })
 }
 
 /// Records an operator's decision about NodeSet SET as a Warning Event on its workload. The

@@ -1,7 +1,7 @@
 //! `slurmops autoscale`: runs the autoscaler over a cluster.yaml, once or every interval.
 
 use super::watch::{self, every};
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{Outcome, Success};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -9,13 +9,11 @@ pub struct Args {
     watch: watch::WatchArgs,
 }
 
-pub fn run(a: Args) -> i32 {
-    let Some((c, slurm)) = watch::prepare(&a.watch) else {
-        return EXIT_ERROR;
-    };
+pub fn run(a: Args) -> Outcome {
+    let (c, slurm) = watch::prepare(&a.watch)?;
     if !c.spec.node_sets.iter().any(|n| n.autoscale.is_some()) {
         println!("{}: no NodeSet has autoscale rules", c.metadata.name);
-        return EXIT_OK;
+        return Ok(Success::Done);
     }
     let mut last: Vec<String> = Vec::new();
     every(&a.watch, async |cluster| {

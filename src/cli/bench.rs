@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{CliError, Outcome, Success};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,17 +24,17 @@ pub struct Args {
     slurmrestd_url: Option<String>,
 }
 
-pub fn run(a: Args) -> i32 {
-    let exe = match a.binary.clone().map_or_else(std::env::current_exe, Ok) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot find the binary to measure: {e}");
-            return EXIT_ERROR;
-        }
-    };
+pub fn run(a: Args) -> Outcome {
+    let exe = a
+        .binary
+        .clone()
+        .map_or_else(std::env::current_exe, Ok)
+        .map_err(|e| CliError::Other(format!("cannot find the binary to measure: {e}")))?;
     if !exe.is_file() {
-        eprintln!("error: --binary {}: no such file", exe.display());
-        return EXIT_ERROR;
+        return Err(CliError::Other(format!(
+            "--binary {}: no such file",
+            exe.display()
+        )));
     }
     let mut figures = crate::bench::offline(&exe);
     for f in &figures {
@@ -56,18 +56,11 @@ pub fn run(a: Args) -> i32 {
                 );
                 Ok::<_, String>(out)
             });
-            match live {
-                Ok(more) => {
-                    for f in &more {
-                        println!("{f}");
-                    }
-                    figures.extend(more);
-                }
-                Err(e) => {
-                    eprintln!("error: live figures: {e}");
-                    return EXIT_ERROR;
-                }
+            let more = live.map_err(|e| CliError::Other(format!("live figures: {e}")))?;
+            for f in &more {
+                println!("{f}");
             }
+            figures.extend(more);
         }
         None => println!(
             "noop.* and daemon.idle_rss skipped: pass --kubeconfig (e.g. the test bed's) to measure them"
@@ -75,10 +68,8 @@ pub fn run(a: Args) -> i32 {
     }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&figures).expect("figures serialize");
-        if let Err(e) = std::fs::write(path, text) {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return EXIT_ERROR;
-        }
+        std::fs::write(path, text)
+            .map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?;
     }
-    EXIT_OK
+    Ok(Success::Done)
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::apply::{KubeArgs, runtime};
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{CliError, Outcome, Success};
 use crate::apply::Options;
 use crate::daemon::{self, Config, SlurmSource};
 use crate::k8s::Connection;
@@ -293,15 +293,9 @@ fn config(a: &RunArgs) -> Result<Config, String> {
     })
 }
 
-pub fn run(a: RunArgs) -> i32 {
+pub fn run(a: RunArgs) -> Outcome {
     init_logs(a.log_format);
-    let cfg = match config(&a) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    let cfg = config(&a).map_err(CliError::Other)?;
     let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -315,13 +309,8 @@ pub fn run(a: RunArgs) -> i32 {
     });
     // A git fetch still in flight (a silent server) must not hold the exit: it is abandoned.
     multi.shutdown_timeout(std::time::Duration::from_secs(1));
-    match result {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+    result.map_err(CliError::Other)?;
+    Ok(Success::Done)
 }
 
 #[derive(clap::Args)]
@@ -340,7 +329,7 @@ pub struct StatusArgs {
 }
 
 /// `slurmops status`: the daemon's status ConfigMap, readable; `--watch` redraws it.
-pub fn status(a: StatusArgs) -> i32 {
+pub fn status(a: StatusArgs) -> Outcome {
     let result = runtime().block_on(async {
         let cluster = Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref())
             .await
@@ -360,13 +349,8 @@ pub fn status(a: StatusArgs) -> i32 {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         }
     });
-    match result {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+    result.map_err(CliError::Other)?;
+    Ok(Success::Done)
 }
 
 /// The statuses to show: CLUSTER's daemon's, or every daemon's of NAMESPACE.
@@ -450,7 +434,7 @@ pub struct InstallArgs {
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
 /// and Service.
-pub fn install(a: InstallArgs) -> i32 {
+pub fn install(a: InstallArgs) -> Outcome {
     let _ = a.print;
     let i = crate::daemon::install::Install {
         namespace: a.namespace,
@@ -481,7 +465,7 @@ pub fn install(a: InstallArgs) -> i32 {
         .map(|o| serde_saphyr::to_string(o).expect("objects serialize"))
         .collect();
     print!("---\n{}", docs.join("---\n"));
-    EXIT_OK
+    Ok(Success::Done)
 }
 
 /// `slurmops run --config FILE` (or SLURMOPS_CONFIG): each `key: value` line of FILE becomes

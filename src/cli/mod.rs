@@ -22,6 +22,58 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_CHANGES: i32 = 2;
 
+/// How a command ended well: exit 0, or 2 when it found changes to make (`plan`, `slurm
+/// accounting` without `--apply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Success {
+    Done,
+    Changes,
+}
+
+/// Why a command failed, kept typed from where it happened up to here, where it is printed
+/// once; the exit code is 1 whatever the kind.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Already told on stderr (cluster.yaml's problems, each with its position).
+    #[error("the problems above")]
+    Reported,
+    #[error(transparent)]
+    Apply(#[from] crate::apply::ApplyError),
+    #[error(transparent)]
+    Connect(#[from] crate::k8s::ConnectError),
+    #[error(transparent)]
+    Slurm(#[from] crate::slurm::SlurmError),
+    #[error(transparent)]
+    Pass(#[from] crate::controller::PassError),
+    #[error(transparent)]
+    Rollout(#[from] crate::controller::drive::RolloutError),
+    /// Anything else, in words (a file that cannot be written, a refused accounting change).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<Reported> for CliError {
+    fn from(_: Reported) -> CliError {
+        CliError::Reported
+    }
+}
+
+/// What every command returns.
+pub type Outcome = Result<Success, CliError>;
+
+/// The exit code of O, after printing its error (once).
+fn exit(o: Outcome) -> i32 {
+    match o {
+        Ok(Success::Done) => EXIT_OK,
+        Ok(Success::Changes) => EXIT_CHANGES,
+        Err(CliError::Reported) => EXIT_ERROR,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "slurmops",
@@ -121,7 +173,12 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
         }
     };
-    match cli.command {
+    exit(run(cli.command))
+}
+
+/// Runs one command.
+fn run(command: Cmd) -> Outcome {
+    match command {
         Cmd::Validate { path } => validate(&path),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
         Cmd::Plan {
@@ -138,10 +195,9 @@ pub fn main() -> i32 {
             let slurm = slurm.given().map(|(u, t)| (u.to_string(), t.to_string()));
             apply::plan_cluster(&path, &kube, slurm, format)
         }
-        Cmd::Plan { slurm, .. } if slurm.slurmrestd_url.is_some() => {
-            eprintln!("error: --slurmrestd-url plans against the live cluster: add --cluster");
-            EXIT_ERROR
-        }
+        Cmd::Plan { slurm, .. } if slurm.slurmrestd_url.is_some() => Err(CliError::Other(
+            "--slurmrestd-url plans against the live cluster: add --cluster".into(),
+        )),
         Cmd::Plan {
             path,
             base,
@@ -158,7 +214,7 @@ pub fn main() -> i32 {
         ),
         Cmd::Schema => {
             println!("{}", schema_text().trim_end());
-            EXIT_OK
+            Ok(Success::Done)
         }
         Cmd::Slurm(args) => slurm::run(args),
         Cmd::Apply(args) => apply::apply_cmd(args),
@@ -252,19 +308,16 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
     })
 }
 
-fn validate(path: &Path) -> i32 {
-    match read(path).and_then(|l| load(&l).map(|c| (l, c))) {
-        Ok((l, c)) => {
-            println!(
-                "{}: valid ({} NodeSets, {} partitions)",
-                l.name,
-                c.spec.node_sets.len(),
-                c.spec.partitions.len()
-            );
-            EXIT_OK
-        }
-        Err(Reported) => EXIT_ERROR,
-    }
+fn validate(path: &Path) -> Outcome {
+    let l = read(path)?;
+    let c = load(&l)?;
+    println!(
+        "{}: valid ({} NodeSets, {} partitions)",
+        l.name,
+        c.spec.node_sets.len(),
+        c.spec.partitions.len()
+    );
+    Ok(Success::Done)
 }
 
 /// Multi-document YAML of every rendered object, in apply order.
@@ -280,25 +333,17 @@ pub fn objects_yaml(r: &Rendered) -> String {
         .collect()
 }
 
-fn render_cmd(path: &Path, out: Option<&Path>) -> i32 {
-    let Ok(cluster) = read(path).and_then(|l| load(&l)) else {
-        return EXIT_ERROR;
-    };
+fn render_cmd(path: &Path, out: Option<&Path>) -> Outcome {
+    let cluster = load(&read(path)?)?;
     let r = render::render(&cluster);
     let Some(dir) = out else {
         print!("{}", objects_yaml(&r));
-        return EXIT_OK;
+        return Ok(Success::Done);
     };
-    match write_dir(dir, &r) {
-        Ok(n) => {
-            eprintln!("wrote {n} files to {}", dir.display());
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: writing {}: {e}", dir.display());
-            EXIT_ERROR
-        }
-    }
+    let n = write_dir(dir, &r)
+        .map_err(|e| CliError::Other(format!("writing {}: {e}", dir.display())))?;
+    eprintln!("wrote {n} files to {}", dir.display());
+    Ok(Success::Done)
 }
 
 fn write_dir(dir: &Path, r: &Rendered) -> std::io::Result<usize> {
@@ -330,25 +375,29 @@ fn plan_cmd(
     head: Option<&str>,
     from: Option<&Path>,
     fmt: Format,
-) -> i32 {
-    match plan_inner(path, base, head, from) {
-        Ok((p, target)) => {
-            let out = match fmt {
-                Format::Text => format::text(&p, &target),
-                Format::Markdown => format::markdown(&p, &target),
-                Format::Json => format::json(&p),
-            };
-            print!("{out}");
-            if let Some(why) = p.slurm.upgrade.as_ref().and_then(|u| u.refused.as_ref()) {
-                eprintln!("error: {why}");
-                EXIT_ERROR
-            } else if p.has_changes() {
-                EXIT_CHANGES
-            } else {
-                EXIT_OK
-            }
-        }
-        Err(Reported) => EXIT_ERROR,
+) -> Outcome {
+    let (p, target) = plan_inner(path, base, head, from)?;
+    print!("{}", formatted(&p, &target, fmt));
+    if let Some(why) = p.slurm.upgrade.as_ref().and_then(|u| u.refused.as_ref()) {
+        return Err(CliError::Other(why.clone()));
+    }
+    Ok(changes(&p))
+}
+
+/// Plan P in FMT (TARGET: what it is against).
+fn formatted(p: &plan::Plan, target: &str, fmt: Format) -> String {
+    match fmt {
+        Format::Text => format::text(p, target),
+        Format::Markdown => format::markdown(p, target),
+        Format::Json => format::json(p),
+    }
+}
+
+/// Exit 2 when plan P changes anything.
+fn changes(p: &plan::Plan) -> Success {
+    match p.has_changes() {
+        true => Success::Changes,
+        false => Success::Done,
     }
 }
 

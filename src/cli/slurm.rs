@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{CliError, Outcome, Success};
 use crate::slurm::auth::{Credentials, KeyBytes, Secret};
 use crate::slurm::{Client, Config, DataParser, Drain, Node, Resume, SlurmError, SlurmNodes};
 
@@ -106,7 +106,7 @@ struct Connection {
     context: Option<String>,
 }
 
-pub fn run(args: Args) -> i32 {
+pub fn run(args: Args) -> Outcome {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -115,14 +115,8 @@ pub fn run(args: Args) -> i32 {
         Some(f) => rt.block_on(from_cluster(&args.conn, f)),
         None => connect(&args.conn),
     };
-    let client = match connected {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_ERROR;
-        }
-    };
-    let result = rt.block_on(async {
+    let client = connected?;
+    rt.block_on(async {
         match &args.cmd {
             Cmd::Nodes => nodes(&client).await,
             Cmd::Drain { node, reason } => drain(&client, node, reason).await,
@@ -133,14 +127,7 @@ pub fn run(args: Args) -> i32 {
                 last_applied,
             } => accounting(&client, file, last_applied.as_deref(), *apply).await,
         }
-    });
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+    })
 }
 
 async fn accounting(
@@ -148,14 +135,10 @@ async fn accounting(
     file: &std::path::Path,
     last: Option<&std::path::Path>,
     apply: bool,
-) -> Result<i32, SlurmError> {
+) -> Outcome {
     let load = |f: &std::path::Path| super::read(f).and_then(|l| super::load(&l));
-    let Ok(c) = load(file) else {
-        return Ok(EXIT_ERROR);
-    };
-    let Ok(last) = last.map(load).transpose() else {
-        return Ok(EXIT_ERROR);
-    };
+    let c = load(file)?;
+    let last = last.map(load).transpose()?;
     let last = last.as_ref();
     if !apply {
         let d = crate::accounting::observe(client, &c, last).await?;
@@ -163,9 +146,9 @@ async fn accounting(
             println!("{line}");
         }
         return Ok(if d.is_empty() {
-            EXIT_OK
+            Success::Done
         } else {
-            super::EXIT_CHANGES
+            Success::Changes
         });
     }
     let o = crate::accounting::reconcile(client, &c, last).await?;
@@ -173,12 +156,22 @@ async fn accounting(
         println!("{line}");
     }
     println!("{} slurmdbd writes", o.writes);
-    let refused = o.diff.changes.iter().any(|ch| ch.refused.is_some());
-    Ok(if o.failed.is_some() || refused {
-        EXIT_ERROR
-    } else {
-        EXIT_OK
-    })
+    let refused: Vec<&str> = o
+        .diff
+        .changes
+        .iter()
+        .filter_map(|ch| ch.refused.as_deref())
+        .collect();
+    if let Some((ch, e)) = &o.failed {
+        return Err(CliError::Other(format!("accounting: {}: {e}", ch.key)));
+    }
+    if !refused.is_empty() {
+        return Err(CliError::Other(format!(
+            "accounting: refused: {}",
+            refused.join("; ")
+        )));
+    }
+    Ok(Success::Done)
 }
 
 fn connect(c: &Connection) -> Result<Client, SlurmError> {
@@ -187,7 +180,7 @@ fn connect(c: &Connection) -> Result<Client, SlurmError> {
             .map_err(|e| SlurmError::Config(format!("cannot read {what} {}: {e}", p.display())))
     };
     let url = c.url.clone().ok_or_else(|| {
-        SlurmError::Config("no slurmrestd URL: pass --url or set SLURMRESTD_URL".into())
+        SlurmError::Config("no slurmrestd URL: pass --slurmrestd-url or set SLURMRESTD_URL".into())
     })?;
     let credentials = if let Some(key) = &c.jwt_key_file {
         Credentials::Key {
@@ -253,7 +246,7 @@ pub fn node_set_of(n: &Node) -> Option<&str> {
     (is_ordinal && n.features.iter().any(|f| f == prefix)).then_some(prefix)
 }
 
-async fn nodes(client: &Client) -> Result<i32, SlurmError> {
+async fn nodes(client: &Client) -> Outcome {
     let nodes = client.nodes().await?;
     let jobs = client.jobs().await?;
     let mut rows = vec![[
@@ -294,10 +287,10 @@ async fn nodes(client: &Client) -> Result<i32, SlurmError> {
             .collect();
         println!("{}", cells.join("  ").trim_end());
     }
-    Ok(EXIT_OK)
+    Ok(Success::Done)
 }
 
-async fn drain(client: &Client, node: &str, reason: &str) -> Result<i32, SlurmError> {
+async fn drain(client: &Client, node: &str, reason: &str) -> Outcome {
     match client.drain(node, reason).await? {
         Drain::Requested => println!("{node}: drain requested"),
         Drain::AlreadyOurs => println!("{node}: already drained by slurmops (reason refreshed)"),
@@ -317,24 +310,21 @@ async fn drain(client: &Client, node: &str, reason: &str) -> Result<i32, SlurmEr
         n.state,
         jobs.len()
     );
-    Ok(EXIT_OK)
+    Ok(Success::Done)
 }
 
-async fn resume(client: &Client, node: &str) -> Result<i32, SlurmError> {
+async fn resume(client: &Client, node: &str) -> Outcome {
     match client.resume(node).await? {
         Resume::Resumed => {
             println!("{node}: resumed");
-            Ok(EXIT_OK)
+            Ok(Success::Done)
         }
         Resume::NotDrained => {
             println!("{node}: not drained; nothing to do");
-            Ok(EXIT_OK)
+            Ok(Success::Done)
         }
-        Resume::HeldByOther { reason, by } => {
-            eprintln!(
-                "error: {node} was drained by {by} ({reason:?}), not by slurmops; refusing to resume it (if that drain is over: scontrol update nodename={node} state=resume)"
-            );
-            Ok(EXIT_ERROR)
-        }
+        Resume::HeldByOther { reason, by } => Err(CliError::Other(format!(
+            "{node} was drained by {by} ({reason:?}), not by slurmops; refusing to resume it (if that drain is over: scontrol update nodename={node} state=resume)"
+        ))),
     }
 }

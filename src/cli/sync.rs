@@ -1,7 +1,7 @@
 //! `slurmops sync`: Slurm node state onto worker pods, cordons into drains, unregistered workers
 //! replaced; once or every interval.
 
-use super::EXIT_ERROR;
+use super::Outcome;
 use super::watch::{self, every};
 use crate::spec::values::Duration;
 use crate::sync::Syncer;
@@ -15,10 +15,8 @@ pub struct Args {
     registration_grace: Duration,
 }
 
-pub fn run(a: Args) -> i32 {
-    let Some((c, slurm)) = watch::prepare(&a.watch) else {
-        return EXIT_ERROR;
-    };
+pub fn run(a: Args) -> Outcome {
+    let (c, slurm) = watch::prepare(&a.watch)?;
     let mut syncer = Syncer::new(std::time::Duration::from_secs(
         a.registration_grace.as_secs(),
     ));

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::apply::{KubeArgs, runtime};
-use super::{EXIT_ERROR, EXIT_OK, load, read};
+use super::{CliError, Outcome, Success, load, read};
 use crate::k8s::Connection;
 use crate::slurm::Client;
 use crate::spec::ClusterFile;
@@ -28,43 +28,30 @@ pub struct WatchArgs {
     pub interval: Duration,
 }
 
-/// Loads cluster.yaml and connects; None (after saying why) when that fails.
-pub fn prepare(a: &WatchArgs) -> Option<(ClusterFile, Client)> {
-    let loaded = read(&a.path).ok()?;
-    let c = load(&loaded).ok()?;
-    match a.slurm.client("node states and jobs come from Slurm") {
-        Ok(s) => Some((c, s)),
-        Err(e) => {
-            eprintln!("error: {e}");
-            None
-        }
-    }
+/// Loads cluster.yaml and connects to Slurm.
+pub fn prepare(a: &WatchArgs) -> Result<(ClusterFile, Client), CliError> {
+    let c = load(&read(&a.path)?)?;
+    let s = a
+        .slurm
+        .client("node states and jobs come from Slurm")
+        .map_err(CliError::Other)?;
+    Ok((c, s))
 }
 
 /// Runs PASS once (`--once`) or every interval; PASS prints what it did.
-pub fn every(a: &WatchArgs, mut pass: impl AsyncFnMut(&Connection) -> Result<(), String>) -> i32 {
+pub fn every(
+    a: &WatchArgs,
+    mut pass: impl AsyncFnMut(&Connection) -> Result<(), String>,
+) -> Outcome {
     let interval = std::time::Duration::from_secs(a.interval.as_secs().max(1));
     runtime().block_on(async {
-        let cluster = match Connection::connect(
-            a.kube.kubeconfig.as_deref(),
-            a.kube.context.as_deref(),
-        )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_ERROR;
-            }
-        };
+        let cluster =
+            Connection::connect(a.kube.kubeconfig.as_deref(), a.kube.context.as_deref()).await?;
         loop {
             match pass(&cluster).await {
-                Ok(()) if a.once => return EXIT_OK,
+                Ok(()) if a.once => return Ok(Success::Done),
                 Ok(()) => {}
-                Err(e) if a.once => {
-                    eprintln!("error: {e}");
-                    return EXIT_ERROR;
-                }
+                Err(e) if a.once => return Err(CliError::Other(e)),
                 Err(e) => eprintln!("error: {e}"),
             }
             tokio::time::sleep(interval).await;

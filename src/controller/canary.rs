@@ -219,7 +219,7 @@ fn validate(
     }
     let mut p = progress_of(rev, &names, &jobs, "validating", None);
     p.deadline = slurm
-        .jobs
+        .jobs()
         .iter()
         .filter(|j| jobs.contains(&j.id) && !ended(j))
         .filter_map(|j| j.submit_time)
@@ -263,7 +263,7 @@ fn fail(
     let mut actions: Vec<Action> = jobs
         .iter()
         .filter(|id| Some(**id) != job)
-        .filter(|id| slurm.jobs.iter().any(|j| j.id == **id && !ended(j)))
+        .filter(|id| slurm.jobs().iter().any(|j| j.id == **id && !ended(j)))
         .map(|id| Action::Cancel { job: *id })
         .collect();
     let reason = match job {
@@ -301,7 +301,7 @@ pub fn job_name(node_set: &str, rev: &str, target: &str) -> String {
 /// The newest job of that name (a retried submission may have made two).
 fn latest<'a>(slurm: &'a SlurmView, name: &str) -> Option<&'a Job> {
     slurm
-        .jobs
+        .jobs()
         .iter()
         .filter(|j| j.name == name)
         .max_by_key(|j| j.id)

@@ -135,28 +135,58 @@ impl Default for Policy {
     }
 }
 
-/// Slurm as read once for the pass.
+/// Slurm as read once for the pass, with the jobs holding each node indexed once, so that a pass
+/// costs O(workers + jobs), not workers × jobs.
 #[derive(Debug, Clone, Default)]
 pub struct SlurmView {
     pub nodes: BTreeMap<String, Node>,
-    pub jobs: Vec<Job>,
+    jobs: Vec<Job>,
+    /// Node name → indexes in `jobs` of the jobs holding it (running, suspended, completing).
+    on: std::collections::HashMap<String, Vec<usize>>,
 }
 
 impl SlurmView {
     pub fn new(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
+        let mut on: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.holds_nodes()) {
+            for n in &j.nodes {
+                let held = on.entry(n.clone()).or_default();
+                // A node listed twice in one job is held once.
+                if held.last() != Some(&i) {
+                    held.push(i);
+                }
+            }
+        }
         SlurmView {
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             jobs,
+            on,
         }
+    }
+
+    /// Every job Slurm listed.
+    pub fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+
+    /// The nodes and the jobs, taken apart.
+    pub fn into_parts(self) -> (BTreeMap<String, Node>, Vec<Job>) {
+        (self.nodes, self.jobs)
     }
 
     /// Jobs holding NODE (running, suspended, completing).
     pub fn jobs_on(&self, node: &str) -> Vec<Job> {
-        self.jobs
-            .iter()
-            .filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node))
-            .cloned()
+        self.on
+            .get(node)
+            .into_iter()
+            .flatten()
+            .map(|i| self.jobs[*i].clone())
             .collect()
+    }
+
+    /// Whether a job holds NODE.
+    pub fn busy(&self, node: &str) -> bool {
+        self.on.get(node).is_some_and(|v| !v.is_empty())
     }
 }
 

@@ -217,7 +217,7 @@ fn free_names<'a>(
 /// cordon); lower ordinals first within each. Missing workers are made with the lowest free names.
 pub fn keep_count(set: &SetView, count: u32, slurm: &SlurmView) -> Placement {
     let rank = |name: &str, ready: bool| match slurm.nodes.get(name) {
-        _ if !slurm.jobs_on(name).is_empty() => 0,
+        _ if slurm.busy(name) => 0,
         Some(n) if n.state.has("DRAIN") && n.reason.starts_with(REASON_PREFIX) => 3,
         Some(n) if ready && !n.state.has("NOT_RESPONDING") => 1,
         _ => 2,

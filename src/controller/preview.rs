@@ -184,7 +184,7 @@ impl Preview {
                 .map(|x| x.name.clone())
                 .collect();
             let pending: Vec<&crate::slurm::Job> = view
-                .jobs
+                .jobs()
                 .iter()
                 .filter(|j| j.has_state("PENDING"))
                 .filter(|j| {

@@ -501,9 +501,10 @@ async fn keep_workers(
     sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
     state: &mut State,
 ) {
-    let nodes: Vec<crate::slurm::Node> = view.nodes.into_values().collect();
+    let (nodes, jobs) = view.into_parts();
+    let nodes: Vec<crate::slurm::Node> = nodes.into_values().collect();
     let scaled =
-        crate::autoscale::run::tick_with(cluster, slurm, c, &view.jobs, nodes.clone(), Some(sets));
+        crate::autoscale::run::tick_with(cluster, slurm, c, &jobs, nodes.clone(), Some(sets));
     match scaled.await {
         Ok(outcomes) => {
             for o in outcomes.iter().filter(|o| o.from != o.to) {

@@ -159,27 +159,46 @@ impl Client {
         })
     }
 
-    /// The answer's body, at most [`MAX_ANSWER`] bytes (within the request's timeout).
-    async fn read_bounded(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, SlurmError> {
+    /// The answer's body to the request for URL, at most [`MAX_ANSWER`] bytes (within the
+    /// request's timeout).
+    async fn read_bounded(
+        &self,
+        url: &str,
+        mut resp: reqwest::Response,
+    ) -> Result<Vec<u8>, SlurmError> {
         let mut body = Vec::new();
         loop {
-            let chunk = resp.chunk().await.map_err(|e| SlurmError::Unreachable {
-                url: self.base.clone(),
-                detail: error_chain(&e),
-            })?;
+            let chunk = resp.chunk().await.map_err(|e| self.failed(url, &e))?;
             let Some(chunk) = chunk else {
                 return Ok(body);
             };
             if body.len() + chunk.len() > MAX_ANSWER {
-                return Err(SlurmError::Unreachable {
-                    url: self.base.clone(),
-                    detail: format!(
-                        "the answer is larger than {} MiB: refused",
-                        MAX_ANSWER >> 20
-                    ),
+                return Err(SlurmError::TooLarge {
+                    path: self.path_of(url),
+                    limit_mib: MAX_ANSWER >> 20,
                 });
             }
             body.extend_from_slice(&chunk);
+        }
+    }
+
+    /// URL without the base (what the errors name).
+    fn path_of(&self, url: &str) -> String {
+        url.strip_prefix(&self.base).unwrap_or(url).to_string()
+    }
+
+    /// A failed request to URL: its deadline passed (not retried), or slurmrestd is out of reach.
+    fn failed(&self, url: &str, e: &reqwest::Error) -> SlurmError {
+        match e.is_timeout() {
+            true => SlurmError::Timeout {
+                url: self.base.clone(),
+                path: self.path_of(url),
+                secs: self.config.timeout.as_secs(),
+            },
+            false => SlurmError::Unreachable {
+                url: self.base.clone(),
+                detail: error_chain(e),
+            },
         }
     }
 
@@ -473,12 +492,9 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| SlurmError::Unreachable {
-            url: self.base.clone(),
-            detail: error_chain(&e),
-        })?;
+        let resp = req.send().await.map_err(|e| self.failed(url, &e))?;
         let status = resp.status();
-        let bytes = self.read_bounded(resp).await?;
+        let bytes = self.read_bounded(url, resp).await?;
         let envelope: Envelope = serde_json::from_slice(&bytes).unwrap_or_default();
         let auth_failed = envelope
             .errors

@@ -54,6 +54,22 @@ pub enum SlurmError {
     ResumeFailed { node: String, state: String },
     #[error("{0}")]
     Config(String),
+    /// slurmrestd did not answer within the request's deadline. Not retried: a read of the
+    /// whole queue that timed out is still being built by slurmrestd, and asking again only
+    /// adds load to the users' scheduler; the next pass asks again.
+    #[error(
+        "slurmrestd at {url} did not answer {path} within {secs} s: not retried (slurmrestd may still be building the answer; the next pass asks again)"
+    )]
+    Timeout {
+        url: String,
+        path: String,
+        secs: u64,
+    },
+    /// An answer over the size slurmops reads. Not retried: it would be as large again.
+    #[error(
+        "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read)"
+    )]
+    TooLarge { path: String, limit_mib: usize },
 }
 
 fn list(errors: &[ApiMessage]) -> String {

@@ -66,13 +66,34 @@ async fn make_check(env: &support::TestEnv) {
         .unwrap();
 }
 
-/// The daemon's status once its result for COMMIT is `canary-failed` (within SECS).
+/// The daemon's status once its result for COMMIT is `canary-failed` (within SECS), and the
+/// Warning Event `CanaryFailed` it records on its status ConfigMap for the commit.
 async fn canary_failed(env: &support::TestEnv, commit: &str, secs: u64) -> Status {
-    eventually("the canary fails", Duration::from_secs(secs), async || {
+    let st = eventually("the canary fails", Duration::from_secs(secs), async || {
         let st = status(env).await?;
         (st.result == "canary-failed" && st.result_commit == commit).then_some(st)
     })
-    .await
+    .await;
+    let short = &commit[..12];
+    eventually(
+        "the CanaryFailed Event",
+        Duration::from_secs(20),
+        async || {
+            let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+                kube::Api::namespaced(env.client.clone(), &env.ns);
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.kind.as_deref() == Some("ConfigMap")
+                        && e.reason.as_deref() == Some(slurmops::vocab::EVENT_CANARY_FAILED)
+                        && e.message.as_deref().is_some_and(|m| m.contains(short))
+                })
+                .map(|_| ())
+        },
+    )
+    .await;
+    st
 }
 
 /// Waits (SECS) until the three workers of SET run the applied revision and nothing is left.

@@ -9,5 +9,6 @@ mod pod_security;
 mod property;
 mod render_plan;
 mod signatures;
+mod slurm_faults;
 mod validation;
 mod vocabulary;

@@ -405,3 +405,41 @@ fn outside_a_required_window_nothing_drains_and_outside_a_preferred_one_only_idl
     assert_eq!(d.actions.len(), 3, "{:?}", d.actions);
     assert_eq!(d.progress.window, None);
 }
+
+#[test]
+fn the_jobs_holding_a_node_are_indexed_once_and_match_a_scan() {
+    let two = Job {
+        nodes: vec!["w-0".into(), "w-1".into(), "w-1".into()],
+        ..job(1, "w-0", NOW + 60)
+    };
+    let pending = Job {
+        state: vec!["PENDING".into()],
+        ..job(2, "w-0", NOW + 60)
+    };
+    let view = SlurmView::new(
+        vec![
+            node("w-0", &["ALLOCATED"], ""),
+            node("w-1", &["ALLOCATED"], ""),
+        ],
+        vec![two, pending, job(3, "w-1", NOW + 30)],
+    );
+    let ids = |n: &str| view.jobs_on(n).iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(ids("w-0"), [1], "a pending job holds no node");
+    assert_eq!(
+        ids("w-1"),
+        [1, 3],
+        "a node listed twice in a job is held once"
+    );
+    assert!(ids("w-2").is_empty());
+    assert!(view.busy("w-1") && !view.busy("w-2"));
+    // The index answers as a scan of every job would.
+    for n in ["w-0", "w-1", "w-2"] {
+        let scan: Vec<u64> = view
+            .jobs()
+            .iter()
+            .filter(|j| j.holds_nodes() && j.nodes.iter().any(|x| x == n))
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(ids(n), scan, "{n}");
+    }
+}

@@ -1,0 +1,266 @@
+//! apply in two steps: `survey` does every read and every refusal and gives each object its
+//! verdict (create, update, unchanged, drifted, recreate, held) before anything is written;
+//! `execute` writes by those verdicts. `verdict` is the one answer to "did this object change",
+//! for apply and for `plan --cluster` (`drift`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
+use serde_json::Value as Json;
+
+use super::{
+    ApplyError, Members, Options, PruneGuard, Report, api_err, apply_one, autoscale_initial,
+    check_scale_in, cluster_gks, desired, health, immutable_changes, key, members, prune_set,
+    recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged, update_parent,
+    upgrade, window,
+};
+use crate::k8s::Connection;
+use crate::render::{Object, Rendered};
+use crate::spec::types::ClusterFile;
+
+/// What apply does with one object: the one answer to "did it change", for apply and for
+/// `plan --cluster` (`drift`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Create,
+    /// Applied again: git changed it, or a hand edit is taken back.
+    Update,
+    /// The live object holds it already (CONFIRMED_BY_DRY_RUN: the server was asked).
+    Unchanged {
+        confirmed_by_dry_run: bool,
+    },
+    /// A hand edit left in place (`--detect-only`, `policy.detectDriftOnly`).
+    Drifted,
+    /// Deleted with orphan propagation and applied again (an immutable StatefulSet field).
+    Recreate,
+}
+
+/// The verdict for desired object O against LIVE (None: not in the cluster). RECREATE: its
+/// immutable fields change and the policy allows recreating it.
+pub(crate) async fn verdict(
+    cluster: &Connection,
+    o: &Object,
+    live: Option<&DynamicObject>,
+    recreate: bool,
+    detect_only: bool,
+) -> Result<Verdict, ApplyError> {
+    let Some(l) = live else {
+        return Ok(Verdict::Create);
+    };
+    if recreate && o.kind == "StatefulSet" {
+        return Ok(Verdict::Recreate);
+    }
+    let dry_runs_seen = cluster.log.summary().dry_runs;
+    if unchanged(cluster, o, l).await? {
+        let confirmed_by_dry_run = cluster.log.summary().dry_runs > dry_runs_seen;
+        return Ok(Verdict::Unchanged {
+            confirmed_by_dry_run,
+        });
+    }
+    if detect_only && same_hash(o, l) {
+        return Ok(Verdict::Drifted);
+    }
+    Ok(Verdict::Update)
+}
+
+/// What apply will do, decided before its first write: every read, every refusal, a verdict per
+/// object and what is pruned.
+pub struct Survey {
+    live: Members,
+    desired: Vec<Object>,
+    /// One per desired object, in apply order; None: held back (the later steps of a Slurm
+    /// upgrade, a control-plane change waiting for a maintenance window).
+    pub verdicts: Vec<Option<Verdict>>,
+    /// (apiVersion, kind, name) of each member to prune.
+    pub prune: Vec<(String, String, String)>,
+    held: upgrade::Held,
+}
+
+impl Survey {
+    /// Each desired object's id (`Kind/name`) with its verdict (None: held back).
+    pub fn by_object(&self) -> impl Iterator<Item = (String, Option<Verdict>)> + '_ {
+        self.desired
+            .iter()
+            .zip(&self.verdicts)
+            .map(|(o, v)| (key(&o.kind, &o.name), *v))
+    }
+}
+
+/// All of apply's reads and refusals: nothing is written, and an input apply would refuse is
+/// refused here, before anything changed.
+pub async fn survey(
+    cluster: &Connection,
+    c: &ClusterFile,
+    r: &Rendered,
+    opts: &Options,
+    guard: &impl PruneGuard,
+) -> Result<Survey, ApplyError> {
+    let detect_only = opts.detect_only || c.spec.policy.detect_drift_only;
+    served(cluster, r)?;
+    let live = members(cluster, c, r).await?;
+    let desired = desired(c, r, cluster, &live);
+    if !cluster.dra
+        && let Some(o) = desired.iter().find(|o| {
+            o.body
+                .pointer("/spec/template/spec/resourceClaims")
+                .is_some()
+        })
+    {
+        return Err(ApplyError::NoDra {
+            object: key(&o.kind, &o.name),
+            server: cluster.server_version.clone(),
+        });
+    }
+    let mut recreate = BTreeSet::new();
+    for o in desired.iter().filter(|o| o.kind == "StatefulSet") {
+        let Some(l) = live.get(&key(&o.kind, &o.name)) else {
+            continue;
+        };
+        let lj = serde_json::to_value(l).unwrap_or_default();
+        let fields = immutable_changes(&o.body, &lj);
+        if fields.contains(&"selector") {
+            return Err(ApplyError::SelectorChanged {
+                name: o.name.clone(),
+            });
+        }
+        if !fields.is_empty() {
+            if !c.spec.policy.allow_recreate {
+                return Err(ApplyError::Immutable {
+                    name: o.name.clone(),
+                    fields: fields.join(", "),
+                });
+            }
+            recreate.insert(o.name.clone());
+        }
+    }
+    let workloads: Vec<(String, Json)> = desired
+        .iter()
+        .filter(|o| matches!(o.kind.as_str(), "StatefulSet" | "Deployment"))
+        .filter_map(|o| {
+            let id = key(&o.kind, &o.name);
+            let l = serde_json::to_value(live.get(&id)?).ok()?;
+            Some((id, l))
+        })
+        .collect();
+    upgrade::check(&c.spec.slurm_version, &workloads).map_err(ApplyError::SlurmRelease)?;
+    let all: Vec<&Object> = desired.iter().collect();
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
+        .and(window::held(c, &all, &workloads, now));
+    let prune = prune_set(cluster, c, &desired, &live, opts, guard).await?;
+    check_scale_in(cluster, c, &desired, &live, guard).await?;
+    let mut verdicts = Vec::with_capacity(desired.len());
+    for o in &desired {
+        let id = key(&o.kind, &o.name);
+        if held.objects.contains(&id) {
+            verdicts.push(None);
+            continue;
+        }
+        let recreated = recreate.contains(&o.name);
+        verdicts.push(Some(
+            verdict(cluster, o, live.get(&id), recreated, detect_only).await?,
+        ));
+    }
+    Ok(Survey {
+        live,
+        desired,
+        verdicts,
+        prune,
+        held,
+    })
+}
+
+/// Carries out survey S: the parent first (naming every group-kind, so a crash never leaves a
+/// member it does not name), each object by its verdict, prune in reverse apply order, the
+/// parent again, then the wait for availability.
+pub(super) async fn execute(
+    cluster: &Connection,
+    c: &ClusterFile,
+    text: &str,
+    r: &Rendered,
+    opts: &Options,
+    s: Survey,
+) -> Result<Report, ApplyError> {
+    let force = opts.force_conflicts || c.spec.policy.force_conflicts;
+    let Survey {
+        live,
+        desired,
+        verdicts,
+        prune,
+        held,
+    } = s;
+    let mut report = Report {
+        held: held.objects.iter().cloned().collect(),
+        held_for: held.waiting_for.clone(),
+        window_opens: held.opens,
+        ..Report::default()
+    };
+    update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
+    for (o, v) in desired.iter().zip(verdicts) {
+        let Some(v) = v else {
+            continue;
+        };
+        let id = key(&o.kind, &o.name);
+        let current = live.get(&id);
+        match (v, current) {
+            (Verdict::Recreate, _) => {
+                recreate_orphaning(cluster, o).await?;
+                apply_one(cluster, o, force, None).await?;
+                report.recreated.push(id);
+            }
+            (Verdict::Create, _) | (_, None) => {
+                apply_one(cluster, o, force, None).await?;
+                autoscale_initial(cluster, c, o).await?;
+                report.created.push(id);
+            }
+            (
+                Verdict::Unchanged {
+                    confirmed_by_dry_run,
+                },
+                _,
+            ) => {
+                if confirmed_by_dry_run {
+                    report.confirmed_by_dry_run.push(id.clone());
+                }
+                report.unchanged.push(id)
+            }
+            (Verdict::Drifted, _) => report.drifted.push(id),
+            (Verdict::Update, Some(l)) => {
+                apply_one(cluster, o, force, Some(l)).await?;
+                take_back_keys(cluster, o, l).await?;
+                report.updated.push(id);
+            }
+        }
+    }
+    // Prune in reverse apply order.
+    let order: BTreeMap<&str, usize> = r
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.kind.as_str(), i))
+        .collect();
+    let mut gone = prune;
+    gone.sort_by_key(|(_, k, _)| std::cmp::Reverse(order.get(k.as_str()).copied().unwrap_or(0)));
+    for (v, kind, name) in &gone {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        retry(|| cluster.delete(v, kind, &c.metadata.namespace, name, &dp))
+            .await
+            .map_err(|e| api_err(&key(kind, name), e))?;
+        report.pruned.push(key(kind, name));
+    }
+    update_parent(
+        cluster,
+        c,
+        &live,
+        cluster_gks(&live, &desired, false),
+        Some(text),
+    )
+    .await?;
+    if let Some(t) = opts.wait {
+        health::wait(cluster, &desired, t).await?;
+    }
+    Ok(report)
+}
