@@ -92,6 +92,7 @@ impl Cache {
                 ),
                 ready[0].clone(),
                 trigger.clone(),
+                set_inputs,
             )),
             tokio::spawn(follow(
                 reflector::reflector(
@@ -104,6 +105,7 @@ impl Cache {
                 ),
                 ready[1].clone(),
                 trigger.clone(),
+                worker_inputs,
             )),
         ];
         Cache {
@@ -137,6 +139,7 @@ impl Cache {
             stream,
             Arc::new(AtomicBool::new(false)),
             trigger,
+            placement_inputs,
         )));
     }
 
@@ -171,23 +174,104 @@ fn placement_inputs(n: &Node) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Drives one reflector: marks the store ready after the initial listing, wakes the next pass on
-/// every later change, and keeps going through errors (the watcher backs off and re-lists by
-/// itself; each distinct error is logged once).
-async fn follow<K, S>(stream: S, ready: Arc<AtomicBool>, trigger: Arc<Notify>)
-where
+/// What the decisions read of a worker pod (`observe::worker`): its name, uid, NodeSet and
+/// revision labels, Ready condition, deletion, creation and node. The daemon's own writes to a
+/// pod (sync's `slurmops.dev/slurm-node` condition and busy label) change none of it, so they
+/// never wake a pass; kubelet heartbeats of other conditions neither.
+fn worker_inputs(p: &Pod) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    let m = &p.metadata;
+    let at = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.as_ref().map(|t| t.0.as_second())
+    };
+    (
+        &m.name,
+        &m.uid,
+        at(&m.deletion_timestamp),
+        at(&m.creation_timestamp),
+    )
+        .hash(&mut h);
+    let labels = m.labels.as_ref();
+    for k in [
+        LABEL_NODESET,
+        crate::vocab::LABEL_REVISION,
+        "controller-revision-hash",
+    ] {
+        labels.and_then(|l| l.get(k)).hash(&mut h);
+    }
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .hash(&mut h);
+    crate::rollout::pod_ready(p).hash(&mut h);
+    Some(h.finish())
+}
+
+/// What the decisions read of a worker StatefulSet (`observe::views`): replicas, generation,
+/// the revisions its controller reports, and the canary record.
+fn set_inputs(s: &StatefulSet) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    let m = &s.metadata;
+    let deleting = m.deletion_timestamp.is_some();
+    (&m.name, &m.uid, &m.generation, deleting).hash(&mut h);
+    m.annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::vocab::ANNOTATION_CANARY))
+        .hash(&mut h);
+    s.spec.as_ref().and_then(|x| x.replicas).hash(&mut h);
+    let st = s.status.as_ref();
+    st.and_then(|x| x.observed_generation).hash(&mut h);
+    st.and_then(|x| x.update_revision.as_ref()).hash(&mut h);
+    st.and_then(|x| x.current_revision.as_ref()).hash(&mut h);
+    Some(h.finish())
+}
+
+/// Drives one reflector: marks the store ready after the initial listing, wakes the next pass
+/// when an object appears, goes, or changes in what a pass reads of it (INPUTS: a digest of that),
+/// and keeps going through errors (the watcher backs off and re-lists by itself; each distinct
+/// error is logged once).
+async fn follow<K, S>(
+    stream: S,
+    ready: Arc<AtomicBool>,
+    trigger: Arc<Notify>,
+    inputs: fn(&K) -> Option<u64>,
+) where
+    K: kube::Resource,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
     let mut last_error = String::new();
+    // Object (namespace/name) → the digest of what passes read of it, as last seen.
+    let mut seen: std::collections::HashMap<String, Option<u64>> = Default::default();
+    let id = |o: &K| {
+        let m = o.meta();
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default()
+        )
+    };
     while let Some(e) = stream.next().await {
         match e {
+            Ok(watcher::Event::InitApply(o)) => {
+                seen.insert(id(&o), inputs(&o));
+            }
             Ok(watcher::Event::InitDone) => {
                 ready.store(true, Ordering::SeqCst);
                 trigger.notify_one();
             }
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => trigger.notify_one(),
-            Ok(_) => {}
+            Ok(watcher::Event::Apply(o)) => {
+                if seen.insert(id(&o), inputs(&o)) != Some(inputs(&o)) {
+                    trigger.notify_one();
+                }
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                seen.remove(&id(&o));
+                trigger.notify_one();
+            }
+            Ok(watcher::Event::Init) => seen.clear(),
             Err(err) => {
                 let text = err.to_string();
                 if text != last_error {
@@ -196,5 +280,48 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(labels: serde_json::Value, conditions: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "gpu-0", "uid": "u", "labels": labels},
+            "spec": {"containers": [], "nodeName": "n0"},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_daemons_own_pod_writes_do_not_wake_a_pass_and_what_decide_reads_does() {
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        let base = pod(
+            json!({LABEL_NODESET: "gpu", "controller-revision-hash": "r1"}),
+            ready.clone(),
+        );
+        let d = worker_inputs(&base);
+        // sync's writes: the busy label and the Slurm condition.
+        let synced = pod(
+            json!({LABEL_NODESET: "gpu", "controller-revision-hash": "r1", crate::vocab::LABEL_BUSY: "true"}),
+            json!([{"type": "Ready", "status": "True"},
+                   {"type": crate::vocab::CONDITION_SLURM_NODE, "status": "True", "reason": "Allocated"}]),
+        );
+        assert_eq!(worker_inputs(&synced), d);
+        // What decide reads: readiness and the revision.
+        let not_ready = pod(
+            json!({LABEL_NODESET: "gpu", "controller-revision-hash": "r1"}),
+            json!([{"type": "Ready", "status": "False"}]),
+        );
+        assert_ne!(worker_inputs(&not_ready), d);
+        let new_rev = pod(
+            json!({LABEL_NODESET: "gpu", "controller-revision-hash": "r2"}),
+            ready,
+        );
+        assert_ne!(worker_inputs(&new_rev), d);
     }
 }
