@@ -70,20 +70,10 @@ pub struct Survey {
     desired: Vec<Object>,
     /// One per desired object, in apply order; None: held back (the later steps of a Slurm
     /// upgrade, a control-plane change waiting for a maintenance window).
-    pub verdicts: Vec<Option<Verdict>>,
+    verdicts: Vec<Option<Verdict>>,
     /// (apiVersion, kind, name) of each member to prune.
-    pub prune: Vec<(String, String, String)>,
+    prune: Vec<(String, String, String)>,
     held: upgrade::Held,
-}
-
-impl Survey {
-    /// Each desired object's id (`Kind/name`) with its verdict (None: held back).
-    pub fn by_object(&self) -> impl Iterator<Item = (String, Option<Verdict>)> + '_ {
-        self.desired
-            .iter()
-            .zip(&self.verdicts)
-            .map(|(o, v)| (key(&o.kind, &o.name), *v))
-    }
 }
 
 /// All of apply's reads and refusals: nothing is written, and an input apply would refuse is
