@@ -27,9 +27,24 @@ pub struct RequestLog(Mutex<Requests>);
 pub struct Requests {
     pub total: usize,
     pub reads: usize,
+    /// Reads of a whole collection (LIST, not a watch): what a pass from watch caches avoids.
+    pub lists: usize,
     /// PATCH/POST/PUT/DELETE that may change stored state (dry runs excluded).
     pub writes: usize,
     pub dry_runs: usize,
+}
+
+impl std::ops::Sub for Requests {
+    type Output = Requests;
+    fn sub(self, before: Requests) -> Requests {
+        Requests {
+            total: self.total.saturating_sub(before.total),
+            reads: self.reads.saturating_sub(before.reads),
+            lists: self.lists.saturating_sub(before.lists),
+            writes: self.writes.saturating_sub(before.writes),
+            dry_runs: self.dry_runs.saturating_sub(before.dry_runs),
+        }
+    }
 }
 
 impl RequestLog {
@@ -39,6 +54,9 @@ impl RequestLog {
         r.total += 1;
         if method == http::Method::GET {
             r.reads += 1;
+            if is_list(uri) {
+                r.lists += 1;
+            }
         } else if dry_run {
             r.dry_runs += 1;
         } else {
@@ -48,6 +66,28 @@ impl RequestLog {
 
     pub fn summary(&self) -> Requests {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Whether a GET of URI reads a whole collection (`/api/v1/namespaces/NS/pods`,
+/// `/apis/apps/v1/statefulsets`, `/api/v1/nodes`), not one object and not a watch.
+fn is_list(uri: &http::Uri) -> bool {
+    if uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+    {
+        return false;
+    }
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.as_slice() {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => return false,
+    };
+    match rest {
+        ["namespaces", _ns, kind] => !kind.is_empty(),
+        [_kind] => true,
+        _ => false,
     }
 }
 
@@ -308,4 +348,22 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_list_is_a_collection_read_and_not_a_watch_or_one_object() {
+        let list = |u: &str| super::is_list(&u.parse().unwrap());
+        assert!(list("/api/v1/namespaces/slurm/pods?labelSelector=a%3Db"));
+        assert!(list("/apis/apps/v1/namespaces/slurm/statefulsets"));
+        assert!(list("/api/v1/nodes"));
+        assert!(!list("/api/v1/nodes?watch=true&resourceVersion=5"));
+        assert!(!list("/api/v1/namespaces/slurm/pods/gpu-0"));
+        assert!(!list("/api/v1/nodes/n1"));
+        assert!(!list(
+            "/apis/coordination.k8s.io/v1/namespaces/slurm/leases/slurmops"
+        ));
+        assert!(!list("/version"));
+    }
 }

@@ -349,12 +349,7 @@ pub async fn apply(
     let s = survey(cluster, c, r, opts, guard).await?;
     let mut report = execute(cluster, c, text, r, opts, s).await?;
     let after = cluster.log.summary();
-    report.requests = Requests {
-        total: after.total - before.total,
-        reads: after.reads - before.reads,
-        writes: after.writes - before.writes,
-        dry_runs: after.dry_runs - before.dry_runs,
-    };
+    report.requests = after - before;
     Ok(report)
 }
 

@@ -248,7 +248,11 @@ pub fn node_set_of(n: &Node) -> Option<&str> {
 
 async fn nodes(client: &Client) -> Outcome {
     let nodes = client.nodes().await?;
-    let jobs = client.jobs().await?;
+    // The queue only when some node holds jobs (see `SlurmNodes::jobs_on`).
+    let jobs = match nodes.iter().any(|n| n.state.is_busy()) {
+        true => client.jobs().await?,
+        false => Vec::new(),
+    };
     let mut rows = vec![[
         "NODE".to_string(),
         "STATE".into(),

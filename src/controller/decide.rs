@@ -143,6 +143,10 @@ pub struct SlurmView {
     jobs: Vec<Job>,
     /// Node name → indexes in `jobs` of the jobs holding it (running, suspended, completing).
     on: std::collections::HashMap<String, Vec<usize>>,
+    /// The job queue was needed and could not be read (too large, too slow): the nodes are
+    /// known, the jobs are not. Rollouts go on from node states; what needs the jobs themselves
+    /// (autoscale, canary verdicts) waits, and says why.
+    pub jobs_error: Option<String>,
 }
 
 impl SlurmView {
@@ -161,6 +165,15 @@ impl SlurmView {
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             jobs,
             on,
+            jobs_error: None,
+        }
+    }
+
+    /// Slurm's NODES, with the job queue unknown for WHY.
+    pub fn without_jobs(nodes: Vec<Node>, why: String) -> SlurmView {
+        SlurmView {
+            jobs_error: Some(why),
+            ..SlurmView::new(nodes, Vec::new())
         }
     }
 
@@ -184,9 +197,11 @@ impl SlurmView {
             .collect()
     }
 
-    /// Whether a job holds NODE.
+    /// Whether a job holds NODE: one of the jobs read says so, or Slurm's node state does
+    /// (ALLOCATED, MIXED, COMPLETING): a pass that read no jobs still knows a busy node.
     pub fn busy(&self, node: &str) -> bool {
         self.on.get(node).is_some_and(|v| !v.is_empty())
+            || self.nodes.get(node).is_some_and(|n| n.state.is_busy())
     }
 }
 
@@ -274,6 +289,38 @@ pub struct Progress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowWait>,
     pub done: bool,
+    /// Entries left out of the lists above to keep the status ConfigMap small (see
+    /// `status::bound`): the counts stay exact.
+    #[serde(default, skip_serializing_if = "Omitted::is_empty")]
+    pub omitted: Omitted,
+}
+
+/// How many entries of each list of a `Progress` the status left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Omitted {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_flight: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waiting: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub leaving: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unplaced: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window: usize,
+    /// Jobs left out of the waiting workers' lists, all together.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jobs: usize,
+}
+
+impl Omitted {
+    pub fn is_empty(&self) -> bool {
+        *self == Omitted::default()
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Workers held back until a maintenance window opens.
@@ -472,8 +519,9 @@ fn roll(
             // registered within the grace.
             let age = w.created.map_or(0, |c| now - c);
             let jobs = slurm.jobs_on(&w.name);
-            if !jobs.is_empty() {
-                // Unknown as a node, yet a job holds it: Slurm's answers disagree; wait.
+            if !jobs.is_empty() || slurm.jobs_error.is_some() {
+                // Unknown as a node, yet a job holds it (Slurm's answers disagree), or the jobs
+                // could not be read: wait.
                 continue;
             }
             if !w.ready || age > p.registration_grace {

@@ -256,7 +256,22 @@ pub(super) fn gated(
     now: i64,
 ) -> Decision {
     let c = match validation {
-        Some(v) => canary::assess(v, set, view, now),
+        Some(v) => match (canary::assess(v, set, view, now), &view.jobs_error) {
+            // Without the job queue a validation job can be neither judged nor submitted (it
+            // may run already): the rollout holds where it is, and says why.
+            (c, Some(why)) if c.gate != canary::Gate::Open => canary::Canaried {
+                gate: match canary::recorded_gate(set) {
+                    canary::Gate::Halt => canary::Gate::Halt,
+                    _ => canary::Gate::Limit(0),
+                },
+                progress: c.progress.map(|mut p| {
+                    p.error = Some(format!("waiting: Slurm's job queue is unknown ({why})"));
+                    p
+                }),
+                ..canary::Canaried::default()
+            },
+            (c, _) => c,
+        },
         None => canary::Canaried {
             gate: canary::recorded_gate(set),
             ..canary::Canaried::default()
@@ -355,6 +370,11 @@ mod tests {
 
     /// NodeSets `a` (window: required, a window twelve hours away) and `b` (2 replicas in git).
     fn cluster() -> ClusterFile {
+        cluster_with("")
+    }
+
+    /// As `cluster`, with EXTRA in A's update policy.
+    fn cluster_with(extra: &str) -> ClusterFile {
         let hour = (NOW / 3600 + 12) % 24;
         let yaml = format!(
             r#"apiVersion: slurmops.dev/v1alpha1
@@ -369,7 +389,7 @@ spec:
     maintenanceWindows:
       - {{schedule: "0 {hour} * * *", duration: 1h}}
   nodeSets:
-    - {{name: a, replicas: 2, update: {{maxUnavailable: 2, window: required}}}}
+    - {{name: a, replicas: 2, update: {{maxUnavailable: 2, window: required{extra}}}}}
     - {{name: b, replicas: 2}}
   partitions:
     - {{name: p, nodeSets: [ALL]}}
@@ -464,6 +484,37 @@ spec:
                 assert!(d.keys().all(|k| only.contains(k)), "{what}: {:?}", d.keys());
             }
         }
+        // A job queue that cannot be read (too large, too slow) blinds nothing the node states
+        // tell: the same workers move.
+        let (nodes, _) = obs.slurm.clone().unwrap().into_parts();
+        let mut blind = observed();
+        blind.slurm = Ok(SlurmView::without_jobs(
+            nodes.into_values().collect(),
+            "too large".into(),
+        ));
+        for (scope, want) in [
+            (Scope::default(), vec!["b-2"]),
+            (roll(None, true), vec!["a-0", "a-1"]),
+        ] {
+            assert_eq!(drains(&decide_pass(&c, &blind, 300, &scope)), want);
+        }
+        // A canary can be neither judged nor submitted without it: A holds, and says why.
+        let canaried = cluster_with(", canary: {replicas: 1, validate: {builtin: hostname}}");
+        assert!(canaried.spec.node_sets[0].update.canary.is_some());
+        let d = decide_pass(&canaried, &blind, 300, &roll(None, true));
+        assert!(d["a"].actions.is_empty(), "{:?}", d["a"].actions);
+        let why = d["a"]
+            .progress
+            .canary
+            .as_ref()
+            .and_then(|p| p.error.clone());
+        assert!(why.is_some_and(|w| w.contains("job queue is unknown")));
+        let d = decide_pass(&canaried, &obs, 300, &roll(None, true));
+        assert!(
+            !d["a"].actions.is_empty(),
+            "with the queue, the canary goes ahead"
+        );
+
         // Outside its window, A's rollout says what it waits for.
         let d = decide_pass(&c, &obs, 300, &roll(None, false));
         let w = d["a"]

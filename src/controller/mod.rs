@@ -1,7 +1,7 @@
 //! `controller`: one level-triggered reconcile pass — observe, decide, act, return.
 //!
 //! A pass never waits for the world: it reads the workers (watch cache or one LIST per kind) and
-//! Slurm (all nodes, all jobs) once, applies what is safe now (a scale-in whose leaving workers
+//! Slurm (its nodes, and its jobs when a decision needs them) once, applies what is safe now (a scale-in whose leaving workers
 //! still run jobs keeps its replicas; a removed NodeSet's StatefulSet stays until its workers are
 //! drained), then moves every NodeSet on by the steps that are safe now — drain the next worker,
 //! delete drained pods, resume drains that are no longer needed — each within its own
@@ -111,6 +111,37 @@ pub struct Outcome {
     /// The workers as observed at the start of the pass.
     pub sets: BTreeMap<String, SetView>,
     pub slurm: Option<SlurmView>,
+    /// Where the pass's time went, and what it cost slurmrestd.
+    pub phases: Phases,
+    pub slurm_traffic: crate::slurm::Traffic,
+}
+
+/// Wall time of each phase of a pass (`/metrics`: `slurmops_pass_phase_seconds`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    /// Workers, PodTemplates, Kubernetes nodes, block labels (watch caches or reads).
+    pub observe_kubernetes: std::time::Duration,
+    /// Slurm's nodes, jobs when needed, reservations.
+    pub observe_slurm: std::time::Duration,
+    /// The pure decisions.
+    pub decide: std::time::Duration,
+    /// Server-side apply, prune and accounting.
+    pub apply: std::time::Duration,
+    /// Drains, deletions, resumes, submissions, pod creation.
+    pub act: std::time::Duration,
+}
+
+impl Phases {
+    /// Each phase with its metric label.
+    pub fn labelled(&self) -> [(&'static str, std::time::Duration); 5] {
+        [
+            ("observe_kubernetes", self.observe_kubernetes),
+            ("observe_slurm", self.observe_slurm),
+            ("decide", self.decide),
+            ("apply", self.apply),
+            ("act", self.act),
+        ]
+    }
 }
 
 /// What a pass asks of whoever drives it next (kube-runtime's `Action`, for a whole cluster).
@@ -197,8 +228,18 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         out.next = Next::Done;
         return Ok(out);
     };
-    let obs = look(env, t, slurm).await?;
+    let traffic = slurm.traffic();
+    let started = std::time::Instant::now();
+    let obs = look(env, t, slurm, Needs::of(t.c)).await?;
+    let mut phases = Phases {
+        observe_slurm: obs.slurm_time,
+        observe_kubernetes: started.elapsed().saturating_sub(obs.slurm_time),
+        ..Phases::default()
+    };
+    let decided = std::time::Instant::now();
     let mut decisions = decide_pass(c, &obs, env.registration_grace, &t.scope);
+    phases.decide = decided.elapsed();
+    let applied = std::time::Instant::now();
     let mut out = Outcome {
         slurm_error: obs.slurm.as_ref().err().cloned(),
         ..Outcome::default()
@@ -228,6 +269,8 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         accounting(env, slurm, c, last.as_ref(), &mut rep).await?;
         out.applied = Some(rep);
     }
+    phases.apply = applied.elapsed();
+    let acted = std::time::Instant::now();
     settle(&mut decisions, &changed);
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
     let upgrading = out.applied.as_ref().is_some_and(|r| !r.held.is_empty());
@@ -274,6 +317,9 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         .filter(|n| t.scope.includes(&n.name))
         .all(|n| obs.sets.contains_key(&n.name));
     out.next = next.finish(all_done && out.events.is_empty());
+    phases.act = acted.elapsed();
+    out.phases = phases;
+    out.slurm_traffic = slurm.traffic() - traffic;
     out.sets = obs.sets;
     out.slurm = obs.slurm.ok();
     Ok(out)
@@ -326,7 +372,12 @@ pub async fn preview<S: SlurmNodes>(
             "previewing the controller's pass needs Slurm (--slurmrestd-url)".into(),
         ));
     };
-    let observation = look(env, t, slurm).await?;
+    // A preview names the jobs a change touches and the pending jobs a window holds back.
+    let needs = Needs {
+        jobs: observe::JobsNeed::Always,
+        ..Needs::of(t.c)
+    };
+    let observation = look(env, t, slurm, needs).await?;
     let decisions = decide_pass(t.c, &observation, env.registration_grace, &t.scope);
     Ok(Preview {
         decisions,
@@ -340,19 +391,14 @@ async fn look<S: SlurmNodes>(
     env: &Env<'_, S>,
     t: &Target<'_>,
     slurm: &S,
+    needs: Needs,
 ) -> Result<Observation, PassError> {
     let c = t.c;
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     let cache = env.cache.filter(|_| !t.fresh);
-    let mut obs = observe(
-        &env.cluster.client,
-        &scope,
-        cache,
-        Some(slurm),
-        &Needs::of(c),
-    )
-    .await
-    .map_err(kube_err("observe the workers"))?;
+    let mut obs = observe(&env.cluster.client, &scope, cache, Some(slurm), &needs)
+        .await
+        .map_err(kube_err("observe the workers"))?;
     distrust_empty(&mut obs);
     if t.apply.is_none()
         && let Some(missing) = t

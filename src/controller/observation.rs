@@ -51,6 +51,8 @@ pub struct Observation {
     pub reservations: Result<Reservations, String>,
     /// UNIX seconds.
     pub now: i64,
+    /// Wall time spent reading Slurm (nodes, jobs, reservations), for the pass's phase figures.
+    pub slurm_time: std::time::Duration,
 }
 
 /// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.
@@ -76,6 +78,7 @@ impl Observation {
             blocks: Ok(BTreeMap::new()),
             reservations: Ok(Reservations::default()),
             now,
+            slurm_time: std::time::Duration::ZERO,
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Observe: the cluster's worker StatefulSets and pods (from the watch cache when the daemon runs
-//! one, else one LIST each, never one per NodeSet), Slurm's nodes and jobs, and what else the
-//! decisions need (Kubernetes nodes and their block labels, reservations, the sidecar's
+//! Observe: the cluster's worker StatefulSets, pods and PodTemplates and the Kubernetes nodes
+//! (from the daemon's watch caches, else one LIST each, never one per NodeSet), Slurm's nodes
+//! (asked again with `update_time`) and its jobs only when a decision needs them (see
+//! [`JobsNeed`]), and what else the decisions need (block labels, reservations, the sidecar's
 //! maintenance ConfigMap), read once per pass before anything is decided. Turns them into the
 //! plain `Observation` that `decisions` works on; nothing is read between decide and act.
 
@@ -29,6 +30,25 @@ pub struct Needs {
     pub reservations: bool,
     /// The ConfigMap through which slurmctld's sidecar makes reservations (Slurm 24.11).
     pub sidecar: Option<String>,
+    /// Slurm's job queue: the one heavy read (7 KB per job, tens of MB on a busy cluster).
+    pub jobs: JobsNeed,
+    /// The workers cluster.yaml wants of each NodeSet (None: perNode, as many as nodes fit);
+    /// a NodeSet missing here is being removed.
+    pub wanted: BTreeMap<String, Option<u32>>,
+}
+
+/// When a pass reads Slurm's job queue. Whether a node may run jobs is in its state (ALLOCATED,
+/// MIXED, COMPLETING) and a drained node is told by its state alone, so the queue is read only
+/// for what needs the jobs themselves: autoscale's pending demand, a canary's validation job,
+/// `plan`'s jobs touched, and the jobs a moving worker waits for (named in status, Events and
+/// apply's output).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JobsNeed {
+    /// Every pass (autoscale, canaries, previews).
+    Always,
+    /// Only while a worker that leaves, rolls or is drained is busy or unknown to Slurm.
+    #[default]
+    WhenMoving,
 }
 
 impl Needs {
@@ -46,6 +66,24 @@ impl Needs {
             reservations,
             sidecar: (reservations && window::reserves_through_sidecar(&c.spec))
                 .then(|| crate::render::names::Names::new(c).maintenance()),
+            wanted: c
+                .spec
+                .node_sets
+                .iter()
+                .map(|n| {
+                    let count = (!n.replicas.per_node()).then(|| n.replicas.count());
+                    (n.name.clone(), count)
+                })
+                .collect(),
+            jobs: match c
+                .spec
+                .node_sets
+                .iter()
+                .any(|n| n.autoscale.is_some() || n.update.canary.is_some())
+            {
+                true => JobsNeed::Always,
+                false => JobsNeed::WhenMoving,
+            },
         }
     }
 }
@@ -74,18 +112,26 @@ pub async fn observe<S: SlurmNodes>(
             (sts, pods)
         }
     };
-    let lp = ListParams::default().labels(&scope.selector);
-    let templates: BTreeMap<String, PodTemplate> =
-        Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace)
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|t| Some((t.metadata.name.clone()?, t)))
-            .collect();
-    let nodes = match templates.is_empty() {
-        true => Ok(Vec::new()),
-        false => Api::<Node>::all(client.clone())
+    let templates = match cache.filter(|c| c.serves(scope)) {
+        Some(c) => c.templates(),
+        None => {
+            let lp = ListParams::default().labels(&scope.selector);
+            Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items
+        }
+    };
+    let templates: BTreeMap<String, PodTemplate> = templates
+        .into_iter()
+        .filter_map(|t| Some((t.metadata.name.clone()?, t)))
+        .collect();
+    // The node cache serves perNode placement and block labels alike; without it, one LIST.
+    let cached_nodes = cache.and_then(Cache::nodes);
+    let nodes = match (templates.is_empty(), &cached_nodes) {
+        (true, _) => Ok(Vec::new()),
+        (false, Some(n)) => Ok(n.clone()),
+        (false, None) => Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
@@ -93,15 +139,19 @@ pub async fn observe<S: SlurmNodes>(
                 format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
             }),
     };
-    let slurm_view = match slurm {
-        Some(s) => read_slurm(s).await.map_err(SlurmUnknown::from),
-        None => Err(SlurmUnknown::NotConfigured),
-    };
     let mut sets = views(&sts, &pods);
     for (name, v) in managed_views(&templates, &pods) {
         // A NodeSet that just became perNode: its StatefulSet's workers leave first.
         sets.entry(name).or_insert(v);
     }
+    let slurm_started = std::time::Instant::now();
+    let slurm_view = match slurm {
+        Some(s) => read_slurm(s, |nodes| jobs_needed(needs, &sets, nodes))
+            .await
+            .map_err(SlurmUnknown::from),
+        None => Err(SlurmUnknown::NotConfigured),
+    };
+    let mut slurm_time = slurm_started.elapsed();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let blocks = match &needs.blocks {
         Some((label, in_blocks)) if slurm_view.is_ok() => {
@@ -110,7 +160,7 @@ pub async fn observe<S: SlurmNodes>(
                 .filter(|s| in_blocks.contains(&s.name))
                 .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
                 .collect();
-            host_blocks(client, label, &hosts).await.map_err(|e| {
+            host_blocks(client, cached_nodes.as_deref(), label, &hosts).await.map_err(|e| {
                 format!(
                     "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
                 )
@@ -118,10 +168,12 @@ pub async fn observe<S: SlurmNodes>(
         }
         _ => Ok(BTreeMap::new()),
     };
+    let reserved_started = std::time::Instant::now();
     let reservations = match (slurm, needs.reservations, &slurm_view) {
         (Some(s), true, Ok(_)) => reservations(client, s, &scope.namespace, needs, now).await,
         _ => Ok(Reservations::default()),
     };
+    slurm_time += reserved_started.elapsed();
     Ok(Observation {
         sets,
         templates,
@@ -130,6 +182,7 @@ pub async fn observe<S: SlurmNodes>(
         blocks,
         reservations,
         now,
+        slurm_time,
     })
 }
 
@@ -163,13 +216,25 @@ async fn reservations<S: SlurmNodes>(
     Ok(Reservations { all, in_slurm })
 }
 
-/// The value of LABEL on each Kubernetes node of HOSTS that carries it (one GET per node; a node
-/// that is gone is left out). Needs the optional Node reader ClusterRole.
+/// The value of LABEL on each Kubernetes node of HOSTS that carries it (a node that is gone is
+/// left out): from CACHED nodes when the daemon watches them, else one GET per node. Needs the
+/// optional Node reader ClusterRole.
 async fn host_blocks(
     client: &kube::Client,
+    cached: Option<&[Node]>,
     label: &str,
     hosts: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, String>, kube::Error> {
+    if let Some(nodes) = cached {
+        return Ok(nodes
+            .iter()
+            .filter(|n| n.metadata.name.as_ref().is_some_and(|h| hosts.contains(h)))
+            .filter_map(|n| {
+                let v = n.metadata.labels.as_ref()?.get(label)?;
+                Some((n.metadata.name.clone()?, v.clone()))
+            })
+            .collect());
+    }
     let api = Api::<Node>::all(client.clone());
     let mut out = BTreeMap::new();
     for h in hosts {
@@ -184,11 +249,64 @@ async fn host_blocks(
     Ok(out)
 }
 
-/// Slurm's nodes and jobs: two requests, whatever the size of the cluster.
-pub async fn read_slurm<S: SlurmNodes>(s: &S) -> Result<SlurmView, SlurmError> {
-    let nodes = s.all_nodes().await?;
-    let jobs = s.all_jobs().await?;
-    Ok(SlurmView::new(nodes, jobs))
+/// Slurm's nodes, and its jobs when NEED says so once the nodes are known: one or two requests,
+/// whatever the size of the cluster (each answered in a few hundred bytes while nothing changed).
+pub async fn read_slurm<S: SlurmNodes>(
+    s: &S,
+    need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
+) -> Result<SlurmView, SlurmError> {
+    let nodes: BTreeMap<String, crate::slurm::Node> = s
+        .all_nodes()
+        .await?
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    let jobs = match need(&nodes) {
+        true => match s.all_jobs().await {
+            Ok(jobs) => jobs,
+            // A queue too large or too slow to read blinds nothing that the node states tell:
+            // rollouts go on, what needs the jobs waits (see `SlurmView::jobs_error`).
+            Err(e @ (SlurmError::Timeout { .. } | SlurmError::TooLarge { .. })) => {
+                return Ok(SlurmView::without_jobs(
+                    nodes.into_values().collect(),
+                    e.to_string(),
+                ));
+            }
+            Err(e) => return Err(e),
+        },
+        false => Vec::new(),
+    };
+    Ok(SlurmView::new(nodes.into_values().collect(), jobs))
+}
+
+/// Whether the pass reads the job queue (see [`JobsNeed`]): a worker of SETS may move (it
+/// leaves in a scale-in or a removal, its NodeSet has another revision, or its Slurm node is
+/// drained or draining) while NODES say it is busy or do not know it.
+pub fn jobs_needed(
+    needs: &Needs,
+    sets: &BTreeMap<String, SetView>,
+    nodes: &BTreeMap<String, crate::slurm::Node>,
+) -> bool {
+    if needs.jobs == JobsNeed::Always {
+        return true;
+    }
+    sets.values().any(|s| {
+        let staying = s.workers.iter().filter(|w| !w.deleting).count();
+        s.workers.iter().any(|w| {
+            let node = nodes.get(&w.name);
+            let leaving = match needs.wanted.get(&s.name) {
+                None => true,
+                // perNode: which node stops fitting is placement's to say; any busy one may.
+                Some(None) => true,
+                // slurmops picks which workers leave a scale-in (idle ones first).
+                Some(Some(n)) if s.managed => staying > *n as usize,
+                Some(Some(n)) => w.ordinal.is_some_and(|o| o >= *n),
+            };
+            let outdated = s.update_revision.as_ref().is_some_and(|r| *r != w.revision);
+            let drained = node.is_some_and(|n| n.state.has("DRAIN"));
+            (leaving || outdated || drained) && node.is_none_or(|n| n.state.is_busy())
+        })
+    })
 }
 
 /// The NodeSets' views: each StatefulSet with the pods carrying its NodeSet label.
@@ -305,4 +423,164 @@ pub fn worker(p: &Pod) -> Option<Worker> {
         host: p.spec.as_ref().and_then(|s| s.node_name.clone()),
         name,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::decide::Worker;
+    use crate::slurm::{Node, NodeState};
+
+    /// NodeSet "gpu" (revision r2) with workers gpu-0 and gpu-1 on REVS, Slurm states STATES.
+    fn case(
+        revs: [&str; 2],
+        states: [Option<&[&str]>; 2],
+    ) -> (BTreeMap<String, SetView>, BTreeMap<String, Node>) {
+        let workers = (0..2)
+            .map(|i| Worker {
+                name: format!("gpu-{i}"),
+                uid: format!("u{i}"),
+                ordinal: Some(i as u32),
+                revision: revs[i].into(),
+                ready: true,
+                deleting: false,
+                created: Some(0),
+                host: None,
+            })
+            .collect();
+        let set = SetView {
+            name: "gpu".into(),
+            replicas: 2,
+            update_revision: Some("r2".into()),
+            managed: false,
+            canary: None,
+            current_revision: None,
+            workers,
+        };
+        let nodes = states
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let name = format!("gpu-{i}");
+                let state = NodeState(s.as_ref()?.iter().map(|x| x.to_string()).collect());
+                Some((
+                    name.clone(),
+                    Node {
+                        name,
+                        state,
+                        ..Node::default()
+                    },
+                ))
+            })
+            .collect();
+        (BTreeMap::from([("gpu".to_string(), set)]), nodes)
+    }
+
+    fn needs(wanted: Option<Option<u32>>, jobs: JobsNeed) -> Needs {
+        Needs {
+            jobs,
+            wanted: wanted.map(|w| ("gpu".to_string(), w)).into_iter().collect(),
+            ..Needs::default()
+        }
+    }
+
+    #[test]
+    fn the_job_queue_is_read_only_when_a_busy_worker_may_move() {
+        let idle: Option<&[&str]> = Some(&["IDLE"]);
+        let busy: Option<&[&str]> = Some(&["ALLOCATED"]);
+        let draining: Option<&[&str]> = Some(&["MIXED", "DRAIN"]);
+        let two = Some(Some(2));
+        #[rustfmt::skip]
+        type Row<'a> = (&'a str, [&'a str; 2], [Option<&'a [&'a str]>; 2], Option<Option<u32>>, JobsNeed, bool);
+        let table: Vec<Row> = vec![
+            (
+                "settled and idle",
+                ["r2", "r2"],
+                [idle, idle],
+                two,
+                JobsNeed::WhenMoving,
+                false,
+            ),
+            (
+                "settled with a job running",
+                ["r2", "r2"],
+                [busy, busy],
+                two,
+                JobsNeed::WhenMoving,
+                false,
+            ),
+            (
+                "outdated but idle",
+                ["r1", "r1"],
+                [idle, idle],
+                two,
+                JobsNeed::WhenMoving,
+                false,
+            ),
+            (
+                "outdated and busy",
+                ["r2", "r1"],
+                [idle, busy],
+                two,
+                JobsNeed::WhenMoving,
+                true,
+            ),
+            (
+                "outdated and unknown to Slurm",
+                ["r1", "r2"],
+                [None, idle],
+                two,
+                JobsNeed::WhenMoving,
+                true,
+            ),
+            (
+                "draining for someone",
+                ["r2", "r2"],
+                [draining, idle],
+                two,
+                JobsNeed::WhenMoving,
+                true,
+            ),
+            (
+                "scale-in of a busy worker",
+                ["r2", "r2"],
+                [idle, busy],
+                Some(Some(1)),
+                JobsNeed::WhenMoving,
+                true,
+            ),
+            (
+                "scale-in of an idle worker",
+                ["r2", "r2"],
+                [busy, idle],
+                Some(Some(1)),
+                JobsNeed::WhenMoving,
+                false,
+            ),
+            (
+                "NodeSet removed, busy",
+                ["r2", "r2"],
+                [busy, idle],
+                None,
+                JobsNeed::WhenMoving,
+                true,
+            ),
+            (
+                "autoscale or canary",
+                ["r2", "r2"],
+                [idle, idle],
+                two,
+                JobsNeed::Always,
+                true,
+            ),
+        ];
+        for (what, revs, states, wanted, jobs, read) in table {
+            let (sets, nodes) = case(revs, states);
+            assert_eq!(
+                jobs_needed(&needs(wanted, jobs), &sets, &nodes),
+                read,
+                "{what}"
+            );
+        }
+    }
 }

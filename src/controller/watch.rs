@@ -1,19 +1,21 @@
-//! Watches, not polls: kube-runtime reflectors keep the worker StatefulSets and pods of one scope
-//! in memory, and every change wakes the daemon's next pass at once (a worker that becomes Ready
-//! or goes away starts the next wave without waiting for the poll interval). A pass reads the
-//! stores instead of listing. With a perNode NodeSet, a change to a Kubernetes node's labels,
-//! taints or cordon also wakes a pass (its worker may join or leave); node status heartbeats do
-//! not.
+//! Watches, not polls: kube-runtime reflectors keep the worker StatefulSets, pods and
+//! PodTemplates of one scope in memory, and every change wakes the daemon's next pass at once (a
+//! worker that becomes Ready or goes away starts the next wave without waiting for the poll
+//! interval). A pass reads the stores instead of listing, so an idle pass sends no LIST. The
+//! Kubernetes nodes are watched too, holding only what slurmops reads of them (labels, taints,
+//! cordon, conditions: a node's images and capacity are most of its size): perNode placement,
+//! block labels and node health come from there. A change to a node's labels, taints, cordon or
+//! condition states wakes a pass; heartbeats do not. Each store drops `managedFields`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -51,17 +53,47 @@ pub struct Cache {
     scope: Scope,
     sts: Store<StatefulSet>,
     pods: Store<Pod>,
-    ready: [Arc<AtomicBool>; 2],
+    templates: Store<PodTemplate>,
+    ready: [Arc<AtomicBool>; 3],
     tasks: Vec<JoinHandle<()>>,
     trigger: Arc<Notify>,
-    nodes: Option<JoinHandle<()>>,
+    nodes: Option<(Store<Node>, Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        for t in self.tasks.iter().chain(&self.nodes) {
+        for t in self.tasks.iter().chain(self.nodes.as_ref().map(|n| &n.2)) {
             t.abort();
         }
+    }
+}
+
+/// What the stores keep of an object: not `managedFields` (often half its size).
+fn slim_meta(m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    m.managed_fields = None;
+}
+
+/// What the node store keeps: name, labels, taints, cordon and condition states (perNode
+/// placement, block labels, node health); not images, capacity, addresses or heartbeats.
+fn slim_node(n: &mut Node) {
+    slim_meta(&mut n.metadata);
+    n.metadata.annotations = None;
+    if let Some(spec) = n.spec.as_mut() {
+        *spec = k8s_openapi::api::core::v1::NodeSpec {
+            taints: spec.taints.take(),
+            unschedulable: spec.unschedulable,
+            ..Default::default()
+        };
+    }
+    if let Some(status) = n.status.as_mut() {
+        let mut conditions = status.conditions.take();
+        for c in conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = None;
+        }
+        *status = k8s_openapi::api::core::v1::NodeStatus {
+            conditions,
+            ..Default::default()
+        };
     }
 }
 
@@ -76,7 +108,9 @@ impl Cache {
             .timeout(server_timeout);
         let (sts, sts_w) = reflector::store();
         let (pods, pods_w) = reflector::store();
+        let (templates, templates_w) = reflector::store();
         let ready = [
+            Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
         ];
@@ -88,7 +122,8 @@ impl Cache {
                         Api::<StatefulSet>::namespaced(client.clone(), &scope.namespace),
                         cfg.clone(),
                     )
-                    .default_backoff(),
+                    .default_backoff()
+                    .modify(|s| slim_meta(&mut s.metadata)),
                 ),
                 ready[0].clone(),
                 trigger.clone(),
@@ -99,19 +134,35 @@ impl Cache {
                     pods_w,
                     watcher(
                         Api::<Pod>::namespaced(client.clone(), &scope.namespace),
-                        cfg,
+                        cfg.clone(),
                     )
-                    .default_backoff(),
+                    .default_backoff()
+                    .modify(|p| slim_meta(&mut p.metadata)),
                 ),
                 ready[1].clone(),
                 trigger.clone(),
                 worker_inputs,
+            )),
+            tokio::spawn(follow(
+                reflector::reflector(
+                    templates_w,
+                    watcher(
+                        Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace),
+                        cfg,
+                    )
+                    .default_backoff()
+                    .modify(|t| slim_meta(&mut t.metadata)),
+                ),
+                ready[2].clone(),
+                trigger.clone(),
+                template_inputs,
             )),
         ];
         Cache {
             scope,
             sts,
             pods,
+            templates,
             ready,
             tasks,
             trigger,
@@ -119,28 +170,50 @@ impl Cache {
         }
     }
 
-    /// Also wakes a pass when a Kubernetes node's labels, taints or cordon change (perNode
-    /// NodeSets; needs the node reader ClusterRole, else the watch logs why and retries).
+    /// Also keeps the Kubernetes nodes (slimmed, see `slim_node`), and wakes a pass when a
+    /// node's labels, taints, cordon or condition states change. Needs the node reader
+    /// ClusterRole; without it the watch logs why and retries, and passes read nodes themselves.
     pub fn follow_nodes(&mut self, client: &kube::Client) {
         if self.nodes.is_some() {
             return;
         }
         let server_timeout = (crate::k8s::API_TIMEOUT.as_secs() * 3 / 4) as u32;
-        let stream = watcher(
-            Api::<Node>::all(client.clone()),
-            watcher::Config::default().timeout(server_timeout),
-        )
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(placement_inputs, PredicateConfig::default())
-        .map(|r| r.map(watcher::Event::Apply));
-        let trigger = self.trigger.clone();
-        self.nodes = Some(tokio::spawn(follow(
+        let (store, writer) = reflector::store();
+        let ready = Arc::new(AtomicBool::new(false));
+        let stream = reflector::reflector(
+            writer,
+            watcher(
+                Api::<Node>::all(client.clone()),
+                watcher::Config::default().timeout(server_timeout),
+            )
+            .default_backoff()
+            .modify(slim_node),
+        );
+        let task = tokio::spawn(follow(
             stream,
-            Arc::new(AtomicBool::new(false)),
-            trigger,
+            ready.clone(),
+            self.trigger.clone(),
             placement_inputs,
-        )));
+        ));
+        self.nodes = Some((store, ready, task));
+    }
+
+    /// The Kubernetes nodes, once their store holds a complete listing (slimmed: labels,
+    /// taints, cordon, conditions).
+    pub fn nodes(&self) -> Option<Vec<Node>> {
+        let (store, ready, _) = self.nodes.as_ref()?;
+        ready
+            .load(Ordering::SeqCst)
+            .then(|| store.state().iter().map(|n| (**n).clone()).collect())
+    }
+
+    /// The PodTemplates of the scope (perNode NodeSets).
+    pub fn templates(&self) -> Vec<PodTemplate> {
+        self.templates
+            .state()
+            .iter()
+            .map(|t| (**t).clone())
+            .collect()
     }
 
     /// True when this cache watches SCOPE and both stores hold a complete listing.
@@ -161,7 +234,8 @@ impl Cache {
     }
 }
 
-/// What decides whether a node wants a worker: its labels, taints and cordon (not its status).
+/// What passes read of a node: its labels, taints and cordon (placement, blocks) and the states
+/// of its conditions (health), not their heartbeats.
 fn placement_inputs(n: &Node) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
@@ -171,6 +245,21 @@ fn placement_inputs(n: &Node) -> Option<u64> {
     for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
         (&t.key, &t.value, &t.effect).hash(&mut h);
     }
+    let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+    for c in conditions.into_iter().flatten() {
+        (&c.type_, &c.status).hash(&mut h);
+    }
+    Some(h.finish())
+}
+
+/// What passes read of a PodTemplate: its labels (revision, replicas annotation aside) and
+/// annotations, and its pod template.
+fn template_inputs(t: &PodTemplate) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    let m = &t.metadata;
+    (&m.name, &m.uid, &m.labels, &m.annotations, &m.generation).hash(&mut h);
+    serde_json::to_string(&t.template).ok().hash(&mut h);
     Some(h.finish())
 }
 

@@ -41,6 +41,12 @@ pub struct Metrics {
     waiting_on_jobs: Gauge,
     canary_halted: Family<Labels, Gauge>,
     passes: Counter,
+    phase_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    pass_slurm_requests: Histogram,
+    pass_slurm_bytes: Histogram,
+    kube_requests: Family<Labels, Counter>,
+    /// The request counts last added to `kube_requests`.
+    kube_told: std::sync::Mutex<crate::k8s::Requests>,
     /// The first pass finished (`/readyz`).
     pub ready: bool,
 }
@@ -79,6 +85,13 @@ impl Metrics {
             waiting_on_jobs: Gauge::default(),
             canary_halted: Family::default(),
             passes: Counter::default(),
+            phase_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
+            pass_slurm_requests: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            pass_slurm_bytes: Histogram::new(exponential_buckets(256.0, 4.0, 12)),
+            kube_requests: Family::default(),
+            kube_told: Default::default(),
             ready: false,
         };
         let r = &mut m.registry;
@@ -133,6 +146,26 @@ impl Metrics {
             m.passes.clone(),
         );
         r.register(
+            "slurmops_pass_phase_seconds",
+            "Wall time of each phase of a controller pass (observe_kubernetes, observe_slurm, decide, apply, act) and of the status write after it (status)",
+            m.phase_seconds.clone(),
+        );
+        r.register(
+            "slurmops_pass_slurmrestd_requests",
+            "Requests a controller pass sent to slurmrestd",
+            m.pass_slurm_requests.clone(),
+        );
+        r.register(
+            "slurmops_pass_slurmrestd_bytes",
+            "Answer bytes a controller pass read from slurmrestd",
+            m.pass_slurm_bytes.clone(),
+        );
+        r.register(
+            "slurmops_kube_requests",
+            "Kubernetes API requests sent, by kind: list (a whole collection), read (one object, or a watch starting), write",
+            m.kube_requests.clone(),
+        );
+        r.register(
             "slurmops_waiting_on_jobs",
             "Workers waiting for running jobs to end before they can be replaced or removed",
             m.waiting_on_jobs.clone(),
@@ -147,9 +180,22 @@ impl Metrics {
 }
 
 impl Metrics {
-    /// Counts a finished loop iteration.
-    pub fn passed(&self) {
+    /// Counts a finished loop iteration, with the Kubernetes API requests sent so far (SENT:
+    /// every request of this process, watches' reconnections included).
+    pub fn passed(&self, sent: crate::k8s::Requests) {
         self.passes.inc();
+        let mut told = self.kube_told.lock().unwrap_or_else(|e| e.into_inner());
+        let new = sent - *told;
+        for (kind, n) in [
+            ("list", new.lists),
+            ("read", new.reads - new.lists),
+            ("write", new.writes),
+        ] {
+            self.kube_requests
+                .get_or_create(&vec![("kind", kind.to_string())])
+                .inc_by(n as u64);
+        }
+        *told = sent;
     }
 
     /// Counts a reconcile with RESULT that took SECONDS.
@@ -160,6 +206,22 @@ impl Metrics {
         if result.timed() {
             self.reconcile_seconds.observe(seconds);
         }
+    }
+
+    /// Records a controller pass: the time of each phase, and what it cost slurmrestd.
+    pub fn pass_cost(&self, phases: &crate::controller::Phases, slurm: crate::slurm::Traffic) {
+        for (phase, d) in phases.labelled() {
+            self.phase(phase, d);
+        }
+        self.pass_slurm_requests.observe(slurm.requests as f64);
+        self.pass_slurm_bytes.observe(slurm.bytes as f64);
+    }
+
+    /// Records PHASE of a pass that took D.
+    pub fn phase(&self, phase: &str, d: std::time::Duration) {
+        self.phase_seconds
+            .get_or_create(&vec![("phase", escape(phase))])
+            .observe(d.as_secs_f64());
     }
 
     pub fn fetched(&self, seconds: f64) {

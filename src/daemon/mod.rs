@@ -202,7 +202,11 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
             }
         }
         *shared.last_pass.lock().expect("last pass") = Some(Instant::now());
-        shared.metrics.lock().expect("metrics").passed();
+        shared
+            .metrics
+            .lock()
+            .expect("metrics")
+            .passed(cluster.log.summary());
         if cfg.once || stop.load(Ordering::SeqCst) {
             break;
         }

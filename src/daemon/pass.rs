@@ -77,7 +77,13 @@ pub async fn pass(
         // The lease moved during the pass: the new leader writes the status now.
         return false;
     }
+    let writing = Instant::now();
     super::report::write_status(cluster, cfg, state).await;
+    shared
+        .metrics
+        .lock()
+        .expect("metrics")
+        .phase("status", writing.elapsed());
     // Ready once a pass has acted on a fetch: the first pass only starts the fetch, and a daemon
     // ready before it ends would apply whatever the branch holds when it does.
     if state.fetched_at.is_some() {
@@ -295,6 +301,11 @@ async fn reconcile(
     };
     match controller::pass(&env, &target).await {
         Ok(out) => {
+            shared
+                .metrics
+                .lock()
+                .expect("metrics")
+                .pass_cost(&out.phases, out.slurm_traffic);
             record(shared, state, t, &out, started, slurm.is_some());
             super::report::rollout_events(
                 cluster,
@@ -374,7 +385,7 @@ fn record(
     }
     state.held = out.next.reapply();
     state.wake_at = out.next.at();
-    state.status.node_sets = serde_json::to_string(&out.progress).unwrap_or_default();
+    state.status.node_sets = crate::status::bound::progress(&out.progress);
     // A failed canary marks the commit: it applied, and its rollout is halted.
     let halted: Vec<String> = out
         .progress
@@ -410,9 +421,13 @@ fn record(
         state.status.errors = halted.join("\n");
     }
     if connected {
-        state.status.slurm = match &out.slurm_error {
-            Some(e) => format!("unreachable or failing, destructive steps wait: {e}"),
-            None => String::new(),
+        let jobs_error = out.slurm.as_ref().and_then(|v| v.jobs_error.as_ref());
+        state.status.slurm = match (&out.slurm_error, jobs_error) {
+            (Some(e), _) => format!("unreachable or failing, destructive steps wait: {e}"),
+            (None, Some(e)) => format!(
+                "nodes read; the job queue not, so autoscale and canary verdicts wait (rollouts go on from node states): {e}"
+            ),
+            (None, None) => String::new(),
         };
     }
     shared
@@ -484,9 +499,8 @@ fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &spec::Clu
             shared.sync_now.clone(),
         ));
     }
-    if c.spec.node_sets.iter().any(|n| n.replicas.per_node())
-        && let Some(cache) = state.cache.as_mut()
-    {
+    // Nodes for perNode placement, block labels and sync's node health, from one watch.
+    if let Some(cache) = state.cache.as_mut() {
         cache.follow_nodes(&cluster.client);
     }
 }
@@ -501,10 +515,28 @@ async fn keep_workers(
     sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
     state: &mut State,
 ) {
+    let jobs_error = view.jobs_error.clone();
     let (nodes, jobs) = view.into_parts();
     let nodes: Vec<crate::slurm::Node> = nodes.into_values().collect();
-    let scaled =
-        crate::autoscale::run::tick_with(cluster, slurm, c, &jobs, nodes.clone(), Some(sets));
+    let scaled = async {
+        match &jobs_error {
+            // Pending demand is unknown: no NodeSet scales either way this pass.
+            Some(e) => Err(crate::autoscale::run::AutoscaleError::Slurm(
+                crate::slurm::SlurmError::Config(format!("no decision this pass: {e}")),
+            )),
+            None => {
+                crate::autoscale::run::tick_with(
+                    cluster,
+                    slurm,
+                    c,
+                    &jobs,
+                    nodes.clone(),
+                    Some(sets),
+                )
+                .await
+            }
+        }
+    };
     match scaled.await {
         Ok(outcomes) => {
             for o in outcomes.iter().filter(|o| o.from != o.to) {
@@ -516,7 +548,14 @@ async fn keep_workers(
     let syncer = state
         .syncer
         .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
-    match syncer.tick_with(cluster, slurm, c, nodes).await {
+    // The workers and nodes from the watch caches: an idle pass sends no LIST.
+    let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
+    let cache = state.cache.as_ref();
+    let seen = crate::sync::Seen {
+        pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
+        nodes: cache.and_then(|w| w.nodes()),
+    };
+    match syncer.tick_with(cluster, slurm, c, nodes, seen).await {
         Ok(r) => {
             for n in &r.replaced_unregistered {
                 tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");

@@ -115,8 +115,12 @@ pub(super) async fn rollout_events(
             waiting_now.insert(key);
         }
     }
-    *seen = waiting_now;
-    for (set, reason, message) in notes {
+    // A pass in which Slurm could not be read saw no waiting worker: keep what was told, so the
+    // next pass does not announce every waiting worker again.
+    if out.slurm_error.is_none() {
+        *seen = waiting_now;
+    }
+    for (set, reason, message) in aggregate(notes) {
         let managed = out.sets.get(&set).is_some_and(|s| s.managed);
         let note = crate::status::Note {
             involved: crate::status::node_set_ref(namespace, &set, managed),
@@ -127,5 +131,89 @@ pub(super) async fn rollout_events(
         if let Err(e) = crate::status::record(&cluster.client, note).await {
             tracing::warn!("recording an Event: {e}");
         }
+    }
+}
+
+/// Longest Event message slurmops writes (the events.k8s.io API's limit for a note).
+const EVENT_MESSAGE_BYTES: usize = 1024;
+
+/// NOTES with one Event per NodeSet and reason: the messages joined, as many as fit in
+/// [`EVENT_MESSAGE_BYTES`], then how many more. A rollout of 1,000 workers posts a few Events
+/// per pass, not thousands.
+fn aggregate(notes: Vec<(String, &'static str, String)>) -> Vec<(String, &'static str, String)> {
+    let mut groups: Vec<((String, &'static str), Vec<String>)> = Vec::new();
+    for (set, reason, message) in notes {
+        match groups.iter_mut().find(|(k, _)| k.0 == set && k.1 == reason) {
+            Some((_, v)) => v.push(message),
+            None => groups.push(((set, reason), vec![message])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((set, reason), messages)| {
+            let total = messages.len();
+            let mut text = String::new();
+            let mut told = 0;
+            for m in &messages {
+                let more = format!(" (+{} more)", total - told);
+                let sep = if told == 0 { "" } else { "; " };
+                if text.len() + sep.len() + m.len() + more.len() > EVENT_MESSAGE_BYTES && told > 0 {
+                    break;
+                }
+                text.push_str(sep);
+                text.push_str(m);
+                told += 1;
+            }
+            if told < total {
+                text.push_str(&format!(" (+{} more)", total - told));
+            }
+            if text.len() > EVENT_MESSAGE_BYTES {
+                let mut end = EVENT_MESSAGE_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+            (set, reason, text)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thousand_drains_make_one_event_per_node_set_and_reason_with_a_count() {
+        let mut notes = Vec::new();
+        for i in 0..1000 {
+            notes.push((
+                "gpu".to_string(),
+                vocab::EVENT_DRAINING,
+                format!("draining gpu-{i}"),
+            ));
+            notes.push((
+                "gpu".to_string(),
+                vocab::EVENT_WORKER_REPLACED,
+                format!("replaced gpu-{i}"),
+            ));
+        }
+        notes.push((
+            "cpu".to_string(),
+            vocab::EVENT_DRAINING,
+            "draining cpu-0".to_string(),
+        ));
+        let events = aggregate(notes);
+        assert_eq!(events.len(), 3, "{events:?}");
+        let (set, reason, text) = &events[0];
+        assert_eq!((set.as_str(), *reason), ("gpu", vocab::EVENT_DRAINING));
+        assert!(text.starts_with("draining gpu-0; draining gpu-1"), "{text}");
+        assert!(text.len() <= EVENT_MESSAGE_BYTES);
+        let told = text.matches("draining gpu-").count();
+        assert!(
+            text.ends_with(&format!(" (+{} more)", 1000 - told)),
+            "{text}"
+        );
+        assert_eq!(events[2].2, "draining cpu-0", "one note stays as it is");
     }
 }

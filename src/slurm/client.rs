@@ -47,6 +47,8 @@ pub struct Config {
     /// Send tokens over plain http:// to any host (by default only to loopback and to in-cluster
     /// Service names, `*.svc` and `*.svc.cluster.local`).
     pub allow_http: bool,
+    /// Largest answer read, in bytes ([`MAX_ANSWER`], or `SLURMOPS_SLURM_MAX_ANSWER_MIB`).
+    pub max_answer: usize,
 }
 
 impl Config {
@@ -60,8 +62,20 @@ impl Config {
             attempts: 4,
             backoff: Duration::from_millis(200),
             allow_http: false,
+            max_answer: max_answer_from(std::env::var(MAX_ANSWER_ENV).ok().as_deref()),
         }
     }
+}
+
+/// The setting that raises [`MAX_ANSWER`] (MiB), for every command and the daemon alike.
+pub const MAX_ANSWER_ENV: &str = "SLURMOPS_SLURM_MAX_ANSWER_MIB";
+
+/// The answer cap SETTING (MiB) asks for; [`MAX_ANSWER`] when unset or not a number of MiB.
+fn max_answer_from(setting: Option<&str>) -> usize {
+    setting
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|m| (1..=16 * 1024).contains(m))
+        .map_or(MAX_ANSWER, |m| m << 20)
 }
 
 pub struct Client {
@@ -70,9 +84,49 @@ pub struct Client {
     base: String,
     issued: Mutex<Option<Issued>>,
     parser: Mutex<Option<DataParser>>,
-    /// Requests sent (attempts included), for the benchmark's per-pass figure.
+    /// Requests sent (attempts included) and answer bytes read: what the passes cost Slurm.
     sent: std::sync::atomic::AtomicU64,
+    received: std::sync::atomic::AtomicU64,
+    /// The last node list, asked again with `update_time`.
+    kept_nodes: tokio::sync::Mutex<Option<Kept<Node>>>,
+    /// The last job list: asked again with `update_time`, and not at all while it is young
+    /// compared with what building it cost slurmrestd. The lock also keeps a second whole-queue
+    /// read from starting while one is in flight.
+    kept_jobs: tokio::sync::Mutex<Option<Kept<Job>>>,
 }
+
+/// The last answer of a list read, with slurmctld's `last_update` to ask again with.
+struct Kept<T> {
+    /// False once this client changed the list (a submission, a cancellation): ask again.
+    reusable: bool,
+    last_update: i64,
+    taken: std::time::Instant,
+    took: Duration,
+    items: Vec<T>,
+}
+
+/// What slurmrestd cost so far: requests sent and answer bytes read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub requests: u64,
+    pub bytes: u64,
+}
+
+impl std::ops::Sub for Traffic {
+    type Output = Traffic;
+    fn sub(self, earlier: Traffic) -> Traffic {
+        Traffic {
+            requests: self.requests.saturating_sub(earlier.requests),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+        }
+    }
+}
+
+/// A whole-queue answer is reused without asking while it is younger than this many times what
+/// building it took (at most [`JOBS_REUSE_CAP`]): slurmrestd spends at most about a tenth of its
+/// time on slurmops' job reads, however large the queue.
+pub const JOBS_REUSE_FACTOR: u32 = 10;
+pub const JOBS_REUSE_CAP: Duration = Duration::from_secs(60);
 
 /// One answer of the ping endpoint.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -156,6 +210,9 @@ impl Client {
             base,
             issued: Mutex::new(None),
             sent: std::sync::atomic::AtomicU64::new(0),
+            received: std::sync::atomic::AtomicU64::new(0),
+            kept_nodes: tokio::sync::Mutex::new(None),
+            kept_jobs: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -172,12 +229,14 @@ impl Client {
             let Some(chunk) = chunk else {
                 return Ok(body);
             };
-            if body.len() + chunk.len() > MAX_ANSWER {
+            if body.len() + chunk.len() > self.config.max_answer {
                 return Err(SlurmError::TooLarge {
                     path: self.path_of(url),
-                    limit_mib: MAX_ANSWER >> 20,
+                    limit_mib: self.config.max_answer >> 20,
                 });
             }
+            self.received
+                .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
             body.extend_from_slice(&chunk);
         }
     }
@@ -205,6 +264,14 @@ impl Client {
     /// Requests sent so far.
     pub fn requests(&self) -> u64 {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests sent and answer bytes read so far.
+    pub fn traffic(&self) -> Traffic {
+        Traffic {
+            requests: self.requests(),
+            bytes: self.received.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// Speak data parser P instead of probing.
@@ -241,9 +308,42 @@ impl Client {
         Ok(w.pings)
     }
 
+    /// Every node. The list is kept and asked for again with `update_time`: while no node
+    /// changed, slurmrestd answers 304 with no body.
     pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
-        let w: NodesWire = self.get("nodes/").await?;
-        Ok(w.nodes.into_iter().map(Node::from).collect())
+        let mut kept = self.kept_nodes.lock().await;
+        let path = match &*kept {
+            Some(k) => format!("nodes/?update_time={}", k.last_update),
+            None => "nodes/".to_string(),
+        };
+        let started = std::time::Instant::now();
+        let p = self.parser().await?;
+        let body = match self.send(p, Method::GET, &path, None).await {
+            // Slurm 24.11 and 25.11 ask for the partitions with the same update_time once a node
+            // changed, and fail when no partition did ("Unable to query partitions"): ask again
+            // without it. 26.05 answers the conditional read.
+            Err(SlurmError::Api { .. }) if kept.is_some() => {
+                self.send(p, Method::GET, "nodes/", None).await?
+            }
+            other => other?,
+        };
+        if let (true, Some(k)) = (body.is_empty(), &*kept) {
+            return Ok(k.items.clone());
+        }
+        let w: NodesWire =
+            serde_json::from_slice(&body).map_err(|e| self.parse_error(&path, e.to_string()))?;
+        drop(body);
+        let items: Vec<Node> = w.nodes.into_iter().map(Node::from).collect();
+        if let Some(last_update) = w.last_update.filter(|t| *t > 0) {
+            *kept = Some(Kept {
+                reusable: true,
+                last_update,
+                taken: started,
+                took: started.elapsed(),
+                items: items.clone(),
+            });
+        }
+        Ok(items)
     }
 
     /// One node; `UnknownNode` when Slurm does not know it.
@@ -305,12 +405,50 @@ impl Client {
         Ok(())
     }
 
+    /// Every job, without the details slurmops does not read (`flags=ALL`: no job resources,
+    /// no GRES detail). The answer is kept: while it is young compared with what it cost to build
+    /// (see [`JOBS_REUSE_FACTOR`]) it is reused as it is, then asked for again with `update_time`
+    /// (slurmctld answers "no change" in a few hundred bytes). One whole-queue read at a time.
     pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
-        let w: JobsWire = self.get("jobs/").await?;
-        w.jobs
+        let mut kept = self.kept_jobs.lock().await;
+        if let Some(k) = &*kept
+            && k.reusable
+            && k.taken.elapsed() < (k.took * JOBS_REUSE_FACTOR).min(JOBS_REUSE_CAP)
+        {
+            return Ok(k.items.clone());
+        }
+        let path = match &*kept {
+            Some(k) => format!("jobs/?update_time={}&flags=ALL", k.last_update),
+            None => "jobs/?flags=ALL".to_string(),
+        };
+        let started = std::time::Instant::now();
+        let p = self.parser().await?;
+        let body = self.send(p, Method::GET, &path, None).await?;
+        let w: JobsWire =
+            serde_json::from_slice(&body).map_err(|e| self.parse_error(&path, e.to_string()))?;
+        drop(body);
+        // "No job changes since update_time": no jobs, and no last_update.
+        let last_update = w.last_update.filter(|t| *t > 0);
+        if let (None, Some(k)) = (last_update, kept.as_mut()) {
+            k.taken = started;
+            k.reusable = true;
+            return Ok(k.items.clone());
+        }
+        let items: Vec<Job> = w
+            .jobs
             .into_iter()
-            .map(|j| Job::try_from(j).map_err(|e| self.parse_error("jobs/", e.to_string())))
-            .collect()
+            .map(|j| Job::try_from(j).map_err(|e| self.parse_error(&path, e.to_string())))
+            .collect::<Result<_, _>>()?;
+        if let Some(last_update) = last_update {
+            *kept = Some(Kept {
+                reusable: true,
+                last_update,
+                taken: started,
+                took: started.elapsed(),
+                items: items.clone(),
+            });
+        }
+        Ok(items)
     }
 
     /// Pending jobs per partition (a job pending in several partitions counts in each).
@@ -331,6 +469,7 @@ impl Client {
             job_id: Option<u64>,
         }
         let p = self.parser().await?;
+        self.jobs_changed().await;
         let body = self
             .send(p, Method::POST, "job/submit", Some(job.body()))
             .await?;
@@ -340,9 +479,17 @@ impl Client {
             .ok_or_else(|| self.parse_error("job/submit", "no job_id in the answer".into()))
     }
 
+    /// The queue changed by this client's hand: the next job read asks slurmrestd.
+    async fn jobs_changed(&self) {
+        if let Some(k) = self.kept_jobs.lock().await.as_mut() {
+            k.reusable = false;
+        }
+    }
+
     /// Cancels job ID (a job already ended is no error).
     pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
         let p = self.parser().await?;
+        self.jobs_changed().await;
         match self
             .send(p, Method::DELETE, &format!("job/{id}"), None)
             .await
@@ -494,6 +641,10 @@ impl Client {
         }
         let resp = req.send().await.map_err(|e| self.failed(url, &e))?;
         let status = resp.status();
+        // A conditional list read (`update_time`) whose list did not change.
+        if status == StatusCode::NOT_MODIFIED && *method == Method::GET {
+            return Ok(Vec::new());
+        }
         let bytes = self.read_bounded(url, resp).await?;
         let envelope: Envelope = serde_json::from_slice(&bytes).unwrap_or_default();
         let auth_failed = envelope
@@ -530,7 +681,7 @@ impl Client {
                 },
             });
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 }
 
@@ -593,6 +744,14 @@ mod tests {
             }
         });
         port
+    }
+
+    #[test]
+    fn the_answer_cap_is_raised_in_mib_and_nonsense_keeps_the_default() {
+        assert_eq!(max_answer_from(None), MAX_ANSWER);
+        assert_eq!(max_answer_from(Some("512")), 512 << 20);
+        assert_eq!(max_answer_from(Some("lots")), MAX_ANSWER);
+        assert_eq!(max_answer_from(Some("0")), MAX_ANSWER);
     }
 
     #[tokio::test]

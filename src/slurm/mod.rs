@@ -14,7 +14,7 @@ pub mod model;
 
 use std::future::Future;
 
-pub use client::{Client, Config};
+pub use client::{Client, Config, Traffic};
 pub use model::{
     ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation, ReservationRequest,
 };
@@ -67,7 +67,7 @@ pub enum SlurmError {
     },
     /// An answer over the size slurmops reads. Not retried: it would be as large again.
     #[error(
-        "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read)"
+        "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read); raise the cap with SLURMOPS_SLURM_MAX_ANSWER_MIB (and the daemon's memory limit with it)"
     )]
     TooLarge { path: String, limit_mib: usize },
 }
@@ -163,6 +163,8 @@ pub trait SlurmNodes: Send + Sync {
     ) -> impl Future<Output = Result<(), SlurmError>> + Send;
     /// Deletes a reservation; harmless when it is gone.
     fn unreserve(&self, name: &str) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// Requests sent and answer bytes read so far (what the passes cost slurmrestd).
+    fn traffic(&self) -> Traffic;
 }
 
 /// `slurmops: REASON` unless REASON already carries the prefix.
@@ -274,9 +276,16 @@ impl SlurmNodes for Client {
         self.delete_reservation(name).await
     }
 
+    fn traffic(&self) -> Traffic {
+        Client::traffic(self)
+    }
+
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SlurmError> {
-        // An unknown node is an error, not "no jobs".
-        self.node(node).await?;
+        // An unknown node is an error, not "no jobs". A node that is not ALLOCATED, MIXED or
+        // COMPLETING holds no job: the queue (tens of MB on a busy cluster) is not read.
+        if !self.node(node).await?.state.is_busy() {
+            return Ok(Vec::new());
+        }
         let jobs = self.jobs().await?;
         Ok(jobs
             .into_iter()

@@ -308,6 +308,10 @@ fn number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
 pub struct NodesWire {
     #[serde(default)]
     pub nodes: Vec<NodeWire>,
+    /// slurmctld's last change of the list (UNIX seconds), to ask again with `update_time`;
+    /// absent (or 0) in a "no change" answer.
+    #[serde(default, deserialize_with = "number")]
+    pub last_update: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -366,6 +370,10 @@ impl From<NodeWire> for Node {
 pub struct JobsWire {
     #[serde(default)]
     pub jobs: Vec<JobWire>,
+    /// slurmctld's last change of the list (UNIX seconds), to ask again with `update_time`;
+    /// absent (or 0) in a "no change" answer.
+    #[serde(default, deserialize_with = "number")]
+    pub last_update: Option<i64>,
 }
 
 #[derive(Deserialize)]

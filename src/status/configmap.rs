@@ -117,7 +117,7 @@ pub async fn write(
     }
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "data": status.to_data()});
+        "data": bounded(status)});
     Api::<ConfigMap>::namespaced(client.clone(), namespace)
         .patch(
             &name,
@@ -126,6 +126,18 @@ pub async fn write(
         )
         .await
         .map(|_| ())
+}
+
+/// STATUS's data with each free-text key cut to its share of the status' size (see
+/// `status::bound`; the daemon keeps `nodeSets` within its own share).
+fn bounded(status: &Status) -> BTreeMap<String, String> {
+    let mut data = status.to_data();
+    for k in ["errors", "summary", "held", "slurm"] {
+        if let Some(v) = data.get_mut(k) {
+            *v = super::bound::text(v);
+        }
+    }
+    data
 }
 
 /// Reads the status of CLUSTER's daemon in NAMESPACE (None when it never wrote one).

@@ -3,6 +3,7 @@
 //! daemon's status ConfigMap (`slurmops-status`): commits seen and applied, result, errors,
 //! rollout progress, the plan summary.
 
+pub mod bound;
 pub mod configmap;
 pub mod show;
 pub mod verdict;

@@ -137,6 +137,10 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         for w in &p.waiting {
             out += &format!("  {}\n", waiting(w, now));
         }
+        if let Some(line) = super::bound::omitted_line(&p.omitted) {
+            out += &line;
+            out.push('\n');
+        }
     }
     out
 }
@@ -247,6 +251,7 @@ mod tests {
             }],
             leaving: vec![],
             done: false,
+            omitted: Default::default(),
         }];
         let s = Status {
             result: "applied".into(),

@@ -85,28 +85,42 @@ impl Syncer {
         c: &ClusterFile,
     ) -> Result<Report, SyncError> {
         let nodes = slurm.nodes().await?;
-        self.tick_with(cluster, slurm, c, nodes).await
+        self.tick_with(cluster, slurm, c, nodes, Seen::default())
+            .await
     }
 
     /// One pass over every NodeSet of C with Slurm's NODES as read by the caller (the daemon
-    /// reads Slurm once per pass). One LIST of the workers, whatever the number of NodeSets.
+    /// reads Slurm once per pass), and the worker pods and Kubernetes nodes from SEEN (the
+    /// daemon's watch caches) or else one LIST each, whatever the number of NodeSets.
     pub async fn tick_with(
         &mut self,
         cluster: &Connection,
         slurm: &Client,
         c: &ClusterFile,
         nodes: Vec<Node>,
+        seen: Seen,
     ) -> Result<Report, SyncError> {
         let nodes: BTreeMap<String, Node> =
             nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut report = Report::default();
-        let problems = node_problems(cluster, c, &mut report).await;
+        let problems = match seen.nodes {
+            Some(kube_nodes) => Some(health::problems(
+                &kube_nodes,
+                c.spec.policy.node_health.as_ref(),
+            )),
+            None => node_problems(cluster, c, &mut report).await,
+        };
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
-        let all = pods_api
-            .list(&ListParams::default().labels(LABEL_NODESET))
-            .await
-            .map_err(kube_err("list worker pods"))?
-            .items;
+        let all = match seen.pods {
+            Some(pods) => pods,
+            None => {
+                pods_api
+                    .list(&ListParams::default().labels(LABEL_NODESET))
+                    .await
+                    .map_err(kube_err("list worker pods"))?
+                    .items
+            }
+        };
         let mut by_set: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
         for p in all {
             let set = p
@@ -161,6 +175,15 @@ impl Syncer {
         let since = *self.unknown_since.entry(name).or_insert_with(Instant::now);
         since.elapsed() >= self.registration_grace
     }
+}
+
+/// What the caller already holds (the daemon's watch caches); None: sync reads it itself.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// The cluster's worker pods.
+    pub pods: Option<Vec<Pod>>,
+    /// The Kubernetes nodes (labels, taints, cordon and conditions are enough).
+    pub nodes: Option<Vec<KubeNode>>,
 }
 
 /// Kubernetes nodes with a problem and the drain reason for each; None when Nodes cannot be read

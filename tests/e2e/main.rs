@@ -18,6 +18,7 @@ mod per_node;
 mod real_slurm;
 mod rollout;
 mod slurm_client;
+mod slurm_reads;
 mod sync;
 mod topology;
 mod upgrade;

@@ -93,4 +93,8 @@ async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
         "the oversized read was retried"
     );
     assert!(err.to_string().contains("128 MiB"), "{err}");
+    assert!(
+        err.to_string().contains("SLURMOPS_SLURM_MAX_ANSWER_MIB"),
+        "the error names the setting to raise: {err}"
+    );
 }
