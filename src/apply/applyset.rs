@@ -16,6 +16,19 @@ pub use crate::vocab::{
 /// The cluster.yaml last applied, kept in the parent so `plan --cluster` can summarise in Slurm terms.
 pub const DATA_CLUSTER_YAML: &str = "cluster.yaml";
 
+/// The largest cluster.yaml the parent keeps: a ConfigMap holds at most 1 MiB, and cluster.yaml
+/// may be up to 4 MiB (`spec::yaml::MAX_BYTES`). A larger one is not kept (`plan --cluster` then
+/// summarises without the last applied revision) rather than failing every apply.
+pub const KEPT_CLUSTER_YAML_BYTES: usize = 768 << 10;
+
+/// TEXT as the parent keeps it: whole, or nothing when it is too large to keep.
+pub fn kept(text: &str) -> &str {
+    match text.len() <= KEPT_CLUSTER_YAML_BYTES {
+        true => text,
+        false => "",
+    }
+}
+
 pub fn parent_name(cluster: &str) -> String {
     format!("{cluster}-applyset")
 }

@@ -390,7 +390,7 @@ async fn update_parent(
         .and_then(|v| v.as_str())
         .map(str::to_string);
     let text = text
-        .map(str::to_string)
+        .map(|t| applyset::kept(t).to_string())
         .or(cur_text.clone())
         .unwrap_or_default();
     if cur_gk.as_deref() == Some(gk_value.as_str()) && cur_text.as_deref() == Some(text.as_str()) {

@@ -1107,3 +1107,32 @@ fn on_slurm_24_11_a_windowed_cluster_gives_slurmctld_a_sidecar_that_makes_its_re
     assert_eq!(main["name"], "slurmctld");
     assert!(!main["volumeMounts"].to_string().contains("maintenance"));
 }
+
+/// At 10,000 workers (500 NodeSets of 20, 50 partitions), every rendered ConfigMap (slurm.conf,
+/// gres.conf, topology, scripts) stays under the 1 MiB a ConfigMap holds, and so does the
+/// ApplySet parent's copy of cluster.yaml (a cluster.yaml too large to keep is not kept).
+#[test]
+fn ten_thousand_workers_render_configmaps_under_a_mebibyte() {
+    let text = slurmops::bench::generate(500, 20, 50, 0);
+    let c = load_text(&text);
+    let r = slurmops::render::render(&c);
+    let mut seen = 0;
+    for o in r.objects.iter().filter(|o| o.kind == "ConfigMap") {
+        let size: usize = ["data", "binaryData"]
+            .iter()
+            .filter_map(|k| o.body.get(*k)?.as_object())
+            .flat_map(|m| {
+                m.iter()
+                    .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            })
+            .sum();
+        assert!(size < 1 << 20, "ConfigMap/{} holds {size} bytes", o.name);
+        seen += 1;
+    }
+    assert!(seen > 0, "no ConfigMap rendered");
+    let kept = slurmops::apply::applyset::kept(&text);
+    assert_eq!(kept, text, "a 10,000-worker cluster.yaml is kept whole");
+    let huge = text.repeat(60);
+    assert!(huge.len() > 1 << 20);
+    assert!(slurmops::apply::applyset::kept(&huge).is_empty());
+}
