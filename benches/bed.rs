@@ -11,13 +11,17 @@
 //!
 //! `-- --json FILE` writes every figure as JSON too; `-- --binary PATH` measures the footprint
 //! (size, cold start, daemon memory) of PATH instead of the bench's own build; `-- --only
-//! controller` runs the controller's figures alone.
+//! controller` runs the controller's figures alone, `-- --only queue` those of a large Slurm
+//! queue (`queue.rs`).
 
 #[path = "../tests/e2e/support/mod.rs"]
 mod support;
 
 #[path = "bed/controller.rs"]
 mod controller;
+
+#[path = "bed/queue.rs"]
+mod queue;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,8 +44,12 @@ fn main() {
     };
     let json = value("--json");
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let only_controller = value("--only").as_deref() == Some("controller");
-    match rt.block_on(run(value("--binary"), only_controller)) {
+    let only = value("--only");
+    let result = match only.as_deref() {
+        Some("queue") => rt.block_on(queue::figures()),
+        only => rt.block_on(run(value("--binary"), only == Some("controller"))),
+    };
+    match result {
         Ok(figures) => {
             if let Some(path) = json {
                 let text = serde_json::to_string_pretty(&figures).expect("figures serialize");

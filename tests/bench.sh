@@ -6,15 +6,29 @@
 # ships (built here as in tests/run-all.sh). Needs root like tests/run-all.sh: it builds (once)
 # and starts the same bed.
 # Usage: bash tests/bench.sh [JSON_FILE]   (default: target/bench.json)
+#        bash tests/bench.sh queue [JSON_FILE]
+#          only the Slurm side at scale: a slurmctld and slurmrestd of their own (tests/bed/scale.sh,
+#          Slurm 24.11) with SLURMOPS_BENCH_WORKERS node records (default 1,000, as NodeSets of 20)
+#          and SLURMOPS_BENCH_JOBS held jobs (default 50,000): one whole-queue read, an idle pass,
+#          `slurm drain` (benches/bed/queue.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 target="${CARGO_TARGET_DIR:-target}"
+only=()
+if [ "${1:-}" = queue ]; then only=(--only queue); shift; fi
 json=$(realpath -m "${1:-$target/bench.json}")
 bash tests/bed/packages.sh
 bash tests/bed/bed.sh down >/dev/null 2>&1 || true
 trap 'bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
 bash tests/bed/bed.sh prepare
+if [ ${#only[@]} -gt 0 ]; then
+  workers=${SLURMOPS_BENCH_WORKERS:-1000}
+  trap 'bash tests/bed/scale.sh down >/dev/null 2>&1 || true; bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
+  set -a; eval "$(bash tests/bed/scale.sh up $((workers / 20)) 20)"; set +a
+  cargo bench -q --bench bed -- --json "$json" "${only[@]}"
+  exit 0
+fi
 RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
 static=$(realpath "$target/x86_64-unknown-linux-gnu/release/slurmops")
 cargo bench -q --bench bed -- --json "$json" --binary "$static"
