@@ -190,6 +190,7 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
     };
     loop {
         let mut acted = false;
+        let started = Instant::now();
         if leading.load(Ordering::SeqCst) {
             acted = pass::pass(&cluster, &cfg, &shared, &mut state, &fence).await;
             waiting_said = false;
@@ -219,12 +220,18 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
                 .filter(|t| *t > now)
                 .map(|t| Duration::from_secs((t - now) as u64 + 1));
             let sleep = until.map_or(cfg.interval, |w| w.min(cfg.interval));
-            tokio::select! {
-                _ = tokio::time::sleep(sleep) => {}
-                _ = shared.sync_now.notified() => {}
-            }
-            // Events come in bursts (a pod's several status updates): take them as one.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let woken = tokio::select! {
+                _ = tokio::time::sleep(sleep) => false,
+                _ = shared.sync_now.notified() => true,
+            };
+            // Events come in bursts (a pod's several status updates, job churn on many workers):
+            // take them as one, and after a pass that did nothing start at most one a second.
+            let settle = Duration::from_millis(20);
+            let gap = match woken {
+                true => MIN_PASS_GAP.saturating_sub(started.elapsed()).max(settle),
+                false => settle,
+            };
+            tokio::time::sleep(gap).await;
         }
         if stop.load(Ordering::SeqCst) {
             break;
@@ -233,6 +240,10 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
     elector.release().await;
     Ok(())
 }
+
+/// After a pass that did nothing, the next one a watch event or a webhook brings starts at
+/// least this long after it started (a pass that acted is followed at once).
+const MIN_PASS_GAP: Duration = Duration::from_secs(1);
 
 async fn keep_leading(
     elector: Arc<lease::Elector>,
