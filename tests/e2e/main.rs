@@ -17,6 +17,7 @@ mod one_entrance;
 mod per_node;
 mod real_slurm;
 mod rollout;
+mod scale;
 mod slurm_client;
 mod slurm_reads;
 mod sync;
