@@ -242,15 +242,24 @@ pub fn demand(
         .filter(|j| !NOT_FOR_NODES.contains(&j.state_reason.as_str()))
         .collect();
     pending.sort_by_key(|j| j.id);
+    // The autoscaled NodeSets of each partition list, worked out once per distinct list (a queue
+    // of 50,000 jobs names a handful), so that demand costs O(jobs), not jobs × NodeSets ×
+    // partitions.
+    let mut of_partitions: std::collections::HashMap<&str, Vec<&String>> = Default::default();
     for j in pending {
-        let mut candidates: Vec<&String> = sets
-            .keys()
-            .filter(|ns| j.partition.split(',').any(|p| in_partition(c, p, ns)))
-            .collect();
+        let candidates = of_partitions
+            .entry(j.partition.as_str())
+            .or_insert_with(|| {
+                let mut v: Vec<&String> = sets
+                    .keys()
+                    .filter(|ns| j.partition.split(',').any(|p| in_partition(c, p, ns)))
+                    .collect();
+                v.sort_by_key(|ns| (sets[*ns].weight, (*ns).clone()));
+                v
+            });
         if candidates.is_empty() {
             continue;
         }
-        candidates.sort_by_key(|ns| (sets[*ns].weight, (*ns).clone()));
         let one_shared = j.node_count <= 1 && !j.exclusive;
         for _ in 0..j.node_count.max(1) {
             let used = |ns: &String| {
