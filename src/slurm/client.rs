@@ -105,6 +105,19 @@ struct Kept<T> {
     items: Vec<T>,
 }
 
+impl<T> Kept<T> {
+    /// ITEMS, answered with LAST_UPDATE to a read STARTED then.
+    fn new(last_update: i64, started: std::time::Instant, items: Vec<T>) -> Kept<T> {
+        Kept {
+            reusable: true,
+            last_update,
+            taken: started,
+            took: started.elapsed(),
+            items,
+        }
+    }
+}
+
 /// What slurmrestd cost so far: requests sent and answer bytes read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Traffic {
@@ -335,13 +348,7 @@ impl Client {
         drop(body);
         let items: Vec<Node> = w.nodes.into_iter().map(Node::from).collect();
         if let Some(last_update) = w.last_update.filter(|t| *t > 0) {
-            *kept = Some(Kept {
-                reusable: true,
-                last_update,
-                taken: started,
-                took: started.elapsed(),
-                items: items.clone(),
-            });
+            *kept = Some(Kept::new(last_update, started, items.clone()));
         }
         Ok(items)
     }
@@ -440,13 +447,7 @@ impl Client {
             .map(|j| Job::try_from(j).map_err(|e| self.parse_error(&path, e.to_string())))
             .collect::<Result<_, _>>()?;
         if let Some(last_update) = last_update {
-            *kept = Some(Kept {
-                reusable: true,
-                last_update,
-                taken: started,
-                took: started.elapsed(),
-                items: items.clone(),
-            });
+            *kept = Some(Kept::new(last_update, started, items.clone()));
         }
         Ok(items)
     }
