@@ -12,7 +12,7 @@
 //! `-- --json FILE` writes every figure as JSON too; `-- --binary PATH` measures the footprint
 //! (size, cold start, daemon memory) of PATH instead of the bench's own build; `-- --only
 //! controller` runs the controller's figures alone, `-- --only queue` those of a large Slurm
-//! queue (`queue.rs`).
+//! queue (`queue.rs`), `-- --only scale` the daemon's with thousands of workers (`fleet.rs`).
 
 #[path = "../tests/e2e/support/mod.rs"]
 mod support;
@@ -22,6 +22,9 @@ mod controller;
 
 #[path = "bed/queue.rs"]
 mod queue;
+
+#[path = "bed/fleet.rs"]
+mod fleet;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,6 +50,7 @@ fn main() {
     let only = value("--only");
     let result = match only.as_deref() {
         Some("queue") => rt.block_on(queue::figures()),
+        Some("scale") => rt.block_on(fleet::figures()),
         only => rt.block_on(run(value("--binary"), only == Some("controller"))),
     };
     match result {

@@ -11,12 +11,17 @@
 #          Slurm 24.11) with SLURMOPS_BENCH_WORKERS node records (default 1,000, as NodeSets of 20)
 #          and SLURMOPS_BENCH_JOBS held jobs (default 50,000): one whole-queue read, an idle pass,
 #          `slurm drain` (benches/bed/queue.rs).
+#        bash tests/bench.sh scale [JSON_FILE]
+#          the daemon at scale: as many GPU-sized Nodes and worker pods (kube-controller-manager
+#          makes them, a light kubelet binds them and marks them Ready) as node records, the same
+#          queue, `slurmops run` idle, under job churn and starting a rollout
+#          (benches/bed/fleet.rs, tests/e2e/support/at_scale.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 target="${CARGO_TARGET_DIR:-target}"
 only=()
-if [ "${1:-}" = queue ]; then only=(--only queue); shift; fi
+case "${1:-}" in queue|scale) only=(--only "$1"); shift ;; esac
 json=$(realpath -m "${1:-$target/bench.json}")
 bash tests/bed/packages.sh
 bash tests/bed/bed.sh down >/dev/null 2>&1 || true

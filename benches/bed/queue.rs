@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use slurmops::bench::Figure;
 use slurmops::controller::observe::{JobsNeed, Needs, jobs_needed, read_slurm};
 use slurmops::slurm::SlurmNodes;
+
+use crate::support::scale::Scale;
 
 fn figure(name: &str, value: f64, unit: &str, judged: &str) -> Figure {
     let f = Figure {
@@ -24,84 +25,6 @@ fn figure(name: &str, value: f64, unit: &str, judged: &str) -> Figure {
     };
     println!("{f}");
     f
-}
-
-/// The scale instance: slurmrestd's URL and a root token.
-struct Scale {
-    url: String,
-    jwt: String,
-}
-
-impl Scale {
-    fn from_env() -> Result<Scale, String> {
-        let get = |k: &str| {
-            std::env::var(k).map_err(|_| {
-                format!(
-                    "{k} is not set: run `tests/bed/scale.sh up` first (tests/bench.sh queue does)"
-                )
-            })
-        };
-        Ok(Scale {
-            url: get("SCALE_RESTD_URL")?,
-            jwt: get("SCALE_JWT")?,
-        })
-    }
-
-    fn client(&self) -> Result<slurmops::slurm::Client, String> {
-        let mut config = slurmops::slurm::Config::new(
-            self.url.clone(),
-            slurmops::slurm::auth::Credentials::Token {
-                token: slurmops::slurm::auth::Secret::new(self.jwt.clone()),
-                user: None,
-            },
-        );
-        // The whole queue is read once below with its own deadline; the client's reads are the
-        // pass's and the drain's.
-        config.timeout = Duration::from_secs(10);
-        slurmops::slurm::Client::new(config).map_err(|e| e.to_string())
-    }
-}
-
-/// Submits N held one-minute jobs named NAME, sixteen at a time; how long it took.
-async fn hold(b: &Scale, n: usize, name: &str) -> Result<Duration, String> {
-    let http = reqwest::Client::new();
-    let started = Instant::now();
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<Result<(), String>> = futures::stream::iter(0..n)
-        .map(|_| {
-            let body = serde_json::json!({
-                "script": "#!/bin/sh\nsleep 1\n",
-                "job": {"name": name, "partition": "all", "hold": true, "tasks": 1,
-                    "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"],
-                    "time_limit": {"set": true, "infinite": false, "number": 1}},
-            });
-            let (http, done) = (&http, &done);
-            async move {
-                let r = http
-                    .post(format!("{}/slurm/v0.0.42/job/submit", b.url))
-                    .header("X-SLURM-USER-TOKEN", &b.jwt)
-                    .json(&body)
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if !r.status().is_success() {
-                    return Err(format!("submit: HTTP {}", r.status()));
-                }
-                let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if k % 5000 == 0 {
-                    println!(
-                        "  {k} of {n} jobs queued ({:.0} s)",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                Ok(())
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    results.into_iter().collect::<Result<Vec<()>, String>>()?;
-    Ok(started.elapsed())
 }
 
 /// One GET of PATH: (bytes, seconds).
@@ -128,11 +51,13 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000);
     let b = Scale::from_env()?;
-    let c = b.client()?;
+    // The whole queue is read once below with its own deadline; the client's reads are the
+    // pass's and the drain's.
+    let c = b.client(Duration::from_secs(10), None);
     let nodes = c.all_nodes().await.map_err(|e| e.to_string())?.len();
     println!("queue: {nodes} Slurm node records; submitting {n} held jobs");
     let name = format!("bench-queue-{}", std::process::id());
-    let took = hold(&b, n, &name).await?;
+    let took = b.hold(n, &name).await?;
     measure(&b, n, nodes, took).await
 }
 
@@ -159,7 +84,7 @@ async fn measure(b: &Scale, n: usize, nodes: usize, took: Duration) -> Result<Ve
     // A pass with nothing moving, twice: the first reads the node list, the second asks again
     // with update_time; neither reads the queue.
     // A client of its own: the one above read the node list already.
-    let c = &b.client()?;
+    let c = &b.client(Duration::from_secs(10), None);
     let needs = Needs {
         jobs: JobsNeed::WhenMoving,
         ..Needs::default()

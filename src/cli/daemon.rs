@@ -126,6 +126,18 @@ pub struct RunArgs {
     /// Log lines as text or as JSON objects (one per line).
     #[arg(long, env = "SLURMOPS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// The least severe lines logged: `debug` adds one line per pass with its wall time, each
+    /// phase and its requests to the apiserver and slurmrestd.
+    #[arg(long, env = "SLURMOPS_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
+    log_level: LogLevel,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -134,13 +146,26 @@ enum LogFormat {
     Json,
 }
 
-fn init_logs(format: LogFormat) {
+fn init_logs(format: LogFormat, level: LogLevel) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let level = match level {
+        LogLevel::Error => tracing::Level::ERROR,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Debug => tracing::Level::DEBUG,
+    };
+    // Debug lines are slurmops' own; the libraries' stay at info and above.
+    let only = tracing_subscriber::filter::Targets::new()
+        .with_target("slurmops", level)
+        .with_default(level.min(tracing::Level::INFO));
     let b = tracing_subscriber::fmt()
+        .with_max_level(level)
         .with_writer(std::io::stdout)
         .with_target(false);
     let _ = match format {
-        LogFormat::Text => b.try_init(),
-        LogFormat::Json => b.json().flatten_event(true).try_init(),
+        LogFormat::Text => b.finish().with(only).try_init(),
+        LogFormat::Json => b.json().flatten_event(true).finish().with(only).try_init(),
     };
 }
 
@@ -294,7 +319,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
 }
 
 pub fn run(a: RunArgs) -> Outcome {
-    init_logs(a.log_format);
+    init_logs(a.log_format, a.log_level);
     let cfg = config(&a).map_err(CliError::Other)?;
     let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

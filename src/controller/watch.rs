@@ -68,9 +68,33 @@ impl Drop for Cache {
     }
 }
 
+/// Objects per page of a watch's initial listing: a page is parsed whole before the store slims
+/// it, and 500 (kube-runtime's default) GPU nodes of ~30 KB each is a 15 MB page.
+const LIST_PAGE: u32 = 100;
+
 /// What the stores keep of an object: not `managedFields` (often half its size).
 fn slim_meta(m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
     m.managed_fields = None;
+}
+
+/// What the pod store keeps: metadata (not `managedFields`), the node it runs on, its phase and
+/// conditions; not its containers, volumes or container statuses, which no pass reads (at
+/// thousands of workers they are most of the cache, and a pass clones what it reads).
+fn slim_pod(p: &mut Pod) {
+    slim_meta(&mut p.metadata);
+    if let Some(spec) = p.spec.as_mut() {
+        *spec = k8s_openapi::api::core::v1::PodSpec {
+            node_name: spec.node_name.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(status) = p.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::PodStatus {
+            conditions: status.conditions.take(),
+            phase: status.phase.take(),
+            ..Default::default()
+        };
+    }
 }
 
 /// What the node store keeps: name, labels, taints, cordon and condition states (perNode
@@ -105,7 +129,8 @@ impl Cache {
         let server_timeout = (crate::k8s::API_TIMEOUT.as_secs() * 3 / 4) as u32;
         let cfg = watcher::Config::default()
             .labels(&scope.selector)
-            .timeout(server_timeout);
+            .timeout(server_timeout)
+            .page_size(LIST_PAGE);
         let (sts, sts_w) = reflector::store();
         let (pods, pods_w) = reflector::store();
         let (templates, templates_w) = reflector::store();
@@ -137,7 +162,7 @@ impl Cache {
                         cfg.clone(),
                     )
                     .default_backoff()
-                    .modify(|p| slim_meta(&mut p.metadata)),
+                    .modify(slim_pod),
                 ),
                 ready[1].clone(),
                 trigger.clone(),
@@ -184,7 +209,9 @@ impl Cache {
             writer,
             watcher(
                 Api::<Node>::all(client.clone()),
-                watcher::Config::default().timeout(server_timeout),
+                watcher::Config::default()
+                    .timeout(server_timeout)
+                    .page_size(LIST_PAGE),
             )
             .default_backoff()
             .modify(slim_node),

@@ -106,6 +106,8 @@ struct State {
     cache: Option<Cache>,
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
     slurm: Option<(String, Arc<Client>, Instant)>,
+    /// What the last controller pass cost, for its debug line.
+    cost: Option<(crate::controller::Phases, crate::slurm::Traffic)>,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

@@ -37,6 +37,47 @@ pub async fn pass(
     fence: &controller::Fence<'_>,
 ) -> bool {
     let started = Instant::now();
+    let sent = cluster.log.summary();
+    let acted = pass_inner(cluster, cfg, shared, state, fence, started).await;
+    cost_line(state, started, cluster.log.summary() - sent, acted);
+    acted
+}
+
+/// One line per pass at debug level (`--log-level debug`): its wall time, each phase, and what it
+/// asked of the apiserver and slurmrestd (what the scale bench reads).
+fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, acted: bool) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (phases, slurm) = state.cost.take().unwrap_or_default();
+    tracing::debug!(
+        pass_ms = ms(started.elapsed()),
+        observe_kubernetes_ms = ms(phases.observe_kubernetes),
+        observe_slurm_ms = ms(phases.observe_slurm),
+        decide_ms = ms(phases.decide),
+        apply_ms = ms(phases.apply),
+        act_ms = ms(phases.act),
+        kube_lists = kube.lists,
+        kube_reads = kube.reads,
+        kube_writes = kube.writes,
+        slurm_requests = slurm.requests,
+        slurm_bytes = slurm.bytes,
+        acted,
+        "pass: {:.0} ms, {} Kubernetes request(s) ({} LIST), {} slurmrestd request(s) ({} bytes)",
+        ms(started.elapsed()),
+        kube.total,
+        kube.lists,
+        slurm.requests,
+        slurm.bytes,
+    );
+}
+
+async fn pass_inner(
+    cluster: &Connection,
+    cfg: &Config,
+    shared: &Arc<Shared>,
+    state: &mut State,
+    fence: &controller::Fence<'_>,
+    started: Instant,
+) -> bool {
     let mut apply_now = false;
     if state.fetching.is_none() && fetch_due(cfg, shared, state) {
         state.fetching = Some(start_fetch(cfg, shared));
@@ -306,6 +347,7 @@ async fn reconcile(
                 .lock()
                 .expect("metrics")
                 .pass_cost(&out.phases, out.slurm_traffic);
+            state.cost = Some((out.phases, out.slurm_traffic));
             record(shared, state, t, &out, started, slurm.is_some());
             super::report::rollout_events(
                 cluster,

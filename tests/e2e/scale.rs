@@ -9,93 +9,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::StreamExt;
 use slurmops::controller::observe::{JobsNeed, Needs, jobs_needed, read_slurm};
 use slurmops::slurm::{Client, SlurmNodes};
 
+use crate::support::at_scale::{self, Measured, Sizes, quantile};
+use crate::support::scale::Scale;
+
 const JOBS: usize = 20_000;
-
-/// The scale instance, stopped when dropped.
-struct Scale {
-    url: String,
-    jwt: String,
-}
-
-impl Scale {
-    fn up() -> Scale {
-        let out = std::process::Command::new("bash")
-            .args(["tests/bed/scale.sh", "up", "50", "20"])
-            .output()
-            .expect("tests/bed/scale.sh");
-        assert!(
-            out.status.success(),
-            "scale.sh up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}=")))
-                .unwrap_or_else(|| panic!("scale.sh printed no {k}"))
-                .to_string()
-        };
-        Scale {
-            url: get("SCALE_RESTD_URL"),
-            jwt: get("SCALE_JWT"),
-        }
-    }
-
-    fn client(&self, max_answer_mib: Option<usize>) -> Client {
-        let mut config = slurmops::slurm::Config::new(
-            self.url.clone(),
-            slurmops::slurm::auth::Credentials::Token {
-                token: slurmops::slurm::auth::Secret::new(self.jwt.clone()),
-                user: None,
-            },
-        );
-        config.timeout = Duration::from_secs(120);
-        if let Some(m) = max_answer_mib {
-            config.max_answer = m << 20;
-        }
-        Client::new(config).unwrap()
-    }
-
-    async fn hold(&self, n: usize) {
-        let http = reqwest::Client::new();
-        let body = serde_json::json!({
-            "script": "#!/bin/sh\nsleep 1\n",
-            "job": {"name": "held", "partition": "all", "hold": true, "tasks": 1,
-                "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"],
-                "time_limit": {"set": true, "infinite": false, "number": 1}},
-        });
-        let failed = futures::stream::iter(0..n)
-            .map(|_| {
-                let req = http
-                    .post(format!("{}/slurm/v0.0.42/job/submit", self.url))
-                    .header("X-SLURM-USER-TOKEN", &self.jwt)
-                    .json(&body);
-                async move {
-                    req.send()
-                        .await
-                        .map(|r| r.status().is_success())
-                        .unwrap_or(false)
-                }
-            })
-            .buffer_unordered(16)
-            .filter(|ok| std::future::ready(!*ok))
-            .count()
-            .await;
-        assert_eq!(failed, 0, "{failed} of {n} submissions failed");
-    }
-}
-
-impl Drop for Scale {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .args(["tests/bed/scale.sh", "down"])
-            .output();
-    }
-}
 
 /// One observe of Slurm as a pass does it, with nothing moving (NEED: the queue's rule): what it
 /// cost slurmrestd, and the view.
@@ -117,17 +37,24 @@ async fn pass(
     (c.traffic() - before, view)
 }
 
+/// One test (the scale instance has fixed ports; CI runs it in a step of its own, after the
+/// rest, so that its thousand Nodes and pods load no other test): the Slurm side, then the daemon.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_thousand_nodes_and_twenty_thousand_jobs_cost_a_pass_megabytes_not_the_queue() {
-    let scale = Scale::up();
+async fn a_thousand_workers_and_twenty_thousand_jobs_meet_the_scale_goals() {
+    let scale = Scale::up(50, 20);
     // First: building it installs the process's TLS provider, which reqwest needs.
-    let c = scale.client(None);
-    scale.hold(JOBS).await;
+    let c = scale.client(Duration::from_secs(120), None);
+    scale.hold(JOBS, "held").await.unwrap();
+    slurm_side(&scale, &c).await;
+    daemon_side(&scale).await;
+}
 
+/// A pass with nothing moving costs the node list then "no change", not the queue.
+async fn slurm_side(scale: &Scale, c: &Client) {
     // Nothing moving: the node list, then "no change"; the queue is not read. (The data
     // parser is probed first, once per client.)
     c.parser().await.unwrap();
-    let (first, view) = pass(&c, JobsNeed::WhenMoving).await;
+    let (first, view) = pass(c, JobsNeed::WhenMoving).await;
     assert_eq!(view.nodes.len(), 1000);
     assert_eq!(first.requests, 1, "{first:?}");
     assert!(
@@ -137,11 +64,11 @@ async fn a_thousand_nodes_and_twenty_thousand_jobs_cost_a_pass_megabytes_not_the
     );
     // Records without a slurmd turn from UNKNOWN to DOWN within SlurmdTimeout (30 s), which
     // changes the list: once it stops changing, a pass costs a "no change".
-    let mut next = pass(&c, JobsNeed::WhenMoving).await.0;
+    let mut next = pass(c, JobsNeed::WhenMoving).await.0;
     let settled = std::time::Instant::now();
     while next.bytes >= 64 * 1024 && settled.elapsed() < Duration::from_secs(90) {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        next = pass(&c, JobsNeed::WhenMoving).await.0;
+        next = pass(c, JobsNeed::WhenMoving).await.0;
     }
     assert!(
         next.bytes < 64 * 1024,
@@ -163,16 +90,16 @@ async fn a_thousand_nodes_and_twenty_thousand_jobs_cost_a_pass_megabytes_not_the
 
     // A pass that needs the queue reads it once; the next one reuses it (the cap raised: the
     // queue is past the default 128 MiB).
-    let c = scale.client(Some(512));
+    let c = &scale.client(Duration::from_secs(120), Some(512));
     c.parser().await.unwrap();
-    let (needed, view) = pass(&c, JobsNeed::Always).await;
+    let (needed, view) = pass(c, JobsNeed::Always).await;
     assert_eq!(view.jobs().len(), JOBS);
     assert!(
         needed.bytes > 50_000_000,
         "the queue is {} bytes",
         needed.bytes
     );
-    let (again, view) = pass(&c, JobsNeed::Always).await;
+    let (again, view) = pass(c, JobsNeed::Always).await;
     assert_eq!(view.jobs().len(), JOBS);
     // (The node list may have changed meanwhile: records without a slurmd go DOWN.)
     assert!(
@@ -181,9 +108,92 @@ async fn a_thousand_nodes_and_twenty_thousand_jobs_cost_a_pass_megabytes_not_the
     );
 
     // Past the answer cap, the nodes stay known and the error names the setting.
-    let small = scale.client(Some(16));
+    let small = scale.client(Duration::from_secs(120), Some(16));
     let (_, view) = pass(&small, JobsNeed::Always).await;
     assert_eq!(view.nodes.len(), 1000, "a large queue blinded the pass");
     let why = view.jobs_error.expect("the queue is past 16 MiB");
     assert!(why.contains("SLURMOPS_SLURM_MAX_ANSWER_MIB"), "{why}");
+}
+
+/// `slurmops run` over 50 NodeSets of 20 workers on the real apiserver (GPU-sized Nodes, pods
+/// from kube-controller-manager), against the same Slurm: the goals of issue 32 at 1,000 workers,
+/// each allowed twice its value (CI machines differ; a goal missed by more fails).
+async fn daemon_side(scale: &Scale) {
+    let sizes = Sizes {
+        sets: 50,
+        per: 20,
+        jobs: JOBS,
+        submit: false,
+        interval: Duration::from_secs(10),
+        window: Duration::from_secs(30),
+        churn_per_second: 5,
+    };
+    let m = at_scale::run(scale, &sizes).await.unwrap();
+    let misses = misses(&m);
+    assert!(
+        misses.is_empty(),
+        "goals missed by more than 2x: {misses:#?}"
+    );
+}
+
+/// Each goal missed by more than twice its value.
+fn misses(m: &Measured) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut goal = |what: &str, value: f64, limit: f64| {
+        println!("{what}: {value:.1} (limit {limit})");
+        if value > limit {
+            out.push(format!("{what}: {value:.1} > {limit}"));
+        }
+    };
+    let ms: Vec<f64> = m.idle.iter().map(|p| p.ms).collect();
+    goal("idle passes seen", -(m.idle.len() as f64), -1.0);
+    goal("idle pass p99 (ms; goal 1 s)", quantile(&ms, 0.99), 2000.0);
+    let lists = m.idle.iter().map(|p| p.kube_lists).max().unwrap_or(0);
+    goal("LISTs per idle pass (goal 0)", lists as f64, 0.0);
+    let bytes = m.idle.iter().map(|p| p.slurm_bytes).max().unwrap_or(0);
+    goal(
+        "slurmrestd MB per idle pass (goal 5)",
+        bytes as f64 / 1e6,
+        10.0,
+    );
+    let queue_reads = m.idle.iter().filter(|p| p.slurm_bytes > 50_000_000).count();
+    goal("idle passes reading the queue", queue_reads as f64, 0.0);
+    for (name, passes) in [("idle", &m.idle), ("churn", &m.churn)] {
+        // At most one a second unless the last acted; the window's polls add a few.
+        let calm: Vec<_> = passes.iter().filter(|p| !p.acted).collect();
+        let per_min = calm.len() as f64 * 60.0 / m.window.as_secs_f64();
+        goal(
+            &format!("{name} passes per minute (goal <= 60)"),
+            per_min,
+            120.0,
+        );
+    }
+    let decide: Vec<f64> = m
+        .churn
+        .iter()
+        .chain(&m.idle)
+        .map(|p| p.phases[2].1)
+        .collect();
+    goal("decide p99 (ms)", quantile(&decide, 0.99), 200.0);
+    let limit = 2.0 * (m.interval.as_secs_f64() + 5.0);
+    goal(
+        "commit -> first drain (s)",
+        m.commit_to_drain.as_secs_f64(),
+        limit,
+    );
+    goal("peak RSS (MiB; goal 150)", m.peak_rss_mib, 300.0);
+    let status = m.status_bytes_idle.max(m.status_bytes_rollout);
+    goal(
+        "status ConfigMap KiB (cap 256)",
+        status as f64 / 1024.0,
+        256.0,
+    );
+    // Events are aggregated per NodeSet and reason within a pass: a wave of 100 workers over 50
+    // NodeSets is not hundreds of them.
+    goal(
+        "Events in the first wave",
+        m.events as f64,
+        10.0 * m.sets as f64,
+    );
+    out
 }

@@ -97,8 +97,20 @@ impl Daemon {
         extra: &[&str],
         kubeconfig: &Path,
     ) -> Daemon {
+        Daemon::start_in(&env.ns, dir, repo_url, identity, extra, kubeconfig)
+    }
+
+    /// As `start_as`, for the cluster of namespace NS.
+    pub fn start_in(
+        ns: &str,
+        dir: &Path,
+        repo_url: &str,
+        identity: &str,
+        extra: &[&str],
+        kubeconfig: &Path,
+    ) -> Daemon {
         let cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
-        Daemon::spawn(cmd, env, dir, repo_url, identity, extra, kubeconfig)
+        Daemon::spawn(cmd, ns, dir, repo_url, identity, extra, kubeconfig)
     }
 
     /// As `start`, with at most NOFILE open descriptors (prlimit; the daemon's PID is the child's).
@@ -114,12 +126,12 @@ impl Daemon {
             .arg("--")
             .arg(env!("CARGO_BIN_EXE_slurmops"));
         let kubeconfig = &bed().kubeconfig_restricted;
-        Daemon::spawn(cmd, env, dir, repo_url, "a", extra, kubeconfig)
+        Daemon::spawn(cmd, &env.ns, dir, repo_url, "a", extra, kubeconfig)
     }
 
     fn spawn(
         mut cmd: Command,
-        env: &TestEnv,
+        ns: &str,
         dir: &Path,
         repo_url: &str,
         identity: &str,
@@ -129,7 +141,7 @@ impl Daemon {
         let port = free_port();
         let log = dir.join(format!("{identity}.log"));
         let child = cmd
-            .args(["run", "--repo", repo_url, "--namespace", &env.ns])
+            .args(["run", "--repo", repo_url, "--namespace", ns])
             .args([
                 "--identity",
                 identity,

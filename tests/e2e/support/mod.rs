@@ -32,11 +32,14 @@ macro_rules! on_each_slurm {
 }
 
 pub mod accounting;
+pub mod at_scale;
 pub mod bed;
 pub mod ctld_files;
 pub mod daemon;
+pub mod fleet;
 pub mod gitops;
 pub mod kubelet;
+pub mod scale;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,395 @@
+//! The daemon at the scale slurmops is sold for, on real parts: the scale Slurm instance
+//! (`scale.rs`: SETS x PER node records, a queue of held jobs), a fleet of GPU-sized Nodes on the
+//! real kube-apiserver whose worker pods kube-controller-manager makes from the rendered
+//! StatefulSets (`fleet.rs`), and `slurmops run` following a repository on the bed's git server,
+//! with one debug line per pass (`--log-level debug`). Measured from its log, its /proc and the
+//! apiserver: passes idle and under job churn, commit → first drain, the first wave of a rollout of
+//! every NodeSet, status bytes, Events, peak RSS. Shared by the scale test and the benchmark.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+
+use super::daemon::{Daemon, Repo};
+use super::fleet::Fleet;
+use super::scale::Scale;
+use super::{bed, client, eventually, unique_suffix};
+
+/// What to run.
+pub struct Sizes {
+    pub sets: usize,
+    pub per: usize,
+    /// Jobs in the queue; `submit`: queued by the run (otherwise already there).
+    pub jobs: usize,
+    pub submit: bool,
+    /// The daemon's poll interval.
+    pub interval: Duration,
+    /// How long passes are watched idle, and again under job churn.
+    pub window: Duration,
+    /// Job submissions (and as many cancellations) per second during churn.
+    pub churn_per_second: u32,
+}
+
+/// One pass, from the daemon's debug line.
+#[derive(Debug, Clone)]
+pub struct Pass {
+    pub at: SystemTime,
+    pub ms: f64,
+    /// (phase, ms): observe_kubernetes, observe_slurm, decide, apply, act.
+    pub phases: Vec<(&'static str, f64)>,
+    pub kube_lists: u64,
+    pub kube_requests: u64,
+    pub slurm_requests: u64,
+    pub slurm_bytes: u64,
+    pub acted: bool,
+}
+
+pub const PHASES: [&str; 5] = [
+    "observe_kubernetes",
+    "observe_slurm",
+    "decide",
+    "apply",
+    "act",
+];
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct Measured {
+    pub workers: usize,
+    pub sets: usize,
+    pub jobs: usize,
+    pub interval: Duration,
+    pub window: Duration,
+    /// Nodes created, jobs queued: how long each took.
+    pub nodes_took: Duration,
+    pub jobs_took: Duration,
+    /// First commit pushed → every worker Ready and the status applied.
+    pub up_took: Duration,
+    pub idle: Vec<Pass>,
+    pub churn: Vec<Pass>,
+    /// Jobs submitted and cancelled during the churn window.
+    pub churned: usize,
+    /// Image change of every NodeSet pushed → the daemon's first drain (its log).
+    pub commit_to_drain: Duration,
+    /// The rollout's first wave: workers replaced (deleted and Ready again) and how long it took.
+    pub wave_replaced: usize,
+    pub wave_took: Duration,
+    /// Events in the namespace after the first wave, and their total count (aggregated ones count
+    /// more than once).
+    pub events: usize,
+    pub events_count: u64,
+    /// Largest status ConfigMap seen (bytes of its data), idle and during the rollout.
+    pub status_bytes_idle: usize,
+    pub status_bytes_rollout: usize,
+    /// The daemon's peak resident memory (VmHWM), MiB.
+    pub peak_rss_mib: f64,
+}
+
+fn say(what: &str, t: Instant, pid: u32) {
+    println!(
+        "  {what} ({:.0} s; the daemon's peak RSS so far {:.0} MiB)",
+        t.elapsed().as_secs_f64(),
+        peak_rss_mib(pid)
+    );
+}
+
+fn cluster_text(ns: &str, sets: usize, per: usize, image: &str) -> String {
+    let mut s = format!(
+        "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: scale, namespace: {ns}}}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n"
+    );
+    for i in 0..sets {
+        s.push_str(&format!(
+            "    - {{name: s{i:03}, replicas: {per}, cpu: \"120\", memory: 1500Gi, image: {image}, gpus: {{count: 8, type: h100}}, update: {{maxUnavailable: 2}}}}\n"
+        ));
+    }
+    s.push_str("  partitions:\n    - {name: all, nodeSets: [ALL], default: true}\n");
+    s
+}
+
+/// The daemon's pass lines (JSON log) since SINCE.
+pub fn passes(log: &str, since: SystemTime) -> Vec<Pass> {
+    log.lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            v.get("pass_ms")?;
+            let at: k8s_openapi::jiff::Timestamp = v["timestamp"].as_str()?.parse().ok()?;
+            let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(at.as_nanosecond() as u64);
+            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+            let n = |k: &str| v[k].as_u64().unwrap_or(0);
+            Some(Pass {
+                at,
+                ms: f("pass_ms"),
+                phases: PHASES.iter().map(|p| (*p, f(&format!("{p}_ms")))).collect(),
+                kube_lists: n("kube_lists"),
+                kube_requests: n("kube_reads") + n("kube_writes"),
+                slurm_requests: n("slurm_requests"),
+                slurm_bytes: n("slurm_bytes"),
+                acted: v["acted"].as_bool().unwrap_or(false),
+            })
+        })
+        .filter(|p| p.at >= since)
+        .collect()
+}
+
+/// Time of the first log line at or after SINCE whose message contains WHAT.
+fn first_line(log: &str, since: SystemTime, what: &str) -> Option<SystemTime> {
+    log.lines().find_map(|l| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        if !v["message"].as_str()?.contains(what) {
+            return None;
+        }
+        let at: k8s_openapi::jiff::Timestamp = v["timestamp"].as_str()?.parse().ok()?;
+        let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(at.as_nanosecond() as u64);
+        (at >= since).then_some(at)
+    })
+}
+
+async fn status_bytes(client: &kube::Client, ns: &str) -> usize {
+    let name = slurmops::status::configmap::name_for(None);
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(&name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.data)
+        .map_or(0, |d| d.iter().map(|(k, v)| k.len() + v.len()).sum())
+}
+
+fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// Runs it all on SCALE (its records must be `sizes.sets` x `sizes.per`).
+pub async fn run(scale: &Scale, sizes: &Sizes) -> Result<Measured, String> {
+    let workers = sizes.sets * sizes.per;
+    let client = client(&bed().kubeconfig_admin).await;
+    let ns = format!("t-scale-{}", unique_suffix());
+    let t = Instant::now();
+    println!("scale: {workers} Nodes of ~30 KB in {ns}");
+    let fleet = Fleet::start(client.clone(), &ns, workers, sizes.per).await?;
+    let nodes_took = t.elapsed();
+    let result = measure(scale, sizes, &fleet, nodes_took).await;
+    fleet.cleanup().await;
+    result
+}
+
+async fn measure(
+    scale: &Scale,
+    sizes: &Sizes,
+    fleet: &Fleet,
+    nodes_took: Duration,
+) -> Result<Measured, String> {
+    let (ns, client) = (&fleet.ns, &fleet.client);
+    let workers = fleet.nodes;
+    let mut jobs_took = Duration::ZERO;
+    if sizes.submit {
+        println!("scale: {} held jobs", sizes.jobs);
+        jobs_took = scale.hold(sizes.jobs, "scale").await?;
+    }
+
+    let repo = Repo::new(&format!("{ns}-repo"));
+    let url = format!("{}/{ns}-repo.git", bed().git.http_url);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let c1 = repo.push(&cluster_text(ns, sizes.sets, sizes.per, "img:1"), "first");
+    let interval = format!("{}s", sizes.interval.as_secs());
+    let daemon = Daemon::start_in(
+        ns,
+        dir.path(),
+        &url,
+        "scale",
+        &[
+            "--interval",
+            &interval,
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+            "--slurmrestd-url",
+            &scale.url,
+            "--slurm-jwt",
+            &scale.jwt,
+        ],
+        &bed().kubeconfig_admin,
+    );
+    let status = async || {
+        slurmops::status::configmap::read(client, ns, None)
+            .await
+            .ok()?
+    };
+    let up_within = Duration::from_secs(120 + workers as u64 / 4);
+    eventually("every worker Ready and applied", up_within, async || {
+        let s = status().await?;
+        let done = s.last_applied_commit == c1
+            && s.progress().len() == sizes.sets
+            && s.progress().iter().all(|p| p.updated == p.replicas);
+        (done && fleet.readied.load(std::sync::atomic::Ordering::Relaxed) >= workers).then_some(())
+    })
+    .await;
+    let up_took = t.elapsed();
+    say(
+        &format!("{workers} workers Ready, commit applied"),
+        t,
+        daemon.child.id(),
+    );
+
+    // Idle: nothing moves.
+    let since = SystemTime::now();
+    tokio::time::sleep(sizes.window).await;
+    let idle = passes(&daemon.output(), since);
+    let status_bytes_idle = status_bytes(client, ns).await;
+    say(
+        &format!("idle: {} passes", idle.len()),
+        t,
+        daemon.child.id(),
+    );
+
+    // Job churn: submissions and cancellations in the queue (held jobs: these records have no
+    // slurmd to run them).
+    let since = SystemTime::now();
+    let churned = churn(scale, sizes).await?;
+    let churn = passes(&daemon.output(), since);
+    say(
+        &format!("churn: {} passes, {churned} jobs", churn.len()),
+        t,
+        daemon.child.id(),
+    );
+
+    // A new image for every NodeSet: the first drain, then the first wave.
+    let pushed = SystemTime::now();
+    let deleted_before = fleet.deleted.lock().unwrap().len();
+    let ready_before = fleet.readied.load(std::sync::atomic::Ordering::Relaxed);
+    repo.push(
+        &cluster_text(ns, sizes.sets, sizes.per, "img:2"),
+        "new image",
+    );
+    let wave = Instant::now();
+    let drained = eventually(
+        "the first drain",
+        sizes.interval + Duration::from_secs(60),
+        async || first_line(&daemon.output(), pushed, ": draining "),
+    )
+    .await;
+    let commit_to_drain = drained.duration_since(pushed).unwrap_or_default();
+    say("first drain", t, daemon.child.id());
+    // maxUnavailable 2 per NodeSet: the first wave replaces two workers of each. Their Slurm
+    // records have no slurmd, so they never register again and the rollout stops there.
+    let wave_size = sizes.sets * 2.min(sizes.per);
+    let mut status_bytes_rollout = 0;
+    let replaced = eventually(
+        "the first wave replaced",
+        Duration::from_secs(120 + workers as u64 / 10),
+        async || {
+            status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+            let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
+            let ready = fleet.readied.load(std::sync::atomic::Ordering::Relaxed) - ready_before;
+            (deleted >= wave_size && ready >= wave_size).then_some(deleted)
+        },
+    )
+    .await;
+    let wave_took = wave.elapsed();
+    // Two more passes see the wave settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+    let events = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let from_us: Vec<&Event> = events
+        .items
+        .iter()
+        .filter(|e| {
+            e.source
+                .as_ref()
+                .and_then(|s| s.component.as_deref())
+                .is_some_and(|c| c.contains("slurmops"))
+                || e.reporting_component
+                    .as_deref()
+                    .is_some_and(|c| c.contains("slurmops"))
+        })
+        .collect();
+    let peak_rss_mib = peak_rss_mib(daemon.child.id());
+    say("first wave", t, daemon.child.id());
+    drop(daemon);
+    Ok(Measured {
+        workers,
+        sets: sizes.sets,
+        jobs: sizes.jobs,
+        interval: sizes.interval,
+        window: sizes.window,
+        nodes_took,
+        jobs_took,
+        up_took,
+        idle,
+        churn,
+        churned,
+        commit_to_drain,
+        wave_replaced: replaced,
+        wave_took,
+        events: from_us.len(),
+        events_count: from_us
+            .iter()
+            .map(|e| e.count.unwrap_or(1).max(1) as u64)
+            .sum(),
+        status_bytes_idle,
+        status_bytes_rollout,
+        peak_rss_mib,
+    })
+}
+
+/// For the window: each 1/RATE s, a held job submitted and the oldest churned one cancelled.
+async fn churn(scale: &Scale, sizes: &Sizes) -> Result<usize, String> {
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({
+        "script": "#!/bin/sh\nsleep 1\n",
+        "job": {"name": "churn", "partition": "all", "hold": true, "tasks": 1,
+            "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"],
+            "time_limit": {"set": true, "infinite": false, "number": 1}},
+    });
+    let every = Duration::from_secs(1) / sizes.churn_per_second.max(1);
+    let mut tick = tokio::time::interval(every);
+    let started = Instant::now();
+    let mut live = std::collections::VecDeque::new();
+    let mut n = 0;
+    while started.elapsed() < sizes.window {
+        tick.tick().await;
+        live.push_back(scale.submit(&http, &body).await?);
+        if live.len() > 5
+            && let Some(id) = live.pop_front()
+        {
+            scale.cancel(&http, id).await?;
+        }
+        n += 1;
+    }
+    for id in live {
+        scale.cancel(&http, id).await?;
+    }
+    Ok(n)
+}
+
+/// Q-quantile (0..=1) of VALUES.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+impl Measured {
+    /// Passes per minute in PASSES over the window.
+    pub fn per_minute(&self, passes: &[Pass]) -> f64 {
+        passes.len() as f64 * 60.0 / self.window.as_secs_f64()
+    }
+}
