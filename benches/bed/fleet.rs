@@ -106,7 +106,7 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
         m.peak_rss_mib,
         "MiB",
         format!(
-            "{at}: the daemon's VmHWM over the whole run (debug build of the bench; goal <= 150 MiB at 1,000 workers, 600 MiB at 10,000)"
+            "{at}: the daemon's VmHWM over the whole run (release build; goal <= 150 MiB at 1,000 workers, 600 MiB at 10,000)"
         ),
     ));
     Ok(out)

@@ -130,7 +130,7 @@ pub async fn observe<S: SlurmNodes>(
     let cached_nodes = cache.and_then(Cache::nodes);
     let nodes = match (templates.is_empty(), &cached_nodes) {
         (true, _) => Ok(Vec::new()),
-        (false, Some(n)) => Ok(n.clone()),
+        (false, Some(n)) => Ok(n.iter().map(|n| (**n).clone()).collect()),
         (false, None) => Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await
@@ -221,7 +221,7 @@ async fn reservations<S: SlurmNodes>(
 /// optional Node reader ClusterRole.
 async fn host_blocks(
     client: &kube::Client,
-    cached: Option<&[Node]>,
+    cached: Option<&[std::sync::Arc<Node>]>,
     label: &str,
     hosts: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, String>, kube::Error> {

@@ -227,11 +227,10 @@ impl Cache {
 
     /// The Kubernetes nodes, once their store holds a complete listing (slimmed: labels,
     /// taints, cordon, conditions).
-    pub fn nodes(&self) -> Option<Vec<Node>> {
+    pub fn nodes(&self) -> Option<Vec<Arc<Node>>> {
         let (store, ready, _) = self.nodes.as_ref()?;
-        ready
-            .load(Ordering::SeqCst)
-            .then(|| store.state().iter().map(|n| (**n).clone()).collect())
+        // Shared, not copied: at 10,000 nodes a copy per pass is hundreds of MB.
+        ready.load(Ordering::SeqCst).then(|| store.state())
     }
 
     /// The PodTemplates of the scope (perNode NodeSets).

@@ -26,9 +26,13 @@ pub fn drained_for(reason: &str, on: &str) -> bool {
 }
 
 /// Each listed node with a problem, and the drain reason for it (before the `slurmops:` prefix).
-pub fn problems(nodes: &[Node], rules: Option<&NodeHealth>) -> BTreeMap<String, String> {
+pub fn problems<N: std::borrow::Borrow<Node>>(
+    nodes: &[N],
+    rules: Option<&NodeHealth>,
+) -> BTreeMap<String, String> {
     nodes
         .iter()
+        .map(|n| n.borrow())
         .filter_map(|n| {
             let name = n.metadata.name.clone()?;
             let reason = problem(n, &name, rules)?;

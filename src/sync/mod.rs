@@ -17,6 +17,8 @@ pub mod health;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
@@ -29,6 +31,9 @@ use crate::spec::ClusterFile;
 
 /// The pod condition type carrying Slurm's view of the worker.
 pub use crate::vocab::CONDITION_SLURM_NODE as CONDITION;
+
+/// Pod writes (condition, busy label) in flight at once.
+const WRITES: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -133,23 +138,54 @@ impl Syncer {
                 by_set.entry(set).or_default().push(p);
             }
         }
-        for set in &c.spec.node_sets {
-            let pods = by_set.remove(&set.name).unwrap_or_default();
+        let sets: Vec<(&str, Vec<Pod>)> = c
+            .spec
+            .node_sets
+            .iter()
+            .map(|set| {
+                let pods = by_set.remove(&set.name).unwrap_or_default();
+                let live = pods
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .collect();
+                (set.name.as_str(), live)
+            })
+            .collect();
+        // The pods' condition and busy label, WRITES at a time: on a first pass over thousands
+        // of workers each needs a write, and one after the other they would hold the pass for
+        // minutes. In the workers' order; the first error is returned once all were tried.
+        let written: Vec<Result<(String, bool, Option<bool>), SyncError>> =
+            futures::stream::iter(sets.iter().flat_map(|(_, pods)| pods))
+                .map(|p| {
+                    let (api, nodes) = (&pods_api, &nodes);
+                    async move {
+                        let name = p.metadata.name.clone().unwrap_or_default();
+                        let node = nodes.get(&name);
+                        let condition = set_condition(api, p, node).await?;
+                        let busy =
+                            mark_busy(api, p, node.is_some_and(|n| n.state.is_busy())).await?;
+                        Ok((name, condition, busy))
+                    }
+                })
+                .buffered(WRITES)
+                .collect()
+                .await;
+        for w in written {
+            let (name, condition, busy) = w?;
+            if condition {
+                report.conditions.push(name.clone());
+            }
+            match busy {
+                Some(true) => report.marked_busy.push(name),
+                Some(false) => report.marked_idle.push(name),
+                None => {}
+            }
+        }
+        for (_, pods) in &sets {
             let mut replaced_here = false;
-            for p in pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-            {
+            for p in pods {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 let node = nodes.get(&name);
-                if set_condition(&pods_api, p, node).await? {
-                    report.conditions.push(name.clone());
-                }
-                match mark_busy(&pods_api, p, node.is_some_and(|n| n.state.is_busy())).await? {
-                    Some(true) => report.marked_busy.push(name.clone()),
-                    Some(false) => report.marked_idle.push(name.clone()),
-                    None => {}
-                }
                 if let (Some(n), Some(problems)) = (node, &problems) {
                     let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
                     follow_node(slurm, n, on, problems, &mut report).await?;
@@ -183,7 +219,7 @@ pub struct Seen {
     /// The cluster's worker pods.
     pub pods: Option<Vec<Pod>>,
     /// The Kubernetes nodes (labels, taints, cordon and conditions are enough).
-    pub nodes: Option<Vec<KubeNode>>,
+    pub nodes: Option<Vec<std::sync::Arc<KubeNode>>>,
 }
 
 /// Kubernetes nodes with a problem and the drain reason for each; None when Nodes cannot be read
