@@ -35,6 +35,9 @@ pub use crate::vocab::CONDITION_SLURM_NODE as CONDITION;
 /// Pod writes (condition, busy label) in flight at once.
 const WRITES: usize = 16;
 
+/// A worker's writes: its name, whether its condition changed, and its busy label's change.
+type Written = (String, bool, Option<bool>);
+
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     #[error("sync: Slurm state unknown, nothing changed: {0}")]
@@ -154,7 +157,7 @@ impl Syncer {
         // The pods' condition and busy label, WRITES at a time: on a first pass over thousands
         // of workers each needs a write, and one after the other they would hold the pass for
         // minutes. In the workers' order; the first error is returned once all were tried.
-        let written: Vec<Result<(String, bool, Option<bool>), SyncError>> =
+        let written: Vec<Result<Written, SyncError>> =
             futures::stream::iter(sets.iter().flat_map(|(_, pods)| pods))
                 .map(|p| {
                     let (api, nodes) = (&pods_api, &nodes);
