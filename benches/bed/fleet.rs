@@ -91,6 +91,24 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
             m.wave_replaced, m.events, m.events_count
         ),
     ));
+    let wave_ms: Vec<f64> = m.wave.iter().map(|p| p.ms).collect();
+    let lists = m
+        .wave
+        .iter()
+        .filter(|p| p.phases[3].1 < 1.0)
+        .map(|p| p.kube_lists)
+        .max()
+        .unwrap_or(0);
+    out.push(figure(
+        "scale.rollout_pass.p99",
+        quantile(&wave_ms, 0.99),
+        "ms",
+        format!(
+            "{at}: {} passes from the push to the end of the first wave (p50 {:.0} ms); LISTs per pass at most {lists} besides the apply's prune (goal 0)",
+            m.wave.len(),
+            quantile(&wave_ms, 0.5)
+        ),
+    ));
     out.push(figure(
         "scale.status_bytes",
         m.status_bytes_idle.max(m.status_bytes_rollout) as f64 / 1024.0,

@@ -281,6 +281,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         let hands = Hands {
             client: &env.cluster.client,
             namespace: ns,
+            cache: env.cache,
             fence: env.fence,
             observer: env.observer,
         };
@@ -443,6 +444,8 @@ fn settle(decisions: &mut BTreeMap<String, Decision>, changed: &BTreeSet<String>
 struct Hands<'a> {
     client: &'a kube::Client,
     namespace: &'a str,
+    /// Told of each pod deleted, so the next pass needs no LIST to see it go.
+    cache: Option<&'a Cache>,
     fence: &'a Fence<'a>,
     observer: &'a Observer,
 }
@@ -460,6 +463,16 @@ async fn carry_out<S: SlurmNodes>(
     if out.slurm_error.is_none() && !d.actions.is_empty() {
         let pods: Api<Pod> = Api::namespaced(h.client.clone(), h.namespace);
         let acted = act::act(&pods, slurm, name, &d.actions, h.fence, h.observer).await?;
+        for a in &d.actions {
+            if let (Some(c), decide::Action::Delete { pod, uid, .. }) = (h.cache, a)
+                && acted
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, Event::Delete { pod: p, .. } if p == pod))
+            {
+                c.expect_deleted(uid);
+            }
+        }
         let events = acted.events.into_iter().map(|e| (name.to_string(), e));
         out.events.extend(events);
         d.progress.unplaced.extend(acted.unplaced);

@@ -58,7 +58,13 @@ pub struct Cache {
     tasks: Vec<JoinHandle<()>>,
     trigger: Arc<Notify>,
     nodes: Option<(Store<Node>, Arc<AtomicBool>, JoinHandle<()>)>,
+    /// Pods this process deleted (uid → when) that the store may not show as deleting yet.
+    deleted: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// How long a deletion is remembered for a store that has not shown it (a watch that lags
+/// longer than this has reconnected and listed since).
+const EXPECT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Drop for Cache {
     fn drop(&mut self) {
@@ -71,6 +77,36 @@ impl Drop for Cache {
 /// Objects per page of a watch's initial listing: a page is parsed whole before the store slims
 /// it, and 500 (kube-runtime's default) GPU nodes of ~30 KB each is a 15 MB page.
 const LIST_PAGE: u32 = 100;
+
+/// STATE's pods, those in DELETED (uid → when this process deleted it) shown as deleting; what
+/// DELETED need not remember any longer (too old, or the store shows the deletion) is dropped.
+fn with_deletions(
+    state: &[Arc<Pod>],
+    deleted: &mut std::collections::HashMap<String, std::time::Instant>,
+) -> Vec<Pod> {
+    deleted.retain(|_, at| at.elapsed() < EXPECT_FOR);
+    let pods: Vec<Pod> = state
+        .iter()
+        .map(|p| {
+            let mut p = (**p).clone();
+            let uid = p.metadata.uid.as_deref().unwrap_or_default();
+            if p.metadata.deletion_timestamp.is_none() && deleted.contains_key(uid) {
+                p.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::now(),
+                    ));
+            }
+            p
+        })
+        .collect();
+    let undeleted: std::collections::HashSet<&str> = state
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    deleted.retain(|uid, _| undeleted.contains(uid.as_str()));
+    pods
+}
 
 /// What the stores keep of an object: not `managedFields` (often half its size).
 fn slim_meta(m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
@@ -192,6 +228,7 @@ impl Cache {
             tasks,
             trigger,
             nodes: None,
+            deleted: Default::default(),
         }
     }
 
@@ -255,8 +292,20 @@ impl Cache {
         self.sts.state().iter().map(|s| (**s).clone()).collect()
     }
 
+    /// The scope's pods, those this process deleted shown as deleting even before the watch
+    /// brings their deletion (read-after-write without a LIST: Kubernetes controllers'
+    /// "expectations"), so a pass right after one that deleted never counts them available.
     pub fn pods(&self) -> Vec<Pod> {
-        self.pods.state().iter().map(|p| (**p).clone()).collect()
+        let mut deleted = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
+        with_deletions(&self.pods.state(), &mut deleted)
+    }
+
+    /// Pod UID was deleted by this process: `pods` shows it deleting from now on.
+    pub fn expect_deleted(&self, uid: &str) {
+        self.deleted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.to_string(), std::time::Instant::now());
     }
 }
 
@@ -438,5 +487,33 @@ mod tests {
             ready,
         );
         assert_ne!(worker_inputs(&new_rev), d);
+    }
+
+    #[test]
+    fn a_pod_this_process_deleted_shows_deleting_until_the_watch_brings_it() {
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        let live = Arc::new(pod(json!({LABEL_NODESET: "gpu"}), ready.clone()));
+        let mut deleted = std::collections::HashMap::new();
+        // Nothing deleted: shown as the store has it.
+        let shown = with_deletions(std::slice::from_ref(&live), &mut deleted);
+        assert!(shown[0].metadata.deletion_timestamp.is_none());
+        // Deleted by this process, the watch not there yet: deleting, and remembered.
+        deleted.insert("u".to_string(), std::time::Instant::now());
+        let shown = with_deletions(std::slice::from_ref(&live), &mut deleted);
+        assert!(shown[0].metadata.deletion_timestamp.is_some());
+        assert!(deleted.contains_key("u"));
+        // The watch brought the deletion: shown as such, forgotten.
+        let mut gone = (*live).clone();
+        gone.metadata.deletion_timestamp = shown[0].metadata.deletion_timestamp.clone();
+        let shown = with_deletions(&[Arc::new(gone)], &mut deleted);
+        assert!(shown[0].metadata.deletion_timestamp.is_some());
+        assert!(deleted.is_empty());
+        // A new pod under the same name (another uid) is not taken for the deleted one.
+        deleted.insert("u".to_string(), std::time::Instant::now());
+        let mut new = (*live).clone();
+        new.metadata.uid = Some("v".into());
+        let shown = with_deletions(&[Arc::new(new)], &mut deleted);
+        assert!(shown[0].metadata.deletion_timestamp.is_none());
+        assert!(deleted.is_empty());
     }
 }

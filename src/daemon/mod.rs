@@ -94,8 +94,6 @@ struct State {
     target: Option<Loaded>,
     /// The last pass held a scale-in or a removal back: apply again.
     held: bool,
-    /// When a pass last acted: passes read the workers afresh shortly after (read-after-write).
-    acted_at: Option<Instant>,
     /// When a maintenance window a rollout waits for opens (UNIX seconds).
     wake_at: Option<i64>,
     /// Waiting workers (NodeSet/node/jobs) already told in an Event.

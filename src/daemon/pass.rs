@@ -336,9 +336,10 @@ async fn reconcile(
         rendered: &t.r,
         apply: apply_now.then_some(&cfg.apply),
         scope: Default::default(),
-        fresh: state
-            .acted_at
-            .is_some_and(|t| t.elapsed() < controller::FRESH_AFTER_WRITE),
+        // The watch caches serve every pass, the one right after an acting pass too: the pods
+        // this pass deletes show as deleting in the cache at once (`Cache::expect_deleted`), so no
+        // pass LISTs the workers (at 10,000 workers each LIST is hundreds of MB).
+        fresh: false,
     };
     match controller::pass(&env, &target).await {
         Ok(out) => {
@@ -357,9 +358,6 @@ async fn reconcile(
             )
             .await;
             let acted = !out.events.is_empty();
-            if acted {
-                state.acted_at = Some(Instant::now());
-            }
             if let (Some(s), Some(view)) = (&slurm, out.slurm) {
                 keep_workers(cluster, s, &t.c, view, &out.sets, state).await;
             }

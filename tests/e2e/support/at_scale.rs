@@ -76,6 +76,8 @@ pub struct Measured {
     /// The rollout's first wave: workers replaced (deleted and Ready again) and how long it took.
     pub wave_replaced: usize,
     pub wave_took: Duration,
+    /// The passes from the push to the end of the first wave.
+    pub wave: Vec<Pass>,
     /// Events in the namespace after the first wave, and their total count (aggregated ones count
     /// more than once).
     pub events: usize,
@@ -319,6 +321,7 @@ async fn measure(
         })
         .collect();
     let peak_rss_mib = peak_rss_mib(daemon.child.id());
+    let wave_passes = passes(&daemon.output(), pushed);
     say("first wave", t, daemon.child.id());
     drop(daemon);
     Ok(Measured {
@@ -336,6 +339,7 @@ async fn measure(
         commit_to_drain,
         wave_replaced: replaced,
         wave_took,
+        wave: wave_passes,
         events: from_us.len(),
         events_count: from_us
             .iter()
