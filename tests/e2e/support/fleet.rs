@@ -87,7 +87,7 @@ pub fn gpu_node(name: &str, fleet: &str, i: usize) -> Value {
     let features: Vec<String> = (0..90)
         .map(|f| format!("cpu-cpuid.FEATURE{f:03}"))
         .collect();
-    let images: Vec<Value> = (0..70)
+    let images: Vec<Value> = (0..95)
         .map(|k| {
             let digest = format!("{:064x}", (k as u128 + 1) * 0x9e37_79b9_7f4a_7c15);
             json!({"names": [format!("registry.example/team-{k}/training-image@sha256:{digest}"),
