@@ -455,6 +455,10 @@ pub struct InstallArgs {
     /// are applied too.
     #[arg(long)]
     allowed_gpg_keys: Option<String>,
+    /// The most workers its clusters will have: the daemon's memory limit is sized for them from
+    /// the scale bench's measured formula (see README, Benchmarks).
+    #[arg(long, default_value_t = 1000)]
+    workers: u32,
 }
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
@@ -480,6 +484,7 @@ pub fn install(a: InstallArgs) -> Outcome {
         },
         allowed_signers: a.allowed_signers,
         allowed_gpg_keys: a.allowed_gpg_keys,
+        workers: a.workers,
     };
     if !i.verifies_signatures() {
         eprintln!("{}", crate::daemon::install::UNSIGNED_WARNING);

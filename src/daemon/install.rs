@@ -56,6 +56,21 @@ pub struct Install {
     pub allowed_signers: Option<String>,
     /// ConfigMap with `allowed_gpg_keys` (armored OpenPGP keys allowed to sign commits).
     pub allowed_gpg_keys: Option<String>,
+    /// Workers the daemon's clusters have at most: its memory limit follows (`memory_limit_mib`).
+    pub workers: u32,
+}
+
+/// The daemon's peak memory measured by the scale bench (`tests/bench.sh scale`, release build,
+/// 50,000 jobs in the queue, a rollout's first wave included): MiB at no workers, and per 1,000
+/// workers (each with its GPU-sized Kubernetes node watched).
+pub const PEAK_BASE_MIB: u32 = 56;
+pub const PEAK_PER_THOUSAND_MIB: u32 = 43;
+
+/// The memory limit for WORKERS: the measured peak and half again, in steps of 64 MiB, at least
+/// 256 MiB.
+pub fn memory_limit_mib(workers: u32) -> u32 {
+    let peak = PEAK_BASE_MIB + PEAK_PER_THOUSAND_MIB * workers.div_ceil(1000);
+    (peak * 3 / 2).div_ceil(64).max(4) * 64
 }
 
 impl Install {
@@ -376,7 +391,7 @@ fn deployment(i: &Install) -> Deployment {
             ])),
             limits: Some(BTreeMap::from([(
                 "memory".to_string(),
-                Quantity("256Mi".into()),
+                Quantity(format!("{}Mi", memory_limit_mib(i.workers))),
             )])),
             ..ResourceRequirements::default()
         }),
@@ -450,7 +465,31 @@ mod tests {
             jwt_secrets: vec!["slurm-jwt".into()],
             allowed_signers: None,
             allowed_gpg_keys: None,
+            workers: 1000,
         }
+    }
+
+    #[test]
+    fn the_memory_limit_follows_the_workers_as_measured() {
+        assert_eq!(memory_limit_mib(0), 256);
+        let small = memory_limit_mib(1000);
+        let large = memory_limit_mib(10_000);
+        // Half again over the measured peak, at every size.
+        for (w, limit) in [(1000, small), (10_000, large)] {
+            let peak = PEAK_BASE_MIB + PEAK_PER_THOUSAND_MIB * w / 1000;
+            assert!(
+                limit * 2 >= peak * 3 && limit % 64 == 0,
+                "{w}: {limit} for {peak}"
+            );
+        }
+        let objs = objects(&Install {
+            workers: 10_000,
+            ..install()
+        });
+        let dep = &find(&objs, "Deployment")[0];
+        let limit =
+            &dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"];
+        assert_eq!(limit, &serde_json::json!(format!("{large}Mi")));
     }
 
     fn find<'a>(objs: &'a [Json], kind: &str) -> Vec<&'a Json> {
