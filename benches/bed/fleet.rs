@@ -92,13 +92,7 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
         ),
     ));
     let wave_ms: Vec<f64> = m.wave.iter().map(|p| p.ms).collect();
-    let lists = m
-        .wave
-        .iter()
-        .filter(|p| p.phases[3].1 < 1.0)
-        .map(|p| p.kube_lists)
-        .max()
-        .unwrap_or(0);
+    let lists = m.rollout_lists();
     out.push(figure(
         "scale.rollout_pass.p99",
         quantile(&wave_ms, 0.99),

@@ -87,6 +87,15 @@ pub fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// Peak resident memory of process PID so far (VmHWM), in MiB.
+pub fn peak_rss_mib_of(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| field_kib(&s, "VmHWM:"))
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
 fn proc_status_kib(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -170,14 +170,11 @@ fn misses(m: &Measured) -> Vec<String> {
     }
     // Passes that act read the caches too (the pods they deleted show as deleting): only the
     // pass that applies the commit LISTs (its prune).
-    let acting_lists = m
-        .wave
-        .iter()
-        .filter(|p| p.phases[3].1 < 1.0)
-        .map(|p| p.kube_lists)
-        .max()
-        .unwrap_or(0);
-    goal("LISTs per rollout pass (goal 0)", acting_lists as f64, 0.0);
+    goal(
+        "LISTs per rollout pass (goal 0)",
+        m.rollout_lists() as f64,
+        0.0,
+    );
     let decide: Vec<f64> = m
         .churn
         .iter()

@@ -93,7 +93,7 @@ fn say(what: &str, t: Instant, pid: u32) {
     println!(
         "  {what} ({:.0} s; the daemon's peak RSS so far {:.0} MiB)",
         t.elapsed().as_secs_f64(),
-        peak_rss_mib(pid)
+        slurmops::bench::peak_rss_mib_of(pid)
     );
 }
 
@@ -157,18 +157,6 @@ async fn status_bytes(client: &kube::Client, ns: &str) -> usize {
         .flatten()
         .and_then(|c| c.data)
         .map_or(0, |d| d.iter().map(|(k, v)| k.len() + v.len()).sum())
-}
-
-fn peak_rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0
 }
 
 /// Runs it all on SCALE (its records must be `sizes.sets` x `sizes.per`).
@@ -320,7 +308,7 @@ async fn measure(
                     .is_some_and(|c| c.contains("slurmops"))
         })
         .collect();
-    let peak_rss_mib = peak_rss_mib(daemon.child.id());
+    let peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
     let wave_passes = passes(&daemon.output(), pushed);
     say("first wave", t, daemon.child.id());
     drop(daemon);
@@ -392,6 +380,17 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 }
 
 impl Measured {
+    /// The most LISTs one rollout pass sent, the pass applying the commit aside (its prune
+    /// lists each kind once): 0 when acting passes read the caches.
+    pub fn rollout_lists(&self) -> u64 {
+        self.wave
+            .iter()
+            .filter(|p| p.phases[3].1 < 1.0)
+            .map(|p| p.kube_lists)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Passes per minute in PASSES over the window.
     pub fn per_minute(&self, passes: &[Pass]) -> f64 {
         passes.len() as f64 * 60.0 / self.window.as_secs_f64()
