@@ -181,7 +181,7 @@ fn validate(
     let (mut jobs, mut failed, mut passed) = (Vec::new(), None, 0);
     for (target, nodes) in &targets {
         let name = job_name(&set.name, rev, target);
-        let Some(j) = latest(slurm, &name) else {
+        let Some(j) = slurm.canary_job(&name) else {
             out.actions.push(submit(cx, &name, nodes));
             continue;
         };
@@ -218,10 +218,10 @@ fn validate(
         }
     }
     let mut p = progress_of(rev, &names, &jobs, "validating", None);
-    p.deadline = slurm
-        .jobs()
+    p.deadline = jobs
         .iter()
-        .filter(|j| jobs.contains(&j.id) && !ended(j))
+        .filter_map(|id| slurm.job(*id))
+        .filter(|j| !ended(j))
         .filter_map(|j| j.submit_time)
         .map(|t| t.saturating_add(timeout).saturating_add(61))
         .min();
@@ -263,7 +263,7 @@ fn fail(
     let mut actions: Vec<Action> = jobs
         .iter()
         .filter(|id| Some(**id) != job)
-        .filter(|id| slurm.jobs().iter().any(|j| j.id == **id && !ended(j)))
+        .filter(|id| slurm.job(**id).is_some_and(|j| !ended(j)))
         .map(|id| Action::Cancel { job: *id })
         .collect();
     let reason = match job {
@@ -296,15 +296,6 @@ fn fail(
 
 pub fn job_name(node_set: &str, rev: &str, target: &str) -> String {
     format!("{JOB_PREFIX}:{node_set}:{rev}:{target}")
-}
-
-/// The newest job of that name (a retried submission may have made two).
-fn latest<'a>(slurm: &'a SlurmView, name: &str) -> Option<&'a Job> {
-    slurm
-        .jobs()
-        .iter()
-        .filter(|j| j.name == name)
-        .max_by_key(|j| j.id)
 }
 
 fn ended(j: &Job) -> bool {

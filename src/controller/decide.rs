@@ -6,7 +6,8 @@
 //! (its pod's revision) and from Slurm (a drain reason slurmops set, and since when). That is what
 //! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::gate::{Gate, REASON_CANARY_FAILED};
 use crate::rollout::{Candidate, order};
@@ -135,24 +136,58 @@ impl Default for Policy {
     }
 }
 
-/// Slurm as read once for the pass, with the jobs holding each node indexed once, so that a pass
-/// costs O(workers + jobs), not workers × jobs.
-#[derive(Debug, Clone, Default)]
+/// Slurm as read once for the pass, with the jobs indexed once (by the nodes they hold, by id,
+/// canary jobs by name), so that a pass costs O(workers + jobs), not workers × jobs.
+#[derive(Debug, Default)]
 pub struct SlurmView {
     pub nodes: BTreeMap<String, Node>,
     jobs: Vec<Job>,
     /// Node name → indexes in `jobs` of the jobs holding it (running, suspended, completing).
-    on: std::collections::HashMap<String, Vec<usize>>,
+    on: HashMap<String, Vec<usize>>,
+    /// Job id → its index in `jobs`.
+    by_id: HashMap<u64, usize>,
+    /// A canary job's name → the index of the newest job of that name (a retried submission
+    /// may have made two).
+    canaries: HashMap<String, usize>,
     /// The job queue was needed and could not be read (too large, too slow): the nodes are
     /// known, the jobs are not. Rollouts go on from node states; what needs the jobs themselves
     /// (autoscale, canary verdicts) waits, and says why.
     pub jobs_error: Option<String>,
+    /// Job records handed out to the pass's decisions so far: what decide reads of the queue,
+    /// which must stay O(workers + jobs) (a test checks it at 10,000 workers and 50,000 jobs).
+    handed: AtomicUsize,
+}
+
+impl Clone for SlurmView {
+    fn clone(&self) -> SlurmView {
+        SlurmView {
+            nodes: self.nodes.clone(),
+            jobs: self.jobs.clone(),
+            on: self.on.clone(),
+            by_id: self.by_id.clone(),
+            canaries: self.canaries.clone(),
+            jobs_error: self.jobs_error.clone(),
+            handed: AtomicUsize::new(self.handed()),
+        }
+    }
 }
 
 impl SlurmView {
     pub fn new(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
-        let mut on: std::collections::HashMap<String, Vec<usize>> = Default::default();
-        for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.holds_nodes()) {
+        let mut on: HashMap<String, Vec<usize>> = Default::default();
+        let mut by_id = HashMap::with_capacity(jobs.len());
+        let mut canaries: HashMap<String, usize> = Default::default();
+        for (i, j) in jobs.iter().enumerate() {
+            by_id.insert(j.id, i);
+            if j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX) {
+                let newest = canaries.entry(j.name.clone()).or_insert(i);
+                if jobs[*newest].id < j.id {
+                    *newest = i;
+                }
+            }
+            if !j.holds_nodes() {
+                continue;
+            }
             for n in &j.nodes {
                 let held = on.entry(n.clone()).or_default();
                 // A node listed twice in one job is held once.
@@ -165,7 +200,10 @@ impl SlurmView {
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             jobs,
             on,
+            by_id,
+            canaries,
             jobs_error: None,
+            handed: AtomicUsize::new(0),
         }
     }
 
@@ -177,9 +215,31 @@ impl SlurmView {
         }
     }
 
+    fn hand(&self, n: usize) {
+        self.handed.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Job records handed out so far (each call of `jobs` counts them all).
+    pub fn handed(&self) -> usize {
+        self.handed.load(Ordering::Relaxed)
+    }
+
     /// Every job Slurm listed.
     pub fn jobs(&self) -> &[Job] {
+        self.hand(self.jobs.len());
         &self.jobs
+    }
+
+    /// Job ID, when Slurm listed it.
+    pub fn job(&self, id: u64) -> Option<&Job> {
+        self.hand(1);
+        self.by_id.get(&id).map(|i| &self.jobs[*i])
+    }
+
+    /// The newest canary job named NAME (see `canary::job_name`).
+    pub fn canary_job(&self, name: &str) -> Option<&Job> {
+        self.hand(1);
+        self.canaries.get(name).map(|i| &self.jobs[*i])
     }
 
     /// The nodes and the jobs, taken apart.
@@ -189,12 +249,9 @@ impl SlurmView {
 
     /// Jobs holding NODE (running, suspended, completing).
     pub fn jobs_on(&self, node: &str) -> Vec<Job> {
-        self.on
-            .get(node)
-            .into_iter()
-            .flatten()
-            .map(|i| self.jobs[*i].clone())
-            .collect()
+        let on = self.on.get(node).map(Vec::as_slice).unwrap_or_default();
+        self.hand(on.len());
+        on.iter().map(|i| self.jobs[*i].clone()).collect()
     }
 
     /// Whether a job holds NODE: one of the jobs read says so, or Slurm's node state does

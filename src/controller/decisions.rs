@@ -525,4 +525,102 @@ spec:
         assert_eq!(w.workers, ["a-0", "a-1"]);
         assert!(w.opens.is_some_and(|t| t > NOW));
     }
+
+    /// 500 NodeSets of 20 workers (10,000), every one rolling: worker 0 already on the new
+    /// revision (the canary, up), the others busy with a job each; half the canaries' jobs are
+    /// in a queue of 50,000.
+    #[test]
+    fn a_pass_reads_each_job_a_bounded_number_of_times_at_ten_thousand_workers() {
+        use crate::slurm::Job;
+        let (sets_n, per_set, queued) = (500usize, 20u32, 50_000u64);
+        let mut yaml = String::from(
+            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {name: c, namespace: slurm}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: k, key: k}\n    jwtKey: {name: j, key: j}\n  nodeSets:\n",
+        );
+        for s in 0..sets_n {
+            yaml += &format!(
+                "    - {{name: s{s}, replicas: {per_set}, update: {{maxUnavailable: 2, canary: {{replicas: 1, validate: {{builtin: hostname}}}}}}}}\n"
+            );
+        }
+        yaml += "  partitions:\n    - {name: p, nodeSets: [ALL]}\n";
+        let c = crate::spec::load("cluster.yaml", &yaml).expect("valid");
+        let (mut sets, mut nodes, mut jobs) = (BTreeMap::new(), Vec::new(), Vec::new());
+        for s in 0..sets_n {
+            let name = format!("s{s}");
+            let workers: Vec<Worker> = (0..per_set)
+                .map(|i| Worker {
+                    name: format!("{name}-{i}"),
+                    uid: format!("u-{name}-{i}"),
+                    ordinal: Some(i),
+                    revision: if i == 0 { "new" } else { "old" }.into(),
+                    ready: true,
+                    deleting: false,
+                    created: Some(NOW - 60),
+                    host: None,
+                })
+                .collect();
+            for w in &workers {
+                let busy = w.revision == "old";
+                nodes.push(node(
+                    &w.name,
+                    &[if busy { "ALLOCATED" } else { "IDLE" }],
+                    "",
+                ));
+                if busy {
+                    jobs.push(Job {
+                        id: jobs.len() as u64 + 1,
+                        name: "train".into(),
+                        state: vec!["RUNNING".into()],
+                        nodes: vec![w.name.clone()],
+                        end_time: Some(NOW + 3600),
+                        ..Job::default()
+                    });
+                }
+            }
+            if s % 2 == 0 {
+                jobs.push(Job {
+                    id: jobs.len() as u64 + 1,
+                    name: crate::controller::canary::job_name(&name, "new", &format!("{name}-0")),
+                    state: vec!["RUNNING".into()],
+                    nodes: vec![format!("{name}-0")],
+                    ..Job::default()
+                });
+            }
+            let view = SetView {
+                name: name.clone(),
+                replicas: per_set,
+                update_revision: Some("new".into()),
+                managed: false,
+                canary: None,
+                current_revision: Some("old".into()),
+                workers,
+            };
+            sets.insert(name, view);
+        }
+        while (jobs.len() as u64) < queued {
+            jobs.push(Job {
+                id: jobs.len() as u64 + 1,
+                state: vec!["PENDING".into()],
+                partition: "p".into(),
+                ..Job::default()
+            });
+        }
+        let workers = sets_n * per_set as usize;
+        let obs = Observation::of_sets(sets, Ok(SlurmView::new(nodes, jobs)), NOW);
+        let d = decide_pass(&c, &obs, 300, &Scope::default());
+        // The pass decided what it should: half the canaries validate, half are submitted.
+        let submits = d
+            .values()
+            .flat_map(|d| &d.actions)
+            .filter(|a| matches!(a, Action::Submit { .. }))
+            .count();
+        assert_eq!(submits, sets_n / 2);
+        let view = obs.slurm.as_ref().unwrap();
+        let handed = view.handed();
+        // Each worker's jobs a few times, each canary's job once or twice: O(workers + jobs).
+        // A scan of the queue per worker or per NodeSet would hand out millions.
+        assert!(
+            handed <= 4 * workers + queued as usize,
+            "decide read {handed} job records for {workers} workers and {queued} jobs"
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! pass's worker steps, the nodes the change drains and the canaries it takes first, all from the
 //! one observation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::decide::{Action, Decision};
 use super::observation::Observation;
@@ -172,6 +172,17 @@ impl Preview {
         let Ok(view) = &self.observation.slurm else {
             return;
         };
+        // The pending jobs by partition, read once; the counts once per distinct partitions and
+        // window (hundreds of NodeSets share a few), so that this costs O(jobs), not jobs ×
+        // NodeSets.
+        let mut by_partition: HashMap<&str, Vec<&crate::slurm::Job>> = HashMap::new();
+        for j in view.jobs().iter().filter(|j| j.has_state("PENDING")) {
+            for p in j.partition.split(',') {
+                by_partition.entry(p).or_default().push(j);
+            }
+        }
+        let mut counted: HashMap<(Vec<String>, Option<(i64, i64)>), (usize, usize)> =
+            HashMap::new();
         for r in &mut plan.slurm.node_sets_rolled {
             let Some(w) = r.window.as_mut() else {
                 continue;
@@ -183,29 +194,31 @@ impl Preview {
                 .filter(|x| x.node_sets.iter().any(|n| *n == r.node_set || n == "ALL"))
                 .map(|x| x.name.clone())
                 .collect();
-            let pending: Vec<&crate::slurm::Job> = view
-                .jobs()
-                .iter()
-                .filter(|j| j.has_state("PENDING"))
-                .filter(|j| {
-                    j.partition
-                        .split(',')
-                        .any(|x| partitions.iter().any(|p| p == x))
-                })
-                .collect();
-            let held_back = match (w.now, w.next) {
-                (Some(now), Some((start, _))) => pending
-                    .iter()
-                    .filter(|j| {
-                        j.time_limit
-                            .is_none_or(|m| now.saturating_add(m.saturating_mul(60)) > start)
-                    })
-                    .count(),
-                _ => pending.len(),
-            };
+            let at = w.now.zip(w.next.map(|(start, _)| start));
+            let (held_back, pending) =
+                *counted.entry((partitions.clone(), at)).or_insert_with(|| {
+                    // A job pending in two of these partitions counts once.
+                    let pending: BTreeMap<u64, &crate::slurm::Job> = partitions
+                        .iter()
+                        .flat_map(|p| by_partition.get(p.as_str()).into_iter().flatten())
+                        .map(|j| (j.id, *j))
+                        .collect();
+                    let held_back = match at {
+                        Some((now, start)) => pending
+                            .values()
+                            .filter(|j| {
+                                j.time_limit.is_none_or(|m| {
+                                    now.saturating_add(m.saturating_mul(60)) > start
+                                })
+                            })
+                            .count(),
+                        None => pending.len(),
+                    };
+                    (held_back, pending.len())
+                });
             w.pending = Some(crate::plan::PendingJobs {
                 held_back,
-                pending: pending.len(),
+                pending,
                 partitions,
             });
         }
