@@ -6,6 +6,7 @@
 //! plain `Observation` that `decisions` works on; nothing is read between decide and act.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodTemplate};
@@ -109,7 +110,10 @@ pub async fn observe<S: SlurmNodes>(
                 .list(&lp)
                 .await?
                 .items;
-            (sts, pods)
+            (
+                sts.into_iter().map(Arc::new).collect(),
+                pods.into_iter().map(Arc::new).collect(),
+            )
         }
     };
     let templates = match cache.filter(|c| c.serves(scope)) {
@@ -310,7 +314,7 @@ pub fn jobs_needed(
 }
 
 /// The NodeSets' views: each StatefulSet with the pods carrying its NodeSet label.
-pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
+pub fn views(sts: &[Arc<StatefulSet>], pods: &[Arc<Pod>]) -> BTreeMap<String, SetView> {
     let by_set = by_node_set(pods);
     sts.iter()
         .filter_map(|s| {
@@ -321,7 +325,7 @@ pub fn views(sts: &[StatefulSet], pods: &[Pod]) -> BTreeMap<String, SetView> {
         .collect()
 }
 
-fn by_node_set(pods: &[Pod]) -> BTreeMap<&str, Vec<&Pod>> {
+fn by_node_set(pods: &[Arc<Pod>]) -> BTreeMap<&str, Vec<&Pod>> {
     let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         if let Some(set) = p
@@ -340,7 +344,7 @@ fn by_node_set(pods: &[Pod]) -> BTreeMap<&str, Vec<&Pod>> {
 /// is their number until the pass places them).
 pub fn managed_views(
     templates: &BTreeMap<String, PodTemplate>,
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
 ) -> BTreeMap<String, SetView> {
     let by_set = by_node_set(pods);
     templates

@@ -181,8 +181,9 @@ impl Preview {
                 by_partition.entry(p).or_default().push(j);
             }
         }
-        let mut counted: HashMap<(Vec<String>, Option<(i64, i64)>), (usize, usize)> =
-            HashMap::new();
+        // (partitions, (now, window start)) → (held back, pending).
+        type Key = (Vec<String>, Option<(i64, i64)>);
+        let mut counted: HashMap<Key, (usize, usize)> = HashMap::new();
         for r in &mut plan.slurm.node_sets_rolled {
             let Some(w) = r.window.as_mut() else {
                 continue;

@@ -83,20 +83,22 @@ const LIST_PAGE: u32 = 100;
 fn with_deletions(
     state: &[Arc<Pod>],
     deleted: &mut std::collections::HashMap<String, std::time::Instant>,
-) -> Vec<Pod> {
+) -> Vec<Arc<Pod>> {
     deleted.retain(|_, at| at.elapsed() < EXPECT_FOR);
-    let pods: Vec<Pod> = state
+    // Shared with the store: only a pod shown as deleting is copied.
+    let pods: Vec<Arc<Pod>> = state
         .iter()
         .map(|p| {
-            let mut p = (**p).clone();
             let uid = p.metadata.uid.as_deref().unwrap_or_default();
-            if p.metadata.deletion_timestamp.is_none() && deleted.contains_key(uid) {
-                p.metadata.deletion_timestamp =
-                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                        k8s_openapi::jiff::Timestamp::now(),
-                    ));
+            if p.metadata.deletion_timestamp.is_some() || !deleted.contains_key(uid) {
+                return p.clone();
             }
-            p
+            let mut p = (**p).clone();
+            p.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+            Arc::new(p)
         })
         .collect();
     let undeleted: std::collections::HashSet<&str> = state
@@ -288,14 +290,15 @@ impl Cache {
         &self.scope
     }
 
-    pub fn stateful_sets(&self) -> Vec<StatefulSet> {
-        self.sts.state().iter().map(|s| (**s).clone()).collect()
+    /// The scope's StatefulSets, shared with the store (a pass copies none).
+    pub fn stateful_sets(&self) -> Vec<Arc<StatefulSet>> {
+        self.sts.state()
     }
 
     /// The scope's pods, those this process deleted shown as deleting even before the watch
     /// brings their deletion (read-after-write without a LIST: Kubernetes controllers'
     /// "expectations"), so a pass right after one that deleted never counts them available.
-    pub fn pods(&self) -> Vec<Pod> {
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
         let mut deleted = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
         with_deletions(&self.pods.state(), &mut deleted)
     }

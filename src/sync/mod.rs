@@ -121,15 +121,16 @@ impl Syncer {
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
         let all = match seen.pods {
             Some(pods) => pods,
-            None => {
-                pods_api
-                    .list(&ListParams::default().labels(LABEL_NODESET))
-                    .await
-                    .map_err(kube_err("list worker pods"))?
-                    .items
-            }
+            None => pods_api
+                .list(&ListParams::default().labels(LABEL_NODESET))
+                .await
+                .map_err(kube_err("list worker pods"))?
+                .items
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect(),
         };
-        let mut by_set: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        let mut by_set: BTreeMap<String, Vec<std::sync::Arc<Pod>>> = BTreeMap::new();
         for p in all {
             let set = p
                 .metadata
@@ -141,7 +142,7 @@ impl Syncer {
                 by_set.entry(set).or_default().push(p);
             }
         }
-        let sets: Vec<(&str, Vec<Pod>)> = c
+        let sets: Vec<(&str, Vec<std::sync::Arc<Pod>>)> = c
             .spec
             .node_sets
             .iter()
@@ -220,7 +221,7 @@ impl Syncer {
 #[derive(Debug, Default)]
 pub struct Seen {
     /// The cluster's worker pods.
-    pub pods: Option<Vec<Pod>>,
+    pub pods: Option<Vec<std::sync::Arc<Pod>>>,
     /// The Kubernetes nodes (labels, taints, cordon and conditions are enough).
     pub nodes: Option<Vec<std::sync::Arc<KubeNode>>>,
 }
