@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::Value as Json;
 
@@ -160,6 +161,40 @@ pub async fn survey(
     })
 }
 
+/// Objects of one kind written at once.
+const WRITES: usize = 16;
+
+/// Writes O by its verdict V against LIVE; what was done to it (an update of an object that is
+/// gone is a create) and its id.
+async fn write_one(
+    cluster: &Connection,
+    c: &ClusterFile,
+    o: &Object,
+    v: Verdict,
+    live: Option<&DynamicObject>,
+    force: bool,
+) -> Result<(Verdict, String), ApplyError> {
+    let id = key(&o.kind, &o.name);
+    match (v, live) {
+        (Verdict::Recreate, _) => {
+            recreate_orphaning(cluster, o).await?;
+            apply_one(cluster, o, force, None).await?;
+            Ok((Verdict::Recreate, id))
+        }
+        (Verdict::Create, _) | (_, None) => {
+            apply_one(cluster, o, force, None).await?;
+            autoscale_initial(cluster, c, o).await?;
+            Ok((Verdict::Create, id))
+        }
+        (Verdict::Update, Some(l)) => {
+            apply_one(cluster, o, force, Some(l)).await?;
+            take_back_keys(cluster, o, l).await?;
+            Ok((Verdict::Update, id))
+        }
+        (v @ (Verdict::Unchanged { .. } | Verdict::Drifted), _) => Ok((v, id)),
+    }
+}
+
 /// Carries out survey S: the parent first (naming every group-kind, so a crash never leaves a
 /// member it does not name), each object by its verdict, prune in reverse apply order, the
 /// parent again, then the wait for availability.
@@ -186,39 +221,38 @@ pub(super) async fn execute(
         ..Report::default()
     };
     update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
-    for (o, v) in desired.iter().zip(verdicts) {
-        let Some(v) = v else {
-            continue;
-        };
-        let id = key(&o.kind, &o.name);
-        let current = live.get(&id);
-        match (v, current) {
-            (Verdict::Recreate, _) => {
-                recreate_orphaning(cluster, o).await?;
-                apply_one(cluster, o, force, None).await?;
-                report.recreated.push(id);
-            }
-            (Verdict::Create, _) | (_, None) => {
-                apply_one(cluster, o, force, None).await?;
-                autoscale_initial(cluster, c, o).await?;
-                report.created.push(id);
-            }
-            (
+    // Kinds in apply order; the objects of one kind (500 worker StatefulSets on a large
+    // cluster) WRITES at a time, each reported in apply order.
+    let work: Vec<(&Object, Verdict)> = desired
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(o, v)| Some((o, v?)))
+        .collect();
+    for run in work.chunk_by(|a, b| a.0.kind == b.0.kind) {
+        // The futures made first: a stream mapping borrowed items through a closure is not
+        // `Send` for every lifetime, which the daemon's spawned pass needs.
+        let writes: Vec<_> = run
+            .iter()
+            .map(|(o, v)| write_one(cluster, c, o, *v, live.get(&key(&o.kind, &o.name)), force))
+            .collect();
+        let done: Vec<(Verdict, String)> = futures::stream::iter(writes)
+            .buffered(WRITES)
+            .try_collect()
+            .await?;
+        for (v, id) in done {
+            match v {
+                Verdict::Recreate => report.recreated.push(id),
+                Verdict::Create => report.created.push(id),
                 Verdict::Unchanged {
                     confirmed_by_dry_run,
-                },
-                _,
-            ) => {
-                if confirmed_by_dry_run {
-                    report.confirmed_by_dry_run.push(id.clone());
+                } => {
+                    if confirmed_by_dry_run {
+                        report.confirmed_by_dry_run.push(id.clone());
+                    }
+                    report.unchanged.push(id)
                 }
-                report.unchanged.push(id)
-            }
-            (Verdict::Drifted, _) => report.drifted.push(id),
-            (Verdict::Update, Some(l)) => {
-                apply_one(cluster, o, force, Some(l)).await?;
-                take_back_keys(cluster, o, l).await?;
-                report.updated.push(id);
+                Verdict::Drifted => report.drifted.push(id),
+                Verdict::Update => report.updated.push(id),
             }
         }
     }
