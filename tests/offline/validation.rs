@@ -152,6 +152,36 @@ fn password_in_slurm_conf_is_refused() {
     assert!(!d.to_string().contains("hunter2"));
 }
 
+/// Issue 33: a value from git that reaches slurm.conf cannot add a setting git never named (a
+/// space or a line break starts another `Key=Value`) nor cut the line (`#`).
+#[test]
+fn values_that_would_inject_settings_into_slurm_conf_are_refused_where_they_stand() {
+    let text = with(
+        "      default: true\n",
+        "      default: true\n      maxTime: \"1:00:00 AllowAccounts=root\"\n      options: {OverSubscribe: \"NO PrologSlurmctld=/tmp/x\"}\n",
+    );
+    let text = text.replace(
+        "  nodeSets:\n",
+        "  controller:\n    slurmConf: {MailProg: \"/bin/true\\nPrologSlurmctld=/tmp/x\", ClusterName2: \"a#b\"}\n  nodeSets:\n",
+    );
+    let e = errors(&text);
+    let max = at(&e, "spec.partitions[0].maxTime");
+    assert!(max.message.contains("not a Slurm time limit"), "{max}");
+    assert_eq!(max.line, line_of(&text, "maxTime:"));
+    let opt = at(&e, "spec.partitions[0].options.OverSubscribe");
+    assert!(opt.message.contains("spaces"), "{opt}");
+    let mail = at(&e, "spec.controller.slurmConf.MailProg");
+    assert!(mail.message.contains("one line"), "{mail}");
+    let hash = at(&e, "spec.controller.slurmConf.ClusterName2");
+    assert!(hash.message.contains("'#'"), "{hash}");
+    // A feature with a line break.
+    let d = one(&with(
+        "      replicas: 2\n",
+        "      replicas: 2\n      features: [\"gpu\\nx\"]\n",
+    ));
+    assert!(d.path.ends_with("features[0]"), "{d}");
+}
+
 #[test]
 fn invalid_names_are_dns_1123() {
     let d = one(&with("name: mini", "name: Mini_Cluster"));

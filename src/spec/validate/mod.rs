@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 mod accounting;
 mod canary;
 mod controller;
+mod grammar;
 mod pods;
 mod window;
 
@@ -398,11 +399,11 @@ impl Validator {
                     "use the parameter's name as in `man slurm.conf`, e.g. MaxJobCount",
                 );
             }
-            if value.render().contains('\n') {
+            if let Some(problem) = grammar::word_problem(&value.render()) {
                 self.err(
                     p.key(key),
-                    "a value must be on one line",
-                    "remove the line break",
+                    problem,
+                    "write the value as one word (a list as [a, b] or a,b)",
                 );
             }
         }
@@ -605,11 +606,14 @@ impl Validator {
         }
         for (i, f) in n.features.iter().enumerate() {
             let fp = p.key("features").index(i);
-            if f.is_empty() || f.contains([',', ' ', '&', '|', '=']) {
+            if f.is_empty()
+                || !f.bytes().all(|b| b.is_ascii_graphic())
+                || f.contains([',', '&', '|', '=', '#'])
+            {
                 self.err(
                     fp,
                     format!("feature {f:?} cannot be used in Slurm"),
-                    "a feature is one word without , & | = or spaces",
+                    "a feature is one word of printable characters without , & | = # or spaces",
                 );
             } else if all.contains(f.as_str()) && f != &n.name {
                 self.err(fp, format!("feature {f:?} is the name of another NodeSet, whose membership it would change"), "rename the feature");
@@ -692,6 +696,17 @@ impl Validator {
                 if r != "ALL" && !names.contains(&r.as_str()) {
                     self.unknown_ref(pp.key("nodeSets").index(j), "NodeSet", r, &names);
                 }
+            }
+            if let Some(t) = part
+                .max_time
+                .as_deref()
+                .filter(|t| !grammar::is_time_limit(t))
+            {
+                self.err(
+                    pp.key("maxTime"),
+                    format!("{t:?} is not a Slurm time limit"),
+                    "use minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED",
+                );
             }
             for k in part.options.keys() {
                 if matches!(
