@@ -207,6 +207,24 @@ impl SlurmView {
         }
     }
 
+    /// Only jobs of Slurm user SUBMITTER (the one slurmops submits as) count as canary jobs: a
+    /// job any Slurm user names like one can neither pass nor fail a canary. None (the user is
+    /// not known): every job of that name counts.
+    pub fn canaries_of(mut self, submitter: Option<&str>) -> SlurmView {
+        if let Some(user) = submitter {
+            self.canaries.clear();
+            for (i, j) in self.jobs.iter().enumerate() {
+                if j.user == user && j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX) {
+                    let newest = self.canaries.entry(j.name.clone()).or_insert(i);
+                    if self.jobs[*newest].id < j.id {
+                        *newest = i;
+                    }
+                }
+            }
+        }
+        self
+    }
+
     /// Slurm's NODES, with the job queue unknown for WHY.
     pub fn without_jobs(nodes: Vec<Node>, why: String) -> SlurmView {
         SlurmView {

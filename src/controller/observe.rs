@@ -280,7 +280,8 @@ pub async fn read_slurm<S: SlurmNodes>(
         },
         false => Vec::new(),
     };
-    Ok(SlurmView::new(nodes.into_values().collect(), jobs))
+    let submitter = s.submitter();
+    Ok(SlurmView::new(nodes.into_values().collect(), jobs).canaries_of(submitter.as_deref()))
 }
 
 /// Whether the pass reads the job queue (see [`JobsNeed`]): a worker of SETS may move (it

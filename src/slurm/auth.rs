@@ -61,6 +61,23 @@ pub struct Issued {
 }
 
 impl Credentials {
+    /// The Slurm user the requests run as: the one named, else the token's `sun` claim (read,
+    /// not verified: it is this process's own token); None when neither says.
+    pub fn user(&self) -> Option<String> {
+        match self {
+            Credentials::Key { user, .. }
+            | Credentials::Token {
+                user: Some(user), ..
+            } => Some(user.clone()),
+            Credentials::Token { token, user: None } => {
+                let payload = token.expose().split('.').nth(1)?;
+                let claims: serde_json::Value =
+                    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+                claims.get("sun")?.as_str().map(str::to_string)
+            }
+        }
+    }
+
     /// A token to send now: the given one, or a freshly minted one.
     pub fn issue(&self, now: SystemTime) -> Issued {
         match self {
@@ -135,5 +152,22 @@ mod tests {
         assert!(!printed.contains("very-secret-key"));
         assert!(!printed.contains(issued.token.expose()));
         assert!(issued.renew_at.is_some());
+    }
+
+    #[test]
+    fn the_user_of_a_token_is_read_from_its_sun_claim() {
+        let token = mint(b"k", "slurm", SystemTime::now(), Duration::from_secs(60));
+        let given = Credentials::Token { token, user: None };
+        assert_eq!(given.user().as_deref(), Some("slurm"));
+        let named = Credentials::Token {
+            token: Secret::new("not.a-jwt"),
+            user: Some("admin".into()),
+        };
+        assert_eq!(named.user().as_deref(), Some("admin"));
+        let opaque = Credentials::Token {
+            token: Secret::new("opaque"),
+            user: None,
+        };
+        assert_eq!(opaque.user(), None);
     }
 }

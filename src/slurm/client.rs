@@ -560,6 +560,11 @@ impl Client {
         }
     }
 
+    /// The Slurm user this client's requests run as, when known.
+    pub fn credentials_user(&self) -> Option<String> {
+        self.config.credentials.user()
+    }
+
     fn credentials(&self) -> Issued {
         let mut slot = self.issued.lock().unwrap();
         let now = SystemTime::now();

@@ -150,6 +150,11 @@ pub trait SlurmNodes: Send + Sync {
         node: &str,
         topology: &str,
     ) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// The Slurm user slurmops' requests run as (its token's), when known: the owner of every
+    /// job it submits.
+    fn submitter(&self) -> Option<String> {
+        None
+    }
     /// Submits a batch job slurmops runs itself (a canary's validation); its id.
     fn submit(&self, job: &JobRequest) -> impl Future<Output = Result<u64, SlurmError>> + Send;
     /// Cancels a job slurmops submitted; harmless when it ended already.
@@ -182,6 +187,10 @@ pub fn is_ours(node: &Node) -> bool {
 }
 
 impl SlurmNodes for Client {
+    fn submitter(&self) -> Option<String> {
+        self.credentials_user()
+    }
+
     async fn drain(&self, node: &str, reason: &str) -> Result<Drain, SlurmError> {
         let current = self.node(node).await?;
         let outcome = if !current.state.has("DRAIN") {

@@ -229,6 +229,39 @@ fn a_running_validation_holds_the_rest_and_a_completed_one_records_a_pass() {
     assert_eq!(drains(&d), vec!["w-1".to_string(), "w-2".to_string()]);
 }
 
+/// Issue 33: any Slurm user can name a job like a canary's. Only jobs of the user slurmops
+/// submits as count: a look-alike neither passes a canary nor fails it.
+#[test]
+fn a_job_named_like_a_canarys_by_another_user_is_ignored() {
+    let s = set(&["new", "old", "old"], None);
+    let nodes = idle(&["w-0", "w-1", "w-2"]);
+    let v = validation(1, ValidateNodes::PerNode);
+    let ok = "slurmops-canary rc=0; error: ; tail: ok";
+    let bad = "slurmops-canary rc=1; error: boom; tail: boom";
+    for (comment, exit) in [(ok, 0), (bad, 1)] {
+        let spoof = Job {
+            user: "mallory".into(),
+            ..validation_job(9, "w-0", "COMPLETED", Some(exit), comment)
+        };
+        let view = slurm(nodes.clone(), vec![spoof]).canaries_of(Some("root"));
+        let d = run(&s, &v, &view, 2);
+        assert!(
+            d.record.is_none(),
+            "a verdict from mallory's job: {:?}",
+            d.record
+        );
+        assert!(
+            d.actions.iter().any(|a| matches!(a, Action::Submit { .. })),
+            "the canary's own job is still submitted: {:?}",
+            d.actions
+        );
+    }
+    // The same job from the submitter is judged.
+    let own = validation_job(9, "w-0", "COMPLETED", Some(0), ok);
+    let view = slurm(nodes, vec![own]).canaries_of(Some("root"));
+    assert!(run(&s, &v, &view, 2).record.is_some());
+}
+
 #[test]
 fn a_failed_validation_holds_the_canaries_with_its_error_and_halts_everything() {
     let s = set(&["new", "new", "old", "old"], None);
