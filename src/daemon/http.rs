@@ -3,10 +3,14 @@
 //!
 //! Webhook signatures are HMAC-SHA256 of the raw body with the shared secret, hex, prefixed
 //! `sha256=`: GitHub's `X-Hub-Signature-256`, or `X-Slurmops-Signature` for any other sender.
-//! A missing or wrong signature is 401 and changes nothing.
+//! A missing or wrong signature is 401 and changes nothing; a signed body taken before (a
+//! replay) is 200 and changes nothing either.
 //!
 //! The port may face the internet (webhooks): every connection has deadlines, their number is
-//! capped, and the webhook's body is read within the connection's deadline and size limit.
+//! capped, and a webhook's body is read only after its header carries a well-formed signature,
+//! a few bodies at a time (the others are 503), within the connection's deadline and size
+//! limit. Accepted deliveries wake the loop and ask its next pass to fetch: one fetch a pass
+//! however many arrive (a pass that did nothing is followed a second later at the soonest).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -51,6 +55,59 @@ pub struct Shared {
     /// (its deadline, a read timeout and a minute: libgit2 could not give up, a restart frees it).
     pub fetching_since: Mutex<Option<std::time::Instant>>,
     pub fetch_stuck: std::time::Duration,
+    /// The webhook's gate: bodies read at once, deliveries already taken.
+    pub deliveries: Deliveries,
+}
+
+/// Webhook bodies read at once: a body is buffered (up to MAX_BODY) before its signature can be
+/// checked, so anyone able to reach the port could otherwise make the daemon hold MAX_BODY per
+/// connection (512 connections: 512 MiB against its memory limit). The rest are turned away
+/// with 503 before their body is read; a sender such as GitHub redelivers later.
+const BODY_READS: usize = 4;
+/// Signed deliveries remembered, to take a replayed one as already done.
+const REMEMBERED: usize = 1024;
+
+/// What the webhook keeps between requests.
+pub struct Deliveries {
+    reading: tokio::sync::Semaphore,
+    /// SHA-256 of the last REMEMBERED signed bodies taken, oldest first.
+    seen: Mutex<VecDeque<[u8; 32]>>,
+}
+
+impl Default for Deliveries {
+    fn default() -> Deliveries {
+        Deliveries {
+            reading: tokio::sync::Semaphore::new(BODY_READS),
+            seen: Mutex::new(VecDeque::with_capacity(REMEMBERED)),
+        }
+    }
+}
+
+impl Deliveries {
+    /// Takes the signed BODY: false when it was taken before (a replay: the same push, the same
+    /// bytes), which then triggers nothing.
+    fn first(&self, body: &[u8]) -> bool {
+        use sha2::Digest;
+        let digest: [u8; 32] = Sha256::digest(body).into();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(&digest) {
+            return false;
+        }
+        if seen.len() == REMEMBERED {
+            seen.pop_front();
+        }
+        seen.push_back(digest);
+        true
+    }
+}
+
+/// Whether SIGNATURE has the form of one (`sha256=` and 64 hex digits): nothing else is worth
+/// reading a body for.
+fn well_formed(signature: &str) -> bool {
+    signature
+        .trim()
+        .strip_prefix("sha256=")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Whether SIGNATURE (`sha256=HEX`) is the HMAC-SHA256 of BODY under SECRET (constant time).
@@ -144,17 +201,38 @@ async fn webhook(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes
         .iter()
         .find_map(|h| req.headers().get(*h))
         .and_then(|v| v.to_str().ok())
+        .filter(|s| well_formed(s))
         .map(str::to_string);
+    // No body is read for a request without a signature, nor beyond BODY_READS at once.
+    let Some(signature) = signature else {
+        shared.metrics.lock().expect("metrics").webhook("rejected");
+        return reply(StatusCode::UNAUTHORIZED, "bad or missing signature");
+    };
+    let Ok(reading) = shared.deliveries.reading.try_acquire() else {
+        shared.metrics.lock().expect("metrics").webhook("busy");
+        return reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy: other webhook bodies are being read; deliver again later",
+        );
+    };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "body too large"),
     };
-    let ok = signature
-        .is_some_and(|s| signature_ok(secrecy::ExposeSecret::expose_secret(secret), &body, &s));
-    shared.metrics.lock().expect("metrics").webhook(ok);
-    if !ok {
+    drop(reading);
+    if !signature_ok(
+        secrecy::ExposeSecret::expose_secret(secret),
+        &body,
+        &signature,
+    ) {
+        shared.metrics.lock().expect("metrics").webhook("rejected");
         return reply(StatusCode::UNAUTHORIZED, "bad or missing signature");
     }
+    if !shared.deliveries.first(&body) {
+        shared.metrics.lock().expect("metrics").webhook("replayed");
+        return reply(StatusCode::OK, "delivery already taken: ignored");
+    }
+    shared.metrics.lock().expect("metrics").webhook("accepted");
     // A GitHub push names its ref; a push to another branch needs no sync.
     let other_branch = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
@@ -389,5 +467,33 @@ mod tests {
         ));
         assert!(!signature_ok(b"s3cret", body, &hex));
         assert!(!signature_ok(b"s3cret", body, "sha256=zz"));
+    }
+
+    #[test]
+    fn a_signed_body_is_taken_once_and_the_oldest_are_forgotten_past_the_bound() {
+        let d = Deliveries::default();
+        assert!(d.first(b"push 1"));
+        assert!(!d.first(b"push 1"), "a replay");
+        assert!(d.first(b"push 2"));
+        for i in 0..REMEMBERED {
+            d.first(format!("filler {i}").as_bytes());
+        }
+        assert_eq!(d.seen.lock().unwrap().len(), REMEMBERED);
+        assert!(d.first(b"push 1"), "forgotten past {REMEMBERED} deliveries");
+    }
+
+    #[test]
+    fn only_a_well_formed_signature_lets_a_body_be_read() {
+        let hex = "ab".repeat(32);
+        assert!(well_formed(&format!("sha256={hex}")));
+        for bad in [
+            String::new(),
+            hex.clone(),
+            format!("sha1={hex}"),
+            format!("sha256={}", &hex[1..]),
+            format!("sha256={}zz", &hex[2..]),
+        ] {
+            assert!(!well_formed(&bad), "{bad}");
+        }
     }
 }

@@ -122,7 +122,7 @@ impl Metrics {
         );
         r.register(
             "slurmops_webhooks",
-            "Webhook requests by outcome (accepted, rejected)",
+            "Webhook requests by outcome (accepted, rejected, busy, replayed)",
             m.webhooks.clone(),
         );
         r.register(
@@ -234,8 +234,9 @@ impl Metrics {
             .set(k8s_openapi::jiff::Timestamp::now().as_second());
     }
 
-    pub fn webhook(&self, accepted: bool) {
-        let outcome = if accepted { "accepted" } else { "rejected" };
+    /// Counts a webhook request by OUTCOME: accepted, rejected (no or a bad signature), busy
+    /// (turned away before its body was read), replayed (a signed delivery taken before).
+    pub fn webhook(&self, outcome: &str) {
         self.webhooks
             .get_or_create(&vec![("outcome", outcome.to_string())])
             .inc();

@@ -121,6 +121,7 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
         stale_after: cfg.interval * 5 + Duration::from_secs(60),
         fetching_since: std::sync::Mutex::new(None),
         fetch_stuck: cfg.remote.deadline() + cfg.remote.timeout + Duration::from_secs(60),
+        deliveries: Default::default(),
     });
     if let Some(addr) = cfg.listen {
         let listener = http::bind(addr).await?;

@@ -98,7 +98,9 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
     })
     .await;
     let c3 = repo.push(&cluster_yaml(&env.ns, "3:00:00"), "even longer");
-    let push = r#"{"ref":"refs/heads/main"}"#;
+    // What GitHub sends names the branch and the new tip: each push its own body.
+    let push_of = |c: &str| format!(r#"{{"ref":"refs/heads/main","after":"{c}"}}"#);
+    let push = &push_of(&c3);
     assert_eq!(b.webhook(push, Some(&sign(b"wrong", push))), 401);
     assert_eq!(b.webhook(push, None), 401);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -120,6 +122,7 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
     // An invalid commit: not applied; status names the commit and the error with its position.
     let bad = cluster_yaml(&env.ns, "4:00:00").replace("replicas: 0", "replicaz: 0");
     let c4 = repo.push(&bad, "typo");
+    let push = &push_of(&c4);
     assert_eq!(b.webhook(push, Some(&sign(b"s3cret", push))), 202);
     let s = eventually(
         "invalid commit reported",
@@ -157,6 +160,7 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
     // History rewritten (the invalid commit dropped, a new one force-pushed): followed.
     git(&repo.src, &["reset", "-q", "--hard", &c3]);
     let c5 = repo.push(&cluster_yaml(&env.ns, "5:00:00"), "rewritten");
+    let push = &push_of(&c5);
     assert_eq!(b.webhook(push, Some(&sign(b"s3cret", push))), 202);
     applied(&env, &c5, Duration::from_secs(20)).await;
     assert!(
@@ -660,6 +664,96 @@ async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
     );
     let s = status(&env).await.unwrap();
     assert_ne!(s.result, "fetch-failed", "{}", s.errors);
+    drop(d);
+    env.cleanup().await;
+}
+
+/// Issue 33: anyone who reaches the port may send webhooks. 500 connections each send 1 MiB of
+/// body (all but its last byte, then hold), half with a made-up signature, half with none:
+/// `/healthz` keeps answering and the daemon's memory stays under 100 MB (it read every body
+/// before checking its signature: hundreds of MiB). A signed delivery is taken once; the same
+/// bytes again (a replay) trigger nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn webhook_bodies_wait_for_a_signature_and_a_replayed_delivery_does_nothing() {
+    use std::io::Write as _;
+    let (env, repo, url, dir) = gitops("webhook-flood").await;
+    let secret_file = dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &[
+            "--interval",
+            "10m",
+            "--no-slurm",
+            "--webhook-secret-file",
+            secret_file.to_str().unwrap(),
+        ],
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+
+    let port = d.port;
+    let body = std::sync::Arc::new(vec![b'x'; (1 << 20) - 1]);
+    let senders: Vec<_> = (0..500)
+        .map(|i| {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    return;
+                };
+                let sig = match i % 2 {
+                    0 => format!("X-Hub-Signature-256: sha256={}\r\n", "0".repeat(64)),
+                    _ => String::new(),
+                };
+                let head = format!(
+                    "POST /webhook HTTP/1.1\r\nHost: x\r\n{sig}Content-Length: {}\r\n\r\n",
+                    1 << 20
+                );
+                // Refused connections are closed under the sender: its writes fail.
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(&body);
+                std::thread::sleep(Duration::from_secs(8));
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t = std::time::Instant::now();
+        let (code, text) = d.get("/healthz");
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(code, 200, "/healthz under the flood: {code} {text}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for s in senders {
+        s.join().unwrap();
+    }
+    let peak_mib = slurmops::bench::peak_rss_mib_of(d.child.id());
+    eprintln!("webhook flood: slowest /healthz {slowest:?}; daemon peak RSS {peak_mib:.0} MiB");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest probe {slowest:?}"
+    );
+    assert!(peak_mib < 100.0, "daemon peak RSS {peak_mib:.0} MiB");
+
+    // A signed push is taken once; its replay is answered and does nothing.
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "second");
+    let push = format!(r#"{{"ref":"refs/heads/main","after":"{c2}"}}"#);
+    let signed = sign(b"s3cret", &push);
+    assert_eq!(d.webhook(&push, Some(&signed)), 202);
+    applied(&env, &c2, Duration::from_secs(20)).await;
+    assert_eq!(d.webhook(&push, Some(&signed)), 200, "a replay");
+    let (_, metrics) = d.get("/metrics");
+    for (outcome, at_least) in [("accepted", 1.0), ("replayed", 1.0), ("rejected", 250.0)] {
+        let n: f64 = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("slurmops_webhooks_total{{outcome=\"{outcome}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0);
+        assert!(n >= at_least, "{outcome}: {n} in\n{metrics}");
+    }
     drop(d);
     env.cleanup().await;
 }
