@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::{StreamExt, TryStreamExt};
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::Value as Json;
 
@@ -229,16 +228,15 @@ pub(super) async fn execute(
         .filter_map(|(o, v)| Some((o, v?)))
         .collect();
     for run in work.chunk_by(|a, b| a.0.kind == b.0.kind) {
-        // The futures made first: a stream mapping borrowed items through a closure is not
-        // `Send` for every lifetime, which the daemon's spawned pass needs.
-        let writes: Vec<_> = run
-            .iter()
-            .map(|(o, v)| write_one(cluster, c, o, *v, live.get(&key(&o.kind, &o.name)), force))
-            .collect();
-        let done: Vec<(Verdict, String)> = futures::stream::iter(writes)
-            .buffered(WRITES)
-            .try_collect()
-            .await?;
+        // WRITES futures at a time, not one per object made up front: a write's future is
+        // tens of KB, and 10,000 of them held 2 GB.
+        let mut done: Vec<(Verdict, String)> = Vec::with_capacity(run.len());
+        for some in run.chunks(WRITES) {
+            let writes = some.iter().map(|(o, v)| {
+                write_one(cluster, c, o, *v, live.get(&key(&o.kind, &o.name)), force)
+            });
+            done.extend(futures::future::try_join_all(writes).await?);
+        }
         for (v, id) in done {
             match v {
                 Verdict::Recreate => report.recreated.push(id),

@@ -30,7 +30,6 @@ pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::json;
@@ -469,20 +468,19 @@ async fn act_all<S: SlurmNodes>(
     if out.slurm_error.is_some() {
         return Ok(BTreeMap::new());
     }
-    // The futures made first: a stream mapping borrowed items through a closure is not `Send`
-    // for every lifetime, which the daemon's spawned pass needs.
-    let acting: Vec<_> = decisions
+    // ACTING futures at a time, not one per NodeSet made up front (each is tens of KB).
+    let acting: Vec<(&String, &Decision)> = decisions
         .iter()
         .filter(|(_, d)| !d.actions.is_empty())
-        .map(|(name, d)| async move {
-            let done = act::act(pods, slurm, name, &d.actions, env.fence, env.observer).await;
-            (name.clone(), done)
-        })
         .collect();
-    let done: Vec<(String, Result<act::Acted, PassError>)> = futures::stream::iter(acting)
-        .buffered(ACTING)
-        .collect()
-        .await;
+    let mut done: Vec<(String, Result<act::Acted, PassError>)> = Vec::new();
+    for some in acting.chunks(ACTING) {
+        let acts = some.iter().map(|(name, d)| async move {
+            let r = act::act(pods, slurm, name, &d.actions, env.fence, env.observer).await;
+            (name.to_string(), r)
+        });
+        done.extend(futures::future::join_all(acts).await);
+    }
     done.into_iter().map(|(n, r)| Ok((n, r?))).collect()
 }
 
