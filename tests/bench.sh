@@ -15,7 +15,8 @@
 #          the daemon at scale: as many GPU-sized Nodes and worker pods (kube-controller-manager
 #          makes them, a light kubelet binds them and marks them Ready) as node records, the same
 #          queue, `slurmops run` idle, under job churn and starting a rollout
-#          (benches/bed/fleet.rs, tests/e2e/support/at_scale.rs).
+#          (benches/bed/fleet.rs, tests/e2e/support/at_scale.rs); SLURMOPS_SCALE_LOG=FILE keeps the
+#          daemon's log (one line per pass with its phases and requests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never

@@ -311,6 +311,10 @@ async fn measure(
     let peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
     let wave_passes = passes(&daemon.output(), pushed);
     say("first wave", t, daemon.child.id());
+    // The daemon's own log (a line per pass with its phases), to read what a figure hides.
+    if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
+        let _ = std::fs::write(&path, daemon.output());
+    }
     drop(daemon);
     Ok(Measured {
         workers,
