@@ -132,9 +132,13 @@ pub async fn observe<S: SlurmNodes>(
         .collect();
     // The node cache serves perNode placement and block labels alike; without it, one LIST.
     let cached_nodes = cache.and_then(Cache::nodes);
+    // A node watch still making its first listing: wait for it rather than LIST every Node.
+    let listing = cache.is_some_and(|c| c.follows_nodes()) && cached_nodes.is_none();
+    const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
     let nodes = match (templates.is_empty(), &cached_nodes) {
         (true, _) => Ok(Vec::new()),
         (false, Some(n)) => Ok(n.iter().map(|n| (**n).clone()).collect()),
+        (false, None) if listing => Err(LISTING.to_string()),
         (false, None) => Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await
@@ -158,6 +162,7 @@ pub async fn observe<S: SlurmNodes>(
     let mut slurm_time = slurm_started.elapsed();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let blocks = match &needs.blocks {
+        Some(_) if listing && slurm_view.is_ok() => Err(LISTING.to_string()),
         Some((label, in_blocks)) if slurm_view.is_ok() => {
             let hosts: BTreeSet<String> = sets
                 .values()

@@ -264,6 +264,11 @@ impl Cache {
         self.nodes = Some((store, ready, task));
     }
 
+    /// Whether this cache watches the Kubernetes nodes (listed or not yet).
+    pub fn follows_nodes(&self) -> bool {
+        self.nodes.is_some()
+    }
+
     /// The Kubernetes nodes, once their store holds a complete listing (slimmed: labels,
     /// taints, cordon, conditions).
     pub fn nodes(&self) -> Option<Vec<Arc<Node>>> {

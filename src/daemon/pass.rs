@@ -594,6 +594,7 @@ async fn keep_workers(
     let seen = crate::sync::Seen {
         pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
         nodes: cache.and_then(|w| w.nodes()),
+        nodes_listing: cache.is_some_and(|w| w.follows_nodes() && w.nodes().is_none()),
     };
     match syncer.tick_with(cluster, slurm, c, nodes, seen).await {
         Ok(r) => {
