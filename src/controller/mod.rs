@@ -274,7 +274,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     settle(&mut decisions, &changed);
     let pods: Api<Pod> = Api::namespaced(env.cluster.client.clone(), ns);
     let upgrading = out.applied.as_ref().is_some_and(|r| !r.held.is_empty());
-    let mut all_done = out.slurm_error.is_none() && !upgrading;
+    let mut all_done = out.slurm_error.is_none() && !upgrading && !obs.nodes_listing;
     let mut done_by_set = act_all(env, slurm, &pods, &decisions, &out).await?;
     for (name, mut d) in decisions {
         next.reapply |= d.hold_replicas.is_some() || d.keep;

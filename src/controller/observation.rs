@@ -53,6 +53,9 @@ pub struct Observation {
     pub now: i64,
     /// Wall time spent reading Slurm (nodes, jobs, reservations), for the pass's phase figures.
     pub slurm_time: std::time::Duration,
+    /// The node watch is still making its first listing: what needs the Kubernetes nodes
+    /// (perNode placement, blocks) waits, and the pass is not done.
+    pub nodes_listing: bool,
 }
 
 /// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.
@@ -79,6 +82,7 @@ impl Observation {
             reservations: Ok(Reservations::default()),
             now,
             slurm_time: std::time::Duration::ZERO,
+            nodes_listing: false,
         }
     }
 }

@@ -135,7 +135,8 @@ pub async fn observe<S: SlurmNodes>(
     // A node watch still making its first listing: wait for it rather than LIST every Node.
     let listing = cache.is_some_and(|c| c.follows_nodes()) && cached_nodes.is_none();
     const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
-    let nodes = match (templates.is_empty(), &cached_nodes) {
+    let templates_empty = templates.is_empty();
+    let nodes = match (templates_empty, &cached_nodes) {
         (true, _) => Ok(Vec::new()),
         (false, Some(n)) => Ok(n.iter().map(|n| (**n).clone()).collect()),
         (false, None) if listing => Err(LISTING.to_string()),
@@ -192,6 +193,7 @@ pub async fn observe<S: SlurmNodes>(
         reservations,
         now,
         slurm_time,
+        nodes_listing: listing && (!templates_empty || needs.blocks.is_some()),
     })
 }
 
