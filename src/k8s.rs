@@ -29,6 +29,9 @@ pub struct Requests {
     pub reads: usize,
     /// Reads of a whole collection (LIST, not a watch): what a pass from watch caches avoids.
     pub lists: usize,
+    /// LISTs of every pod or every Node in one answer (no `limit`): a read the size of the
+    /// cluster, which a daemon pass never sends (its watches list in pages, once).
+    pub fleet_lists: usize,
     /// PATCH/POST/PUT/DELETE that may change stored state (dry runs excluded).
     pub writes: usize,
     pub dry_runs: usize,
@@ -41,6 +44,7 @@ impl std::ops::Sub for Requests {
             total: self.total.saturating_sub(before.total),
             reads: self.reads.saturating_sub(before.reads),
             lists: self.lists.saturating_sub(before.lists),
+            fleet_lists: self.fleet_lists.saturating_sub(before.fleet_lists),
             writes: self.writes.saturating_sub(before.writes),
             dry_runs: self.dry_runs.saturating_sub(before.dry_runs),
         }
@@ -56,6 +60,9 @@ impl RequestLog {
             r.reads += 1;
             if is_list(uri) {
                 r.lists += 1;
+                if is_fleet_list(uri) {
+                    r.fleet_lists += 1;
+                }
             }
         } else if dry_run {
             r.dry_runs += 1;
@@ -89,6 +96,14 @@ fn is_list(uri: &http::Uri) -> bool {
         [_kind] => true,
         _ => false,
     }
+}
+
+/// Whether the collection read URI (see `is_list`) is of pods or Nodes and unpaged.
+fn is_fleet_list(uri: &http::Uri) -> bool {
+    let paged = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("limit=")));
+    !paged && (uri.path().ends_with("/pods") || uri.path().ends_with("/nodes"))
 }
 
 /// tower layer recording each request in a [`RequestLog`].
@@ -359,6 +374,14 @@ mod tests {
         assert!(list("/apis/apps/v1/namespaces/slurm/statefulsets"));
         assert!(list("/api/v1/nodes"));
         assert!(!list("/api/v1/nodes?watch=true&resourceVersion=5"));
+        let fleet = |p: &str| super::is_fleet_list(&p.parse().unwrap());
+        assert!(fleet("/api/v1/namespaces/ns/pods?labelSelector=a%3Db"));
+        assert!(fleet("/api/v1/nodes"));
+        assert!(!fleet("/api/v1/nodes?limit=100"));
+        assert!(!fleet(
+            "/api/v1/namespaces/ns/pods?labelSelector=a&limit=100&continue=x"
+        ));
+        assert!(!fleet("/apis/apps/v1/namespaces/ns/statefulsets"));
         assert!(!list("/api/v1/namespaces/slurm/pods/gpu-0"));
         assert!(!list("/api/v1/nodes/n1"));
         assert!(!list(

@@ -121,6 +121,17 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
             "{at}: the daemon's VmHWM over the whole run (release build; goal <= 150 MiB at 1,000 workers, 600 MiB at 10,000)"
         ),
     ));
+    out.push(figure(
+        "scale.restart",
+        m.restart_took.as_secs_f64(),
+        "s",
+        format!(
+            "{at}: the daemon restarted with every worker there → its first pass that decides ({} passes until 2 s after it; peak RSS {:.0} MiB). LISTs of every pod or Node in one answer over both runs: {} (goal 0: watches list in pages)",
+            m.restart.len(),
+            m.restart_peak_rss_mib,
+            m.fleet_lists
+        ),
+    ));
     Ok(out)
 }
 

@@ -131,9 +131,10 @@ pub async fn observe<S: SlurmNodes>(
         .filter_map(|t| Some((t.metadata.name.clone()?, t)))
         .collect();
     // The node cache serves perNode placement and block labels alike; without it, one LIST.
-    let cached_nodes = cache.and_then(Cache::nodes);
+    let held = Cache::nodes(cache);
     // A node watch still making its first listing: wait for it rather than LIST every Node.
-    let listing = cache.is_some_and(|c| c.follows_nodes()) && cached_nodes.is_none();
+    let listing = held.listing();
+    let cached_nodes = held.ready();
     const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
     let templates_empty = templates.is_empty();
     let nodes = match (templates_empty, &cached_nodes) {

@@ -48,6 +48,32 @@ impl Scope {
     }
 }
 
+/// What a watch cache holds of one kind of object.
+#[derive(Debug, Clone, Default)]
+pub enum Held<T> {
+    /// Not watched here: the reader reads it itself (one LIST).
+    #[default]
+    NotWatched,
+    /// Watched, its first listing not complete yet: the reader waits for it (its end wakes a
+    /// pass) rather than LIST what the watch is listing (at 10,000 Nodes or pods, hundreds of MB
+    /// on every pass until the watch is ready).
+    Listing,
+    /// A complete listing.
+    Ready(T),
+}
+
+impl<T> Held<T> {
+    pub fn listing(&self) -> bool {
+        matches!(self, Held::Listing)
+    }
+    pub fn ready(self) -> Option<T> {
+        match self {
+            Held::Ready(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// Watched workers of one scope; the watches stop when it is dropped.
 pub struct Cache {
     scope: Scope,
@@ -264,17 +290,14 @@ impl Cache {
         self.nodes = Some((store, ready, task));
     }
 
-    /// Whether this cache watches the Kubernetes nodes (listed or not yet).
-    pub fn follows_nodes(&self) -> bool {
-        self.nodes.is_some()
-    }
-
-    /// The Kubernetes nodes, once their store holds a complete listing (slimmed: labels,
-    /// taints, cordon, conditions).
-    pub fn nodes(&self) -> Option<Vec<Arc<Node>>> {
-        let (store, ready, _) = self.nodes.as_ref()?;
-        // Shared, not copied: at 10,000 nodes a copy per pass is hundreds of MB.
-        ready.load(Ordering::SeqCst).then(|| store.state())
+    /// The Kubernetes nodes of CACHE (slimmed: labels, taints, cordon, conditions), shared with
+    /// the store, not copied: at 10,000 nodes a copy per pass is hundreds of MB.
+    pub fn nodes(cache: Option<&Cache>) -> Held<Vec<Arc<Node>>> {
+        match cache.and_then(|c| c.nodes.as_ref()) {
+            None => Held::NotWatched,
+            Some((_, ready, _)) if !ready.load(Ordering::SeqCst) => Held::Listing,
+            Some((store, _, _)) => Held::Ready(store.state()),
+        }
     }
 
     /// The PodTemplates of the scope (perNode NodeSets).
@@ -286,9 +309,15 @@ impl Cache {
             .collect()
     }
 
-    /// True when this cache watches SCOPE and both stores hold a complete listing.
+    /// True when this cache watches SCOPE and its stores hold a complete listing.
     pub fn serves(&self, scope: &Scope) -> bool {
-        self.scope == *scope && self.ready.iter().all(|r| r.load(Ordering::SeqCst))
+        self.scope == *scope && !self.listing()
+    }
+
+    /// True while a store of the workers (StatefulSets, pods, PodTemplates) makes its first
+    /// listing.
+    pub fn listing(&self) -> bool {
+        !self.ready.iter().all(|r| r.load(Ordering::SeqCst))
     }
 
     pub fn scope(&self) -> &Scope {

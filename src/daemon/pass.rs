@@ -56,6 +56,7 @@ fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, ac
         apply_ms = ms(phases.apply),
         act_ms = ms(phases.act),
         kube_lists = kube.lists,
+        kube_fleet_lists = kube.fleet_lists,
         kube_reads = kube.reads,
         kube_writes = kube.writes,
         slurm_requests = slurm.requests,
@@ -316,6 +317,21 @@ async fn reconcile(
     let slurm = connect(cluster, cfg, state, &t.c).await;
     if slurm.is_some() {
         watch(cluster, shared, state, &t.c);
+    }
+    // A restarted daemon (or a new leader) at 10,000 workers: until its watches hold every
+    // worker, a pass would LIST them all in one answer itself, on each pass (and the passes that
+    // the listing's pages wake). Wait instead; its end wakes the next pass. `--once` has no next
+    // pass: it reads for itself.
+    if !cfg.once && state.cache.as_ref().is_some_and(Cache::listing) {
+        tracing::info!(
+            "waiting for the watches of the workers to make their first listing; the pass after it decides"
+        );
+        if apply_now {
+            state.held = true;
+            state.status.held =
+                "everything, for a moment: the watches of the workers are making their first listing".into();
+        }
+        return false;
     }
     let progress = shared.clone();
     let observer = crate::rollout::Observer::new(move |set, e| {
@@ -593,8 +609,7 @@ async fn keep_workers(
     let cache = state.cache.as_ref();
     let seen = crate::sync::Seen {
         pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
-        nodes: cache.and_then(|w| w.nodes()),
-        nodes_listing: cache.is_some_and(|w| w.follows_nodes() && w.nodes().is_none()),
+        nodes: Cache::nodes(cache),
     };
     match syncer.tick_with(cluster, slurm, c, nodes, seen).await {
         Ok(r) => {

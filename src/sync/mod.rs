@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
+use crate::controller::watch::Held;
 use crate::k8s::Connection;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::rollout::pod_ready;
@@ -111,18 +112,18 @@ impl Syncer {
         let nodes: BTreeMap<String, Node> =
             nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut report = Report::default();
-        let problems = match (seen.nodes, seen.nodes_listing) {
-            (Some(kube_nodes), _) => Some(health::problems(
+        let problems = match seen.nodes {
+            Held::Ready(kube_nodes) => Some(health::problems(
                 &kube_nodes,
                 c.spec.policy.node_health.as_ref(),
             )),
-            (None, true) => {
+            Held::Listing => {
                 report.warnings.push(
                     "Kubernetes Nodes not read yet (their watch is making its first listing): cordons and node health are followed once it is done".into(),
                 );
                 None
             }
-            (None, false) => node_problems(cluster, c, &mut report).await,
+            Held::NotWatched => node_problems(cluster, c, &mut report).await,
         };
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
         let all = match seen.pods {
@@ -223,17 +224,14 @@ impl Syncer {
     }
 }
 
-/// What the caller already holds (the daemon's watch caches); None: sync reads it itself.
+/// What the caller already holds (the daemon's watch caches); None or `NotWatched`: sync reads
+/// it itself. Node health waits for a node watch still making its first listing.
 #[derive(Debug, Default)]
 pub struct Seen {
     /// The cluster's worker pods.
     pub pods: Option<Vec<std::sync::Arc<Pod>>>,
     /// The Kubernetes nodes (labels, taints, cordon and conditions are enough).
-    pub nodes: Option<Vec<std::sync::Arc<KubeNode>>>,
-    /// The caller's node watch is still making its first listing: node health waits for it
-    /// rather than LISTing every Node itself (at 10,000 nodes of ~30 KB, 300 MB read and
-    /// about 1 GB held, on every pass until the watch is ready).
-    pub nodes_listing: bool,
+    pub nodes: Held<Vec<std::sync::Arc<KubeNode>>>,
 }
 
 /// Kubernetes nodes with a problem and the drain reason for each; None when Nodes cannot be read

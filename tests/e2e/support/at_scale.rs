@@ -40,6 +40,8 @@ pub struct Pass {
     /// (phase, ms): observe_kubernetes, observe_slurm, decide, apply, act.
     pub phases: Vec<(&'static str, f64)>,
     pub kube_lists: u64,
+    /// LISTs of pods or Nodes in one answer (the size of the cluster).
+    pub fleet_lists: u64,
     pub kube_requests: u64,
     pub slurm_requests: u64,
     pub slurm_bytes: u64,
@@ -87,6 +89,13 @@ pub struct Measured {
     pub status_bytes_rollout: usize,
     /// The daemon's peak resident memory (VmHWM), MiB.
     pub peak_rss_mib: f64,
+    /// The daemon restarted with every worker there: its first passes, its peak resident memory
+    /// until then (MiB), how long until its first pass decided.
+    pub restart: Vec<Pass>,
+    pub restart_peak_rss_mib: f64,
+    pub restart_took: Duration,
+    /// LISTs of pods or Nodes in one answer, over every pass of both daemons.
+    pub fleet_lists: u64,
 }
 
 fn say(what: &str, t: Instant, pid: u32) {
@@ -125,6 +134,7 @@ pub fn passes(log: &str, since: SystemTime) -> Vec<Pass> {
                 ms: f("pass_ms"),
                 phases: PHASES.iter().map(|p| (*p, f(&format!("{p}_ms")))).collect(),
                 kube_lists: n("kube_lists"),
+                fleet_lists: n("kube_fleet_lists"),
                 kube_requests: n("kube_reads") + n("kube_writes"),
                 slurm_requests: n("slurm_requests"),
                 slurm_bytes: n("slurm_bytes"),
@@ -193,25 +203,28 @@ async fn measure(
     let t = Instant::now();
     let c1 = repo.push(&cluster_text(ns, sizes.sets, sizes.per, "img:1"), "first");
     let interval = format!("{}s", sizes.interval.as_secs());
-    let daemon = Daemon::start_in(
-        ns,
-        dir.path(),
-        &url,
-        "scale",
-        &[
-            "--interval",
-            &interval,
-            "--log-format",
-            "json",
-            "--log-level",
-            "debug",
-            "--slurmrestd-url",
-            &scale.url,
-            "--slurm-jwt",
-            &scale.jwt,
-        ],
-        &bed().kubeconfig_admin,
-    );
+    let start = || {
+        Daemon::start_in(
+            ns,
+            dir.path(),
+            &url,
+            "scale",
+            &[
+                "--interval",
+                &interval,
+                "--log-format",
+                "json",
+                "--log-level",
+                "debug",
+                "--slurmrestd-url",
+                &scale.url,
+                "--slurm-jwt",
+                &scale.jwt,
+            ],
+            &bed().kubeconfig_admin,
+        )
+    };
+    let daemon = start();
     let status = async || {
         slurmops::status::configmap::read(client, ns, None)
             .await
@@ -315,6 +328,33 @@ async fn measure(
     if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
         let _ = std::fs::write(&path, daemon.output());
     }
+    let mut fleet_lists: u64 = passes(&daemon.output(), SystemTime::UNIX_EPOCH)
+        .iter()
+        .map(|p| p.fleet_lists)
+        .sum();
+    drop(daemon);
+
+    // A restart (an upgrade, a new leader) with every worker there: its watches list them in
+    // pages while its passes wait; no pass lists them all in one answer.
+    let restarted = Instant::now();
+    let daemon = start();
+    let decided = |log: &str| {
+        passes(log, SystemTime::UNIX_EPOCH)
+            .iter()
+            .any(|p| p.phases.iter().any(|(_, ms)| *ms > 0.0))
+    };
+    eventually(
+        "the restarted daemon's first pass that decides",
+        Duration::from_secs(60 + workers as u64 / 10),
+        async || decided(&daemon.output()).then_some(()),
+    )
+    .await;
+    let restart_took = restarted.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let restart = passes(&daemon.output(), SystemTime::UNIX_EPOCH);
+    let restart_peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
+    fleet_lists += restart.iter().map(|p| p.fleet_lists).sum::<u64>();
+    say("restarted", t, daemon.child.id());
     drop(daemon);
     Ok(Measured {
         workers,
@@ -340,6 +380,10 @@ async fn measure(
         status_bytes_idle,
         status_bytes_rollout,
         peak_rss_mib,
+        restart,
+        restart_peak_rss_mib,
+        restart_took,
+        fleet_lists,
     })
 }
 
