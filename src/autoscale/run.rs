@@ -14,6 +14,7 @@ use serde_json::json;
 use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::AUTOSCALE_MANAGER;
 use crate::controller::decide::SetView;
+use crate::controller::observe::Scope;
 use crate::controller::per_node::managed_replicas;
 use crate::k8s::Connection;
 use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
@@ -210,7 +211,10 @@ async fn observe(
         s.spec.and_then(|s| s.replicas).unwrap_or(0).max(0) as u32
     };
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
-    let lp = ListParams::default().labels(&format!("{LABEL_NODESET}={}", ns.name));
+    // This cluster's workers of NS only (another cluster may have a NodeSet of the same name).
+    let scope = Scope::cluster(namespace, &c.metadata.name);
+    let lp =
+        ListParams::default().labels(&format!("{},{LABEL_NODESET}={}", scope.selector, ns.name));
     let ready_pods: BTreeMap<String, bool> = pods
         .list(&lp)
         .await

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
-use crate::controller::watch::Held;
+use crate::controller::watch::{Held, Scope};
 use crate::k8s::Connection;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::rollout::pod_ready;
@@ -128,8 +128,13 @@ impl Syncer {
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
         let all = match seen.pods {
             Some(pods) => pods,
+            // This cluster's workers only: another cluster in the namespace may have NodeSets of
+            // the same names, and its Ready workers are unknown to this Slurm.
             None => pods_api
-                .list(&ListParams::default().labels(LABEL_NODESET))
+                .list(
+                    &ListParams::default()
+                        .labels(&Scope::cluster(&c.metadata.namespace, &c.metadata.name).selector),
+                )
                 .await
                 .map_err(kube_err("list worker pods"))?
                 .items

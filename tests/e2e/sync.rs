@@ -271,6 +271,28 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         "delete",
         &format!("nodename={w0}"),
     ]);
+    // Another cluster's Ready worker in the namespace, of a NodeSet of the same name, unknown to
+    // this cluster's Slurm: none of this cluster's business (issue 33).
+    let foreign = format!("{w}-other-0");
+    let made = pods
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": foreign, "labels": {
+                    "slurmops.dev/nodeset": w,
+                    "app.kubernetes.io/instance": "other",
+                    "app.kubernetes.io/component": "worker",
+                }},
+                "spec": {"containers": [{"name": "app", "image": "other:1"}]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("the other cluster's worker Ready", Duration::from_secs(20), async || {
+        slurmops::rollout::pod_ready(&pods.get(&foreign).await.ok()?).then_some(())
+    })
+    .await;
     let log = dir.path().join("sync.log");
     let mut syncer = slurmops(
         dir.path(),
@@ -315,6 +337,13 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         uid1,
         "a registered worker was replaced"
     );
+    let other = pods.get(&foreign).await.unwrap();
+    assert_eq!(
+        other.metadata.uid, made.metadata.uid,
+        "another cluster's worker was replaced: {printed}"
+    );
+    assert!(!printed.contains(&foreign), "{printed}");
+    assert_eq!(condition(&pods, &foreign).await, None, "written on another cluster's pod");
     env.cleanup().await;
 }
 }
