@@ -62,7 +62,8 @@ pub struct Shared {
 /// Webhook bodies read at once: a body is buffered (up to MAX_BODY) before its signature can be
 /// checked, so anyone able to reach the port could otherwise make the daemon hold MAX_BODY per
 /// connection (512 connections: 512 MiB against its memory limit). The rest are turned away
-/// with 503 before their body is read; a sender such as GitHub redelivers later.
+/// with 503 before their body is read. GitHub does not redeliver a failed delivery by itself:
+/// the next poll (`--interval`) fetches the commit instead.
 const BODY_READS: usize = 4;
 /// Signed deliveries remembered, to take a replayed one as already done.
 const REMEMBERED: usize = 1024;

@@ -589,30 +589,56 @@ async fn a_git_server_that_never_answers_fails_the_fetch_in_time_and_the_loop_go
     env.cleanup().await;
 }
 
+/// A daemon taking signed webhooks (secret "s3cret"), without Slurm, polling every 10 minutes,
+/// with its first commit applied; at most NOFILE open descriptors when given.
+async fn webhook_daemon(
+    name: &str,
+    nofile: Option<u32>,
+) -> (TestEnv, Repo, tempfile::TempDir, Daemon) {
+    let (env, repo, url, dir) = gitops(name).await;
+    let secret_file = dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let args = [
+        "--interval",
+        "10m",
+        "--no-slurm",
+        "--webhook-secret-file",
+        secret_file.to_str().unwrap(),
+    ];
+    let d = match nofile {
+        Some(n) => Daemon::start_limited(&env, dir.path(), &url, &args, n),
+        None => Daemon::start(&env, dir.path(), &url, "a", &args),
+    };
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    (env, repo, dir, d)
+}
+
+/// N probes of `/healthz` as the kubelet sends them, one every EVERY: each answers 200 within
+/// 2 s. The slowest.
+async fn probe_health(d: &Daemon, n: usize, every: Duration) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for _ in 0..n {
+        let t = std::time::Instant::now();
+        let (code, body) = d.get("/healthz");
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(code, 200, "/healthz: {code} {body}");
+        tokio::time::sleep(every).await;
+    }
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest probe {slowest:?}"
+    );
+    slowest
+}
+
 /// Issue 16: 3,000 connections that send half a request and trickle header lines (reconnecting
 /// when closed) against a daemon limited to 2,048 descriptors: `/healthz` keeps answering, a
 /// signed webhook syncs, the pushed commit is fetched and applied, and the daemon's memory stays
 /// under 100 MB.
 #[tokio::test(flavor = "multi_thread")]
 async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
-    let (env, repo, url, dir) = gitops("slowloris").await;
-    let secret_file = dir.path().join("webhook-secret");
-    std::fs::write(&secret_file, "s3cret\n").unwrap();
-    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
-    let d = Daemon::start_limited(
-        &env,
-        dir.path(),
-        &url,
-        &[
-            "--interval",
-            "10m",
-            "--no-slurm",
-            "--webhook-secret-file",
-            secret_file.to_str().unwrap(),
-        ],
-        2048,
-    );
-    applied(&env, &c1, Duration::from_secs(60)).await;
+    let (env, repo, _dir, d) = webhook_daemon("slowloris", Some(2048)).await;
 
     let attack = std::process::Command::new("python3")
         .arg(concat!(
@@ -625,19 +651,7 @@ async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
 
-    // Probes as the kubelet sends them (every second here), each answered within 2 s.
-    let mut slowest = Duration::ZERO;
-    for _ in 0..15 {
-        let t = std::time::Instant::now();
-        let (code, body) = d.get("/healthz");
-        slowest = slowest.max(t.elapsed());
-        assert_eq!(code, 200, "/healthz under attack: {code} {body}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    assert!(
-        slowest < Duration::from_secs(2),
-        "slowest probe {slowest:?}"
-    );
+    let slowest = probe_health(&d, 15, Duration::from_secs(1)).await;
 
     // A push, announced by a signed webhook: fetched (git has descriptors) and applied.
     let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "second");
@@ -645,23 +659,13 @@ async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
     assert_eq!(d.webhook(push, Some(&sign(b"s3cret", push))), 202);
     applied(&env, &c2, Duration::from_secs(20)).await;
 
-    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap();
+    let peak_mib = slurmops::bench::peak_rss_mib_of(d.child.id());
     let out = attack.wait_with_output().unwrap();
     let opened = String::from_utf8_lossy(&out.stdout).trim().to_string();
     eprintln!(
-        "slowloris: {opened} slow connections opened in 40 s; slowest /healthz {slowest:?}; daemon peak RSS {} MiB",
-        rss_kib / 1024
+        "slowloris: {opened} slow connections opened in 40 s; slowest /healthz {slowest:?}; daemon peak RSS {peak_mib:.0} MiB"
     );
-    assert!(
-        rss_kib < 100 * 1024,
-        "daemon peak RSS {} MiB",
-        rss_kib / 1024
-    );
+    assert!(peak_mib < 100.0, "daemon peak RSS {peak_mib:.0} MiB");
     let s = status(&env).await.unwrap();
     assert_ne!(s.result, "fetch-failed", "{}", s.errors);
     drop(d);
@@ -676,24 +680,7 @@ async fn slow_connections_do_not_lock_out_health_webhooks_or_git() {
 #[tokio::test(flavor = "multi_thread")]
 async fn webhook_bodies_wait_for_a_signature_and_a_replayed_delivery_does_nothing() {
     use std::io::Write as _;
-    let (env, repo, url, dir) = gitops("webhook-flood").await;
-    let secret_file = dir.path().join("webhook-secret");
-    std::fs::write(&secret_file, "s3cret\n").unwrap();
-    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
-    let d = Daemon::start(
-        &env,
-        dir.path(),
-        &url,
-        "a",
-        &[
-            "--interval",
-            "10m",
-            "--no-slurm",
-            "--webhook-secret-file",
-            secret_file.to_str().unwrap(),
-        ],
-    );
-    applied(&env, &c1, Duration::from_secs(60)).await;
+    let (env, repo, _dir, d) = webhook_daemon("webhook-flood", None).await;
 
     let port = d.port;
     let body = std::sync::Arc::new(vec![b'x'; (1 << 20) - 1]);
@@ -719,23 +706,12 @@ async fn webhook_bodies_wait_for_a_signature_and_a_replayed_delivery_does_nothin
             })
         })
         .collect();
-    let mut slowest = Duration::ZERO;
-    for _ in 0..10 {
-        let t = std::time::Instant::now();
-        let (code, text) = d.get("/healthz");
-        slowest = slowest.max(t.elapsed());
-        assert_eq!(code, 200, "/healthz under the flood: {code} {text}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let slowest = probe_health(&d, 10, Duration::from_millis(500)).await;
     for s in senders {
         s.join().unwrap();
     }
     let peak_mib = slurmops::bench::peak_rss_mib_of(d.child.id());
     eprintln!("webhook flood: slowest /healthz {slowest:?}; daemon peak RSS {peak_mib:.0} MiB");
-    assert!(
-        slowest < Duration::from_secs(2),
-        "slowest probe {slowest:?}"
-    );
     assert!(peak_mib < 100.0, "daemon peak RSS {peak_mib:.0} MiB");
 
     // A signed push is taken once; its replay is answered and does nothing.
