@@ -142,8 +142,10 @@ vocabulary! {
         EVENT_SUSPENDED = "Suspended";
         /// A commit whose cluster.yaml is invalid: nothing applied.
         EVENT_INVALID_COMMIT = "InvalidCommit";
-        /// A commit refused (signature, another cluster's file): nothing applied.
+        /// A commit refused (signature, another cluster's file, a force-push): nothing applied.
         EVENT_REFUSED_COMMIT = "RefusedCommit";
+        /// A commit not descending from the last applied one, taken (`--allow-force-push`).
+        EVENT_FORCE_PUSH_FOLLOWED = "ForcePushFollowed";
         /// git could not be fetched.
         EVENT_FETCH_FAILED = "FetchFailed";
         /// Applying a commit failed.

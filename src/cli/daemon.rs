@@ -113,6 +113,12 @@ pub struct RunArgs {
     /// (`gpg --armor --export`); with --allowed-signers too, either kind of signature is accepted.
     #[arg(long, env = "SLURMOPS_ALLOWED_GPG_KEYS")]
     allowed_gpg_keys: Option<PathBuf>,
+    /// Take a tip that does not descend from the last applied commit (the branch moved back or
+    /// its history rewritten): logged, and a ForcePushFollowed Event. Without it such a tip is
+    /// refused and the cluster stays where it is (anyone able to push could otherwise roll it back
+    /// to any older, even signed, commit).
+    #[arg(long, env = "SLURMOPS_ALLOW_FORCE_PUSH")]
+    allow_force_push: bool,
     /// One pass, then exit.
     #[arg(long)]
     once: bool,
@@ -313,6 +319,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             ..Options::default()
         },
         allowed_signers: allowed_signers(a)?,
+        allow_force_push: a.allow_force_push,
         once: a.once,
         suspend: a.suspend,
     })

@@ -64,6 +64,9 @@ pub struct Config {
     pub apply: Options,
     /// Apply only commits signed by one of these keys.
     pub allowed_signers: Option<crate::source::signature::AllowedSigners>,
+    /// Take a tip that does not descend from the last applied commit (logged, and an Event);
+    /// without it such a tip is refused.
+    pub allow_force_push: bool,
     /// One pass, then exit (for jobs and tests).
     pub once: bool,
     /// Fetch, validate and report, apply nothing.
@@ -106,6 +109,8 @@ struct State {
     slurm: Option<(String, Arc<Client>, Instant)>,
     /// What the last controller pass cost, for its debug line.
     cost: Option<(crate::controller::Phases, crate::slurm::Traffic)>,
+    /// A force-push taken (`--allow-force-push`), to record as an Event.
+    force_pushed: Option<String>,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

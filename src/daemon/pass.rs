@@ -16,6 +16,7 @@ use crate::controller::watch::Cache;
 use crate::controller::{self, Env, Outcome, Target};
 use crate::k8s::Connection;
 use crate::slurm::Client;
+use crate::source::history::Lineage;
 use crate::source::remote::Fetched;
 use crate::spec;
 use crate::status::verdict::{self, Happened, Verdict};
@@ -81,7 +82,8 @@ async fn pass_inner(
 ) -> bool {
     let mut apply_now = false;
     if state.fetching.is_none() && fetch_due(cfg, shared, state) {
-        state.fetching = Some(start_fetch(cfg, shared));
+        let last = state.status.last_applied_commit.clone();
+        state.fetching = Some(start_fetch(cfg, shared, last));
     }
     // `--once` waits for its fetch; the loop takes a fetch's result in the pass after it ended
     // (its end wakes the loop).
@@ -90,6 +92,9 @@ async fn pass_inner(
             .await
             .unwrap_or_else(|e| Err(format!("the fetch task failed: {e}")));
         apply_now |= fetched_commit(cfg, shared, state, fetched);
+        if let Some(message) = state.force_pushed.take() {
+            super::report::force_pushed(cluster, cfg, message).await;
+        }
     }
     state.status.last_attempt = now_rfc3339();
     if cfg.suspend
@@ -163,14 +168,15 @@ fn fetch_due(cfg: &Config, shared: &Shared, state: &State) -> bool {
     asked || leading || stale(cfg.interval)
 }
 
-/// Fetches the branch on a blocking thread; wakes the loop when done.
-pub(super) fn start_fetch(cfg: &Config, shared: &Arc<Shared>) -> super::Fetching {
+/// Fetches the branch on a blocking thread, with where its tip stands to LAST (the last applied
+/// commit); wakes the loop when done.
+pub(super) fn start_fetch(cfg: &Config, shared: &Arc<Shared>, last: String) -> super::Fetching {
     let remote = cfg.remote.clone();
     let shared = shared.clone();
     *shared.fetching_since.lock().expect("fetching") = Some(Instant::now());
     tokio::spawn(async move {
         let started = Instant::now();
-        let fetched = tokio::task::spawn_blocking(move || remote.fetch())
+        let fetched = tokio::task::spawn_blocking(move || remote.fetch_after(&last))
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| r.map_err(|e| e.to_string()));
@@ -238,6 +244,27 @@ fn fetched_commit(
 /// good target stays).
 fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Option<Loaded> {
     let started = Instant::now();
+    if let Lineage::Rewritten { last } = &f.lineage {
+        let what = format!(
+            "commit {} does not descend from the last applied commit {}: the branch was moved back or its history rewritten (a force-push)",
+            short(&f.commit),
+            short(last)
+        );
+        if !cfg.allow_force_push {
+            let why = format!(
+                "{what}. Not applied; the cluster stays at {}. To go back to an older state, push a commit that reverts to it on top of {}; to follow force-pushes, run the daemon with --allow-force-push",
+                short(last),
+                short(last)
+            );
+            tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
+            happen(state, Happened::Refused(&f.commit));
+            state.status.errors = why;
+            super::report::count(shared, Verdict::Refused, started);
+            return None;
+        }
+        tracing::warn!(commit = %f.commit, "{what}; taken (--allow-force-push)");
+        state.force_pushed = Some(format!("{what}; taken (--allow-force-push)"));
+    }
     if let Some(allowed) = &cfg.allowed_signers
         && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
     {

@@ -61,19 +61,36 @@ async fn record_result(cluster: &Connection, cfg: &Config, s: &Status) {
         ),
     };
     let note = crate::status::Note {
-        involved: k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: Some(configmap::name_for(cfg.cluster.as_deref())),
-            namespace: Some(cfg.namespace.clone()),
-            ..Default::default()
-        },
+        involved: status_reference(cfg),
         reason,
         message,
         warning,
     };
     if let Err(e) = crate::status::record(&cluster.client, note).await {
         tracing::warn!("recording an Event: {e}");
+    }
+}
+
+/// A Warning Event on the status ConfigMap: a force-push was taken (`--allow-force-push`).
+pub(super) async fn force_pushed(cluster: &Connection, cfg: &Config, message: String) {
+    let note = crate::status::Note {
+        involved: status_reference(cfg),
+        reason: vocab::EVENT_FORCE_PUSH_FOLLOWED,
+        message,
+        warning: true,
+    };
+    if let Err(e) = crate::status::record(&cluster.client, note).await {
+        tracing::warn!("recording an Event: {e}");
+    }
+}
+
+fn status_reference(cfg: &Config) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some(configmap::name_for(cfg.cluster.as_deref())),
+        namespace: Some(cfg.namespace.clone()),
+        ..Default::default()
     }
 }
 

@@ -1,9 +1,11 @@
 //! A remote git repository the daemon follows, fetched in-process with libgit2 into a local bare
 //! mirror: over HTTP(S) (optionally with a token) or SSH with a private key and **pinned host
 //! keys** (a known_hosts file; a host key it does not list is refused). cluster.yaml is read from
-//! the fetched commit's tree, never from a work tree. Force-pushes are followed (`+` refspec).
+//! the fetched commit's tree, never from a work tree. Force-pushes are fetched (`+` refspec) and
+//! told apart ([`history`]): the daemon applies them only when the install allows.
 //!
-//! The server is untrusted: a fetch is shallow (the tip only), every socket has libgit2's connect
+//! The server is untrusted: a fetch is shallow (the tip only; the history once, when a tip's
+//! lineage needs it), every socket has libgit2's connect
 //! and read timeouts, the whole transfer has a deadline, a refused credential is not offered
 //! again, and cluster.yaml's size is read from the object header before its content. Credentials
 //! in the URL never reach an error, a log line or the status ([`redact`]).
@@ -16,7 +18,11 @@ use base64::Engine;
 use git2::{CertificateCheckStatus, Cred, FetchOptions, RemoteCallbacks, Repository};
 
 use super::FILE_NAME;
+use super::history::{self, Lineage, Walk};
 use super::known_hosts::Verdict;
+
+/// libgit2's depth for "fetch the whole history of a shallow mirror" (GIT_FETCH_DEPTH_UNSHALLOW).
+const UNSHALLOW: i32 = i32::MAX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -150,6 +156,8 @@ pub struct Fetched {
     pub text: String,
     /// The commit's raw signature and signed data, if it is signed.
     pub signature: Option<(Vec<u8>, Vec<u8>)>,
+    /// Where it stands to the last applied commit (`fetch_after`).
+    pub lineage: Lineage,
 }
 
 impl Remote {
@@ -191,9 +199,53 @@ impl Remote {
     /// Fetches the tip of the branch (blocking, at most [`Remote::deadline`]) and reads
     /// cluster.yaml there.
     pub fn fetch(&self) -> Result<Fetched, RemoteError> {
+        self.fetch_after("")
+    }
+
+    /// As `fetch`, and where the tip stands to LAST, the last applied commit ("" for none). The
+    /// mirror is shallow: when the tip's history stops short of LAST, the branch's history is
+    /// fetched once (later fetches bring only what is new) and walked again.
+    pub fn fetch_after(&self, last: &str) -> Result<Fetched, RemoteError> {
         set_timeouts(self.timeout);
-        let deadline = self.deadline();
         let repo = self.open_mirror()?;
+        self.transfer(&repo, 1)?;
+        let mut fetched = self.read(&repo)?;
+        fetched.lineage = self.lineage(&repo, &fetched.commit, last)?;
+        Ok(fetched)
+    }
+
+    fn lineage(&self, repo: &Repository, tip: &str, last: &str) -> Result<Lineage, RemoteError> {
+        if last.is_empty() || last == tip {
+            return Ok(Lineage::Unchecked);
+        }
+        let rewritten = Lineage::Rewritten {
+            last: last.to_string(),
+        };
+        let (Ok(tip), Ok(last)) = (git2::Oid::from_str(tip), git2::Oid::from_str(last)) else {
+            return Ok(rewritten);
+        };
+        let mirror_err = |e: git2::Error| RemoteError::Mirror {
+            dir: self.mirror.display().to_string(),
+            message: e.message().to_string(),
+        };
+        let walk = || {
+            let odb = repo.odb().map_err(mirror_err)?;
+            history::walk(&odb, tip, last, history::MAX_COMMITS).map_err(mirror_err)
+        };
+        let mut walked = walk()?;
+        if walked == Walk::Missing {
+            self.transfer(repo, UNSHALLOW)?;
+            walked = walk()?;
+        }
+        Ok(match walked {
+            Walk::Found => Lineage::Descends,
+            _ => rewritten,
+        })
+    }
+
+    /// Fetches the branch into the mirror, DEPTH commits deep (local repositories in full).
+    fn transfer(&self, repo: &Repository, depth: i32) -> Result<(), RemoteError> {
+        let deadline = self.deadline();
         let refused: RefCell<Option<RemoteError>> = RefCell::new(None);
         let mut cb = RemoteCallbacks::new();
         let auth = self.auth.clone();
@@ -260,9 +312,10 @@ impl Remote {
         }
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(cb);
-        // Only the tip is needed (libgit2's local transport cannot fetch shallow).
+        // The tip is enough, its history only to tell a force-push (libgit2's local transport
+        // cannot fetch shallow).
         if !self.url.starts_with("file://") && !Path::new(&self.url).exists() {
-            fo.depth(1);
+            fo.depth(depth);
         }
         if matches!(self.auth, Auth::Token(_)) {
             // A redirect would carry the token to wherever it points.
@@ -287,8 +340,7 @@ impl Remote {
             } else {
                 redact_in(e.message(), &self.url)
             },
-        })?;
-        self.read(&repo)
+        })
     }
 
     /// cluster.yaml at the tip of the fetched branch.
@@ -347,6 +399,7 @@ impl Remote {
             commit: id,
             text,
             signature,
+            lineage: Lineage::Unchecked,
         })
     }
 }

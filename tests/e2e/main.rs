@@ -22,5 +22,6 @@ mod slurm_client;
 mod slurm_reads;
 mod sync;
 mod topology;
+mod trust;
 mod upgrade;
 mod window;

@@ -1,0 +1,106 @@
+//! What a push may do (issue 33), on the bed's git server and apiserver: a push is trusted only
+//! as far as the install allows.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams};
+
+use crate::support::daemon::{Daemon, applied, gitops, status};
+use crate::support::{cluster_head, eventually, git};
+
+fn cluster_yaml(ns: &str, max_time: &str) -> String {
+    cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
+    - {{name: w, replicas: 0, cpu: "1", memory: 256Mi}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true, maxTime: "{max_time}"}}
+"#
+        )
+}
+
+/// Anyone able to push could move the branch back to an older commit (signed once, perhaps) and
+/// roll the cluster back: removed users and QOS return, old images too. The daemon refuses a tip
+/// that does not descend from the last applied commit and stays where it is; a tip several
+/// commits ahead (beyond the shallow mirror's depth) is taken; with --allow-force-push the
+/// install takes force-pushes, with a Warning Event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_allows_it() {
+    let (env, repo, url, dir) = gitops("force-push").await;
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &["--interval", "1s", "--no-slurm"],
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "second");
+    applied(&env, &c2, Duration::from_secs(20)).await;
+
+    // The branch moved back to c1.
+    let bare = repo.bare.to_str().unwrap();
+    git(
+        &repo.src,
+        &["push", "-qf", bare, &format!("{c1}:refs/heads/main")],
+    );
+    let s = eventually("the rewind refused", Duration::from_secs(20), async || {
+        status(&env)
+            .await
+            .filter(|s| s.result_commit == c1 && s.result == "refused")
+    })
+    .await;
+    assert_eq!(s.last_applied_commit, c2);
+    assert!(
+        s.errors
+            .contains("does not descend from the last applied commit")
+            && s.errors.contains("--allow-force-push"),
+        "{}",
+        s.errors
+    );
+    // Still refused a few polls later, nothing applied.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(status(&env).await.unwrap().last_applied_commit, c2);
+
+    // Two commits on top of c2, pushed at once: the mirror has the tip only (depth 1), its
+    // history is fetched to find c2 among its ancestors.
+    git(&repo.src, &["reset", "-q", "--hard", &c2]);
+    std::fs::write(repo.src.join("notes.txt"), "between").unwrap();
+    git(&repo.src, &["add", "."]);
+    git(&repo.src, &["commit", "-qm", "between"]);
+    let c3 = repo.push(&cluster_yaml(&env.ns, "3:00:00"), "third");
+    applied(&env, &c3, Duration::from_secs(20)).await;
+    drop(d);
+
+    // The install allows force-pushes: the rewind is taken, and says so.
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &["--interval", "1s", "--no-slurm", "--allow-force-push"],
+    );
+    git(
+        &repo.src,
+        &["push", "-qf", bare, &format!("{c1}:refs/heads/main")],
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    let events = Api::<Event>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let said = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ForcePushFollowed"));
+    let said = said.and_then(|e| e.message.clone()).unwrap_or_default();
+    assert!(
+        said.contains(&c1[..12]) && said.contains(&c3[..12]),
+        "no ForcePushFollowed Event naming both commits: {said:?}\n{}",
+        d.output()
+    );
+    drop(d);
+    env.cleanup().await;
+}
