@@ -182,6 +182,54 @@ fn values_that_would_inject_settings_into_slurm_conf_are_refused_where_they_stan
     assert!(d.path.ends_with("features[0]"), "{d}");
 }
 
+/// Issue 33: the JWT key (mint a token for any user), slurm.key and the database password are
+/// mounted by slurmops where they are needed; named anywhere else (a config file configless
+/// serves to every node, a worker's volume, a login sidecar's env) they reach Slurm users.
+#[test]
+fn the_clusters_own_secrets_cannot_be_handed_to_worker_login_or_config_files() {
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      volumes:\n        - {name: k, secret: {secretName: slurm-auth}}\n        - {name: ok, secret: {secretName: scratch-creds}}\n        - name: p\n          projected: {sources: [{secret: {name: slurm-jwt}}]}\n      podTemplate:\n        env:\n          - {name: T, valueFrom: {secretKeyRef: {name: slurm-jwt, key: jwt_hs256.key}}}\n",
+    );
+    let text = text.replace(
+        "  nodeSets:\n",
+        "  controller:\n    configFiles:\n      oci.conf: {secretRef: {name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n",
+    );
+    let e = errors(&text);
+    let own: Vec<&Diagnostic> = e
+        .iter()
+        .filter(|d| d.message.contains("holds the cluster's"))
+        .collect();
+    let paths: Vec<&str> = own.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(own.len(), 4, "{e:#?}");
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.ends_with("volumes[0].secret.secretName")),
+        "{paths:?}"
+    );
+    assert!(
+        paths.iter().any(|p| p.ends_with("sources[0].secret.name")),
+        "{paths:?}"
+    );
+    assert!(
+        paths.iter().any(|p| p.ends_with("secretKeyRef.name")),
+        "{paths:?}"
+    );
+    assert!(paths.iter().any(|p| p.contains("configFiles")), "{paths:?}");
+    let vol = own
+        .iter()
+        .find(|d| d.path.ends_with("volumes[0].secret.secretName"))
+        .unwrap();
+    assert_eq!(vol.line, line_of(&text, "secretName: slurm-auth"));
+    assert!(vol.message.contains("slurm.key"), "{vol}");
+    // Another Secret is the user's business; the examples' own references stay valid.
+    assert!(
+        !e.iter().any(|d| d.message.contains("scratch-creds")),
+        "{e:#?}"
+    );
+}
+
 #[test]
 fn invalid_names_are_dns_1123() {
     let d = one(&with("name: mini", "name: Mini_Cluster"));

@@ -9,6 +9,7 @@ mod canary;
 mod controller;
 mod grammar;
 mod pods;
+mod secrets;
 mod window;
 
 use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};
@@ -74,6 +75,7 @@ pub fn validate(c: &ClusterFile) -> Vec<Finding> {
     v.header(c);
     let spec = Path::root().key("spec");
     v.spec(&c.spec, &c.metadata, &spec);
+    v.own_secrets(c);
     v.out
 }
 

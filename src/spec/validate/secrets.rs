@@ -1,0 +1,104 @@
+//! The cluster's own Secrets stay where slurmops puts them. `spec.auth`'s keys (with the JWT key
+//! anyone mints a token for any Slurm user, root included; with `slurm.key` anyone speaks for
+//! slurmctld) and the database password are mounted by slurmops into the daemons that need them.
+//! Named anywhere else in cluster.yaml they reach pods Slurm users run in (worker and login pods,
+//! their sidecars) or every node (configless serves `controller.configFiles`), where any user
+//! can read them. The walk covers every reference form a pod or a config file can take, so a
+//! new field that takes a Secret is covered without a rule of its own.
+
+use serde_json::Value;
+
+use super::super::diag::Path;
+use super::super::types::ClusterFile;
+use super::Validator;
+
+impl Validator {
+    pub(super) fn own_secrets(&mut self, c: &ClusterFile) {
+        let auth = Path::root().key("spec").key("auth");
+        let mut own: Vec<(String, &str, Path)> = vec![
+            (
+                c.spec.auth.jwt_key.name.clone(),
+                "JWT signing key",
+                auth.key("jwtKey").key("name"),
+            ),
+            (
+                c.spec.auth.slurm_key.name.clone(),
+                "slurm.key",
+                auth.key("slurmKey").key("name"),
+            ),
+        ];
+        if let Some(db) = &c.spec.accounting.database {
+            own.push((
+                db.password.name.clone(),
+                "database password",
+                Path::root()
+                    .key("spec")
+                    .key("accounting")
+                    .key("database")
+                    .key("password")
+                    .key("name"),
+            ));
+        }
+        let Ok(tree) = serde_json::to_value(c) else {
+            return;
+        };
+        let mut found = Vec::new();
+        references(&tree, &Path::root(), None, &mut found);
+        for (name, at) in found {
+            let Some((_, what, _)) = own.iter().find(|(n, _, home)| *n == name && *home != at)
+            else {
+                continue;
+            };
+            self.err(
+                at,
+                format!(
+                    "Secret {name} holds the cluster's {what}: named here it reaches pods Slurm users run in, or every node, where any user can read it"
+                ),
+                "slurmops mounts it where it is needed; refer to another Secret here",
+            );
+        }
+    }
+}
+
+/// Every Secret name V refers to, with its path (AT: V's; KEY: the key V is under): a
+/// `secretName`, the `name` of a `secret` (projected volumes), of a `secretRef`, `secretKeyRef`
+/// or any `...SecretRef`, of the SecretRef fields of cluster.yaml, and of `imagePullSecrets`.
+fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<(String, Path)>) {
+    match v {
+        Value::Object(m) => {
+            let refers = key.is_some_and(|k| {
+                k == "secret"
+                    || k == "secretKeyRef"
+                    || k.ends_with("SecretRef")
+                    || k == "secretRef"
+                    || k.ends_with("Secrets")
+            });
+            // cluster.yaml's own SecretRef: exactly a name and a key.
+            let own_ref = m.len() == 2 && m.get("key").is_some_and(Value::is_string);
+            if (refers || own_ref)
+                && let Some(Value::String(n)) = m.get("name")
+            {
+                out.push((n.clone(), at.key("name")));
+            }
+            for (k, child) in m {
+                if k == "secretName"
+                    && let Value::String(n) = child
+                {
+                    out.push((n.clone(), at.key(k)));
+                }
+                references(child, &at.key(k), Some(k), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                if let (Some(k), Value::String(n)) = (key, item)
+                    && k.ends_with("Secrets")
+                {
+                    out.push((n.clone(), at.index(i)));
+                }
+                references(item, &at.index(i), key, out);
+            }
+        }
+        _ => {}
+    }
+}
