@@ -26,4 +26,5 @@ pub mod source;
 pub mod spec;
 pub mod status;
 pub mod sync;
+pub mod text;
 pub mod vocab;

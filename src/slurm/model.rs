@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Deserializer};
 
 use super::hostlist;
+use crate::text;
 
 /// slurmrestd data parsers slurmops speaks, newest first (the probing order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -350,10 +351,11 @@ impl From<NodeWire> for Node {
         Node {
             name: w.name,
             state: NodeState(w.state.into_iter().map(|s| s.to_uppercase()).collect()),
-            reason: w.reason,
-            reason_set_by_user: w.reason_set_by_user,
+            // Set by Slurm users and administrators: shown in status, Events and plans.
+            reason: text::clean(w.reason),
+            reason_set_by_user: text::clean(w.reason_set_by_user),
             reason_changed_at: w.reason_changed_at,
-            comment: w.comment,
+            comment: text::clean(w.comment),
             partitions: w.partitions,
             features: w.features,
             cpus: w.cpus,
@@ -426,20 +428,21 @@ impl TryFrom<JobWire> for Job {
     fn try_from(w: JobWire) -> Result<Job, Self::Error> {
         Ok(Job {
             id: w.job_id,
-            name: w.name,
-            user: w.user_name,
-            account: w.account,
+            // A Slurm user's choice: shown in status, Events and plans.
+            name: text::clean(w.name),
+            user: text::clean(w.user_name),
+            account: text::clean(w.account),
             state: w.job_state,
             partition: w.partition,
             nodes: hostlist::expand(&w.nodes)?,
             end_time: w.end_time.filter(|t| *t > 0),
             start_time: w.start_time.filter(|t| *t > 0),
-            state_reason: w.state_reason,
+            state_reason: text::clean(w.state_reason),
             node_count: w
                 .node_count
                 .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
             exclusive: w.shared.iter().any(|x| x == "none" || x == "exclusive"),
-            comment: w.comment,
+            comment: text::clean(w.comment),
             // PENDING/RUNNING jobs report status ["PENDING"] and code 0: not an exit yet.
             exit_code: w.exit_code.return_code.filter(|_| {
                 w.exit_code

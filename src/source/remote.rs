@@ -338,7 +338,8 @@ impl Remote {
                     deadline.as_secs()
                 )
             } else {
-                redact_in(e.message(), &self.url)
+                // The server's own words: escaped for terminals.
+                crate::text::clean(redact_in(e.message(), &self.url))
             },
         })
     }

@@ -87,13 +87,19 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Paths and messages quote cluster.yaml's keys and values: escaped for terminals.
+        use crate::text::escaped;
         write!(
             f,
             "{}:{}:{}: error: {}: {}",
-            self.file, self.line, self.col, self.path, self.message
+            escaped(&self.file),
+            self.line,
+            self.col,
+            escaped(&self.path),
+            escaped(&self.message)
         )?;
         if let Some(h) = &self.hint {
-            write!(f, " ({h})")?;
+            write!(f, " ({})", escaped(h))?;
         }
         Ok(())
     }

@@ -568,3 +568,47 @@ async fn pending_jobs_per_partition_and_reservations_come_from_real_slurm() {
     assert_eq!(c.resume(&node.name).await.unwrap(), Resume::Resumed);
 }
 }
+
+/// Issue 33: a Slurm user writes job names, comments and drain reasons, and slurmops shows them
+/// in status, Events, plans and logs. Terminal sequences in them (set the title, clear the
+/// screen) reach slurmops as sent, and are escaped when read.
+#[tokio::test(flavor = "multi_thread")]
+async fn terminal_sequences_a_slurm_user_writes_are_escaped_when_read() {
+    let s = unique_suffix();
+    let node = Slurmd::start(&format!("esc-{s}"), "bed");
+    let c = client(DataParser::V0042);
+    wait_idle(&c, &node.name).await;
+    let evil = "\u{1b}]0;owned\u{7}\u{1b}[2J";
+    scontrol(&[
+        "update",
+        &format!("nodename={}", node.name),
+        "state=drain",
+        &format!("reason=disk{evil}"),
+    ]);
+    let job = support::slurm::submit_job(
+        serde_json::json!({"partition": "all", "hold": true, "name": format!("j{evil}"),
+            "comment": format!("c{evil}")}),
+        1,
+    )
+    .await;
+    let read = c.node(&node.name).await.unwrap();
+    let jobs = c.jobs().await.unwrap();
+    let j = jobs.iter().find(|j| j.id == job).expect("the held job");
+    let shown = "\\u{1b}]0;owned\\u{7}\\u{1b}[2J";
+    assert_eq!(read.reason, format!("disk{shown}"));
+    assert_eq!(j.name, format!("j{shown}"));
+    assert_eq!(j.comment, format!("c{shown}"));
+    // Slurm kept them as sent: the escaping is ours.
+    let raw = sh(&[
+        "exec",
+        slurm_instance(),
+        "squeue",
+        "-h",
+        "-j",
+        &job.to_string(),
+        "-o",
+        "%j",
+    ]);
+    sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
+    assert!(raw.contains('\u{1b}'), "{raw:?}");
+}

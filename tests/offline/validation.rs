@@ -182,6 +182,23 @@ fn values_that_would_inject_settings_into_slurm_conf_are_refused_where_they_stan
     assert!(d.path.ends_with("features[0]"), "{d}");
 }
 
+/// Issue 33: diagnostics quote cluster.yaml's keys and values; a value carrying terminal
+/// sequences (a title change, a screen clear) prints escaped, in CI logs and the status alike.
+#[test]
+fn diagnostics_print_terminal_sequences_from_cluster_yaml_escaped() {
+    let e = errors(&with(
+        "      replicas: 2\n",
+        "      replicas: 2\n      \"rep\\e]0;owned\\a\\e[2J\": 1\n",
+    ));
+    let shown: Vec<String> = e.iter().map(ToString::to_string).collect();
+    let d = shown
+        .iter()
+        .find(|d| d.contains("owned"))
+        .unwrap_or_else(|| panic!("the key is not quoted: {shown:#?}"));
+    assert!(!d.contains('\u{1b}') && !d.contains('\u{7}'), "{d:?}");
+    assert!(d.contains("\\u{1b}]0;owned\\u{7}\\u{1b}[2J"), "{d}");
+}
+
 /// Issue 33: the JWT key (mint a token for any user), slurm.key and the database password are
 /// mounted by slurmops where they are needed; named anywhere else (a config file configless
 /// serves to every node, a worker's volume, a login sidecar's env) they reach Slurm users.
