@@ -138,3 +138,37 @@ pub fn role(name: &str, namespace: &str, leases: &[String], jwt_secrets: &[Strin
         rules: Some(rules),
     }
 }
+
+/// The Role of the daemon in its own namespace when no cluster lives there: its Lease and
+/// status ConfigMap (by name, and create: a create cannot be limited by name) and Events.
+/// Nothing that makes a pod, so nothing there can mount its git token or ServiceAccount token.
+pub fn home_role(name: &str, namespace: &str, lease: &str, status: &str) -> Role {
+    let named =
+        |group: &str, resource: &str, verbs: &[&str], names: Option<Vec<String>>| PolicyRule {
+            api_groups: Some(vec![group.to_string()]),
+            resources: Some(vec![resource.to_string()]),
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            resource_names: names,
+            ..PolicyRule::default()
+        };
+    Role {
+        metadata: meta(name, Some(namespace)),
+        rules: Some(vec![
+            named("coordination.k8s.io", "leases", &["create"], None),
+            named(
+                "coordination.k8s.io",
+                "leases",
+                &["get", "update"],
+                Some(vec![lease.to_string()]),
+            ),
+            named("", "configmaps", &["create"], None),
+            named(
+                "",
+                "configmaps",
+                &["get", "patch", "update"],
+                Some(vec![status.to_string()]),
+            ),
+            named("", "events", &["create", "patch"], None),
+        ]),
+    }
+}

@@ -56,6 +56,14 @@ pub struct RunArgs {
     /// Namespace of the status ConfigMap and the leader Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
+    /// A namespace cluster.yaml may name (repeat, or comma-separated in the environment); a
+    /// commit naming another is refused. Default: --namespace only.
+    #[arg(
+        long = "cluster-namespace",
+        env = "SLURMOPS_CLUSTER_NAMESPACES",
+        value_delimiter = ','
+    )]
+    cluster_namespaces: Vec<String>,
     /// The cluster (cluster.yaml's metadata.name) this daemon manages, so that several daemons
     /// share a namespace: its Lease is `slurmops-leader-NAME`, its status `slurmops-status-NAME`,
     /// its metrics carry `cluster="NAME"`, and a cluster.yaml naming another cluster is refused.
@@ -311,6 +319,12 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             None => None,
         },
         namespace: a.namespace.clone(),
+        guard: crate::spec::Guardrails {
+            namespaces: Some(match a.cluster_namespaces.is_empty() {
+                true => vec![a.namespace.clone()],
+                false => a.cluster_namespaces.clone(),
+            }),
+        },
         cluster: a.cluster.clone(),
         identity: a.identity.clone(),
         slurm,

@@ -97,6 +97,16 @@ pub fn node_reader_name(name: &str, namespace: &str) -> String {
     format!("{name}-{namespace}-node-reader")
 }
 
+impl Install {
+    /// The namespaces its clusters live in: those given, else its own.
+    pub fn cluster_namespaces(&self) -> Vec<String> {
+        match self.cluster_namespaces.is_empty() {
+            true => vec![self.namespace.clone()],
+            false => self.cluster_namespaces.clone(),
+        }
+    }
+}
+
 fn meta(i: &Install, namespace: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(i.name()),
@@ -133,18 +143,25 @@ pub fn objects(i: &Install) -> Vec<Json> {
         automount_service_account_token: Some(true),
         ..ServiceAccount::default()
     })];
-    let mut namespaces = vec![i.namespace.clone()];
-    namespaces.extend(i.cluster_namespaces.iter().cloned());
+    let clusters = i.cluster_namespaces();
+    let mut namespaces = clusters.clone();
+    namespaces.push(i.namespace.clone());
     namespaces.sort();
     namespaces.dedup();
+    let lease = rbac::lease_for(i.cluster.as_deref());
     for ns in &namespaces {
-        let lease = rbac::lease_for(i.cluster.as_deref());
-        out.push(to_json(&rbac::role(
-            &i.name(),
-            ns,
-            &[lease],
-            &i.jwt_secrets,
-        )));
+        // Its own namespace, when no cluster lives there: its Lease, its status and Events, no
+        // workload (a pod there could mount its git token and ServiceAccount token).
+        let role = match clusters.contains(ns) {
+            true => rbac::role(&i.name(), ns, std::slice::from_ref(&lease), &i.jwt_secrets),
+            false => rbac::home_role(
+                &i.name(),
+                ns,
+                &lease,
+                &crate::status::configmap::name_for(i.cluster.as_deref()),
+            ),
+        };
+        out.push(to_json(&role));
         out.push(to_json(&RoleBinding {
             metadata: meta(i, ns),
             role_ref: RoleRef {
@@ -250,6 +267,9 @@ fn args(i: &Install) -> Vec<String> {
     }
     if let Some(c) = &i.cluster {
         a.push(format!("--cluster={c}"));
+    }
+    for ns in i.cluster_namespaces() {
+        a.push(format!("--cluster-namespace={ns}"));
     }
     a
 }
@@ -499,7 +519,10 @@ mod tests {
     #[test]
     fn the_role_reads_one_secret_and_one_lease_by_name_and_writes_no_secret() {
         let objs = objects(&install());
-        for role in find(&objs, "Role") {
+        let in_clusters = find(&objs, "Role")
+            .into_iter()
+            .filter(|r| r["metadata"]["namespace"] == "slurm");
+        for role in in_clusters {
             let rules = role["rules"].as_array().unwrap();
             let on = |res: &str| -> Vec<&Json> {
                 rules
@@ -530,6 +553,46 @@ mod tests {
         let args =
             &find(&objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"];
         assert!(args.as_array().unwrap().iter().any(|a| a == "--no-slurm"));
+    }
+
+    #[test]
+    fn where_no_cluster_lives_the_daemon_holds_its_lease_status_and_events_and_makes_no_pod() {
+        let objs = objects(&install());
+        let home: Vec<&Json> = find(&objs, "Role")
+            .into_iter()
+            .filter(|r| r["metadata"]["namespace"] == "slurmops")
+            .collect();
+        assert_eq!(home.len(), 1);
+        for rule in home[0]["rules"].as_array().unwrap() {
+            let resources = rule["resources"].to_string();
+            let verbs = rule["verbs"].to_string();
+            let named = !rule["resourceNames"].is_null();
+            let ok = match resources.as_str() {
+                r#"["leases"]"# | r#"["configmaps"]"# => verbs == r#"["create"]"# || named,
+                r#"["events"]"# => true,
+                _ => false,
+            };
+            assert!(ok, "{rule}");
+        }
+        let args =
+            find(&objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+                .to_string();
+        assert!(
+            args.contains("--cluster-namespace=slurm")
+                && !args.contains("--cluster-namespace=slurmops"),
+            "{args}"
+        );
+        // Installed for its own namespace (the default): the workload Role there, told to apply there.
+        let own = objects(&Install {
+            cluster_namespaces: Vec::new(),
+            ..install()
+        });
+        let roles = find(&own, "Role");
+        assert_eq!(roles.len(), 1);
+        assert!(roles[0].to_string().contains("\"pods\""));
+        let args = find(&own, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+            .to_string();
+        assert!(args.contains("--cluster-namespace=slurmops"), "{args}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct Config {
     pub webhook_secret: Option<secrecy::SecretSlice<u8>>,
     /// Namespace of the status ConfigMap and the leader Lease.
     pub namespace: String,
+    /// What the install allows a commit (checked with validation: a refused commit is
+    /// `refused`, each finding at its position).
+    pub guard: crate::spec::Guardrails,
     /// The cluster (cluster.yaml's metadata.name) this daemon manages, when several share the
     /// namespace: its Lease, status ConfigMap and metrics carry the name, and a cluster.yaml
     /// naming another cluster is refused.

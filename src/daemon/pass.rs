@@ -290,6 +290,16 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
             None
         }
         Ok(c) => {
+            // What the install's guardrails refuse, each at its position.
+            let refused = spec::refusals(&f.name, &f.text, &c, &cfg.guard);
+            if !refused.is_empty() {
+                let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused by the install's guardrails: {}", short(&f.commit), lines.join("; "));
+                happen(state, Happened::Refused(&f.commit));
+                state.status.errors = lines.join("\n");
+                super::report::count(shared, Verdict::Refused, started);
+                return None;
+            }
             let r = crate::render::render(&c);
             Some(Loaded {
                 fetched: f.clone(),

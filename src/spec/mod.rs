@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod canary;
 pub mod check;
 pub mod diag;
+pub mod guard;
 pub mod nodeset;
 pub mod policy;
 pub mod release;
@@ -16,6 +17,7 @@ pub mod words;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Path};
+pub use guard::Guardrails;
 pub use types::*;
 
 /// The JSON Schema of cluster.yaml, generated from the types.
@@ -53,44 +55,7 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
         }]
     })?;
     let (value, findings, total) = check::check(&tree, schema(), MAX_DIAGNOSTICS);
-    let at = |findings: Vec<diag::Finding>, total: usize| {
-        let mut out: Vec<Diagnostic> = findings
-            .into_iter()
-            .take(MAX_DIAGNOSTICS)
-            .map(|f| {
-                let pos = match &f.at_key {
-                    Some(k) => {
-                        let owner = f.path.parent();
-                        locate_node(&tree, &owner)
-                            .and_then(|n| n.key_pos(k))
-                            .unwrap_or_else(|| tree.locate(&owner))
-                    }
-                    None => tree.locate(&f.path),
-                };
-                Diagnostic {
-                    file: file.to_string(),
-                    line: pos.line.max(1),
-                    col: pos.col.max(1),
-                    path: f.path.to_string(),
-                    message: f.message,
-                    hint: f.hint,
-                }
-            })
-            .collect();
-        out.sort_by(|a, b| (a.line, a.col, &a.message).cmp(&(b.line, b.col, &b.message)));
-        out.dedup();
-        if total > MAX_DIAGNOSTICS {
-            out.push(Diagnostic {
-                file: file.to_string(),
-                line: out.last().map_or(1, |d| d.line),
-                col: out.last().map_or(1, |d| d.col),
-                path: "(more)".into(),
-                message: format!("{} more problems not shown", total - MAX_DIAGNOSTICS),
-                hint: Some("fix the ones above and validate again".into()),
-            });
-        }
-        out
-    };
+    let at = |findings: Vec<diag::Finding>, total: usize| diagnostics(file, &tree, findings, total);
     // Structural findings drop the offending values; when what is left still reads as a cluster,
     // the semantic checks run too, so that one run reports as much as it can.
     let cluster: Result<ClusterFile, _> = serde_json::from_value(value);
@@ -108,6 +73,77 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
         }
         Err(_) if !findings.is_empty() => Err(at(findings, total)),
         Err(e) => Err(at(vec![diag::Finding::new(Path::root(), e.to_string())], 1)),
+    }
+}
+
+/// FINDINGS (of TOTAL) in FILE, whose YAML is TREE, at their positions, sorted; past
+/// MAX_DIAGNOSTICS, one more line counts the rest.
+fn diagnostics(
+    file: &str,
+    tree: &yaml::Node,
+    findings: Vec<diag::Finding>,
+    total: usize,
+) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = findings
+        .into_iter()
+        .take(MAX_DIAGNOSTICS)
+        .map(|f| {
+            let pos = match &f.at_key {
+                Some(k) => {
+                    let owner = f.path.parent();
+                    locate_node(tree, &owner)
+                        .and_then(|n| n.key_pos(k))
+                        .unwrap_or_else(|| tree.locate(&owner))
+                }
+                None => tree.locate(&f.path),
+            };
+            Diagnostic {
+                file: file.to_string(),
+                line: pos.line.max(1),
+                col: pos.col.max(1),
+                path: f.path.to_string(),
+                message: f.message,
+                hint: f.hint,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (a.line, a.col, &a.message).cmp(&(b.line, b.col, &b.message)));
+    out.dedup();
+    if total > MAX_DIAGNOSTICS {
+        out.push(Diagnostic {
+            file: file.to_string(),
+            line: out.last().map_or(1, |d| d.line),
+            col: out.last().map_or(1, |d| d.col),
+            path: "(more)".into(),
+            message: format!("{} more problems not shown", total - MAX_DIAGNOSTICS),
+            hint: Some("fix the ones above and validate again".into()),
+        });
+    }
+    out
+}
+
+/// What GUARD refuses of C, loaded from TEXT (FILE), at its positions: empty when the install
+/// allows all of it.
+pub fn refusals(file: &str, text: &str, c: &ClusterFile, guard: &Guardrails) -> Vec<Diagnostic> {
+    let findings = guard.check(c);
+    if findings.is_empty() {
+        return Vec::new();
+    }
+    let total = findings.len();
+    // TEXT loaded into C: it parses.
+    match yaml::parse(text) {
+        Ok(tree) => diagnostics(file, &tree, findings, total),
+        Err(_) => findings
+            .into_iter()
+            .map(|f| Diagnostic {
+                file: file.to_string(),
+                line: 1,
+                col: 1,
+                path: f.path.to_string(),
+                message: f.message,
+                hint: f.hint,
+            })
+            .collect(),
     }
 }
 

@@ -104,3 +104,41 @@ async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_al
     drop(d);
     env.cleanup().await;
 }
+
+/// A commit may name only the namespaces the daemon was installed for (by default its own): one
+/// naming another namespace (the daemon's own, where its git token and ServiceAccount token
+/// live, when clusters live elsewhere) is refused at its position, nothing applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_naming_a_namespace_the_install_does_not_allow_is_refused_at_its_position() {
+    let (env, repo, url, dir) = gitops("pinned").await;
+    let elsewhere = format!("{}-x", env.ns);
+    let c1 = repo.push(&cluster_yaml(&elsewhere, "1:00:00"), "elsewhere");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &["--interval", "1s", "--no-slurm"],
+    );
+    let s = eventually("the commit refused", Duration::from_secs(60), async || {
+        status(&env)
+            .await
+            .filter(|s| s.result_commit == c1 && s.result == "refused")
+    })
+    .await;
+    assert!(
+        s.errors
+            .contains(&format!("{url}@{}:cluster.yaml:", &c1[..12]))
+            && s.errors.contains("metadata.namespace")
+            && s.errors.contains(&elsewhere)
+            && s.errors.contains("--cluster-namespace"),
+        "{}",
+        s.errors
+    );
+    assert!(s.last_applied_commit.is_empty(), "{s:?}");
+    // The namespace it was installed for: applied.
+    let c2 = repo.push(&cluster_yaml(&env.ns, "2:00:00"), "here");
+    applied(&env, &c2, Duration::from_secs(30)).await;
+    drop(d);
+    env.cleanup().await;
+}
