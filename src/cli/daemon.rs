@@ -121,6 +121,28 @@ pub struct RunArgs {
     /// (`gpg --armor --export`); with --allowed-signers too, either kind of signature is accepted.
     #[arg(long, env = "SLURMOPS_ALLOWED_GPG_KEYS")]
     allowed_gpg_keys: Option<PathBuf>,
+    /// Allow hostPath volumes under PREFIX in what cluster.yaml adds to pods (repeat); by
+    /// default none is allowed.
+    #[arg(
+        long = "allow-host-path",
+        env = "SLURMOPS_ALLOW_HOST_PATHS",
+        value_delimiter = ','
+    )]
+    allow_host_paths: Vec<String>,
+    /// Allow what cluster.yaml adds to pods to run privileged, add capabilities beyond Pod
+    /// Security baseline, or share the node's network, PID or IPC namespace.
+    #[arg(long, env = "SLURMOPS_ALLOW_PRIVILEGED")]
+    allow_privileged: bool,
+    /// Allow pods to run as this ServiceAccount (repeat); by default only the rendered ones.
+    #[arg(
+        long = "allow-service-account",
+        env = "SLURMOPS_ALLOW_SERVICE_ACCOUNTS",
+        value_delimiter = ','
+    )]
+    allow_service_accounts: Vec<String>,
+    /// Allow tolerations of the control plane's taints (or of every taint).
+    #[arg(long, env = "SLURMOPS_ALLOW_CONTROL_PLANE")]
+    allow_control_plane: bool,
     /// Take a tip that does not descend from the last applied commit (the branch moved back or
     /// its history rewritten): logged, and a ForcePushFollowed Event. Without it such a tip is
     /// refused and the cluster stays where it is (anyone able to push could otherwise roll it back
@@ -320,10 +342,14 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         },
         namespace: a.namespace.clone(),
         guard: crate::spec::Guardrails {
-            namespaces: Some(match a.cluster_namespaces.is_empty() {
+            host_paths: a.allow_host_paths.clone(),
+            privileged: a.allow_privileged,
+            service_accounts: a.allow_service_accounts.clone(),
+            control_plane: a.allow_control_plane,
+            ..crate::spec::Guardrails::safe(match a.cluster_namespaces.is_empty() {
                 true => vec![a.namespace.clone()],
                 false => a.cluster_namespaces.clone(),
-            }),
+            })
         },
         cluster: a.cluster.clone(),
         identity: a.identity.clone(),
@@ -476,6 +502,19 @@ pub struct InstallArgs {
     /// are applied too.
     #[arg(long)]
     allowed_gpg_keys: Option<String>,
+    /// hostPath prefix cluster.yaml may mount in pods (repeat; the daemon's --allow-host-path).
+    #[arg(long = "allow-host-path")]
+    allow_host_paths: Vec<String>,
+    /// Let cluster.yaml add privileged containers, capabilities beyond baseline and host
+    /// namespaces to pods (the daemon's --allow-privileged).
+    #[arg(long)]
+    allow_privileged: bool,
+    /// ServiceAccount cluster.yaml may run pods as (repeat; the daemon's --allow-service-account).
+    #[arg(long = "allow-service-account")]
+    allow_service_accounts: Vec<String>,
+    /// Let cluster.yaml tolerate the control plane's taints (the daemon's --allow-control-plane).
+    #[arg(long)]
+    allow_control_plane: bool,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see README, Benchmarks).
     #[arg(long, default_value_t = 1000)]
@@ -505,6 +544,12 @@ pub fn install(a: InstallArgs) -> Outcome {
         },
         allowed_signers: a.allowed_signers,
         allowed_gpg_keys: a.allowed_gpg_keys,
+        guard: crate::daemon::install::Widened {
+            host_paths: a.allow_host_paths,
+            privileged: a.allow_privileged,
+            service_accounts: a.allow_service_accounts,
+            control_plane: a.allow_control_plane,
+        },
         workers: a.workers,
     };
     if !i.verifies_signatures() {

@@ -56,6 +56,8 @@ pub struct Install {
     pub allowed_signers: Option<String>,
     /// ConfigMap with `allowed_gpg_keys` (armored OpenPGP keys allowed to sign commits).
     pub allowed_gpg_keys: Option<String>,
+    /// Guardrails widened at install (the daemon's `--allow-*` flags).
+    pub guard: Widened,
     /// Workers the daemon's clusters have at most: its memory limit follows (`memory_limit_mib`).
     pub workers: u32,
 }
@@ -95,6 +97,15 @@ pub const UNSIGNED_WARNING: &str = "WARNING: commit signature verification is OF
 /// install, so several installs do not share a binding).
 pub fn node_reader_name(name: &str, namespace: &str) -> String {
     format!("{name}-{namespace}-node-reader")
+}
+
+/// What the install lets a commit ask for beyond the daemon's safe defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Widened {
+    pub host_paths: Vec<String>,
+    pub privileged: bool,
+    pub service_accounts: Vec<String>,
+    pub control_plane: bool,
 }
 
 impl Install {
@@ -270,6 +281,23 @@ fn args(i: &Install) -> Vec<String> {
     }
     for ns in i.cluster_namespaces() {
         a.push(format!("--cluster-namespace={ns}"));
+    }
+    let g = &i.guard;
+    a.extend(
+        g.host_paths
+            .iter()
+            .map(|p| format!("--allow-host-path={p}")),
+    );
+    a.extend(
+        g.service_accounts
+            .iter()
+            .map(|s| format!("--allow-service-account={s}")),
+    );
+    if g.privileged {
+        a.push("--allow-privileged".into());
+    }
+    if g.control_plane {
+        a.push("--allow-control-plane".into());
     }
     a
 }
@@ -485,6 +513,7 @@ mod tests {
             jwt_secrets: vec!["slurm-jwt".into()],
             allowed_signers: None,
             allowed_gpg_keys: None,
+            guard: Widened::default(),
             workers: 1000,
         }
     }

@@ -221,6 +221,12 @@ impl Remote {
         let rewritten = Lineage::Rewritten {
             last: last.to_string(),
         };
+        // The status ConfigMap is read back as written, or tampered with: a last applied commit
+        // that is no commit id names nothing to descend from.
+        let is_id = |s: &str| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_id(last) {
+            return Ok(Lineage::Unchecked);
+        }
         let (Ok(tip), Ok(last)) = (git2::Oid::from_str(tip), git2::Oid::from_str(last)) else {
             return Ok(rewritten);
         };

@@ -1,23 +1,89 @@
 //! Guardrails owned by the install, never by git: what a commit may ask for however it is
 //! written, checked after validation and reported the same way (each finding at its
 //! `FILE:LINE:COL`, with the install setting that would allow it), so that a refused commit
-//! changes nothing. Given by the daemon's flags; `validate` and `plan` check none unless given.
+//! changes nothing. The daemon takes them from its flags (`slurmops install` sets them) and is
+//! safe by default; `validate` and `plan` check none unless given.
 //!
-//! First rule: the namespaces a cluster may live in. The daemon's own namespace holds its git
-//! token, webhook secret and ServiceAccount token; a commit that names it would mount them into
-//! pods that Slurm users can reach.
+//! - The namespaces a cluster may live in. The daemon's own namespace holds its git token,
+//!   webhook secret and ServiceAccount token; a commit naming it would mount them into pods
+//!   Slurm users reach.
+//! - Node root: what cluster.yaml adds to pods (volumes, containers, pod settings of any
+//!   component) may not mount the node's filesystem outside listed prefixes, share its
+//!   namespaces, run privileged or with capabilities beyond Pod Security "baseline", run as
+//!   a ServiceAccount not listed, or tolerate the control plane's taints. slurmd's own container
+//!   (a NodeSet's `privileged`, on by default for cgroup job containment, and its
+//!   `containerSecurityContext`) is what Slurm itself needs and is not checked here. The rules
+//!   walk every field, so a new field of a pod is covered without a rule of its own.
 
-use super::diag::{Finding, Path};
+use serde_json::Value;
+
+use super::diag::{Finding, Path, PathSeg};
 use super::types::ClusterFile;
+
+/// Capabilities Pod Security "baseline" allows a container to add.
+const BASELINE_CAPABILITIES: &[&str] = &[
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// Taints of control-plane nodes (a pod tolerating them may run there).
+const CONTROL_PLANE_TAINTS: &[&str] = &[
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+
+/// A NodeSet's settings of the slurmd container: Slurm's own need, not checked.
+const SLURMD: &[&str] = &["privileged", "containerSecurityContext"];
+
+/// Keys whose maps are the user's own words (labels, Slurm settings), not pod fields.
+const FREE_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "slurmConf",
+    "slurmdbdConf",
+    "options",
+    "configFiles",
+];
 
 /// What the install allows a commit.
 #[derive(Debug, Clone, Default)]
 pub struct Guardrails {
     /// The namespaces cluster.yaml's `metadata.namespace` may name (None: any).
     pub namespaces: Option<Vec<String>>,
+    /// Node root checked (the daemon); false: not checked (`validate`, `plan` without a policy).
+    pub pods: bool,
+    /// hostPath volumes allowed under these prefixes.
+    pub host_paths: Vec<String>,
+    /// Privileged containers, added capabilities beyond baseline, host namespaces.
+    pub privileged: bool,
+    /// ServiceAccounts pods may run as.
+    pub service_accounts: Vec<String>,
+    /// Tolerations of the control plane's taints.
+    pub control_plane: bool,
 }
 
 impl Guardrails {
+    /// The daemon's defaults: no node root, the namespace given.
+    pub fn safe(namespaces: Vec<String>) -> Guardrails {
+        Guardrails {
+            namespaces: Some(namespaces),
+            pods: true,
+            ..Guardrails::default()
+        }
+    }
+
     /// Every way C asks for more than the install allows.
     pub fn check(&self, c: &ClusterFile) -> Vec<Finding> {
         let mut out = Vec::new();
@@ -38,6 +104,205 @@ impl Guardrails {
                 ),
             );
         }
+        if self.pods
+            && let Ok(spec) = serde_json::to_value(&c.spec)
+        {
+            self.walk(&spec, &Path::root().key("spec"), &mut out);
+        }
         out
+    }
+
+    fn walk(&self, v: &Value, at: &Path, out: &mut Vec<Finding>) {
+        match v {
+            Value::Object(m) => {
+                let node_set = matches!(
+                    at.segments(),
+                    [PathSeg::Key(s), PathSeg::Key(n), PathSeg::Index(_)] if s == "spec" && n == "nodeSets"
+                );
+                for (k, child) in m {
+                    // slurmd's own container: what Slurm needs (cgroups), named in the NodeSet.
+                    if node_set && SLURMD.contains(&k.as_str()) {
+                        continue;
+                    }
+                    let here = at.key(k);
+                    self.field(k, child, &here, out);
+                    if !FREE_MAPS.contains(&k.as_str()) {
+                        self.walk(child, &here, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.walk(item, &at.index(i), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Field K with value V at AT: a finding when the install does not allow it.
+    fn field(&self, k: &str, v: &Value, at: &Path, out: &mut Vec<Finding>) {
+        const PRIVILEGED: &str = "the install allows it with the daemon's --allow-privileged (slurmops install --allow-privileged)";
+        let mut refuse = |path: Path, what: String, hint: &str| {
+            out.push(Finding::new(path, what).hint(hint));
+        };
+        match (k, v) {
+            ("hostPath", Value::Object(h)) => {
+                let path = h.get("path").and_then(Value::as_str).unwrap_or_default();
+                if !self.host_paths.iter().any(|p| under(path, p)) {
+                    refuse(
+                        at.key("path"),
+                        format!(
+                            "hostPath {path}: a pod mounting the node's filesystem there can take the node ({})",
+                            match self.host_paths.is_empty() {
+                                true => "this install allows no hostPath".to_string(),
+                                false => format!("allowed under: {}", self.host_paths.join(", ")),
+                            }
+                        ),
+                        "use a PersistentVolumeClaim, or the install allows the prefix with the daemon's --allow-host-path PREFIX (slurmops install --allow-host-path)",
+                    );
+                }
+            }
+            ("hostNetwork" | "hostPID" | "hostIPC", Value::Bool(true)) if !self.privileged => {
+                refuse(
+                    at.clone(),
+                    format!("{k}: the pod would share the node's namespace"),
+                    PRIVILEGED,
+                );
+            }
+            ("privileged", Value::Bool(true)) if !self.privileged => {
+                refuse(
+                    at.clone(),
+                    "a privileged container is root on the node".into(),
+                    PRIVILEGED,
+                );
+            }
+            ("capabilities", Value::Object(c)) if !self.privileged => {
+                let added = c.get("add").and_then(Value::as_array);
+                for (i, cap) in added.into_iter().flatten().enumerate() {
+                    let name = cap.as_str().unwrap_or_default();
+                    let bare = name.trim_start_matches("CAP_");
+                    if !BASELINE_CAPABILITIES.contains(&bare) {
+                        refuse(
+                            at.key("add").index(i),
+                            format!("capability {name} is beyond Pod Security baseline"),
+                            PRIVILEGED,
+                        );
+                    }
+                }
+            }
+            ("serviceAccountName", Value::String(sa)) if !self.service_accounts.contains(sa) => {
+                refuse(
+                    at.clone(),
+                    format!(
+                        "ServiceAccount {sa}: its token and its rights would be the pod's, reachable by Slurm users"
+                    ),
+                    "the install allows it with the daemon's --allow-service-account NAME (slurmops install --allow-service-account)",
+                );
+            }
+            ("tolerations", Value::Array(ts)) if !self.control_plane => {
+                for (i, t) in ts.iter().enumerate() {
+                    let key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+                    let all = key.is_empty()
+                        && t.get("operator").and_then(Value::as_str) == Some("Exists");
+                    if all || CONTROL_PLANE_TAINTS.contains(&key) {
+                        refuse(
+                            at.index(i),
+                            "this toleration lets the pod run on control-plane nodes".into(),
+                            "name the taints of the nodes meant for it, or the install allows it with the daemon's --allow-control-plane (slurmops install --allow-control-plane)",
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// PATH is PREFIX or below it (`/data` holds `/data/x`, not `/database`).
+fn under(path: &str, prefix: &str) -> bool {
+    if path.split('/').any(|c| c == "..") {
+        return false;
+    }
+    let prefix = prefix.trim_end_matches('/');
+    let path = path.trim_end_matches('/');
+    path == prefix || path.starts_with(&format!("{prefix}/")) || prefix.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The repository example asks for a ServiceAccount per component and a privileged login
+    /// container (enroot), and one volume here adds the rest of node root.
+    fn asking() -> ClusterFile {
+        let text = include_str!("../../examples/repo/cluster.yaml").replacen(
+            "      # Users stage data on the same /home the workers mount.\n      volumes:\n        - name: shared\n          persistentVolumeClaim: {claimName: lustre-home}\n      volumeMounts:",
+            "      volumes:\n        - name: shared\n          persistentVolumeClaim: {claimName: lustre-home}\n        - {name: root, hostPath: {path: /}}\n        - {name: data, hostPath: {path: /data/../etc}}\n        - {name: scratch, hostPath: {path: /scratch/x}}\n      podTemplate:\n        hostNetwork: true\n        labels: {privileged: \"true\"}\n        extraContainers:\n          - {name: s, image: s, securityContext: {capabilities: {add: [SYS_ADMIN, CHOWN]}}}\n      tolerations:\n        - {key: node-role.kubernetes.io/control-plane, operator: Exists}\n        - {operator: Exists}\n      volumeMounts:",
+            1,
+        );
+        crate::spec::load("cluster.yaml", &text).expect("valid")
+    }
+
+    fn paths(g: &Guardrails) -> Vec<String> {
+        g.check(&asking())
+            .iter()
+            .map(|f| f.path.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn by_default_nothing_of_node_root_passes_and_each_allowance_lets_its_own_through() {
+        let safe = Guardrails::safe(vec!["slurm".into()]);
+        let all = paths(&safe);
+        let login = "spec.loginSets[0]";
+        for want in [
+            "spec.controller.serviceAccountName".to_string(),
+            format!("{login}.serviceAccountName"),
+            format!("{login}.containerSecurityContext.privileged"),
+            format!("{login}.volumes[1].hostPath.path"),
+            format!("{login}.volumes[2].hostPath.path"),
+            format!("{login}.volumes[3].hostPath.path"),
+            format!("{login}.podTemplate.hostNetwork"),
+            format!("{login}.podTemplate.extraContainers[0].securityContext.capabilities.add[0]"),
+            format!("{login}.tolerations[0]"),
+            format!("{login}.tolerations[1]"),
+        ] {
+            assert!(all.contains(&want), "{want} not refused: {all:#?}");
+        }
+        // slurmd's own privileges (on by default) are Slurm's need.
+        assert!(
+            !all.iter()
+                .any(|p| p.starts_with("spec.nodeSets") && p.ends_with(".privileged")),
+            "{all:#?}"
+        );
+        // CHOWN is baseline; a label named `privileged` is the user's own word.
+        assert!(
+            !all.iter()
+                .any(|p| p.ends_with("add[1]") || p.contains("labels")),
+            "{all:#?}"
+        );
+
+        let widened = Guardrails {
+            host_paths: vec!["/scratch".into(), "/data".into()],
+            privileged: true,
+            service_accounts: vec![
+                "slurmctld".into(),
+                "slurm-login".into(),
+                "slurm-worker".into(),
+            ],
+            control_plane: true,
+            ..safe.clone()
+        };
+        // `/` is under no listed prefix; `/data/../etc` climbs out of /data.
+        assert_eq!(
+            paths(&widened),
+            vec![
+                format!("{login}.volumes[1].hostPath.path"),
+                format!("{login}.volumes[2].hostPath.path"),
+            ]
+        );
+        // `validate` and `plan` without a policy check none of it.
+        assert!(paths(&Guardrails::default()).is_empty());
     }
 }

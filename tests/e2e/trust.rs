@@ -142,3 +142,39 @@ async fn a_commit_naming_a_namespace_the_install_does_not_allow_is_refused_at_it
     drop(d);
     env.cleanup().await;
 }
+
+/// A push may not take the nodes: a worker volume mounting the node's root filesystem is refused
+/// by the daemon's default guardrails, at its position and naming the setting that would allow
+/// it; nothing is applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn node_root_asked_by_a_commit_is_refused_by_default() {
+    let (env, repo, url, dir) = gitops("node-root").await;
+    let text = cluster_yaml(&env.ns, "1:00:00").replace(
+        "memory: 256Mi}",
+        "memory: 256Mi, volumes: [{name: root, hostPath: {path: /}}], volumeMounts: [{name: root, mountPath: /host}]}",
+    );
+    let c1 = repo.push(&text, "node root");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &["--interval", "1s", "--no-slurm"],
+    );
+    let s = eventually("the commit refused", Duration::from_secs(60), async || {
+        status(&env)
+            .await
+            .filter(|s| s.result_commit == c1 && s.result == "refused")
+    })
+    .await;
+    assert!(
+        s.errors
+            .contains("spec.nodeSets[0].volumes[0].hostPath.path")
+            && s.errors.contains("--allow-host-path"),
+        "{}",
+        s.errors
+    );
+    assert!(s.last_applied_commit.is_empty(), "{s:?}");
+    drop(d);
+    env.cleanup().await;
+}
