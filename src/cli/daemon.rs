@@ -56,14 +56,9 @@ pub struct RunArgs {
     /// Namespace of the status ConfigMap and the leader Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
-    /// A namespace cluster.yaml may name (repeat, or comma-separated in the environment); a
-    /// commit naming another is refused. Default: --namespace only.
-    #[arg(
-        long = "cluster-namespace",
-        env = "SLURMOPS_CLUSTER_NAMESPACES",
-        value_delimiter = ','
-    )]
-    cluster_namespaces: Vec<String>,
+    /// What cluster.yaml may ask for (the install's guardrails).
+    #[command(flatten)]
+    guard: super::guard::GuardArgs,
     /// The cluster (cluster.yaml's metadata.name) this daemon manages, so that several daemons
     /// share a namespace: its Lease is `slurmops-leader-NAME`, its status `slurmops-status-NAME`,
     /// its metrics carry `cluster="NAME"`, and a cluster.yaml naming another cluster is refused.
@@ -121,28 +116,6 @@ pub struct RunArgs {
     /// (`gpg --armor --export`); with --allowed-signers too, either kind of signature is accepted.
     #[arg(long, env = "SLURMOPS_ALLOWED_GPG_KEYS")]
     allowed_gpg_keys: Option<PathBuf>,
-    /// Allow hostPath volumes under PREFIX in what cluster.yaml adds to pods (repeat); by
-    /// default none is allowed.
-    #[arg(
-        long = "allow-host-path",
-        env = "SLURMOPS_ALLOW_HOST_PATHS",
-        value_delimiter = ','
-    )]
-    allow_host_paths: Vec<String>,
-    /// Allow what cluster.yaml adds to pods to run privileged, add capabilities beyond Pod
-    /// Security baseline, or share the node's network, PID or IPC namespace.
-    #[arg(long, env = "SLURMOPS_ALLOW_PRIVILEGED")]
-    allow_privileged: bool,
-    /// Allow pods to run as this ServiceAccount (repeat); by default only the rendered ones.
-    #[arg(
-        long = "allow-service-account",
-        env = "SLURMOPS_ALLOW_SERVICE_ACCOUNTS",
-        value_delimiter = ','
-    )]
-    allow_service_accounts: Vec<String>,
-    /// Allow tolerations of the control plane's taints (or of every taint).
-    #[arg(long, env = "SLURMOPS_ALLOW_CONTROL_PLANE")]
-    allow_control_plane: bool,
     /// Take a tip that does not descend from the last applied commit (the branch moved back or
     /// its history rewritten): logged, and a ForcePushFollowed Event. Without it such a tip is
     /// refused and the cluster stays where it is (anyone able to push could otherwise roll it back
@@ -341,16 +314,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             None => None,
         },
         namespace: a.namespace.clone(),
-        guard: crate::spec::Guardrails {
-            host_paths: a.allow_host_paths.clone(),
-            privileged: a.allow_privileged,
-            service_accounts: a.allow_service_accounts.clone(),
-            control_plane: a.allow_control_plane,
-            ..crate::spec::Guardrails::safe(match a.cluster_namespaces.is_empty() {
-                true => vec![a.namespace.clone()],
-                false => a.cluster_namespaces.clone(),
-            })
-        },
+        guard: a.guard.guardrails(Some(&a.namespace)),
         cluster: a.cluster.clone(),
         identity: a.identity.clone(),
         slurm,

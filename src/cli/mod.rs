@@ -9,6 +9,7 @@ mod apply;
 mod autoscale;
 mod bench;
 mod daemon;
+mod guard;
 mod slurm;
 mod sync;
 mod watch;
@@ -92,6 +93,12 @@ enum Cmd {
         /// cluster.yaml, or a directory holding one.
         #[arg(default_value = ".")]
         path: PathBuf,
+        /// Check what the daemon checks too: its guardrails (safe by default), widened by the
+        /// same flags as the install's, so a pull request's CI refuses what the daemon will.
+        #[arg(long)]
+        guardrails: bool,
+        #[command(flatten)]
+        guard: guard::GuardArgs,
     },
     /// Print the Kubernetes objects cluster.yaml renders to (multi-document YAML).
     Render {
@@ -179,7 +186,11 @@ pub fn main() -> i32 {
 /// Runs one command.
 fn run(command: Cmd) -> Outcome {
     match command {
-        Cmd::Validate { path } => validate(&path),
+        Cmd::Validate {
+            path,
+            guardrails,
+            guard,
+        } => validate(&path, guardrails.then(|| guard.guardrails(None))),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
         Cmd::Plan {
             path,
@@ -308,9 +319,21 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
     })
 }
 
-fn validate(path: &Path) -> Outcome {
+fn validate(path: &Path, guard: Option<spec::Guardrails>) -> Outcome {
     let l = read(path)?;
     let c = load(&l)?;
+    let refused = guard.map_or_else(Vec::new, |g| spec::refusals(&l.name, &l.text, &c, &g));
+    if !refused.is_empty() {
+        for d in &refused {
+            eprintln!("{d}");
+        }
+        eprintln!(
+            "{}: {} refused by the guardrails (the daemon would refuse this commit)",
+            l.name,
+            refused.len()
+        );
+        return Err(Reported.into());
+    }
     println!(
         "{}: valid ({} NodeSets, {} partitions)",
         l.name,

@@ -886,3 +886,54 @@ fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
         "{d}"
     );
 }
+
+/// Issue 33: a pull request's CI refuses what the daemon will refuse. `validate --guardrails`
+/// checks the daemon's safe defaults, widened by the same flags as the install's; the repository
+/// example asks for ServiceAccounts and a privileged login container (enroot), so it needs them.
+#[test]
+fn validate_with_guardrails_refuses_what_the_daemon_refuses_and_the_same_flags_widen_it() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .arg("validate")
+            .args(args)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/repo/cluster.yaml"
+            ))
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["--guardrails"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let text = include_str!("../../examples/repo/cluster.yaml");
+    let login_sa = line_of(text, "serviceAccountName: slurm-login");
+    assert!(
+        err.contains(&format!("cluster.yaml:{login_sa}:"))
+            && err.contains("spec.loginSets[0].serviceAccountName")
+            && err.contains("--allow-service-account"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.loginSets[0].containerSecurityContext.privileged")
+            && err.contains("--allow-privileged"),
+        "{err}"
+    );
+    let out = run(&[
+        "--guardrails",
+        "--allow-privileged",
+        "--allow-service-account=slurmctld,slurm-login,slurm-worker",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
