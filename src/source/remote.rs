@@ -208,13 +208,21 @@ impl Remote {
     pub fn fetch_after(&self, last: &str) -> Result<Fetched, RemoteError> {
         set_timeouts(self.timeout);
         let repo = self.open_mirror()?;
-        self.transfer(&repo, 1)?;
+        // One deadline for the whole fetch, the history's included (`/healthz` counts on it).
+        let until = Instant::now() + self.deadline();
+        self.transfer(&repo, 1, until)?;
         let mut fetched = self.read(&repo)?;
-        fetched.lineage = self.lineage(&repo, &fetched.commit, last)?;
+        fetched.lineage = self.lineage(&repo, &fetched.commit, last, until)?;
         Ok(fetched)
     }
 
-    fn lineage(&self, repo: &Repository, tip: &str, last: &str) -> Result<Lineage, RemoteError> {
+    fn lineage(
+        &self,
+        repo: &Repository,
+        tip: &str,
+        last: &str,
+        until: Instant,
+    ) -> Result<Lineage, RemoteError> {
         if last.is_empty() || last == tip {
             return Ok(Lineage::Unchecked);
         }
@@ -240,7 +248,7 @@ impl Remote {
         };
         let mut walked = walk()?;
         if walked == Walk::Missing {
-            self.transfer(repo, UNSHALLOW)?;
+            self.transfer(repo, UNSHALLOW, until)?;
             walked = walk()?;
         }
         Ok(match walked {
@@ -249,9 +257,10 @@ impl Remote {
         })
     }
 
-    /// Fetches the branch into the mirror, DEPTH commits deep (local repositories in full).
-    fn transfer(&self, repo: &Repository, depth: i32) -> Result<(), RemoteError> {
-        let deadline = self.deadline();
+    /// Fetches the branch into the mirror, DEPTH commits deep (local repositories in full),
+    /// giving up at UNTIL.
+    fn transfer(&self, repo: &Repository, depth: i32, until: Instant) -> Result<(), RemoteError> {
+        let deadline = until.saturating_duration_since(Instant::now());
         let refused: RefCell<Option<RemoteError>> = RefCell::new(None);
         let mut cb = RemoteCallbacks::new();
         let auth = self.auth.clone();

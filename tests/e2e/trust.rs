@@ -1,13 +1,15 @@
 //! What a push may do (issue 33), on the bed's git server and apiserver: a push is trusted only
 //! as far as the install allows.
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 
 use crate::support::daemon::{Daemon, applied, gitops, status};
-use crate::support::{cluster_head, eventually, git};
+use crate::support::{TestEnv, cluster_head, eventually, git};
+use slurmops::status::configmap::Status;
 
 fn cluster_yaml(ns: &str, max_time: &str) -> String {
     cluster_head("c", ns)
@@ -105,6 +107,19 @@ async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_al
     env.cleanup().await;
 }
 
+/// A daemon with the install's defaults (no Slurm, polling every second), and its status once
+/// it refused COMMIT.
+async fn refused(env: &TestEnv, dir: &Path, url: &str, commit: &str) -> (Daemon, Status) {
+    let d = Daemon::start(env, dir, url, "a", &["--interval", "1s", "--no-slurm"]);
+    let s = eventually("the commit refused", Duration::from_secs(60), async || {
+        status(env)
+            .await
+            .filter(|s| s.result_commit == commit && s.result == "refused")
+    })
+    .await;
+    (d, s)
+}
+
 /// A commit may name only the namespaces the daemon was installed for (by default its own): one
 /// naming another namespace (the daemon's own, where its git token and ServiceAccount token
 /// live, when clusters live elsewhere) is refused at its position, nothing applied.
@@ -113,19 +128,7 @@ async fn a_commit_naming_a_namespace_the_install_does_not_allow_is_refused_at_it
     let (env, repo, url, dir) = gitops("pinned").await;
     let elsewhere = format!("{}-x", env.ns);
     let c1 = repo.push(&cluster_yaml(&elsewhere, "1:00:00"), "elsewhere");
-    let d = Daemon::start(
-        &env,
-        dir.path(),
-        &url,
-        "a",
-        &["--interval", "1s", "--no-slurm"],
-    );
-    let s = eventually("the commit refused", Duration::from_secs(60), async || {
-        status(&env)
-            .await
-            .filter(|s| s.result_commit == c1 && s.result == "refused")
-    })
-    .await;
+    let (d, s) = refused(&env, dir.path(), &url, &c1).await;
     assert!(
         s.errors
             .contains(&format!("{url}@{}:cluster.yaml:", &c1[..12]))
@@ -154,19 +157,7 @@ async fn node_root_asked_by_a_commit_is_refused_by_default() {
         "memory: 256Mi, volumes: [{name: root, hostPath: {path: /}}], volumeMounts: [{name: root, mountPath: /host}]}",
     );
     let c1 = repo.push(&text, "node root");
-    let d = Daemon::start(
-        &env,
-        dir.path(),
-        &url,
-        "a",
-        &["--interval", "1s", "--no-slurm"],
-    );
-    let s = eventually("the commit refused", Duration::from_secs(60), async || {
-        status(&env)
-            .await
-            .filter(|s| s.result_commit == c1 && s.result == "refused")
-    })
-    .await;
+    let (d, s) = refused(&env, dir.path(), &url, &c1).await;
     assert!(
         s.errors
             .contains("spec.nodeSets[0].volumes[0].hostPath.path")
