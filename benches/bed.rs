@@ -12,7 +12,8 @@
 //! `-- --json FILE` writes every figure as JSON too; `-- --binary PATH` measures the footprint
 //! (size, cold start, daemon memory) of PATH instead of the bench's own build; `-- --only
 //! controller` runs the controller's figures alone, `-- --only queue` those of a large Slurm
-//! queue (`queue.rs`), `-- --only scale` the daemon's with thousands of workers (`fleet.rs`).
+//! queue (`queue.rs`), `-- --only scale` the daemon's with thousands of workers (`fleet.rs`), `-- --only jobs`
+//! the daemon's against a growing queue (`jobs.rs`).
 
 #[path = "../tests/e2e/support/mod.rs"]
 mod support;
@@ -20,6 +21,8 @@ mod support;
 #[path = "bed/controller.rs"]
 mod controller;
 
+#[path = "bed/jobs.rs"]
+mod jobs;
 #[path = "bed/queue.rs"]
 mod queue;
 
@@ -51,6 +54,7 @@ fn main() {
     let result = match only.as_deref() {
         Some("queue") => rt.block_on(queue::figures()),
         Some("scale") => rt.block_on(fleet::figures()),
+        Some("jobs") => rt.block_on(jobs::figures()),
         only => rt.block_on(run(value("--binary"), only == Some("controller"))),
     };
     match result {

@@ -17,12 +17,16 @@
 #          queue, `slurmops run` idle, under job churn and starting a rollout
 #          (benches/bed/fleet.rs, tests/e2e/support/at_scale.rs); SLURMOPS_SCALE_LOG=FILE keeps the
 #          daemon's log (one line per pass with its phases and requests).
+#        bash tests/bench.sh jobs [JSON_FILE]
+#          the daemon against a growing queue: SLURMOPS_BENCH_WORKERS workers (default 100) whose
+#          NodeSets have a canary (every pass needs the queue), 1,000 to SLURMOPS_BENCH_JOBS (default
+#          100,000) held jobs, a daemon started afresh at each length (benches/bed/jobs.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 target="${CARGO_TARGET_DIR:-target}"
 only=()
-case "${1:-}" in queue|scale) only=(--only "$1"); shift ;; esac
+case "${1:-}" in queue|scale|jobs) only=(--only "$1"); shift ;; esac
 json=$(realpath -m "${1:-$target/bench.json}")
 bash tests/bed/packages.sh
 bash tests/bed/bed.sh down >/dev/null 2>&1 || true
@@ -30,6 +34,7 @@ trap 'bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
 bash tests/bed/bed.sh prepare
 if [ ${#only[@]} -gt 0 ]; then
   workers=${SLURMOPS_BENCH_WORKERS:-1000}
+  [ "${only[1]}" = jobs ] && workers=${SLURMOPS_BENCH_WORKERS:-100}
   trap 'bash tests/bed/scale.sh down >/dev/null 2>&1 || true; bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
   set -a; eval "$(bash tests/bed/scale.sh up $((workers / 20)) 20)"; set +a
   cargo bench -q --bench bed -- --json "$json" "${only[@]}"

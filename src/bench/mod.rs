@@ -229,7 +229,8 @@ pub fn render_scaling() -> Vec<Figure> {
     out
 }
 
-fn slope(points: &[(f64, f64)]) -> f64 {
+/// Least-squares slope of POINTS (log-log: the fitted exponent).
+pub fn slope(points: &[(f64, f64)]) -> f64 {
     let n = points.len() as f64;
     let (sx, sy) = points
         .iter()

@@ -240,6 +240,7 @@ fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
     let url = a.slurmrestd_url.clone().unwrap_or_default();
     let mut config = crate::slurm::Config::new(url, credentials);
     config.allow_http = a.allow_http;
+    config.queue_wait = crate::daemon::QUEUE_WAIT;
     let client = crate::slurm::Client::new(config).map_err(|e| e.to_string())?;
     Ok(SlurmSource::Static(std::sync::Arc::new(client)))
 }

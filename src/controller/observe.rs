@@ -278,7 +278,12 @@ pub async fn read_slurm<S: SlurmNodes>(
             Ok(jobs) => jobs,
             // A queue too large or too slow to read blinds nothing that the node states tell:
             // rollouts go on, what needs the jobs waits (see `SlurmView::jobs_error`).
-            Err(e @ (SlurmError::Timeout { .. } | SlurmError::TooLarge { .. })) => {
+            Err(
+                e @ (SlurmError::Timeout { .. }
+                | SlurmError::TooLarge { .. }
+                | SlurmError::TooManyJobs { .. }
+                | SlurmError::QueueUnknown { .. }),
+            ) => {
                 return Ok(SlurmView::without_jobs(
                     nodes.into_values().collect(),
                     e.to_string(),

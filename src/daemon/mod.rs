@@ -15,6 +15,7 @@ pub mod install;
 pub mod lease;
 pub mod metrics;
 mod pass;
+pub use pass::QUEUE_WAIT;
 mod report;
 
 use std::net::SocketAddr;
@@ -111,7 +112,9 @@ struct State {
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
     slurm: Option<(String, Arc<Client>, Instant)>,
     /// What the last controller pass cost, for its debug line.
-    cost: Option<(crate::controller::Phases, crate::slurm::Traffic)>,
+    /// The last pass's phases, slurmrestd traffic and jobs seen (-1: the queue was needed and
+    /// not known; 0 also when it was not read).
+    cost: Option<(crate::controller::Phases, crate::slurm::Traffic, i64)>,
     /// A force-push taken (`--allow-force-push`), to record as an Event.
     force_pushed: Option<String>,
 }

@@ -48,7 +48,7 @@ pub async fn pass(
 /// asked of the apiserver and slurmrestd (what the scale bench reads).
 fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, acted: bool) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (phases, slurm) = state.cost.take().unwrap_or_default();
+    let (phases, slurm, jobs) = state.cost.take().unwrap_or_default();
     tracing::debug!(
         pass_ms = ms(started.elapsed()),
         observe_kubernetes_ms = ms(phases.observe_kubernetes),
@@ -62,6 +62,7 @@ fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, ac
         kube_writes = kube.writes,
         slurm_requests = slurm.requests,
         slurm_bytes = slurm.bytes,
+        slurm_jobs = jobs,
         acted,
         "pass: {:.0} ms, {} Kubernetes request(s) ({} LIST), {} slurmrestd request(s) ({} bytes)",
         ms(started.elapsed()),
@@ -401,7 +402,11 @@ async fn reconcile(
                 .lock()
                 .expect("metrics")
                 .pass_cost(&out.phases, out.slurm_traffic);
-            state.cost = Some((out.phases, out.slurm_traffic));
+            let jobs = out.slurm.as_ref().map_or(0, |v| match v.jobs_error {
+                Some(_) => -1,
+                None => v.jobs().len() as i64,
+            });
+            state.cost = Some((out.phases, out.slurm_traffic, jobs));
             record(shared, state, t, &out, started, slurm.is_some());
             super::report::rollout_events(
                 cluster,
@@ -530,6 +535,10 @@ fn record(
         .progress(&out.progress);
 }
 
+/// How long a pass waits for the first read of the whole job queue before it goes on without
+/// the jobs (the read goes on in the background; a later pass takes it).
+pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
+
 /// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
 /// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
 async fn connect(
@@ -568,7 +577,15 @@ async fn connect(
     match crate::slurm::connect::from_secret(&cluster.client, c, url.clone(), user, allow_http)
         .await
     {
-        Ok(client) => {
+        Ok(mut client) => {
+            client.set_queue_wait(QUEUE_WAIT);
+            // The same slurmrestd with the Secret read again: what the last client read of the
+            // queue and the nodes goes on (a large queue takes minutes to read whole).
+            if let Some((k, old, _)) = &state.slurm
+                && *k == key
+            {
+                client.take_reads_from(old).await;
+            }
             let client = Arc::new(client);
             state.slurm = Some((key, client.clone(), Instant::now()));
             Some(client)

@@ -1,7 +1,6 @@
 //! The slurmrestd HTTP client: finds the newest data parser both sides speak, authenticates with
 //! a JWT, retries what is safe to retry, and turns every answer it cannot trust into an error.
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -11,9 +10,12 @@ use serde::de::DeserializeOwned;
 use super::SlurmError;
 use super::auth::{Credentials, Issued};
 use super::model::{
-    ApiMessage, DataParser, Envelope, Job, JobRequest, JobsWire, Node, NodesWire, Reservation,
-    ReservationRequest, ReservationsWire,
+    ApiMessage, DataParser, Envelope, JobRequest, Node, NodesWire, Reservation, ReservationRequest,
+    ReservationsWire,
 };
+
+mod queue;
+pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH};
 
 /// Slurm error numbers slurmops reacts to.
 pub mod errno {
@@ -47,8 +49,16 @@ pub struct Config {
     /// Send tokens over plain http:// to any host (by default only to loopback and to in-cluster
     /// Service names, `*.svc` and `*.svc.cluster.local`).
     pub allow_http: bool,
-    /// Largest answer read, in bytes ([`MAX_ANSWER`], or `SLURMOPS_SLURM_MAX_ANSWER_MIB`).
+    /// Largest answer read, in bytes ([`MAX_ANSWER`], or `SLURMOPS_SLURM_MAX_ANSWER_MIB`); a
+    /// whole-queue answer is parsed as it arrives, and this caps each job's record in it.
     pub max_answer: usize,
+    /// Deadline of a read of the whole job queue (slurmrestd needs about a minute for 50,000).
+    pub queue_timeout: Duration,
+    /// How long a job read waits for the first whole-queue read before saying the queue is not
+    /// known yet (the daemon: a few seconds, its passes go on; a command: the whole deadline).
+    pub queue_wait: Duration,
+    /// Most jobs a whole-queue read keeps ([`MAX_JOBS`], or `SLURMOPS_SLURM_MAX_JOBS`).
+    pub max_jobs: usize,
 }
 
 impl Config {
@@ -63,9 +73,15 @@ impl Config {
             backoff: Duration::from_millis(200),
             allow_http: false,
             max_answer: max_answer_from(std::env::var(MAX_ANSWER_ENV).ok().as_deref()),
+            queue_timeout: QUEUE_TIMEOUT,
+            queue_wait: QUEUE_TIMEOUT,
+            max_jobs: queue::max_jobs_from(std::env::var(MAX_JOBS_ENV).ok().as_deref()),
         }
     }
 }
+
+/// Deadline of a whole-queue read, by default.
+pub const QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The setting that raises [`MAX_ANSWER`] (MiB), for every command and the daemon alike.
 pub const MAX_ANSWER_ENV: &str = "SLURMOPS_SLURM_MAX_ANSWER_MIB";
@@ -86,36 +102,18 @@ pub struct Client {
     parser: Mutex<Option<DataParser>>,
     /// Requests sent (attempts included) and answer bytes read: what the passes cost Slurm.
     sent: std::sync::atomic::AtomicU64,
-    received: std::sync::atomic::AtomicU64,
+    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The last node list, asked again with `update_time`.
     kept_nodes: tokio::sync::Mutex<Option<Kept<Node>>>,
-    /// The last job list: asked again with `update_time`, and not at all while it is young
-    /// compared with what building it cost slurmrestd. The lock also keeps a second whole-queue
-    /// read from starting while one is in flight.
-    kept_jobs: tokio::sync::Mutex<Option<Kept<Job>>>,
+    /// The job queue as last read (see `queue`). The lock also keeps a second whole-queue read
+    /// from starting while one is in flight.
+    queue: tokio::sync::Mutex<queue::Queue>,
 }
 
 /// The last answer of a list read, with slurmctld's `last_update` to ask again with.
 struct Kept<T> {
-    /// False once this client changed the list (a submission, a cancellation): ask again.
-    reusable: bool,
     last_update: i64,
-    taken: std::time::Instant,
-    took: Duration,
     items: Vec<T>,
-}
-
-impl<T> Kept<T> {
-    /// ITEMS, answered with LAST_UPDATE to a read STARTED then.
-    fn new(last_update: i64, started: std::time::Instant, items: Vec<T>) -> Kept<T> {
-        Kept {
-            reusable: true,
-            last_update,
-            taken: started,
-            took: started.elapsed(),
-            items,
-        }
-    }
 }
 
 /// What slurmrestd cost so far: requests sent and answer bytes read.
@@ -223,9 +221,9 @@ impl Client {
             base,
             issued: Mutex::new(None),
             sent: std::sync::atomic::AtomicU64::new(0),
-            received: std::sync::atomic::AtomicU64::new(0),
+            received: Default::default(),
             kept_nodes: tokio::sync::Mutex::new(None),
-            kept_jobs: tokio::sync::Mutex::new(None),
+            queue: Default::default(),
         })
     }
 
@@ -329,7 +327,6 @@ impl Client {
             Some(k) => format!("nodes/?update_time={}", k.last_update),
             None => "nodes/".to_string(),
         };
-        let started = std::time::Instant::now();
         let p = self.parser().await?;
         let body = match self.send(p, Method::GET, &path, None).await {
             // Slurm 24.11 and 25.11 ask for the partitions with the same update_time once a node
@@ -348,7 +345,10 @@ impl Client {
         drop(body);
         let items: Vec<Node> = w.nodes.into_iter().map(Node::from).collect();
         if let Some(last_update) = w.last_update.filter(|t| *t > 0) {
-            *kept = Some(Kept::new(last_update, started, items.clone()));
+            *kept = Some(Kept {
+                last_update,
+                items: items.clone(),
+            });
         }
         Ok(items)
     }
@@ -412,57 +412,6 @@ impl Client {
         Ok(())
     }
 
-    /// Every job, without the details slurmops does not read (`flags=ALL`: no job resources,
-    /// no GRES detail). The answer is kept: while it is young compared with what it cost to build
-    /// (see [`JOBS_REUSE_FACTOR`]) it is reused as it is, then asked for again with `update_time`
-    /// (slurmctld answers "no change" in a few hundred bytes). One whole-queue read at a time.
-    pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
-        let mut kept = self.kept_jobs.lock().await;
-        if let Some(k) = &*kept
-            && k.reusable
-            && k.taken.elapsed() < (k.took * JOBS_REUSE_FACTOR).min(JOBS_REUSE_CAP)
-        {
-            return Ok(k.items.clone());
-        }
-        let path = match &*kept {
-            Some(k) => format!("jobs/?update_time={}&flags=ALL", k.last_update),
-            None => "jobs/?flags=ALL".to_string(),
-        };
-        let started = std::time::Instant::now();
-        let p = self.parser().await?;
-        let body = self.send(p, Method::GET, &path, None).await?;
-        let w: JobsWire =
-            serde_json::from_slice(&body).map_err(|e| self.parse_error(&path, e.to_string()))?;
-        drop(body);
-        // "No job changes since update_time": no jobs, and no last_update.
-        let last_update = w.last_update.filter(|t| *t > 0);
-        if let (None, Some(k)) = (last_update, kept.as_mut()) {
-            k.taken = started;
-            k.reusable = true;
-            return Ok(k.items.clone());
-        }
-        let items: Vec<Job> = w
-            .jobs
-            .into_iter()
-            .map(|j| Job::try_from(j).map_err(|e| self.parse_error(&path, e.to_string())))
-            .collect::<Result<_, _>>()?;
-        if let Some(last_update) = last_update {
-            *kept = Some(Kept::new(last_update, started, items.clone()));
-        }
-        Ok(items)
-    }
-
-    /// Pending jobs per partition (a job pending in several partitions counts in each).
-    pub async fn pending_jobs_per_partition(&self) -> Result<BTreeMap<String, usize>, SlurmError> {
-        let mut out = BTreeMap::new();
-        for j in self.jobs().await?.iter().filter(|j| j.has_state("PENDING")) {
-            for p in j.partition.split(',').filter(|p| !p.is_empty()) {
-                *out.entry(p.to_string()).or_default() += 1;
-            }
-        }
-        Ok(out)
-    }
-
     /// Submits a batch job; its id.
     pub async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
         #[derive(serde::Deserialize)]
@@ -478,13 +427,6 @@ impl Client {
             .map_err(|e| self.parse_error("job/submit", e.to_string()))?;
         s.job_id
             .ok_or_else(|| self.parse_error("job/submit", "no job_id in the answer".into()))
-    }
-
-    /// The queue changed by this client's hand: the next job read asks slurmrestd.
-    async fn jobs_changed(&self) {
-        if let Some(k) = self.kept_jobs.lock().await.as_mut() {
-            k.reusable = false;
-        }
     }
 
     /// Cancels job ID (a job already ended is no error).
@@ -634,14 +576,7 @@ impl Client {
         body: Option<&serde_json::Value>,
     ) -> Result<Vec<u8>, SlurmError> {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let creds = self.credentials();
-        let mut req = self
-            .http
-            .request(method.clone(), url)
-            .header("X-SLURM-USER-TOKEN", creds.token.expose());
-        if let Some(u) = &creds.user {
-            req = req.header("X-SLURM-USER-NAME", u);
-        }
+        let mut req = self.authorized(method, url);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -652,43 +587,68 @@ impl Client {
             return Ok(Vec::new());
         }
         let bytes = self.read_bounded(url, resp).await?;
-        let envelope: Envelope = serde_json::from_slice(&bytes).unwrap_or_default();
-        let auth_failed = envelope
-            .errors
-            .iter()
-            .any(|e| e.error_number == Some(errno::AUTH));
-        // 26.05 answers a token it cannot verify with 511 (24.11: 500 with error 1007).
-        let auth_status = [
-            StatusCode::UNAUTHORIZED,
-            StatusCode::FORBIDDEN,
-            StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
-        ];
-        if auth_status.contains(&status) || auth_failed {
-            return Err(SlurmError::Auth {
-                url: self.base.clone(),
-                status: status.as_u16(),
-                errors: envelope.errors,
-            });
+        match answer_error(&self.base, method, url, status, &bytes) {
+            Some(e) => Err(e),
+            None => Ok(bytes),
         }
-        if !status.is_success() || !envelope.errors.is_empty() {
-            return Err(SlurmError::Api {
-                method: method.to_string(),
-                path: url.strip_prefix(&self.base).unwrap_or(url).to_string(),
-                status: status.as_u16(),
-                errors: if envelope.errors.is_empty() && !status.is_success() {
-                    vec![ApiMessage {
-                        description: Some(
-                            String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                        ),
-                        ..ApiMessage::default()
-                    }]
-                } else {
-                    envelope.errors
-                },
-            });
-        }
-        Ok(bytes)
     }
+
+    /// A request to URL with this client's credentials.
+    fn authorized(&self, method: &Method, url: &str) -> reqwest::RequestBuilder {
+        let creds = self.credentials();
+        let mut req = self
+            .http
+            .request(method.clone(), url)
+            .header("X-SLURM-USER-TOKEN", creds.token.expose());
+        if let Some(u) = &creds.user {
+            req = req.header("X-SLURM-USER-NAME", u);
+        }
+        req
+    }
+}
+
+/// The error an answer with STATUS and BYTES (to METHOD URL of slurmrestd at BASE) says, if any.
+fn answer_error(
+    base: &str,
+    method: &Method,
+    url: &str,
+    status: StatusCode,
+    bytes: &[u8],
+) -> Option<SlurmError> {
+    let envelope: Envelope = serde_json::from_slice(bytes).unwrap_or_default();
+    let auth_failed = envelope
+        .errors
+        .iter()
+        .any(|e| e.error_number == Some(errno::AUTH));
+    // 26.05 answers a token it cannot verify with 511 (24.11: 500 with error 1007).
+    let auth_status = [
+        StatusCode::UNAUTHORIZED,
+        StatusCode::FORBIDDEN,
+        StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
+    ];
+    if auth_status.contains(&status) || auth_failed {
+        return Some(SlurmError::Auth {
+            url: base.to_string(),
+            status: status.as_u16(),
+            errors: envelope.errors,
+        });
+    }
+    if !status.is_success() || !envelope.errors.is_empty() {
+        return Some(SlurmError::Api {
+            method: method.to_string(),
+            path: url.strip_prefix(base).unwrap_or(url).to_string(),
+            status: status.as_u16(),
+            errors: if envelope.errors.is_empty() && !status.is_success() {
+                vec![ApiMessage {
+                    description: Some(String::from_utf8_lossy(bytes).chars().take(300).collect()),
+                    ..ApiMessage::default()
+                }]
+            } else {
+                envelope.errors
+            },
+        });
+    }
+    None
 }
 
 /// A node name as one URL path segment; names that would escape it are refused.

@@ -70,6 +70,16 @@ pub enum SlurmError {
         "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read); raise the cap with SLURMOPS_SLURM_MAX_ANSWER_MIB (and the daemon's memory limit with it)"
     )]
     TooLarge { path: String, limit_mib: usize },
+    /// A whole-queue answer with more jobs than slurmops keeps. Not retried soon: it would be as
+    /// large again.
+    #[error(
+        "slurmrestd's answer to {path} holds more than {limit} jobs: refused, the next whole read waits (see slurmops::slurm::client::REFRESH); raise the cap with SLURMOPS_SLURM_MAX_JOBS (and the daemon's memory limit with it)"
+    )]
+    TooManyJobs { path: String, limit: usize },
+    /// The job queue is not known yet (its first whole read is in flight, or failed): what
+    /// needs the jobs waits; everything else goes on.
+    #[error("Slurm's job queue is not known yet: {detail}")]
+    QueueUnknown { detail: String },
 }
 
 fn list(errors: &[ApiMessage]) -> String {

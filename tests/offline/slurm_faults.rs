@@ -12,31 +12,46 @@ use std::time::{Duration, Instant};
 use slurmops::slurm::auth::{Credentials, Secret};
 use slurmops::slurm::{Client, Config, DataParser, SlurmError};
 
-/// A peer on loopback that runs ANSWER on each connection; counts the connections.
+/// A peer on loopback: `jobs/state/` answers no job; every other request is ANSWER's, on its
+/// connection. Counts those other requests.
 fn peer(answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let seen = Arc::new(AtomicUsize::new(0));
     let count = seen.clone();
     std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            count.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || answer(s));
+        for mut s in l.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || {
+                // One request per connection.
+                if request(&mut s).contains("/jobs/state/") {
+                    let body = r#"{"jobs": [], "errors": []}"#;
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    return;
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                answer(s)
+            });
         }
     });
     (url, seen)
 }
 
 /// Reads the request head.
-fn request(s: &mut std::net::TcpStream) {
+fn request(s: &mut std::net::TcpStream) -> String {
     let mut buf = [0u8; 4096];
     let mut head = Vec::new();
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
+    String::from_utf8_lossy(&head).to_string()
 }
 
 fn client(url: &str, timeout: Duration) -> Client {
@@ -49,6 +64,7 @@ fn client(url: &str, timeout: Duration) -> Client {
     );
     cfg.parser = Some(DataParser::V0042);
     cfg.timeout = timeout;
+    cfg.queue_timeout = timeout;
     cfg.attempts = 4;
     Client::new(cfg).unwrap()
 }
@@ -56,8 +72,7 @@ fn client(url: &str, timeout: Duration) -> Client {
 #[tokio::test]
 async fn a_read_that_times_out_is_asked_once_and_says_so() {
     // slurmrestd building a whole-queue answer: the request is read, nothing comes back.
-    let (url, seen) = peer(|mut s| {
-        request(&mut s);
+    let (url, seen) = peer(|_s| {
         std::thread::sleep(Duration::from_secs(30));
     });
     let c = client(&url, Duration::from_secs(1));
@@ -72,14 +87,23 @@ async fn a_read_that_times_out_is_asked_once_and_says_so() {
         "the timed-out read was retried"
     );
     assert!(err.to_string().contains("jobs/"), "{err}");
+    // Not asked again at once: the next read says why and when.
+    let again = c.jobs().await.unwrap_err();
+    assert!(
+        matches!(again, SlurmError::QueueUnknown { .. }),
+        "{again:?}"
+    );
+    assert!(again.to_string().contains("failed"), "{again}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "asked again at once");
 }
 
 #[tokio::test]
 async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
     // An answer that never ends: 64 KiB chunks, for ever.
     let (url, seen) = peer(|mut s| {
-        request(&mut s);
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n");
+        // A queue whose first record never ends (a job's comment of endless spaces).
+        let _ = s.write_all(br#"{"jobs": [{"job_id": 1, "comment": ""#);
         let chunk = vec![b' '; 64 << 10];
         while s.write_all(&chunk).is_ok() {}
     });
@@ -97,4 +121,52 @@ async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
         err.to_string().contains("SLURMOPS_SLURM_MAX_ANSWER_MIB"),
         "the error names the setting to raise: {err}"
     );
+}
+
+#[tokio::test]
+async fn a_queue_past_the_job_cap_is_refused_once_and_names_the_setting() {
+    // Well-formed small jobs, for ever: memory would grow with them, not with the bytes.
+    let (url, seen) = peer(|mut s| {
+        let _ =
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"jobs\": [");
+        let mut id = 1u64;
+        loop {
+            let rec = format!("{{\"job_id\": {id}, \"job_state\": [\"PENDING\"]}},");
+            if s.write_all(rec.as_bytes()).is_err() {
+                return;
+            }
+            id += 1;
+        }
+    });
+    let mut cfg = Config::new(
+        url.as_str(),
+        Credentials::Token {
+            token: Secret::new("t".to_string()),
+            user: None,
+        },
+    );
+    cfg.parser = Some(DataParser::V0042);
+    cfg.max_jobs = 5_000;
+    let c = Client::new(cfg).unwrap();
+    let err = c.jobs().await.unwrap_err();
+    assert!(matches!(err, SlurmError::TooManyJobs { .. }), "{err:?}");
+    assert!(err.to_string().contains("5000 jobs"), "{err}");
+    assert!(
+        err.to_string().contains("SLURMOPS_SLURM_MAX_JOBS"),
+        "the error names the setting to raise: {err}"
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "the read was retried");
+}
+
+#[tokio::test]
+async fn a_pass_waits_for_the_first_queue_read_no_longer_than_told() {
+    // slurmrestd building a whole-queue answer for a long time.
+    let (url, _) = peer(|_s| std::thread::sleep(Duration::from_secs(30)));
+    let mut c = client(&url, Duration::from_secs(60));
+    c.set_queue_wait(Duration::from_millis(300));
+    let t = Instant::now();
+    let err = c.jobs().await.unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(matches!(err, SlurmError::QueueUnknown { .. }), "{err:?}");
+    assert!(err.to_string().contains("in the background"), "{err}");
 }

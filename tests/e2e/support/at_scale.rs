@@ -45,6 +45,8 @@ pub struct Pass {
     pub kube_requests: u64,
     pub slurm_requests: u64,
     pub slurm_bytes: u64,
+    /// Jobs the pass saw: -1 when it needed the queue and did not know it, 0 when not read.
+    pub jobs: i64,
     pub acted: bool,
 }
 
@@ -138,6 +140,7 @@ pub fn passes(log: &str, since: SystemTime) -> Vec<Pass> {
                 kube_requests: n("kube_reads") + n("kube_writes"),
                 slurm_requests: n("slurm_requests"),
                 slurm_bytes: n("slurm_bytes"),
+                jobs: v["slurm_jobs"].as_i64().unwrap_or(0),
                 acted: v["acted"].as_bool().unwrap_or(false),
             })
         })
@@ -388,7 +391,7 @@ async fn measure(
 }
 
 /// For the window: each 1/RATE s, a held job submitted and the oldest churned one cancelled.
-async fn churn(scale: &Scale, sizes: &Sizes) -> Result<usize, String> {
+pub async fn churn(scale: &Scale, sizes: &Sizes) -> Result<usize, String> {
     let http = reqwest::Client::new();
     let body = serde_json::json!({
         "script": "#!/bin/sh\nsleep 1\n",

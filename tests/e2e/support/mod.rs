@@ -38,6 +38,7 @@ pub mod ctld_files;
 pub mod daemon;
 pub mod fleet;
 pub mod gitops;
+pub mod jobs_axis;
 pub mod kubelet;
 pub mod scale;
 pub mod slurm;

@@ -59,8 +59,8 @@ impl Scale {
         })
     }
 
-    /// A client with TIMEOUT per request and, when given, an answer cap of MAX_ANSWER_MIB.
-    pub fn client(&self, timeout: Duration, max_answer_mib: Option<usize>) -> Client {
+    /// A client with TIMEOUT per request and, when given, a cap of MAX_JOBS jobs kept.
+    pub fn client(&self, timeout: Duration, max_jobs: Option<usize>) -> Client {
         let mut config = slurmops::slurm::Config::new(
             self.url.clone(),
             slurmops::slurm::auth::Credentials::Token {
@@ -69,8 +69,8 @@ impl Scale {
             },
         );
         config.timeout = timeout;
-        if let Some(m) = max_answer_mib {
-            config.max_answer = m << 20;
+        if let Some(m) = max_jobs {
+            config.max_jobs = m;
         }
         Client::new(config).expect("Slurm client")
     }
