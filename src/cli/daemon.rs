@@ -245,19 +245,27 @@ fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
     Ok(SlurmSource::Static(std::sync::Arc::new(client)))
 }
 
-/// Refuses credentials for the repository over a plain-text transport unless allowed.
-fn git_credentials_ok(a: &RunArgs, auth: &Auth) -> Result<(), String> {
-    let plain = a.repo.starts_with("http://") || a.repo.starts_with("git://");
-    let in_url = crate::source::remote::redact(&a.repo) != a.repo;
-    if plain && !a.allow_http && (matches!(auth, Auth::Token(_)) || in_url) {
+/// Refuses credentials for the repository over a plain-text transport, and a plain-text
+/// repository beyond this host and the cluster's own Services without signature checks (whoever
+/// is on the path would decide what is applied), unless allowed.
+fn git_transport_ok(a: &RunArgs, auth: &Auth) -> Result<(), String> {
+    let scheme = ["http://", "git://"]
+        .into_iter()
+        .find(|p| a.repo.starts_with(p));
+    let Some(scheme) = scheme.filter(|_| !a.allow_http) else {
+        return Ok(());
+    };
+    let url = crate::source::remote::redact(&a.repo);
+    if matches!(auth, Auth::Token(_)) || url != a.repo {
         return Err(format!(
-            "{}: refusing to send git credentials over plain {}; use https:// or ssh://, or allow it explicitly with --allow-http",
-            crate::source::remote::redact(&a.repo),
-            if a.repo.starts_with("git://") {
-                "git://"
-            } else {
-                "http://"
-            }
+            "{url}: refusing to send git credentials over plain {scheme}; use https:// or ssh://, or allow it explicitly with --allow-http"
+        ));
+    }
+    let signed = a.allowed_signers.is_some() || a.allowed_gpg_keys.is_some();
+    let near = crate::slurm::client::plain_http_ok(&a.repo.replacen(scheme, "http://", 1));
+    if !signed && !near {
+        return Err(format!(
+            "{url}: refusing to follow a repository over plain {scheme} without signature checks: anyone on the network path could change what is applied. Use https:// or ssh://, check signatures (--allowed-signers, --allowed-gpg-keys), or allow it explicitly with --allow-http"
         ));
     }
     Ok(())
@@ -293,7 +301,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         )),
         _ => Auth::Anonymous,
     };
-    git_credentials_ok(a, &auth)?;
+    git_transport_ok(a, &auth)?;
     let slurm = slurm_source(a)?;
     Ok(Config {
         remote: Remote {
@@ -480,6 +488,14 @@ pub struct InstallArgs {
     /// Let cluster.yaml tolerate the control plane's taints (the daemon's --allow-control-plane).
     #[arg(long)]
     allow_control_plane: bool,
+    /// Secret cluster.yaml may name in pods and config files (repeat; the daemon's
+    /// --allow-secret).
+    #[arg(long = "allow-secret")]
+    allow_secrets: Vec<String>,
+    /// Database host accounting.database.host may name (repeat; the daemon's
+    /// --allow-database-host).
+    #[arg(long = "allow-database-host")]
+    allow_database_hosts: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see README, Benchmarks).
     #[arg(long, default_value_t = 1000)]
@@ -514,6 +530,8 @@ pub fn install(a: InstallArgs) -> Outcome {
             privileged: a.allow_privileged,
             service_accounts: a.allow_service_accounts,
             control_plane: a.allow_control_plane,
+            secrets: a.allow_secrets,
+            database_hosts: a.allow_database_hosts,
         },
         workers: a.workers,
     };
@@ -656,6 +674,25 @@ mod tests {
             err.contains("refusing") && !err.contains("ghp_secret"),
             "{err}"
         );
+        // Unsigned over plain text beyond this host and the cluster's Services: refused, unless
+        // signatures are checked or it is allowed.
+        for repo in ["http://git.example/a.git", "git://10.1.2.3/a.git"] {
+            let err = config(&run_args(&["--repo", repo])).err().unwrap();
+            assert!(err.contains("without signature checks"), "{err}");
+        }
+        let signers = dir.path().join("signers");
+        let key =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKQWDWLMUXfKWlDZ2T2vjStNjBmZKBz0rnetU2O76mEP";
+        std::fs::write(&signers, format!("ops@example.com {key}\n")).unwrap();
+        let s = signers.to_str().unwrap();
+        for args in [
+            &["--repo", "http://git.example/a.git", "--allowed-signers", s][..],
+            &["--repo", "http://git.example/a.git", "--allow-http"],
+            &["--repo", "http://127.0.0.1:3000/a.git"],
+            &["--repo", "git://gitea.git.svc/a.git"],
+        ] {
+            config(&run_args(args)).unwrap();
+        }
         // Explicitly allowed, or over https: accepted.
         config(&run_args(&[
             "--repo",

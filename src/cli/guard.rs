@@ -36,6 +36,22 @@ pub struct GuardArgs {
     /// Allow tolerations of the control plane's taints (or of every taint).
     #[arg(long, env = "SLURMOPS_ALLOW_CONTROL_PLANE")]
     pub allow_control_plane: bool,
+    /// Allow cluster.yaml to name this Secret (repeat) in pods and config files; by default only
+    /// the cluster's own (spec.auth's keys, the database password) where slurmops mounts them.
+    #[arg(
+        long = "allow-secret",
+        env = "SLURMOPS_ALLOW_SECRETS",
+        value_delimiter = ','
+    )]
+    pub allow_secrets: Vec<String>,
+    /// Allow accounting.database.host to name HOST (repeat): slurmdbd sends it the database
+    /// password. By default only the in-cluster database.
+    #[arg(
+        long = "allow-database-host",
+        env = "SLURMOPS_ALLOW_DATABASE_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allow_database_hosts: Vec<String>,
 }
 
 impl GuardArgs {
@@ -53,6 +69,8 @@ impl GuardArgs {
             privileged: self.allow_privileged,
             service_accounts: self.allow_service_accounts.clone(),
             control_plane: self.allow_control_plane,
+            secrets: self.allow_secrets.clone(),
+            database_hosts: self.allow_database_hosts.clone(),
             ..Guardrails::safe(Vec::new())
         }
     }

@@ -132,6 +132,12 @@ enum Cmd {
         slurm: SlurmArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Refuse, as the daemon will, what its guardrails refuse (safe by default), widened by
+        /// the same flags as the install's: a pull request's plan fails where the daemon would.
+        #[arg(long)]
+        guardrails: bool,
+        #[command(flatten)]
+        guard: guard::GuardArgs,
     },
     /// Apply cluster.yaml to the cluster: server-side apply, prune what left it, wait until available.
     Apply(apply::ApplyArgs),
@@ -193,6 +199,13 @@ fn run(command: Cmd) -> Outcome {
         } => validate(&path, guardrails.then(|| guard.guardrails(None))),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
         Cmd::Plan {
+            ref path,
+            ref head,
+            guardrails: true,
+            ref guard,
+            ..
+        } if plan_refused(path, head.as_deref(), &guard.guardrails(None)) => Err(Reported.into()),
+        Cmd::Plan {
             path,
             base,
             head,
@@ -201,6 +214,7 @@ fn run(command: Cmd) -> Outcome {
             cluster: true,
             kube,
             slurm,
+            ..
         } => {
             let _ = (base, head, from);
             let slurm = slurm.given().map(|(u, t)| (u.to_string(), t.to_string()));
@@ -319,19 +333,41 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
     })
 }
 
-fn validate(path: &Path, guard: Option<spec::Guardrails>) -> Outcome {
-    let l = read(path)?;
-    let c = load(&l)?;
-    let refused = guard.map_or_else(Vec::new, |g| spec::refusals(&l.name, &l.text, &c, &g));
+/// Whether the guardrails G refuse cluster file L (C): each refusal printed.
+fn refused(l: &Loaded, c: &ClusterFile, g: &spec::Guardrails) -> bool {
+    let refused = spec::refusals(&l.name, &l.text, c, g);
+    for d in &refused {
+        eprintln!("{d}");
+    }
     if !refused.is_empty() {
-        for d in &refused {
-            eprintln!("{d}");
-        }
         eprintln!(
             "{}: {} refused by the guardrails (the daemon would refuse this commit)",
             l.name,
             refused.len()
         );
+    }
+    !refused.is_empty()
+}
+
+/// Whether the guardrails G refuse the cluster.yaml a plan would apply (at PATH, or at revision
+/// HEAD); a file that does not load is the plan's to report.
+fn plan_refused(path: &Path, head: Option<&str>, g: &spec::Guardrails) -> bool {
+    let file = source::cluster_file(path);
+    let l = match head {
+        Some(rev) => git_read(rev, &file).ok().flatten(),
+        None => read(path).ok(),
+    };
+    let Some(l) = l else { return false };
+    let Ok(c) = spec::load(&l.name, &l.text) else {
+        return false;
+    };
+    refused(&l, &c, g)
+}
+
+fn validate(path: &Path, guard: Option<spec::Guardrails>) -> Outcome {
+    let l = read(path)?;
+    let c = load(&l)?;
+    if guard.is_some_and(|g| refused(&l, &c, &g)) {
         return Err(Reported.into());
     }
     println!(

@@ -106,6 +106,8 @@ pub struct Widened {
     pub privileged: bool,
     pub service_accounts: Vec<String>,
     pub control_plane: bool,
+    pub secrets: Vec<String>,
+    pub database_hosts: Vec<String>,
 }
 
 impl Install {
@@ -299,6 +301,12 @@ fn args(i: &Install) -> Vec<String> {
     if g.control_plane {
         a.push("--allow-control-plane".into());
     }
+    a.extend(g.secrets.iter().map(|n| format!("--allow-secret={n}")));
+    a.extend(
+        g.database_hosts
+            .iter()
+            .map(|h| format!("--allow-database-host={h}")),
+    );
     a
 }
 

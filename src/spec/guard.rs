@@ -72,6 +72,11 @@ pub struct Guardrails {
     pub service_accounts: Vec<String>,
     /// Tolerations of the control plane's taints.
     pub control_plane: bool,
+    /// Secrets cluster.yaml may name besides the cluster's own (spec.auth's keys, the database
+    /// password) where slurmops mounts them.
+    pub secrets: Vec<String>,
+    /// Hosts `accounting.database.host` may name: slurmdbd sends them the database password.
+    pub database_hosts: Vec<String>,
 }
 
 impl Guardrails {
@@ -109,7 +114,64 @@ impl Guardrails {
         {
             self.walk(&spec, &Path::root().key("spec"), &mut out);
         }
+        if self.pods {
+            self.secrets(c, &mut out);
+        }
         out
+    }
+
+    /// Secrets named beyond the cluster's own, and the database host its password goes to.
+    fn secrets(&self, c: &ClusterFile, out: &mut Vec<Finding>) {
+        let spec = Path::root().key("spec");
+        let db = spec.key("accounting").key("database");
+        let mut own = vec![
+            (
+                &c.spec.auth.jwt_key.name,
+                spec.key("auth").key("jwtKey").key("name"),
+            ),
+            (
+                &c.spec.auth.slurm_key.name,
+                spec.key("auth").key("slurmKey").key("name"),
+            ),
+        ];
+        if let Some(d) = &c.spec.accounting.database {
+            own.push((&d.password.name, db.key("password").key("name")));
+            if let Some(host) = d.host.as_ref().filter(|h| !self.database_hosts.contains(h)) {
+                out.push(
+                    Finding::new(
+                        db.key("host"),
+                        format!(
+                            "database host {host}: slurmdbd sends it the database password, and this install lists no such host"
+                        ),
+                    )
+                    .hint(
+                        "the install allows it with the daemon's --allow-database-host HOST (slurmops install --allow-database-host)",
+                    ),
+                );
+            }
+        }
+        let Ok(tree) = serde_json::to_value(c) else {
+            return;
+        };
+        let mut found = Vec::new();
+        super::validate::secrets::references(&tree, &Path::root(), None, &mut found);
+        for (name, at) in found {
+            // The cluster's own, at home or (refused by validation) elsewhere.
+            if own.iter().any(|(n, _)| **n == name) || self.secrets.contains(&name) {
+                continue;
+            }
+            out.push(
+                Finding::new(
+                    at,
+                    format!(
+                        "Secret {name}: pods and config files may name no Secret but the cluster's own and those this install lists (a Secret named here reaches pods Slurm users run in, or every node)"
+                    ),
+                )
+                .hint(
+                    "the install allows it with the daemon's --allow-secret NAME (slurmops install --allow-secret)",
+                ),
+            );
+        }
     }
 
     fn walk(&self, v: &Value, at: &Path, out: &mut Vec<Finding>) {
@@ -267,6 +329,11 @@ mod tests {
             format!("{login}.podTemplate.extraContainers[0].securityContext.capabilities.add[0]"),
             format!("{login}.tolerations[0]"),
             format!("{login}.tolerations[1]"),
+            // Secrets beyond the cluster's own, and the database host.
+            "spec.imagePullSecrets[0]".to_string(),
+            format!("{login}.sssdConf.name"),
+            format!("{login}.authorizedKeys.name"),
+            "spec.accounting.database.host".to_string(),
         ] {
             assert!(all.contains(&want), "{want} not refused: {all:#?}");
         }
@@ -274,6 +341,13 @@ mod tests {
         assert!(
             !all.iter()
                 .any(|p| p.starts_with("spec.nodeSets") && p.ends_with(".privileged")),
+            "{all:#?}"
+        );
+        // The cluster's own Secrets where slurmops mounts them, and ConfigMaps, are no finding.
+        assert!(
+            !all.iter().any(|p| p.starts_with("spec.auth")
+                || p.contains("accounting.database.password")
+                || p.contains("configMapRef")),
             "{all:#?}"
         );
         // CHOWN is baseline; a label named `privileged` is the user's own word.
@@ -292,6 +366,8 @@ mod tests {
                 "slurm-worker".into(),
             ],
             control_plane: true,
+            secrets: vec!["ghcr-pull".into(), "login-ssh".into(), "login-sssd".into()],
+            database_hosts: vec!["mariadb.databases.svc.cluster.local".into()],
             ..safe.clone()
         };
         // `/` is under no listed prefix; `/data/../etc` climbs out of /data.

@@ -888,52 +888,77 @@ fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
 }
 
 /// Issue 33: a pull request's CI refuses what the daemon will refuse. `validate --guardrails`
-/// checks the daemon's safe defaults, widened by the same flags as the install's; the repository
-/// example asks for ServiceAccounts and a privileged login container (enroot), so it needs them.
+/// and `plan --guardrails` check the daemon's safe defaults, widened by the same flags as the
+/// install's; the repository example asks for ServiceAccounts and a privileged login container
+/// (enroot), so it needs them.
 #[test]
-fn validate_with_guardrails_refuses_what_the_daemon_refuses_and_the_same_flags_widen_it() {
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .arg("validate")
-            .args(args)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/examples/repo/cluster.yaml"
-            ))
-            .env_clear()
-            .output()
-            .unwrap()
-    };
-    let out = run(&[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&["--guardrails"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    let text = include_str!("../../examples/repo/cluster.yaml");
-    let login_sa = line_of(text, "serviceAccountName: slurm-login");
-    assert!(
-        err.contains(&format!("cluster.yaml:{login_sa}:"))
-            && err.contains("spec.loginSets[0].serviceAccountName")
-            && err.contains("--allow-service-account"),
-        "{err}"
-    );
-    assert!(
-        err.contains("spec.loginSets[0].containerSecurityContext.privileged")
-            && err.contains("--allow-privileged"),
-        "{err}"
-    );
-    let out = run(&[
-        "--guardrails",
-        "--allow-privileged",
-        "--allow-service-account=slurmctld,slurm-login,slurm-worker",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same_flags_widen_it() {
+    for (cmd, ok) in [("validate", 0), ("plan", 2)] {
+        let run = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+                .arg(cmd)
+                .args(args)
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/examples/repo/cluster.yaml"
+                ))
+                .env_clear()
+                .output()
+                .unwrap()
+        };
+        let out = run(&[]);
+        assert_eq!(
+            out.status.code(),
+            Some(ok),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run(&["--guardrails"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        let text = include_str!("../../examples/repo/cluster.yaml");
+        let login_sa = line_of(text, "serviceAccountName: slurm-login");
+        assert!(
+            err.contains(&format!("cluster.yaml:{login_sa}:"))
+                && err.contains("spec.loginSets[0].serviceAccountName")
+                && err.contains("--allow-service-account"),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains("spec.loginSets[0].containerSecurityContext.privileged")
+                && err.contains("--allow-privileged"),
+            "{cmd}: {err}"
+        );
+        // Secrets beyond the cluster's own, and the host the database password goes to.
+        let pull = line_of(text, "imagePullSecrets: [ghcr-pull]");
+        assert!(
+            err.contains(&format!("cluster.yaml:{pull}:"))
+                && err.contains("Secret ghcr-pull")
+                && err.contains("--allow-secret"),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains("spec.loginSets[0].sssdConf.name: Secret login-sssd"),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains("spec.accounting.database.host") && err.contains("--allow-database-host"),
+            "{cmd}: {err}"
+        );
+        // A ConfigMap reference is no Secret.
+        assert!(!err.contains("slurm-oci"), "{cmd}: {err}");
+        let out = run(&[
+            "--guardrails",
+            "--allow-privileged",
+            "--allow-service-account=slurmctld,slurm-login,slurm-worker",
+            "--allow-secret=ghcr-pull,login-ssh,login-sssd",
+            "--allow-database-host=mariadb.databases.svc.cluster.local",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(ok),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -9,7 +9,7 @@ mod canary;
 mod controller;
 mod grammar;
 mod pods;
-mod secrets;
+pub(crate) mod secrets;
 mod window;
 
 use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};

@@ -63,7 +63,7 @@ impl Validator {
 /// Every Secret name V refers to, with its path (AT: V's; KEY: the key V is under): a
 /// `secretName`, the `name` of a `secret` (projected volumes), of a `secretRef`, `secretKeyRef`
 /// or any `...SecretRef`, of the SecretRef fields of cluster.yaml, and of `imagePullSecrets`.
-fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<(String, Path)>) {
+pub(crate) fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<(String, Path)>) {
     match v {
         Value::Object(m) => {
             let refers = key.is_some_and(|k| {
@@ -73,8 +73,10 @@ fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<(String, Pa
                     || k == "secretRef"
                     || k.ends_with("Secrets")
             });
-            // cluster.yaml's own SecretRef: exactly a name and a key.
-            let own_ref = m.len() == 2 && m.get("key").is_some_and(Value::is_string);
+            // cluster.yaml's own SecretRef: exactly a name and a key (a ConfigMapRef has the
+            // same shape).
+            let config_map = key.is_some_and(|k| k.to_ascii_lowercase().contains("configmap"));
+            let own_ref = m.len() == 2 && m.get("key").is_some_and(Value::is_string) && !config_map;
             if (refers || own_ref)
                 && let Some(Value::String(n)) = m.get("name")
             {
