@@ -108,6 +108,18 @@ pub enum ApplyError {
     NoServiceMonitor { object: String },
     #[error("timed out after {after:?} waiting for: {pending}")]
     Timeout { after: Duration, pending: String },
+    #[error(
+        "{} in {namespace} already exist and are not this cluster's (no label {}={instance}, no {}={set}): slurmops does not take over objects it did not make. Delete or rename them, or rename what cluster.yaml names; nothing was changed",
+        objects.join(", "),
+        crate::vocab::LABEL_INSTANCE,
+        crate::vocab::LABEL_APPLYSET_PART_OF
+    )]
+    Foreign {
+        objects: Vec<String>,
+        namespace: String,
+        instance: String,
+        set: String,
+    },
 }
 
 #[derive(Debug, Clone, Default)]

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::Value as Json;
 
@@ -137,6 +138,7 @@ pub async fn survey(
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
         .and(window::held(c, &all, &workloads, now));
+    refuse_foreign(cluster, c, &desired, &live).await?;
     let prune = prune_set(cluster, c, &desired, &live, opts, guard).await?;
     check_scale_in(cluster, c, &desired, &live, guard).await?;
     let mut verdicts = Vec::with_capacity(desired.len());
@@ -158,6 +160,69 @@ pub async fn survey(
         prune,
         held,
     })
+}
+
+/// Refuses to create what already exists and is not this cluster's: an object cluster.yaml names
+/// that is no member of the ApplySet (LIVE) is read by name, and one found without this cluster's
+/// instance label or ApplySet label is someone else's (another cluster's daemon, a hand-made
+/// object, another tool). Server-side apply would take it over. Reads only what is created.
+async fn refuse_foreign(
+    cluster: &Connection,
+    c: &ClusterFile,
+    desired: &[Object],
+    live: &Members,
+) -> Result<(), ApplyError> {
+    let ns = &c.metadata.namespace;
+    let set = super::applyset::id(&super::applyset::parent_name(&c.metadata.name), ns);
+    let missing = desired
+        .iter()
+        .filter(|o| live.get(&key(&o.kind, &o.name)).is_none());
+    let checks: Vec<_> = missing
+        .map(|o| foreign_one(cluster, ns, &c.metadata.name, &set, o))
+        .collect();
+    let found: Vec<Result<Option<String>, ApplyError>> = futures::stream::iter(checks)
+        .buffered(WRITES)
+        .collect()
+        .await;
+    let objects: Vec<String> = found
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    if objects.is_empty() {
+        return Ok(());
+    }
+    Err(ApplyError::Foreign {
+        objects,
+        namespace: ns.clone(),
+        instance: c.metadata.name.clone(),
+        set,
+    })
+}
+
+/// O's id when an object of its name exists in NS and is not cluster INSTANCE's (ApplySet SET).
+async fn foreign_one(
+    cluster: &Connection,
+    ns: &str,
+    instance: &str,
+    set: &str,
+    o: &Object,
+) -> Result<Option<String>, ApplyError> {
+    let api_version = o.body["apiVersion"].as_str().unwrap_or("v1");
+    let existing = retry(|| cluster.get(api_version, &o.kind, ns, &o.name))
+        .await
+        .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
+    let Some(existing) = existing else {
+        return Ok(None);
+    };
+    let labels = existing.metadata.labels.unwrap_or_default();
+    let ours = labels.get(crate::vocab::LABEL_INSTANCE).map(String::as_str) == Some(instance)
+        || labels
+            .get(crate::vocab::LABEL_APPLYSET_PART_OF)
+            .map(String::as_str)
+            == Some(set);
+    Ok((!ours).then(|| key(&o.kind, &o.name)))
 }
 
 /// Objects of one kind written at once.

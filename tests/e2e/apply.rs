@@ -416,6 +416,68 @@ async fn removed_node_sets_are_pruned_only_when_safe_and_foreign_objects_stay() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_object_of_the_same_name_that_is_not_this_clusters_is_refused_not_taken_over() {
+    let env = TestEnv::new("foreign").await;
+    env.grant_slurmops_role().await;
+    let a = env.name("a");
+    // Another team's StatefulSet (or another cluster's) with the name cluster.yaml gives a
+    // NodeSet: server-side apply would take it over.
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    let theirs: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": a, "labels": {"app.kubernetes.io/instance": "other"}},
+        "spec": {"replicas": 0, "serviceName": "other",
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "c", "image": "other:1"}]}}}
+    }))
+    .unwrap();
+    sts.create(&PostParams::default(), &theirs).await.unwrap();
+    // And a hand-made ConfigMap with the name of the one holding slurm.conf.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let notes: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c-config"}, "data": {"mine": "x"}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &notes).await.unwrap();
+    let repo = temp_repo();
+    write(repo.path(), &small_cluster(&env.ns, &node_set(&a, 0), ""));
+    let (code, out, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("StatefulSet/{a}"))
+            && err.contains("ConfigMap/c-config")
+            && err.contains("not this cluster's"),
+        "{err}"
+    );
+    let kept = cms.get("c-config").await.unwrap();
+    assert_eq!(kept.metadata.labels, None, "their ConfigMap was taken over");
+    assert_eq!(kept.data.unwrap().len(), 1);
+    let after = sts.get(&a).await.unwrap();
+    let image = after.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    assert_eq!(
+        image.as_deref(),
+        Some("other:1"),
+        "their StatefulSet was changed"
+    );
+    // Refused before the first write: not even the ApplySet parent exists.
+    assert!(cms.get_opt("c-applyset").await.unwrap().is_none());
+
+    // Theirs gone, the apply goes through; the next apply of what it made is no refusal.
+    sts.delete(&a, &Default::default()).await.unwrap();
+    cms.delete("c-config", &Default::default()).await.unwrap();
+    eventually(
+        "their StatefulSet gone",
+        Duration::from_secs(30),
+        async || sts.get_opt(&a).await.unwrap().is_none().then_some(()),
+    )
+    .await;
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_rendering_that_would_prune_everything_is_refused() {
     let env = TestEnv::new("all").await;
     env.grant_slurmops_role().await;
