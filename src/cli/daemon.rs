@@ -500,6 +500,10 @@ pub struct InstallArgs {
     /// the scale bench's measured formula (see README, Benchmarks).
     #[arg(long, default_value_t = 1000)]
     workers: u32,
+    /// The most jobs their queues will hold: sizes the memory limit too (the daemon keeps the
+    /// queue when autoscale or canaries need it).
+    #[arg(long, default_value_t = 50_000)]
+    jobs: u32,
 }
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
@@ -534,6 +538,7 @@ pub fn install(a: InstallArgs) -> Outcome {
             database_hosts: a.allow_database_hosts,
         },
         workers: a.workers,
+        jobs: a.jobs,
     };
     if !i.verifies_signatures() {
         eprintln!("{}", crate::daemon::install::UNSIGNED_WARNING);

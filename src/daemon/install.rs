@@ -60,6 +60,8 @@ pub struct Install {
     pub guard: Widened,
     /// Workers the daemon's clusters have at most: its memory limit follows (`memory_limit_mib`).
     pub workers: u32,
+    /// Jobs their queues hold at most: the daemon keeps them when a decision needs the queue.
+    pub jobs: u32,
 }
 
 /// The daemon's peak memory measured by the scale bench (`tests/bench.sh scale`, release build,
@@ -67,11 +69,16 @@ pub struct Install {
 /// workers (each with its GPU-sized Kubernetes node watched).
 pub const PEAK_BASE_MIB: u32 = 56;
 pub const PEAK_PER_THOUSAND_MIB: u32 = 43;
+/// MiB per 10,000 jobs kept, when every pass needs the queue (autoscale, canaries; the jobs
+/// bench, `tests/bench.sh jobs`: 1,000 to 100,000 held jobs).
+pub const PEAK_PER_TEN_THOUSAND_JOBS_MIB: u32 = 15;
 
-/// The memory limit for WORKERS: the measured peak and half again, in steps of 64 MiB, at least
-/// 256 MiB.
-pub fn memory_limit_mib(workers: u32) -> u32 {
-    let peak = PEAK_BASE_MIB + PEAK_PER_THOUSAND_MIB * workers.div_ceil(1000);
+/// The memory limit for WORKERS and JOBS: the measured peak and half again, in steps of 64 MiB,
+/// at least 256 MiB.
+pub fn memory_limit_mib(workers: u32, jobs: u32) -> u32 {
+    let peak = PEAK_BASE_MIB
+        + PEAK_PER_THOUSAND_MIB * workers.div_ceil(1000)
+        + PEAK_PER_TEN_THOUSAND_JOBS_MIB * jobs.div_ceil(10_000);
     (peak * 3 / 2).div_ceil(64).max(4) * 64
 }
 
@@ -447,7 +454,7 @@ fn deployment(i: &Install) -> Deployment {
             ])),
             limits: Some(BTreeMap::from([(
                 "memory".to_string(),
-                Quantity(format!("{}Mi", memory_limit_mib(i.workers))),
+                Quantity(format!("{}Mi", memory_limit_mib(i.workers, i.jobs))),
             )])),
             ..ResourceRequirements::default()
         }),
@@ -523,17 +530,21 @@ mod tests {
             allowed_gpg_keys: None,
             guard: Widened::default(),
             workers: 1000,
+            jobs: 50_000,
         }
     }
 
     #[test]
     fn the_memory_limit_follows_the_workers_as_measured() {
-        assert_eq!(memory_limit_mib(0), 256);
-        let small = memory_limit_mib(1000);
-        let large = memory_limit_mib(10_000);
+        assert_eq!(memory_limit_mib(0, 0), 256);
+        let small = memory_limit_mib(1000, 50_000);
+        let large = memory_limit_mib(10_000, 50_000);
+        assert!(memory_limit_mib(1000, 100_000) > small);
         // Half again over the measured peak, at every size.
         for (w, limit) in [(1000, small), (10_000, large)] {
-            let peak = PEAK_BASE_MIB + PEAK_PER_THOUSAND_MIB * w / 1000;
+            let peak = PEAK_BASE_MIB
+                + PEAK_PER_THOUSAND_MIB * w / 1000
+                + 5 * PEAK_PER_TEN_THOUSAND_JOBS_MIB;
             assert!(
                 limit * 2 >= peak * 3 && limit % 64 == 0,
                 "{w}: {limit} for {peak}"

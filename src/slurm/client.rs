@@ -94,7 +94,20 @@ fn max_answer_from(setting: Option<&str>) -> usize {
         .map_or(MAX_ANSWER, |m| m << 20)
 }
 
-pub struct Client {
+/// A slurmrestd client; clones share everything (connections, credentials, what was read), so
+/// a read may go on in a task of its own.
+#[derive(Clone)]
+pub struct Client(std::sync::Arc<Inner>);
+
+impl std::ops::Deref for Client {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+#[doc(hidden)]
+pub struct Inner {
     http: reqwest::Client,
     config: Config,
     base: String,
@@ -214,7 +227,7 @@ impl Client {
                 "slurmrestd URL {base}: refusing to send a token over plain http:// beyond this host or the cluster's own Services; use https://, a port-forward to 127.0.0.1, or allow it explicitly with SLURMOPS_ALLOW_HTTP=true (`run --allow-http`)"
             )));
         }
-        Ok(Client {
+        Ok(Client(std::sync::Arc::new(Inner {
             http,
             parser: Mutex::new(config.parser),
             config,
@@ -224,7 +237,7 @@ impl Client {
             received: Default::default(),
             kept_nodes: tokio::sync::Mutex::new(None),
             queue: Default::default(),
-        })
+        })))
     }
 
     /// The answer's body to the request for URL, at most [`MAX_ANSWER`] bytes (within the
@@ -233,10 +246,14 @@ impl Client {
         &self,
         url: &str,
         mut resp: reqwest::Response,
+        deadline: Duration,
     ) -> Result<Vec<u8>, SlurmError> {
         let mut body = Vec::new();
         loop {
-            let chunk = resp.chunk().await.map_err(|e| self.failed(url, &e))?;
+            let chunk = resp
+                .chunk()
+                .await
+                .map_err(|e| self.failed(url, &e, deadline))?;
             let Some(chunk) = chunk else {
                 return Ok(body);
             };
@@ -258,12 +275,12 @@ impl Client {
     }
 
     /// A failed request to URL: its deadline passed (not retried), or slurmrestd is out of reach.
-    fn failed(&self, url: &str, e: &reqwest::Error) -> SlurmError {
+    fn failed(&self, url: &str, e: &reqwest::Error, deadline: Duration) -> SlurmError {
         match e.is_timeout() {
             true => SlurmError::Timeout {
                 url: self.base.clone(),
                 path: self.path_of(url),
-                secs: self.config.timeout.as_secs(),
+                secs: deadline.as_secs(),
             },
             false => SlurmError::Unreachable {
                 url: self.base.clone(),
@@ -287,7 +304,7 @@ impl Client {
 
     /// Speak data parser P instead of probing.
     pub fn set_parser(&mut self, p: DataParser) {
-        *self.parser.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        *self.parser.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
     }
 
     pub fn url(&self) -> &str {
@@ -495,6 +512,16 @@ impl Client {
         serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
     }
 
+    /// As `get`, under the deadline of a whole-queue read (`Config::queue_timeout`).
+    async fn get_slow<T: DeserializeOwned>(&self, path: &str) -> Result<T, SlurmError> {
+        let p = self.parser().await?;
+        let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
+        let body = self
+            .send_url_within(Method::GET, url, None, self.config.queue_timeout)
+            .await?;
+        serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
+    }
+
     fn parse_error(&self, path: &str, detail: String) -> SlurmError {
         SlurmError::Parse {
             what: format!("{}/slurm/.../{path}", self.base),
@@ -554,10 +581,22 @@ impl Client {
         url: String,
         body: Option<serde_json::Value>,
     ) -> Result<Vec<u8>, SlurmError> {
+        self.send_url_within(method, url, body, self.config.timeout)
+            .await
+    }
+
+    /// As `send_url`, each attempt within DEADLINE.
+    async fn send_url_within(
+        &self,
+        method: Method,
+        url: String,
+        body: Option<serde_json::Value>,
+        deadline: Duration,
+    ) -> Result<Vec<u8>, SlurmError> {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {
-            let result = self.send_once(&method, &url, body.as_ref()).await;
+            let result = self.send_once(&method, &url, body.as_ref(), deadline).await;
             match result {
                 Err(e) if e.is_transient() && attempt < self.config.attempts => {
                     tokio::time::sleep(delay).await;
@@ -574,19 +613,23 @@ impl Client {
         method: &Method,
         url: &str,
         body: Option<&serde_json::Value>,
+        deadline: Duration,
     ) -> Result<Vec<u8>, SlurmError> {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut req = self.authorized(method, url);
+        let mut req = self.authorized(method, url).timeout(deadline);
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| self.failed(url, &e))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| self.failed(url, &e, deadline))?;
         let status = resp.status();
         // A conditional list read (`update_time`) whose list did not change.
         if status == StatusCode::NOT_MODIFIED && *method == Method::GET {
             return Ok(Vec::new());
         }
-        let bytes = self.read_bounded(url, resp).await?;
+        let bytes = self.read_bounded(url, resp, deadline).await?;
         match answer_error(&self.base, method, url, status, &bytes) {
             Some(e) => Err(e),
             None => Ok(bytes),

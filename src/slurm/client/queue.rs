@@ -1,12 +1,18 @@
 //! Slurm's job queue at the size of the clusters slurmops is for (50,000 to 100,000 jobs). One
 //! answer with every job is hundreds of MB (about 7.6 KB a job) that slurmrestd needs about a
-//! minute to build, so that read is rare: in the background, one at a time, under a deadline of
-//! its own, parsed as it arrives into the fields slurmops uses (memory goes with the jobs kept,
-//! not with the answer). Between two whole reads the kept queue follows `jobs/state/` (about 80
-//! bytes a job: every job's id and state) and reads `job/{id}` for each job that appeared or
-//! changed state. What `jobs/state/` cannot tell — a pending job's reason or partition changed
-//! in place, array and heterogeneous jobs — waits for the next whole read, at most every
-//! [`REFRESH`] or ten times what the last one cost, whichever is longer.
+//! minute to build, so that read is rare, parsed as it arrives into the fields slurmops uses
+//! (memory goes with the jobs kept, not with the answer). Between two whole reads the kept queue
+//! follows `jobs/state/` (about 80 bytes a job: every job's id and state) and reads `job/{id}` for
+//! each job that appeared or changed state. What `jobs/state/` cannot tell — a pending job's
+//! reason or partition changed in place, array and heterogeneous jobs — waits for the next whole
+//! read, at most every [`REFRESH`] or ten times what the last one cost, whichever is longer.
+//!
+//! Every refresh (whole or following) runs in a task of its own, one at a time, under the
+//! deadline of a whole-queue read: a job read starts the refresh that is due and waits for it at
+//! most `Config::queue_wait`, then answers with the freshest queue kept (the daemon's passes go on;
+//! a command waits). Slurm 24.11's slurmrestd builds `jobs/state/` in time that grows faster than
+//! the queue (0.6 s at 20,000 jobs, about 15 s at 100,000), so it too is spaced at ten times its
+//! cost.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -50,43 +56,69 @@ pub(super) fn max_jobs_from(setting: Option<&str>) -> usize {
         .unwrap_or(MAX_JOBS)
 }
 
-/// What the client knows of the queue, and the whole read in flight.
+/// Every job's state as `jobs/state/` gave it (ids as it writes them: `12`, `12_3`, `12+1`).
+type States = Arc<HashMap<String, Vec<String>>>;
+
+/// What the client knows of the queue, and the refresh in flight.
 #[derive(Default)]
 pub(super) struct Queue {
     kept: Option<Kept>,
-    reading: Option<Reading>,
-    /// When the last whole read failed, and how long the next one waits.
+    refresh: Option<Refresh>,
+    /// When the last whole read failed, how long the next one waits, and why.
     failed: Option<(Instant, Duration, String)>,
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        if let Some(r) = &self.reading {
+        if let Some(r) = &self.refresh {
             r.task.abort();
         }
     }
 }
 
-struct Reading {
-    task: tokio::task::JoinHandle<Result<Streamed, SlurmError>>,
+/// A refresh in flight.
+struct Refresh {
+    task: tokio::task::JoinHandle<Result<Refreshed, SlurmError>>,
     started: Instant,
-    /// `jobs/state/` read just before: what the whole answer is at least as new as.
-    states: HashMap<String, Vec<String>>,
-    states_took: Duration,
+    whole: bool,
+}
+
+/// What a refresh brought.
+enum Refreshed {
+    /// Every job (None: no change since the kept queue's `last_update`), and `jobs/state/` as
+    /// read just before, which the answer is at least as new as.
+    Whole {
+        states: States,
+        states_took: Duration,
+        jobs: Option<Vec<Job>>,
+        last_update: Option<i64>,
+    },
+    Followed(Delta),
+}
+
+/// The kept queue brought up to `jobs/state/`.
+struct Delta {
+    states: States,
+    took: Duration,
+    /// Jobs read again (None: gone meanwhile), jobs gone, known jobs' new states.
+    read: Vec<(u64, Option<Job>)>,
+    gone: Vec<u64>,
+    patched: Vec<(u64, Vec<String>)>,
+    /// Something only a whole read tells changed.
+    stale: bool,
 }
 
 struct Kept {
     jobs: BTreeMap<u64, Job>,
-    /// Every job's state as `jobs/state/` gave it (ids as it writes them: `12`, `12_3`, `12+1`).
-    states: HashMap<String, Vec<String>>,
+    states: States,
     last_update: Option<i64>,
     whole_at: Instant,
     whole_took: Duration,
     checked_at: Instant,
     check_took: Duration,
-    /// False once this client changed the queue (a submission, a cancellation).
-    reusable: bool,
-    /// `jobs/state/` showed what only a whole read tells (an array or heterogeneous job).
+    /// When this client last changed the queue (a submission, a cancellation): a refresh
+    /// started before then does not make the kept queue current.
+    changed_at: Option<Instant>,
     stale: bool,
 }
 
@@ -95,104 +127,158 @@ impl Kept {
         self.jobs.values().cloned().collect()
     }
 
-    /// A whole read may start: the last one is older than REFRESH and ten times its cost, or
-    /// what the kept queue lacks needs one as soon as the ten times have passed.
+    /// A whole read is due: the last one is older than REFRESH and ten times its cost, or what
+    /// the kept queue lacks needs one as soon as the ten times have passed.
     fn whole_due(&self) -> bool {
         let spaced = self.whole_at.elapsed() >= self.whole_took * JOBS_REUSE_FACTOR;
         spaced && (self.stale || self.whole_at.elapsed() >= REFRESH)
     }
+
+    /// Young enough to answer with as it is: checked after this client's last change, and
+    /// within ten times what the check cost.
+    fn current(&self) -> bool {
+        let after_change = self.changed_at.is_none_or(|t| t < self.checked_at);
+        after_change
+            && self.checked_at.elapsed() < (self.check_took * JOBS_REUSE_FACTOR).min(JOBS_REUSE_CAP)
+    }
+
+    fn apply(&mut self, started: Instant, d: Delta) {
+        for id in d.gone {
+            self.jobs.remove(&id);
+        }
+        for (id, state) in d.patched {
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.state = state;
+            }
+        }
+        for (id, job) in d.read {
+            match job {
+                Some(j) => self.jobs.insert(id, j),
+                None => self.jobs.remove(&id),
+            };
+        }
+        self.states = d.states;
+        self.stale |= d.stale;
+        self.checked_at = started;
+        self.check_took = d.took;
+    }
 }
 
-/// The answer of one whole read.
-struct Streamed {
-    /// None: "no change since update_time".
-    jobs: Option<Vec<Job>>,
-    last_update: Option<i64>,
+/// A refresh to start.
+#[derive(Clone, Copy)]
+enum Due {
+    /// A whole read, asking for changes since this `last_update` when given.
+    Whole(Option<i64>),
+    /// `jobs/state/` and the jobs that changed.
+    Follow,
+}
+
+/// Why a failed whole read waits this long before the next.
+fn wait_after(e: &SlurmError) -> Duration {
+    match e {
+        SlurmError::Timeout { .. }
+        | SlurmError::TooLarge { .. }
+        | SlurmError::TooManyJobs { .. } => FAILED_HEAVY,
+        _ => FAILED_LIGHT,
+    }
 }
 
 impl Queue {
-    /// Takes a finished whole read in; its error when nothing is kept to fall back on.
-    async fn collect(&mut self) -> Result<(), SlurmError> {
-        if !self.reading.as_ref().is_some_and(|r| r.task.is_finished()) {
-            return Ok(());
+    /// The refresh due now, if any.
+    fn due(&self) -> Option<Due> {
+        if self.refresh.is_some() {
+            return None;
         }
-        let Some(mut r) = self.reading.take() else {
-            return Ok(());
-        };
-        let result = joined((&mut r.task).await);
-        self.finish(r, result)
+        let may_whole = self
+            .failed
+            .as_ref()
+            .is_none_or(|(at, wait, _)| at.elapsed() >= *wait);
+        match &self.kept {
+            None => may_whole.then_some(Due::Whole(None)),
+            Some(k) if k.whole_due() && may_whole => Some(Due::Whole(k.last_update)),
+            Some(k) if !k.current() => Some(Due::Follow),
+            Some(_) => None,
+        }
     }
 
-    /// The end of whole read R: its RESULT kept, or its failure remembered (and returned when
-    /// nothing is kept to fall back on).
+    /// The end of refresh R: what it brought kept, or its failure remembered. The failure is
+    /// returned when nothing is kept to fall back on.
     fn finish(
         &mut self,
-        r: Reading,
-        result: Result<Streamed, SlurmError>,
+        r: Refresh,
+        result: Result<Refreshed, SlurmError>,
     ) -> Result<(), SlurmError> {
         match result {
-            Ok(s) => {
+            Ok(Refreshed::Whole {
+                states,
+                states_took,
+                jobs,
+                last_update,
+            }) => {
                 self.failed = None;
-                self.take(r.started, r.states, r.states_took, s);
+                let took = r.started.elapsed();
+                match (jobs, &mut self.kept) {
+                    (None, Some(k)) => {
+                        k.whole_at = r.started;
+                        k.whole_took = took;
+                        k.stale = false;
+                    }
+                    (jobs, kept) => {
+                        let changed_at = kept.as_ref().and_then(|k| k.changed_at);
+                        *kept = Some(Kept {
+                            jobs: jobs
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|j| (j.id, j))
+                                .collect(),
+                            states,
+                            last_update,
+                            whole_at: r.started,
+                            whole_took: took,
+                            checked_at: r.started,
+                            check_took: states_took,
+                            changed_at,
+                            stale: false,
+                        })
+                    }
+                }
                 Ok(())
             }
-            Err(e) => {
-                let wait = match e {
-                    SlurmError::Timeout { .. }
-                    | SlurmError::TooLarge { .. }
-                    | SlurmError::TooManyJobs { .. } => FAILED_HEAVY,
-                    _ => FAILED_LIGHT,
-                };
-                self.failed = Some((Instant::now(), wait, e.to_string()));
+            Ok(Refreshed::Followed(d)) => {
                 if let Some(k) = &mut self.kept {
-                    // Not again before the wait: the kept queue goes on following jobs/state/.
-                    k.whole_at = Instant::now();
-                    k.whole_took = wait / JOBS_REUSE_FACTOR;
-                    tracing::warn!(error = %e, "the whole job queue read failed; the kept queue goes on");
-                    return Ok(());
+                    k.apply(r.started, d);
                 }
-                Err(e)
+                Ok(())
             }
-        }
-    }
-
-    fn take(
-        &mut self,
-        started: Instant,
-        states: HashMap<String, Vec<String>>,
-        states_took: Duration,
-        s: Streamed,
-    ) {
-        let took = started.elapsed();
-        match (s.jobs, &mut self.kept) {
-            (None, Some(k)) => {
-                k.whole_at = started;
-                k.whole_took = took;
-                k.stale = false;
+            Err(e) if r.whole => {
+                let wait = wait_after(&e);
+                self.failed = Some((Instant::now(), wait, e.to_string()));
+                match &mut self.kept {
+                    Some(k) => {
+                        // Not again before the wait: the kept queue goes on following.
+                        k.whole_at = Instant::now();
+                        k.whole_took = wait / JOBS_REUSE_FACTOR;
+                        tracing::warn!(error = %e, "the whole job queue read failed; the kept queue goes on");
+                        Ok(())
+                    }
+                    None => Err(e),
+                }
             }
-            (jobs, _) => {
-                self.kept = Some(Kept {
-                    jobs: jobs
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|j| (j.id, j))
-                        .collect(),
-                    states,
-                    last_update: s.last_update,
-                    whole_at: started,
-                    whole_took: took,
-                    checked_at: started,
-                    check_took: states_took,
-                    reusable: true,
-                    stale: false,
-                })
+            Err(e) => {
+                // A following read failed: the kept queue stays, asked again after a pause.
+                if let Some(k) = &mut self.kept {
+                    k.checked_at = Instant::now();
+                    k.check_took = k.check_took.max(Duration::from_secs(1));
+                }
+                tracing::warn!(error = %e, "following the job queue failed; the kept queue stays");
+                Ok(())
             }
         }
     }
 
     /// Why there is no queue to answer with.
     fn unknown(&self) -> SlurmError {
-        let detail = match (&self.reading, &self.failed) {
+        let detail = match (&self.refresh, &self.failed) {
             (Some(r), _) => format!(
                 "a read of the whole queue has run for {} s in the background (a queue of 50,000 jobs takes about a minute); what needs the jobs waits for it",
                 r.started.elapsed().as_secs()
@@ -206,57 +292,63 @@ impl Queue {
         };
         SlurmError::QueueUnknown { detail }
     }
+}
 
-    /// Whether a whole read may start now (none in flight, none failed within its wait).
-    fn may_start(&self) -> bool {
-        self.reading.is_none()
-            && self
-                .failed
-                .as_ref()
-                .is_none_or(|(at, wait, _)| at.elapsed() >= *wait)
-    }
+/// A refresh's task ended: its result.
+fn joined(
+    r: Result<Result<Refreshed, SlurmError>, tokio::task::JoinError>,
+) -> Result<Refreshed, SlurmError> {
+    r.unwrap_or_else(|e| {
+        Err(SlurmError::Config(format!(
+            "the job queue read stopped: {e}"
+        )))
+    })
 }
 
 impl Client {
     /// Every job, as the fields slurmops reads (see the module's comment for how it is kept
-    /// current). While no queue was ever read, waits for the first whole read at most
-    /// `queue_wait` (the daemon's passes go on without the jobs; a command waits for them).
+    /// current): starts the refresh that is due, waits for it at most `queue_wait`, and answers
+    /// with the freshest queue kept.
     pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
         let mut q = self.queue.lock().await;
-        q.collect().await?;
-        if q.kept.is_none() {
-            if q.may_start() {
-                self.start_whole(&mut q, None).await?;
-            }
-            let Some(r) = q.reading.as_mut() else {
-                return Err(q.unknown());
+        if q.refresh.as_ref().is_some_and(|r| r.task.is_finished()) {
+            let mut r = q.refresh.take().expect("a refresh");
+            let result = joined((&mut r.task).await);
+            q.finish(r, result)?;
+        }
+        if let Some(due) = q.due() {
+            let states = q.kept.as_ref().map(|k| Arc::clone(&k.states));
+            let task = match due {
+                Due::Whole(since) => tokio::spawn(self.clone().whole(since)),
+                Due::Follow => tokio::spawn(self.clone().follow(states.unwrap_or_default())),
             };
+            q.refresh = Some(Refresh {
+                task,
+                started: Instant::now(),
+                whole: matches!(due, Due::Whole(_)),
+            });
+        }
+        if let Some(r) = q.refresh.as_mut() {
             let left = self.config.queue_wait.saturating_sub(r.started.elapsed());
-            let Ok(result) = tokio::time::timeout(left, &mut r.task).await else {
-                return Err(q.unknown());
-            };
-            let r = q.reading.take().expect("a read in flight");
-            q.finish(r, joined(result))?;
+            if let Ok(result) = tokio::time::timeout(left, &mut r.task).await {
+                let r = q.refresh.take().expect("a refresh");
+                q.finish(r, joined(result))?;
+            }
         }
-        let k = q.kept.as_ref().expect("kept");
-        if k.reusable
-            && k.checked_at.elapsed() < (k.check_took * JOBS_REUSE_FACTOR).min(JOBS_REUSE_CAP)
-        {
-            return Ok(k.list());
+        match &q.kept {
+            Some(k) => Ok(k.list()),
+            None => Err(q.unknown()),
         }
-        self.follow(&mut q).await
     }
 
-    /// Brings the kept queue up to `jobs/state/`: reads each job that appeared or changed state,
-    /// forgets those that left; starts a whole read when one is due or needed.
-    async fn follow(&self, q: &mut Queue) -> Result<Vec<Job>, SlurmError> {
+    /// `jobs/state/`, then the jobs that appeared or changed state since OLD.
+    async fn follow(self, old: States) -> Result<Refreshed, SlurmError> {
         let started = Instant::now();
         let states = self.job_states().await?;
-        let k = q.kept.as_ref().expect("kept");
         let mut fetch = Vec::new();
-        let mut stale = k.stale;
-        for (id, state) in &states {
-            if k.states.get(id) != Some(state) {
+        let mut stale = false;
+        for (id, state) in states.iter() {
+            if old.get(id) != Some(state) {
                 match id.parse::<u64>() {
                     Ok(n) => fetch.push(n),
                     Err(_) => stale = true,
@@ -264,59 +356,77 @@ impl Client {
             }
         }
         let mut gone = Vec::new();
-        for id in k.states.keys().filter(|id| !states.contains_key(*id)) {
+        for id in old.keys().filter(|id| !states.contains_key(*id)) {
             match id.parse::<u64>() {
                 Ok(n) => gone.push(n),
                 Err(_) => stale = true,
             }
         }
-        let mut read = Vec::new();
+        let (mut read, mut patched) = (Vec::new(), Vec::new());
         if fetch.len() <= MAX_FETCH {
+            let this = &self;
             let answers: Vec<Result<(u64, Option<Job>), SlurmError>> =
                 futures::stream::iter(fetch.iter().copied())
-                    .map(|id| async move { Ok((id, self.job_record(id).await?)) })
+                    .map(|id| async move { Ok((id, this.job_record(id).await?)) })
                     .buffer_unordered(FETCH_AT_ONCE)
                     .collect()
                     .await;
             read = answers.into_iter().collect::<Result<_, _>>()?;
         } else {
+            // Too many to read one by one: the known ones at least get their state.
             stale = true;
+            patched = fetch
+                .iter()
+                .filter_map(|id| Some((*id, states.get(&id.to_string())?.clone())))
+                .collect();
         }
-        let k = q.kept.as_mut().expect("kept");
-        for id in gone {
-            k.jobs.remove(&id);
-        }
-        if read.is_empty() {
-            // Too many to read one by one: the known ones at least have their state.
-            for id in &fetch {
-                if let (Some(j), Some(s)) = (k.jobs.get_mut(id), states.get(&id.to_string())) {
-                    j.state = s.clone();
-                }
-            }
-        }
-        for (id, job) in read {
-            match job {
-                Some(j) => k.jobs.insert(id, j),
-                None => k.jobs.remove(&id),
-            };
-        }
-        k.states = states;
-        k.stale = stale;
-        k.checked_at = started;
-        k.check_took = started.elapsed();
-        k.reusable = true;
-        let list = k.list();
-        let (due, since) = (k.whole_due(), k.last_update);
-        if due && q.may_start() {
-            self.start_whole(q, since).await?;
-        }
-        Ok(list)
+        Ok(Refreshed::Followed(Delta {
+            states,
+            took: started.elapsed(),
+            read,
+            gone,
+            patched,
+            stale,
+        }))
     }
 
-    /// Every job's id and state (`jobs/state/`, Slurm 23.11 and later).
-    async fn job_states(&self) -> Result<HashMap<String, Vec<String>>, SlurmError> {
+    /// `jobs/state/`, then every job (changes since SINCE when given), parsed as it arrives.
+    async fn whole(self, since: Option<i64>) -> Result<Refreshed, SlurmError> {
+        let started = Instant::now();
+        let states = self.job_states().await?;
+        let states_took = started.elapsed();
+        let p = self.parser().await?;
+        let path = match since {
+            Some(t) => format!("jobs/?update_time={t}&flags=ALL"),
+            None => "jobs/?flags=ALL".to_string(),
+        };
+        let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let req = self
+            .authorized(&Method::GET, &url)
+            .timeout(self.config.queue_timeout);
+        let stream = Stream {
+            base: self.base.clone(),
+            path,
+            secs: self.config.queue_timeout.as_secs(),
+            received: self.received.clone(),
+            max_record: self.config.max_answer as u64,
+            max_jobs: self.config.max_jobs,
+        };
+        let s = stream.read(req).await?;
+        Ok(Refreshed::Whole {
+            states,
+            states_took,
+            jobs: s.jobs,
+            last_update: s.last_update,
+        })
+    }
+
+    /// Every job's id and state (`jobs/state/`, Slurm 23.11 and later), under the deadline of a
+    /// whole-queue read.
+    async fn job_states(&self) -> Result<States, SlurmError> {
         #[derive(serde::Deserialize)]
-        struct States {
+        struct StatesWire {
             #[serde(default)]
             jobs: Vec<State>,
         }
@@ -332,17 +442,19 @@ impl Client {
             Text(String),
             Number(u64),
         }
-        let w: States = self.get("jobs/state/").await?;
-        Ok(w.jobs
-            .into_iter()
-            .map(|s| {
-                let id = match s.job_id {
-                    IdWire::Text(t) => t,
-                    IdWire::Number(n) => n.to_string(),
-                };
-                (id, s.state)
-            })
-            .collect())
+        let w: StatesWire = self.get_slow("jobs/state/").await?;
+        Ok(Arc::new(
+            w.jobs
+                .into_iter()
+                .map(|s| {
+                    let id = match s.job_id {
+                        IdWire::Text(t) => t,
+                        IdWire::Number(n) => n.to_string(),
+                    };
+                    (id, s.state)
+                })
+                .collect(),
+        ))
     }
 
     /// Job ID as slurmctld has it now; None once it left the queue.
@@ -369,46 +481,17 @@ impl Client {
         Ok(found)
     }
 
-    /// Starts a whole read in the background (asking for changes since SINCE when given), after
-    /// reading `jobs/state/`, which it is then at least as new as.
-    async fn start_whole(&self, q: &mut Queue, since: Option<i64>) -> Result<(), SlurmError> {
-        let started = Instant::now();
-        let states = self.job_states().await?;
-        let states_took = started.elapsed();
-        let p = self.parser().await?;
-        let path = match since {
-            Some(t) => format!("jobs/?update_time={t}&flags=ALL"),
-            None => "jobs/?flags=ALL".to_string(),
-        };
-        let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        let req = self
-            .authorized(&Method::GET, &url)
-            .timeout(self.config.queue_timeout);
-        let ctx = Stream {
-            base: self.base.clone(),
-            path,
-            secs: self.config.queue_timeout.as_secs(),
-            received: self.received.clone(),
-            max_record: self.config.max_answer as u64,
-            max_jobs: self.config.max_jobs,
-        };
-        q.reading = Some(Reading {
-            task: tokio::spawn(ctx.read(req)),
-            started,
-            states,
-            states_took,
-        });
-        Ok(())
-    }
-
-    /// How long a job read waits for the first whole-queue read (see `Config::queue_wait`).
+    /// How long a job read waits for a refresh (see `Config::queue_wait`). Only before the
+    /// client is shared.
     pub fn set_queue_wait(&mut self, wait: Duration) {
-        self.config.queue_wait = wait;
+        match std::sync::Arc::get_mut(&mut self.0) {
+            Some(inner) => inner.config.queue_wait = wait,
+            None => tracing::warn!("set_queue_wait on a shared client: ignored"),
+        }
     }
 
     /// Goes on from what OLD (a client of the same slurmrestd, replaced to renew its
-    /// credentials) read of the queue and the nodes, its whole-queue read in flight included.
+    /// credentials) read of the queue and the nodes, its refresh in flight included.
     pub async fn take_reads_from(&self, old: &Client) {
         let taken = std::mem::take(&mut *old.queue.lock().await);
         *self.queue.lock().await = taken;
@@ -416,10 +499,10 @@ impl Client {
         *self.kept_nodes.lock().await = nodes;
     }
 
-    /// The queue changed by this client's hand: the next job read asks slurmrestd.
+    /// The queue changed by this client's hand: the next job read follows it.
     pub(super) async fn jobs_changed(&self) {
         if let Some(k) = self.queue.lock().await.kept.as_mut() {
-            k.reusable = false;
+            k.changed_at = Some(Instant::now());
         }
     }
 
@@ -435,15 +518,11 @@ impl Client {
     }
 }
 
-/// A whole read's task ended: its result.
-fn joined(
-    r: Result<Result<Streamed, SlurmError>, tokio::task::JoinError>,
-) -> Result<Streamed, SlurmError> {
-    r.unwrap_or_else(|e| {
-        Err(SlurmError::Config(format!(
-            "the job queue read stopped: {e}"
-        )))
-    })
+/// Streamed answer of a whole read.
+struct Streamed {
+    /// None: "no change since update_time".
+    jobs: Option<Vec<Job>>,
+    last_update: Option<i64>,
 }
 
 /// One whole read, on its own task: what it needs of the client.
