@@ -15,6 +15,7 @@ use super::model::{
 };
 
 mod queue;
+mod stream;
 pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH};
 
 /// Slurm error numbers slurmops reacts to.
