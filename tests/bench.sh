@@ -20,7 +20,7 @@
 #        bash tests/bench.sh jobs [JSON_FILE]
 #          the daemon against a growing queue: SLURMOPS_BENCH_WORKERS workers (default 100) whose
 #          NodeSets have a canary (every pass needs the queue), 1,000 to SLURMOPS_BENCH_JOBS (default
-#          100,000) held jobs, a daemon started afresh at each length (benches/bed/jobs.rs).
+#          50,000) held jobs, a daemon started afresh at each length (benches/bed/jobs.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never

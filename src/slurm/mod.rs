@@ -73,7 +73,7 @@ pub enum SlurmError {
     /// A whole-queue answer with more jobs than slurmops keeps. Not retried soon: it would be as
     /// large again.
     #[error(
-        "slurmrestd's answer to {path} holds more than {limit} jobs: refused, the next whole read waits (see slurmops::slurm::client::REFRESH); raise the cap with SLURMOPS_SLURM_MAX_JOBS (and the daemon's memory limit with it)"
+        "the job queue is larger than slurmops reads whole ({limit} jobs) at {path}: not read (slurmrestd builds the whole answer in its memory; Slurm 24.11's died on 100,000 jobs), so autoscale and canary verdicts wait; the next try is in 5 minutes. Raise the cap with SLURMOPS_SLURM_MAX_JOBS (and the daemon's memory limit with it, slurmops install --jobs) if slurmrestd has the memory"
     )]
     TooManyJobs { path: String, limit: usize },
     /// The job queue is not known yet (its first whole read is in flight, or failed): what

@@ -15,6 +15,11 @@ use slurmops::slurm::{Client, Config, DataParser, SlurmError};
 /// A peer on loopback: `jobs/state/` answers no job; every other request is ANSWER's, on its
 /// connection. Counts those other requests.
 fn peer(answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
+    peer_with(0, answer)
+}
+
+/// As `peer`, with `jobs/state/` answering STATES pending jobs.
+fn peer_with(states: usize, answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let seen = Arc::new(AtomicUsize::new(0));
@@ -25,7 +30,10 @@ fn peer(answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
             std::thread::spawn(move || {
                 // One request per connection.
                 if request(&mut s).contains("/jobs/state/") {
-                    let body = r#"{"jobs": [], "errors": []}"#;
+                    let jobs: Vec<String> = (1..=states)
+                        .map(|i| format!(r#"{{"job_id": "{i}", "state": ["PENDING"]}}"#))
+                        .collect();
+                    let body = format!(r#"{{"jobs": [{}], "errors": []}}"#, jobs.join(","));
                     let _ = write!(
                         s,
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -169,4 +177,32 @@ async fn a_pass_waits_for_the_first_queue_read_no_longer_than_told() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(matches!(err, SlurmError::QueueUnknown { .. }), "{err:?}");
     assert!(err.to_string().contains("in the background"), "{err}");
+}
+
+#[tokio::test]
+async fn a_queue_counted_past_the_cap_is_never_asked_for_whole() {
+    // slurmrestd builds a whole answer in its memory: one of 100,000 jobs took Slurm 24.11's
+    // down. Counted by jobs/state/ first, a queue past the cap is not asked for.
+    let (url, seen) = peer_with(12, |_s| std::thread::sleep(Duration::from_secs(30)));
+    let mut cfg = Config::new(
+        url.as_str(),
+        Credentials::Token {
+            token: Secret::new("t".to_string()),
+            user: None,
+        },
+    );
+    cfg.parser = Some(DataParser::V0042);
+    cfg.max_jobs = 10;
+    let c = Client::new(cfg).unwrap();
+    let t = Instant::now();
+    let err = c.jobs().await.unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(matches!(err, SlurmError::TooManyJobs { .. }), "{err:?}");
+    assert!(err.to_string().contains("12 jobs"), "{err}");
+    assert!(err.to_string().contains("SLURMOPS_SLURM_MAX_JOBS"), "{err}");
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "the whole queue was asked for"
+    );
 }
