@@ -3,11 +3,15 @@
 //! signature was made — not revoked (a revocation in the allowed file counts, whoever made it:
 //! it can only refuse), not expired (the newest self-signature's key expiration time), and
 //! carrying the signing flag (a subkey needs a binding signature that grants it; a primary key
-//! whose self-signature declares flags needs it too).
+//! whose self-signature declares flags needs it too). As gpg does, only self-signatures and
+//! bindings that verify count: a certificate from a keyserver carries other keys'
+//! certifications (anyone may add one), and one newer than the owner's self-signature, read as
+//! it, would lift the key's expiry or grant a subkey the right to sign.
 
 use pgp::composed::{DetachedSignature, SignedPublicKey};
 use pgp::packet::{KeyFlags, Signature, SignatureType};
 use pgp::types::KeyDetails;
+use pgp::types::Tag;
 
 /// The newest of SIGS whose type is one of TYPES.
 fn newest<'a>(
@@ -51,12 +55,22 @@ pub fn check(
             SignatureType::CertPositive,
             SignatureType::Key,
         ];
+        let primary = &cert.primary_key;
         let self_sigs = cert
             .details
             .users
             .iter()
-            .flat_map(|u| u.signatures.iter())
-            .chain(cert.details.direct_signatures.iter());
+            .flat_map(|u| {
+                u.signatures
+                    .iter()
+                    .filter(|s| s.verify_certification(primary, Tag::UserId, &u.id).is_ok())
+            })
+            .chain(
+                cert.details
+                    .direct_signatures
+                    .iter()
+                    .filter(|s| s.verify_key(primary).is_ok()),
+            );
         let created = cert.primary_key.created_at().as_secs();
         let why = refuse(
             created,
@@ -70,13 +84,23 @@ pub fn check(
         if sig.verify(sub, data).is_err() {
             continue;
         }
+        // A binding counts when the primary key made it over this subkey and, for a signing
+        // subkey, the subkey's own back-signature in it verifies (it consents to the primary).
+        let bound = |b: &&Signature| {
+            b.verify_subkey_binding(&cert.primary_key, &sub.key).is_ok()
+                && (!b.key_flags().sign()
+                    || b.embedded_signature().is_some_and(|back| {
+                        back.verify_primary_key_binding(&sub.key, &cert.primary_key)
+                            .is_ok()
+                    }))
+        };
         let sigs = || sub.signatures.iter();
         let why = if revoked {
             Some("the key is revoked".to_string())
         } else if newest(sigs(), &[SignatureType::SubkeyRevocation]).is_some() {
             Some("the signing subkey is revoked".to_string())
         } else {
-            match newest(sigs(), &[SignatureType::SubkeyBinding]) {
+            match newest(sigs().filter(bound), &[SignatureType::SubkeyBinding]) {
                 None => Some("the signing subkey has no binding signature".to_string()),
                 Some(b) if !b.key_flags().sign() => {
                     Some("the subkey is not allowed to sign (no signing flag)".to_string())

@@ -216,3 +216,140 @@ fn rev_text(stored: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[test]
+fn another_keys_certification_does_not_lift_an_expiry() {
+    // A keyserver's copy of a certificate carries whatever certifications others made of it. One
+    // newer than the owner's self-signature, and without an expiry of its own, must not count.
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let fpr_of = |uid: &str| {
+        let listed = String::from_utf8(gpg(
+            h,
+            "20250101T000000",
+            &["--with-colons", "--list-keys", uid],
+        ))
+        .unwrap();
+        listed
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("fpr:")
+                    .map(|r| r.trim_matches(':').to_string())
+            })
+            .unwrap()
+    };
+    for uid in ["CI <ci@example>", "Other <other@example>"] {
+        gpg(
+            h,
+            "20250101T000000",
+            &["--quick-gen-key", uid, "ed25519", "sign", "never"],
+        );
+    }
+    let (fpr, other) = (fpr_of("ci@example"), fpr_of("other@example"));
+    // A commit signed on 2025-01-03; CI's key then set (dated 2025-01-01 noon) to expire one day
+    // after it was made, so before the signature.
+    let data = commit_at(1_735_862_400);
+    let file = h.join("commit");
+    std::fs::write(&file, &data).unwrap();
+    let asc = h.join("commit.asc");
+    gpg(
+        h,
+        "20250103T000000",
+        &[
+            "--armor",
+            "--detach-sign",
+            "-u",
+            &format!("{fpr}!"),
+            "-o",
+            asc.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+    );
+    gpg(h, "20250101T120000", &["--quick-set-expire", &fpr, "1d"]);
+    // The other key certifies CI's user ID later that day (no expiry in its signature).
+    gpg(
+        h,
+        "20250101T180000",
+        &["-u", &other, "--quick-sign-key", &fpr, "CI <ci@example>"],
+    );
+    let key = String::from_utf8(gpg(h, "20250101T190000", &["--armor", "--export", &fpr])).unwrap();
+    let mut allowed = AllowedSigners::default();
+    allowed.add_gpg("allowed_gpg_keys", &key).unwrap();
+    let sig = std::fs::read(&asc).unwrap();
+    let err = allowed
+        .verify("abcdef0123456789", Some(&(sig, data)))
+        .unwrap_err();
+    assert!(err.contains("expired"), "{err}");
+}
+
+#[test]
+fn a_subkey_bound_by_another_key_signs_for_nobody() {
+    // Another key's signing subkey, its binding signature and all, appended to an allowed
+    // certificate (a keyserver merges what it is sent): a signature by it is not the owner's.
+    use pgp::composed::{Deserializable, SignedPublicKey};
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let at = "20250101T000000";
+    let mut fprs = Vec::new();
+    for uid in ["CI <ci@example>", "Other <other@example>"] {
+        gpg(h, at, &["--quick-gen-key", uid, "ed25519", "cert", "never"]);
+        let listed = String::from_utf8(gpg(h, at, &["--with-colons", "--list-keys", uid])).unwrap();
+        let fpr = listed
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("fpr:")
+                    .map(|r| r.trim_matches(':').to_string())
+            })
+            .unwrap();
+        gpg(
+            h,
+            at,
+            &["--quick-add-key", &fpr, "ed25519", "sign", "never"],
+        );
+        fprs.push(fpr);
+    }
+    let data = commit_at(1_735_862_400);
+    let file = h.join("commit");
+    std::fs::write(&file, &data).unwrap();
+    let asc = h.join("commit.asc");
+    // Signed by the other key's signing subkey.
+    gpg(
+        h,
+        "20250103T000000",
+        &[
+            "--armor",
+            "--detach-sign",
+            "-u",
+            &fprs[1],
+            "-o",
+            asc.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+    );
+    let export = |fpr: &str| {
+        let text = String::from_utf8(gpg(h, at, &["--armor", "--export", fpr])).unwrap();
+        SignedPublicKey::from_string(&text).unwrap().0
+    };
+    let (mut ci, other) = (export(&fprs[0]), export(&fprs[1]));
+    ci.public_subkeys.extend(other.public_subkeys);
+    let grafted = ci.to_armored_string(Default::default()).unwrap();
+    let mut allowed = AllowedSigners::default();
+    allowed.add_gpg("allowed_gpg_keys", &grafted).unwrap();
+    let sig = std::fs::read(&asc).unwrap();
+    let err = allowed
+        .verify("abcdef0123456789", Some(&(sig.clone(), data.clone())))
+        .unwrap_err();
+    assert!(err.contains("binding"), "{err}");
+    // The other key's own certificate, allowed, does accept it: the signature itself is sound.
+    let mut theirs = AllowedSigners::default();
+    let text = String::from_utf8(gpg(h, at, &["--armor", "--export", &fprs[1]])).unwrap();
+    theirs.add_gpg("allowed_gpg_keys", &text).unwrap();
+    assert_eq!(
+        theirs
+            .verify("abcdef0123456789", Some(&(sig, data)))
+            .unwrap(),
+        fprs[1]
+    );
+}
