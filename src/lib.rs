@@ -18,6 +18,7 @@ pub mod cli;
 pub mod controller;
 pub mod daemon;
 pub mod k8s;
+pub mod net;
 pub mod plan;
 pub mod render;
 pub mod rollout;

@@ -262,7 +262,7 @@ fn git_transport_ok(a: &RunArgs, auth: &Auth) -> Result<(), String> {
         ));
     }
     let signed = a.allowed_signers.is_some() || a.allowed_gpg_keys.is_some();
-    let near = crate::slurm::client::plain_http_ok(&a.repo.replacen(scheme, "http://", 1));
+    let near = crate::net::stays_near(&a.repo);
     if !signed && !near {
         return Err(format!(
             "{url}: refusing to follow a repository over plain {scheme} without signature checks: anyone on the network path could change what is applied. Use https:// or ssh://, check signatures (--allowed-signers, --allowed-gpg-keys), or allow it explicitly with --allow-http"

@@ -178,25 +178,7 @@ pub const MAX_ANSWER: usize = 128 << 20;
 /// Whether URL is https://, or plain http:// to loopback or to an in-cluster Service name (the
 /// traffic then stays on the host or inside the cluster network).
 pub fn plain_http_ok(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return true;
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = match authority.rsplit_once('@') {
-        Some((_, h)) => h,
-        None => authority,
-    };
-    let host = if let Some(v6) = host.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default()
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-        || host.ends_with(".svc")
-        || host.ends_with(".svc.cluster.local")
+    !url.starts_with("http://") || crate::net::stays_near(url)
 }
 
 impl Client {
