@@ -38,6 +38,21 @@ use slurmops::slurm::SlurmNodes;
 
 use support::{TestEnv, bed, eventually};
 
+/// Figure NAME, printed as soon as it is taken: a long run shows what it measured so far.
+fn figure(name: &str, value: f64, unit: &str, judged: impl Into<String>) -> Figure {
+    let f = slurmops::bench::fig(name, value, unit, judged);
+    println!("{f}");
+    f
+}
+
+/// A size from the environment variable KEY, else DEFAULT.
+fn env(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Workers of `support::four_workers`.
 const WORKERS: usize = 4;
 

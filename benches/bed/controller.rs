@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use slurmops::bench::Figure;
+use slurmops::bench::{Figure, fig};
 use slurmops::controller::drive::{Until, drive};
 use slurmops::controller::watch::Cache;
 use slurmops::controller::{Env, Target, observe::Scope};
@@ -19,15 +19,6 @@ use slurmops::slurm::SlurmNodes;
 
 use crate::support::daemon::{Daemon, Repo, status};
 use crate::support::{TestEnv, bed, eventually};
-
-fn fig(name: &str, value: f64, unit: &str, judged: String) -> Figure {
-    Figure {
-        name: name.into(),
-        value,
-        unit: unit.into(),
-        judged,
-    }
-}
 
 /// cluster.yaml of SETS NodeSets `PREFIX-i` of WORKERS workers running IMAGE.
 fn cluster(ns: &str, names: &[String], workers: u32, image: &str) -> String {
@@ -182,13 +173,13 @@ pub async fn concurrency() -> Result<Vec<Figure>, String> {
             "controller.rollout.one_node_set",
             one.wall.as_secs_f64(),
             "s",
-            "one NodeSet of 4 idle workers (maxUnavailable 1), commit applied → every worker replaced, Ready and registered".into(),
+            "one NodeSet of 4 idle workers (maxUnavailable 1), commit applied → every worker replaced, Ready and registered",
         ),
         fig(
             "controller.rollout.four_node_sets",
             four.wall.as_secs_f64(),
             "s",
-            "four NodeSets of 4 idle workers changed in one commit, same policy".into(),
+            "four NodeSets of 4 idle workers changed in one commit, same policy",
         ),
         fig(
             "controller.rollout.pod_replacement",
@@ -212,7 +203,7 @@ pub async fn concurrency() -> Result<Vec<Figure>, String> {
             "controller.rollout.concurrency_ratio",
             ratio,
             "x",
-            "four NodeSets / one NodeSet (goal <= 1.5: NodeSets roll concurrently)".into(),
+            "four NodeSets / one NodeSet (goal <= 1.5: NodeSets roll concurrently)",
         ),
     ])
 }

@@ -10,26 +10,10 @@ use std::time::Duration;
 
 use slurmops::bench::Figure;
 
+use crate::{env, figure};
+
 use crate::support::at_scale::{self, PHASES, Pass, Sizes, quantile};
 use crate::support::scale::Scale;
-
-fn figure(name: &str, value: f64, unit: &str, judged: String) -> Figure {
-    let f = Figure {
-        name: name.into(),
-        value,
-        unit: unit.into(),
-        judged,
-    };
-    println!("{f}");
-    f
-}
-
-fn env(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 pub async fn figures() -> Result<Vec<Figure>, String> {
     let workers = env("SLURMOPS_BENCH_WORKERS", 1000);
@@ -182,7 +166,7 @@ fn pass_figures(name: &str, passes: &[Pass], per_minute: f64, goal: &str, at: &s
             &format!("scale.{name}_passes_per_minute"),
             per_minute,
             "passes/min",
-            "goal <= 60 (at most one a second unless the last one acted)".into(),
+            "goal <= 60 (at most one a second unless the last one acted)",
         ),
     ]
 }

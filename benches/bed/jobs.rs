@@ -10,27 +10,11 @@ use std::time::Duration;
 
 use slurmops::bench::Figure;
 
+use crate::{env, figure};
+
 use crate::support::at_scale::quantile;
 use crate::support::jobs_axis;
 use crate::support::scale::Scale;
-
-fn figure(name: &str, value: f64, unit: &str, judged: String) -> Figure {
-    let f = Figure {
-        name: name.into(),
-        value,
-        unit: unit.into(),
-        judged,
-    };
-    println!("{f}");
-    f
-}
-
-fn env(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 pub async fn figures() -> Result<Vec<Figure>, String> {
     let workers = env("SLURMOPS_BENCH_WORKERS", 100);
@@ -109,7 +93,7 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
                 &format!("jobs_axis.exponent.{what}"),
                 slurmops::bench::slope(f),
                 "",
-                "least-squares slope of log(cost) over log(jobs); goal <= 1.1".into(),
+                "least-squares slope of log(cost) over log(jobs); goal <= 1.1",
             ));
         }
     }

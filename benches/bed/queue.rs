@@ -11,21 +11,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use slurmops::bench::Figure;
+
+use crate::figure;
 use slurmops::controller::observe::{JobsNeed, Needs, jobs_needed, read_slurm};
 use slurmops::slurm::SlurmNodes;
 
 use crate::support::scale::Scale;
-
-fn figure(name: &str, value: f64, unit: &str, judged: &str) -> Figure {
-    let f = Figure {
-        name: name.into(),
-        value,
-        unit: unit.into(),
-        judged: judged.into(),
-    };
-    println!("{f}");
-    f
-}
 
 /// One GET of PATH: (bytes, seconds).
 async fn read(b: &Scale, path: &str) -> Result<(usize, f64), String> {
@@ -163,7 +154,7 @@ async fn client_costs(b: &Scale, n: usize) -> Result<Costs, String> {
                 &format!("queue_whole_read.{k}.seconds"),
                 whole,
                 "s",
-                &format!(
+                format!(
                     "{n} jobs, {:.0} MB parsed as it arrived (in the background in the daemon)",
                     whole_bytes as f64 / 1e6
                 ),
@@ -178,7 +169,7 @@ async fn client_costs(b: &Scale, n: usize) -> Result<Costs, String> {
                 &format!("queue_follow_pass.{k}.ms"),
                 follow,
                 "ms",
-                &format!(
+                format!(
                     "after 10 jobs came and 10 went: {} requests, {:.2} MB (jobs/state/ and the changed jobs)",
                     cost.requests,
                     cost.bytes as f64 / 1e6
@@ -200,7 +191,7 @@ async fn measure(b: &Scale, n: usize, nodes: usize, took: Duration) -> Result<Ve
         "queue_full_read_bytes",
         bytes as f64 / 1e6,
         "MB",
-        &format!("{n} held jobs: what every pass read before (flags=ALL is no smaller for them)"),
+        format!("{n} held jobs: what every pass read before (flags=ALL is no smaller for them)"),
     ));
     out.push(figure(
         "queue_full_read_seconds",
@@ -228,7 +219,7 @@ async fn measure(b: &Scale, n: usize, nodes: usize, took: Duration) -> Result<Ve
             &format!("idle_pass_slurm_bytes_{what}"),
             cost.bytes as f64 / 1e3,
             "kB",
-            &format!(
+            format!(
                 "{} request(s), {:.0} ms, {nodes} nodes and {n} jobs; goal <= 5 MB",
                 cost.requests,
                 started.elapsed().as_secs_f64() * 1e3
@@ -249,7 +240,7 @@ async fn measure(b: &Scale, n: usize, nodes: usize, took: Duration) -> Result<Ve
         "slurm_drain_seconds",
         secs,
         "s",
-        &format!("{n} jobs queued; goal < 2 s"),
+        format!("{n} jobs queued; goal < 2 s"),
     ));
     Ok(out)
 }

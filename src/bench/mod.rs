@@ -34,7 +34,8 @@ impl std::fmt::Display for Figure {
     }
 }
 
-fn fig(name: &str, value: f64, unit: &str, judged: impl Into<String>) -> Figure {
+/// Figure NAME of VALUE UNIT, judged as JUDGED says.
+pub fn fig(name: &str, value: f64, unit: &str, judged: impl Into<String>) -> Figure {
     Figure {
         name: name.into(),
         value,

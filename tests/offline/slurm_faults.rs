@@ -63,6 +63,11 @@ fn request(s: &mut std::net::TcpStream) -> String {
 }
 
 fn client(url: &str, timeout: Duration) -> Client {
+    Client::new(config(url, timeout)).unwrap()
+}
+
+/// A client's settings for the peer at URL: its first parser, TIMEOUT for every read.
+fn config(url: &str, timeout: Duration) -> Config {
     let mut cfg = Config::new(
         url,
         Credentials::Token {
@@ -74,7 +79,7 @@ fn client(url: &str, timeout: Duration) -> Client {
     cfg.timeout = timeout;
     cfg.queue_timeout = timeout;
     cfg.attempts = 4;
-    Client::new(cfg).unwrap()
+    cfg
 }
 
 #[tokio::test]
@@ -146,14 +151,7 @@ async fn a_queue_past_the_job_cap_is_refused_once_and_names_the_setting() {
             id += 1;
         }
     });
-    let mut cfg = Config::new(
-        url.as_str(),
-        Credentials::Token {
-            token: Secret::new("t".to_string()),
-            user: None,
-        },
-    );
-    cfg.parser = Some(DataParser::V0042);
+    let mut cfg = config(&url, Duration::from_secs(60));
     cfg.max_jobs = 5_000;
     let c = Client::new(cfg).unwrap();
     let err = c.jobs().await.unwrap_err();
@@ -184,14 +182,7 @@ async fn a_queue_counted_past_the_cap_is_never_asked_for_whole() {
     // slurmrestd builds a whole answer in its memory: one of 100,000 jobs took Slurm 24.11's
     // down. Counted by jobs/state/ first, a queue past the cap is not asked for.
     let (url, seen) = peer_with(12, |_s| std::thread::sleep(Duration::from_secs(30)));
-    let mut cfg = Config::new(
-        url.as_str(),
-        Credentials::Token {
-            token: Secret::new("t".to_string()),
-            user: None,
-        },
-    );
-    cfg.parser = Some(DataParser::V0042);
+    let mut cfg = config(&url, Duration::from_secs(60));
     cfg.max_jobs = 10;
     let c = Client::new(cfg).unwrap();
     let t = Instant::now();

@@ -121,6 +121,37 @@ fn cluster_text(ns: &str, sets: usize, per: usize, image: &str) -> String {
     s
 }
 
+/// `slurmops run` for the cluster of namespace NS against the scale Slurm instance, polling
+/// every INTERVAL, one JSON line per pass with its phases and requests (debug).
+pub fn daemon(
+    ns: &str,
+    dir: &std::path::Path,
+    url: &str,
+    identity: &str,
+    interval: &str,
+    scale: &Scale,
+) -> Daemon {
+    Daemon::start_in(
+        ns,
+        dir,
+        url,
+        identity,
+        &[
+            "--interval",
+            interval,
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+            "--slurmrestd-url",
+            &scale.url,
+            "--slurm-jwt",
+            &scale.jwt,
+        ],
+        &bed().kubeconfig_admin,
+    )
+}
+
 /// The daemon's pass lines (JSON log) since SINCE.
 pub fn passes(log: &str, since: SystemTime) -> Vec<Pass> {
     log.lines()
@@ -206,27 +237,7 @@ async fn measure(
     let t = Instant::now();
     let c1 = repo.push(&cluster_text(ns, sizes.sets, sizes.per, "img:1"), "first");
     let interval = format!("{}s", sizes.interval.as_secs());
-    let start = || {
-        Daemon::start_in(
-            ns,
-            dir.path(),
-            &url,
-            "scale",
-            &[
-                "--interval",
-                &interval,
-                "--log-format",
-                "json",
-                "--log-level",
-                "debug",
-                "--slurmrestd-url",
-                &scale.url,
-                "--slurm-jwt",
-                &scale.jwt,
-            ],
-            &bed().kubeconfig_admin,
-        )
-    };
+    let start = || daemon(ns, dir.path(), &url, "scale", &interval, scale);
     let daemon = start();
     let status = async || {
         slurmops::status::configmap::read(client, ns, None)

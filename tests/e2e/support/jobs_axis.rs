@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::at_scale::{Pass, Sizes, churn, passes};
-use super::daemon::{Daemon, Repo};
+use super::at_scale::{self, Pass, Sizes, churn, passes};
+use super::daemon::Repo;
 use super::fleet::Fleet;
 use super::scale::Scale;
 use super::{bed, client, eventually, unique_suffix};
@@ -71,27 +71,7 @@ async fn measure(
     let url = format!("{}/{ns}-repo.git", bed().git.http_url);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let commit = repo.push(&cluster_text(ns, sets, per), "first");
-    let start = || {
-        Daemon::start_in(
-            ns,
-            dir.path(),
-            &url,
-            "jobs",
-            &[
-                "--interval",
-                "10s",
-                "--log-format",
-                "json",
-                "--log-level",
-                "debug",
-                "--slurmrestd-url",
-                &scale.url,
-                "--slurm-jwt",
-                &scale.jwt,
-            ],
-            &bed().kubeconfig_admin,
-        )
-    };
+    let start = || at_scale::daemon(ns, dir.path(), &url, "jobs", "10s", scale);
     // The workers up once, before any job.
     {
         let _daemon = start();
