@@ -266,7 +266,7 @@ fn query(name: &str) -> Result<&str, SlurmError> {
 pub async fn busy(s: &Client) -> Result<Vec<BusyJob>, SlurmError> {
     let jobs = s.jobs().await?;
     Ok(jobs
-        .into_iter()
+        .iter()
         .filter(|j| {
             [
                 "PENDING",
@@ -281,8 +281,8 @@ pub async fn busy(s: &Client) -> Result<Vec<BusyJob>, SlurmError> {
         })
         .map(|j| BusyJob {
             id: j.id,
-            account: j.account,
-            user: j.user,
+            account: j.account.clone(),
+            user: j.user.clone(),
         })
         .collect())
 }

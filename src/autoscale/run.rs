@@ -97,7 +97,7 @@ pub async fn tick(
     }
     let jobs = slurm.jobs().await?;
     let nodes = slurm.nodes().await?;
-    tick_with(cluster, slurm, c, &jobs, nodes, None).await
+    tick_with(cluster, slurm, c, &jobs, &nodes, None).await
 }
 
 /// One pass with Slurm's JOBS and NODES as read by the caller (the daemon reads Slurm once per
@@ -108,11 +108,10 @@ pub async fn tick_with(
     slurm: &Client,
     c: &ClusterFile,
     jobs: &[crate::slurm::Job],
-    nodes: Vec<Node>,
+    nodes: &BTreeMap<String, Node>,
     observed: Option<&BTreeMap<String, SetView>>,
 ) -> Result<Vec<Outcome>, AutoscaleError> {
     let sets = c.spec.node_sets.iter().filter(|n| n.autoscale.is_some());
-    let nodes: BTreeMap<String, Node> = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
     // Every autoscaled NodeSet first: a pending job's workers are split among them once.
     let mut seen_sets = Vec::new();
     for ns in sets {
@@ -124,9 +123,9 @@ pub async fn tick_with(
                     .filter(|w| !w.deleting)
                     .map(|w| (w.name.clone(), w.ready))
                     .collect();
-                observation(&ns.name, s.replicas, &ready, &nodes, s.managed)
+                observation(&ns.name, s.replicas, &ready, nodes, s.managed)
             }),
-            None => observe(cluster, c, ns, &nodes).await?,
+            None => observe(cluster, c, ns, nodes).await?,
         };
         if let Some(o) = seen {
             seen_sets.push((ns, o));

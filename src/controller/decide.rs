@@ -6,12 +6,12 @@
 //! (its pod's revision) and from Slurm (a drain reason slurmops set, and since when). That is what
 //! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::gate::{Gate, REASON_CANARY_FAILED};
 use crate::rollout::{Candidate, order};
-use crate::slurm::{Job, Node, REASON_PREFIX};
+use crate::slurm::{Job, Jobs, Node, Nodes, REASON_PREFIX};
 
 /// Drain reasons (after `slurmops: `) the controller sets, and recognises as its own work.
 pub use crate::vocab::{REASON_NODE_LEFT, REASON_REMOVED, REASON_ROLLOUT, REASON_SCALE_IN};
@@ -140,8 +140,9 @@ impl Default for Policy {
 /// canary jobs by name), so that a pass costs O(workers + jobs), not workers × jobs.
 #[derive(Debug, Default)]
 pub struct SlurmView {
-    pub nodes: BTreeMap<String, Node>,
-    jobs: Vec<Job>,
+    /// Shared with the Slurm client's kept node list and queue: a pass copies neither.
+    pub nodes: Nodes,
+    jobs: Jobs,
     /// Node name → indexes in `jobs` of the jobs holding it (running, suspended, completing).
     on: HashMap<String, Vec<usize>>,
     /// Job id → its index in `jobs`.
@@ -173,7 +174,14 @@ impl Clone for SlurmView {
 }
 
 impl SlurmView {
-    pub fn new(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
+    pub fn new(nodes: Vec<Node>, jobs: impl Into<Jobs>) -> SlurmView {
+        let nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
+        SlurmView::shared(std::sync::Arc::new(nodes), jobs.into())
+    }
+
+    /// The view of NODES and JOBS as the Slurm client keeps them: the jobs indexed, nothing
+    /// copied.
+    pub fn shared(nodes: Nodes, jobs: Jobs) -> SlurmView {
         let mut on: HashMap<String, Vec<usize>> = Default::default();
         let mut by_id = HashMap::with_capacity(jobs.len());
         let mut canaries: HashMap<String, usize> = Default::default();
@@ -197,7 +205,7 @@ impl SlurmView {
             }
         }
         SlurmView {
-            nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
+            nodes,
             jobs,
             on,
             by_id,
@@ -226,10 +234,10 @@ impl SlurmView {
     }
 
     /// Slurm's NODES, with the job queue unknown for WHY.
-    pub fn without_jobs(nodes: Vec<Node>, why: String) -> SlurmView {
+    pub fn without_jobs(nodes: Nodes, why: String) -> SlurmView {
         SlurmView {
             jobs_error: Some(why),
-            ..SlurmView::new(nodes, Vec::new())
+            ..SlurmView::shared(nodes, Vec::new().into())
         }
     }
 
@@ -261,7 +269,7 @@ impl SlurmView {
     }
 
     /// The nodes and the jobs, taken apart.
-    pub fn into_parts(self) -> (BTreeMap<String, Node>, Vec<Job>) {
+    pub fn into_parts(self) -> (Nodes, Jobs) {
         (self.nodes, self.jobs)
     }
 

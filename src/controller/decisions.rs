@@ -488,10 +488,7 @@ spec:
         // tell: the same workers move.
         let (nodes, _) = obs.slurm.clone().unwrap().into_parts();
         let mut blind = observed();
-        blind.slurm = Ok(SlurmView::without_jobs(
-            nodes.into_values().collect(),
-            "too large".into(),
-        ));
+        blind.slurm = Ok(SlurmView::without_jobs(nodes, "too large".into()));
         for (scope, want) in [
             (Scope::default(), vec!["b-2"]),
             (roll(None, true), vec!["a-0", "a-1"]),

@@ -40,7 +40,7 @@ pub struct Observation {
     /// The PodTemplates of NodeSets whose pods slurmops makes, by name.
     pub templates: BTreeMap<String, PodTemplate>,
     /// Kubernetes nodes, read when a perNode NodeSet exists.
-    pub nodes: Result<Vec<Node>, String>,
+    pub nodes: Result<Vec<std::sync::Arc<Node>>, String>,
     /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
     pub slurm: Result<SlurmView, SlurmUnknown>,
     /// The block label of each Kubernetes node hosting a worker of a NodeSet in block topology

@@ -139,12 +139,12 @@ pub async fn observe<S: SlurmNodes>(
     let templates_empty = templates.is_empty();
     let nodes = match (templates_empty, &cached_nodes) {
         (true, _) => Ok(Vec::new()),
-        (false, Some(n)) => Ok(n.iter().map(|n| (**n).clone()).collect()),
+        (false, Some(n)) => Ok(n.clone()),
         (false, None) if listing => Err(LISTING.to_string()),
         (false, None) => Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await
-            .map(|l| l.items)
+            .map(|l| l.items.into_iter().map(Arc::new).collect())
             .map_err(|e| {
                 format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
             }),
@@ -267,12 +267,7 @@ pub async fn read_slurm<S: SlurmNodes>(
     s: &S,
     need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
 ) -> Result<SlurmView, SlurmError> {
-    let nodes: BTreeMap<String, crate::slurm::Node> = s
-        .all_nodes()
-        .await?
-        .into_iter()
-        .map(|n| (n.name.clone(), n))
-        .collect();
+    let nodes = s.all_nodes().await?;
     let jobs = match need(&nodes) {
         true => match s.all_jobs().await {
             Ok(jobs) => jobs,
@@ -284,17 +279,14 @@ pub async fn read_slurm<S: SlurmNodes>(
                 | SlurmError::TooManyJobs { .. }
                 | SlurmError::QueueUnknown { .. }),
             ) => {
-                return Ok(SlurmView::without_jobs(
-                    nodes.into_values().collect(),
-                    e.to_string(),
-                ));
+                return Ok(SlurmView::without_jobs(nodes, e.to_string()));
             }
             Err(e) => return Err(e),
         },
-        false => Vec::new(),
+        false => Vec::new().into(),
     };
     let submitter = s.submitter();
-    Ok(SlurmView::new(nodes.into_values().collect(), jobs).canaries_of(submitter.as_deref()))
+    Ok(SlurmView::shared(nodes, jobs).canaries_of(submitter.as_deref()))
 }
 
 /// Whether the pass reads the job queue (see [`JobsNeed`]): a worker of SETS may move (it

@@ -149,7 +149,7 @@ pub struct Placement {
 pub fn place(
     set: &SetView,
     pod: &PodSpec,
-    nodes: &[Node],
+    nodes: &[std::sync::Arc<Node>],
     slurm_names: &BTreeSet<String>,
 ) -> Placement {
     let mut out = Placement::default();
@@ -260,9 +260,13 @@ mod tests {
     use crate::controller::decide::Worker;
     use serde_json::json;
 
-    fn node(name: &str, labels: serde_json::Value, spec: serde_json::Value) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": spec}))
-            .unwrap()
+    fn node(
+        name: &str,
+        labels: serde_json::Value,
+        spec: serde_json::Value,
+    ) -> std::sync::Arc<Node> {
+        let n = json!({"metadata": {"name": name, "labels": labels}, "spec": spec});
+        std::sync::Arc::new(serde_json::from_value(n).unwrap())
     }
 
     fn pod(spec: serde_json::Value) -> PodSpec {

@@ -627,7 +627,6 @@ async fn keep_workers(
 ) {
     let jobs_error = view.jobs_error.clone();
     let (nodes, jobs) = view.into_parts();
-    let nodes: Vec<crate::slurm::Node> = nodes.into_values().collect();
     let scaled = async {
         match &jobs_error {
             // Pending demand is unknown: no NodeSet scales either way this pass.
@@ -635,15 +634,7 @@ async fn keep_workers(
                 crate::slurm::SlurmError::Config(format!("no decision this pass: {e}")),
             )),
             None => {
-                crate::autoscale::run::tick_with(
-                    cluster,
-                    slurm,
-                    c,
-                    &jobs,
-                    nodes.clone(),
-                    Some(sets),
-                )
-                .await
+                crate::autoscale::run::tick_with(cluster, slurm, c, &jobs, &nodes, Some(sets)).await
             }
         }
     };
@@ -665,7 +656,7 @@ async fn keep_workers(
         pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
         nodes: Cache::nodes(cache),
     };
-    match syncer.tick_with(cluster, slurm, c, nodes, seen).await {
+    match syncer.tick_with(cluster, slurm, c, &nodes, seen).await {
         Ok(r) => {
             for n in &r.replaced_unregistered {
                 tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");

@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
-use super::SlurmError;
 use super::auth::{Credentials, Issued};
 use super::model::{
     ApiMessage, DataParser, Envelope, JobRequest, Node, NodesWire, Reservation, ReservationRequest,
     ReservationsWire,
 };
+use super::{Nodes, SlurmError};
 
 mod queue;
 mod stream;
@@ -118,16 +118,16 @@ pub struct Inner {
     sent: std::sync::atomic::AtomicU64,
     received: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The last node list, asked again with `update_time`.
-    kept_nodes: tokio::sync::Mutex<Option<Kept<Node>>>,
+    kept_nodes: tokio::sync::Mutex<Option<KeptNodes>>,
     /// The job queue as last read (see `queue`). The lock also keeps a second whole-queue read
     /// from starting while one is in flight.
     queue: tokio::sync::Mutex<queue::Queue>,
 }
 
-/// The last answer of a list read, with slurmctld's `last_update` to ask again with.
-struct Kept<T> {
+/// The last node list, with slurmctld's `last_update` to ask again with.
+struct KeptNodes {
     last_update: i64,
-    items: Vec<T>,
+    nodes: Nodes,
 }
 
 /// What slurmrestd cost so far: requests sent and answer bytes read.
@@ -319,9 +319,9 @@ impl Client {
         Ok(w.pings)
     }
 
-    /// Every node. The list is kept and asked for again with `update_time`: while no node
-    /// changed, slurmrestd answers 304 with no body.
-    pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
+    /// Every node, by name. The list is kept and asked for again with `update_time`: while no
+    /// node changed, slurmrestd answers 304 with no body, and the kept list is shared, not copied.
+    pub async fn nodes(&self) -> Result<Nodes, SlurmError> {
         let mut kept = self.kept_nodes.lock().await;
         let path = match &*kept {
             Some(k) => format!("nodes/?update_time={}", k.last_update),
@@ -338,19 +338,27 @@ impl Client {
             other => other?,
         };
         if let (true, Some(k)) = (body.is_empty(), &*kept) {
-            return Ok(k.items.clone());
+            return Ok(k.nodes.clone());
         }
         let w: NodesWire =
             serde_json::from_slice(&body).map_err(|e| self.parse_error(&path, e.to_string()))?;
         drop(body);
-        let items: Vec<Node> = w.nodes.into_iter().map(Node::from).collect();
+        let nodes: Nodes = std::sync::Arc::new(
+            w.nodes
+                .into_iter()
+                .map(|n| {
+                    let n = Node::from(n);
+                    (n.name.clone(), n)
+                })
+                .collect(),
+        );
         if let Some(last_update) = w.last_update.filter(|t| *t > 0) {
-            *kept = Some(Kept {
+            *kept = Some(KeptNodes {
                 last_update,
-                items: items.clone(),
+                nodes: nodes.clone(),
             });
         }
-        Ok(items)
+        Ok(nodes)
     }
 
     /// One node; `UnknownNode` when Slurm does not know it.
@@ -363,9 +371,7 @@ impl Client {
             // tells them apart: absent there means unknown; anything else keeps the error.
             Err(e @ SlurmError::Api { .. }) => {
                 return match self.nodes().await {
-                    Ok(all) if all.iter().all(|n| n.name != name) => {
-                        Err(SlurmError::UnknownNode(name.into()))
-                    }
+                    Ok(all) if !all.contains_key(name) => Err(SlurmError::UnknownNode(name.into())),
                     _ => Err(e),
                 };
             }

@@ -22,6 +22,14 @@ pub use model::{
 /// Drain reasons slurmops sets start with this; only such drains are ever resumed by slurmops.
 pub use crate::vocab::REASON_PREFIX;
 
+/// The job queue as read: shared, not copied, by every pass that reads it until it changes (at
+/// 50,000 jobs a copy is tens of MB of allocation).
+pub type Jobs = std::sync::Arc<[Job]>;
+
+/// Slurm's nodes by name, as read: shared by every pass until a node changes (at 10,000 nodes a
+/// copy per pass was a good part of an idle pass's time).
+pub type Nodes = std::sync::Arc<std::collections::BTreeMap<String, Node>>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
     #[error("cannot reach slurmrestd at {url}: {detail}")]
@@ -151,9 +159,9 @@ pub trait SlurmNodes: Send + Sync {
     /// The node as Slurm sees it (`UnknownNode` when it is not registered).
     fn get(&self, node: &str) -> impl Future<Output = Result<Node, SlurmError>> + Send;
     /// Every node, in one request.
-    fn all_nodes(&self) -> impl Future<Output = Result<Vec<Node>, SlurmError>> + Send;
-    /// Every job, in one request.
-    fn all_jobs(&self) -> impl Future<Output = Result<Vec<Job>, SlurmError>> + Send;
+    fn all_nodes(&self) -> impl Future<Output = Result<Nodes, SlurmError>> + Send;
+    /// Every job (see `Client::jobs` for how the queue is kept current).
+    fn all_jobs(&self) -> impl Future<Output = Result<Jobs, SlurmError>> + Send;
     /// Puts the node in a block (`TOPOLOGY:BLOCK`); harmless to repeat.
     fn set_topology(
         &self,
@@ -263,11 +271,11 @@ impl SlurmNodes for Client {
         self.node(node).await
     }
 
-    async fn all_nodes(&self) -> Result<Vec<Node>, SlurmError> {
+    async fn all_nodes(&self) -> Result<Nodes, SlurmError> {
         self.nodes().await
     }
 
-    async fn all_jobs(&self) -> Result<Vec<Job>, SlurmError> {
+    async fn all_jobs(&self) -> Result<Jobs, SlurmError> {
         self.jobs().await
     }
 
@@ -307,8 +315,9 @@ impl SlurmNodes for Client {
         }
         let jobs = self.jobs().await?;
         Ok(jobs
-            .into_iter()
+            .iter()
             .filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node))
+            .cloned()
             .collect())
     }
 }

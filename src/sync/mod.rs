@@ -94,7 +94,7 @@ impl Syncer {
         c: &ClusterFile,
     ) -> Result<Report, SyncError> {
         let nodes = slurm.nodes().await?;
-        self.tick_with(cluster, slurm, c, nodes, Seen::default())
+        self.tick_with(cluster, slurm, c, &nodes, Seen::default())
             .await
     }
 
@@ -106,11 +106,9 @@ impl Syncer {
         cluster: &Connection,
         slurm: &Client,
         c: &ClusterFile,
-        nodes: Vec<Node>,
+        nodes: &BTreeMap<String, Node>,
         seen: Seen,
     ) -> Result<Report, SyncError> {
-        let nodes: BTreeMap<String, Node> =
-            nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         let mut report = Report::default();
         let problems = match seen.nodes {
             Held::Ready(kube_nodes) => Some(health::problems(

@@ -113,9 +113,9 @@ async fn rolled(env: &support::TestEnv, set: &str, secs: u64) {
 /// Every job slurmctld still knows whose name starts with PREFIX: (id, state).
 async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
     let jobs = support::slurm::client().jobs().await.unwrap_or_default();
-    jobs.into_iter()
+    jobs.iter()
         .filter(|j| j.name.starts_with(prefix))
-        .map(|j| (j.id, j.state))
+        .map(|j| (j.id, j.state.clone()))
         .collect()
 }
 

@@ -612,3 +612,23 @@ async fn terminal_sequences_a_slurm_user_writes_are_escaped_when_read() {
     sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
     assert!(raw.contains('\u{1b}'), "{raw:?}");
 }
+
+on_each_slurm! {
+/// A pass reads the node list and the queue through the client every time: while neither
+/// changed, each read hands out the list kept from the last one, not a copy (at 10,000 nodes
+/// and 50,000 jobs a copy per pass is tens of MB of allocation). Other tests change nodes and
+/// jobs meanwhile, so two reads in a row sharing is waited for.
+async fn an_unchanged_node_list_and_queue_are_shared_not_copied() {
+    let c = client(newest_parser());
+    eventually("two node reads in a row share one list", Duration::from_secs(60), async || {
+        let (a, b) = (c.nodes().await.ok()?, c.nodes().await.ok()?);
+        std::sync::Arc::ptr_eq(&a, &b).then_some(())
+    })
+    .await;
+    eventually("two queue reads in a row share one list", Duration::from_secs(60), async || {
+        let (a, b) = (c.jobs().await.ok()?, c.jobs().await.ok()?);
+        std::sync::Arc::ptr_eq(&a, &b).then_some(())
+    })
+    .await;
+}
+}

@@ -24,8 +24,8 @@ use reqwest::Method;
 
 use super::stream::Stream;
 use super::{Client, JOBS_REUSE_CAP, JOBS_REUSE_FACTOR};
-use crate::slurm::SlurmError;
 use crate::slurm::model::{Job, JobsWire};
+use crate::slurm::{Jobs, SlurmError};
 
 /// The kept queue is read whole again at most this often (or ten times what the last whole read
 /// cost, if longer): reasons and partitions changed in place show by then.
@@ -108,6 +108,8 @@ struct Delta {
 
 struct Kept {
     jobs: BTreeMap<u64, Job>,
+    /// `jobs` as handed out, until they change.
+    shared: Option<Jobs>,
     states: States,
     last_update: Option<i64>,
     whole_at: Instant,
@@ -121,8 +123,11 @@ struct Kept {
 }
 
 impl Kept {
-    fn list(&self) -> Vec<Job> {
-        self.jobs.values().cloned().collect()
+    fn list(&mut self) -> Jobs {
+        let jobs = &self.jobs;
+        self.shared
+            .get_or_insert_with(|| jobs.values().cloned().collect())
+            .clone()
     }
 
     /// A whole read is due: the last one is older than REFRESH and ten times its cost, or what
@@ -141,6 +146,9 @@ impl Kept {
     }
 
     fn apply(&mut self, started: Instant, d: Delta) {
+        if !(d.gone.is_empty() && d.patched.is_empty() && d.read.is_empty()) {
+            self.shared = None;
+        }
         for id in d.gone {
             self.jobs.remove(&id);
         }
@@ -229,6 +237,7 @@ impl Queue {
                                 .into_iter()
                                 .map(|j| (j.id, j))
                                 .collect(),
+                            shared: None,
                             states,
                             last_update,
                             whole_at: r.started,
@@ -307,7 +316,7 @@ impl Client {
     /// Every job, as the fields slurmops reads (see the module's comment for how it is kept
     /// current): starts the refresh that is due, waits for it at most `queue_wait`, and answers
     /// with the freshest queue kept.
-    pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
+    pub async fn jobs(&self) -> Result<Jobs, SlurmError> {
         let mut q = self.queue.lock().await;
         if q.refresh.as_ref().is_some_and(|r| r.task.is_finished()) {
             let mut r = q.refresh.take().expect("a refresh");
@@ -333,7 +342,7 @@ impl Client {
                 q.finish(r, joined(result))?;
             }
         }
-        match &q.kept {
+        match &mut q.kept {
             Some(k) => Ok(k.list()),
             None => Err(q.unknown()),
         }
