@@ -107,19 +107,26 @@ const LIST_PAGE: u32 = 100;
 /// STATE's pods, those in DELETED (uid → when this process deleted it) shown as deleting; what
 /// DELETED need not remember any longer (too old, or the store shows the deletion) is dropped.
 fn with_deletions(
-    state: &[Arc<Pod>],
+    state: Vec<Arc<Pod>>,
     deleted: &mut std::collections::HashMap<String, std::time::Instant>,
 ) -> Vec<Arc<Pod>> {
     deleted.retain(|_, at| at.elapsed() < EXPECT_FOR);
-    // Shared with the store: only a pod shown as deleting is copied.
+    if deleted.is_empty() {
+        // Most passes: nothing to look up for each pod.
+        return state;
+    }
+    // Shared with the store: only a pod shown as deleting is copied. An expectation is kept
+    // while its pod is still listed without a deletion.
+    let mut listed = std::collections::HashSet::new();
     let pods: Vec<Arc<Pod>> = state
-        .iter()
+        .into_iter()
         .map(|p| {
             let uid = p.metadata.uid.as_deref().unwrap_or_default();
             if p.metadata.deletion_timestamp.is_some() || !deleted.contains_key(uid) {
-                return p.clone();
+                return p;
             }
-            let mut p = (**p).clone();
+            listed.insert(uid.to_string());
+            let mut p = (*p).clone();
             p.metadata.deletion_timestamp =
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     k8s_openapi::jiff::Timestamp::now(),
@@ -127,12 +134,7 @@ fn with_deletions(
             Arc::new(p)
         })
         .collect();
-    let undeleted: std::collections::HashSet<&str> = state
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.metadata.uid.as_deref())
-        .collect();
-    deleted.retain(|uid, _| undeleted.contains(uid.as_str()));
+    deleted.retain(|uid, _| listed.contains(uid));
     pods
 }
 
@@ -334,7 +336,7 @@ impl Cache {
     /// "expectations"), so a pass right after one that deleted never counts them available.
     pub fn pods(&self) -> Vec<Arc<Pod>> {
         let mut deleted = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
-        with_deletions(&self.pods.state(), &mut deleted)
+        with_deletions(self.pods.state(), &mut deleted)
     }
 
     /// Pod UID was deleted by this process: `pods` shows it deleting from now on.
@@ -532,24 +534,24 @@ mod tests {
         let live = Arc::new(pod(json!({LABEL_NODESET: "gpu"}), ready.clone()));
         let mut deleted = std::collections::HashMap::new();
         // Nothing deleted: shown as the store has it.
-        let shown = with_deletions(std::slice::from_ref(&live), &mut deleted);
+        let shown = with_deletions(vec![live.clone()], &mut deleted);
         assert!(shown[0].metadata.deletion_timestamp.is_none());
         // Deleted by this process, the watch not there yet: deleting, and remembered.
         deleted.insert("u".to_string(), std::time::Instant::now());
-        let shown = with_deletions(std::slice::from_ref(&live), &mut deleted);
+        let shown = with_deletions(vec![live.clone()], &mut deleted);
         assert!(shown[0].metadata.deletion_timestamp.is_some());
         assert!(deleted.contains_key("u"));
         // The watch brought the deletion: shown as such, forgotten.
         let mut gone = (*live).clone();
         gone.metadata.deletion_timestamp = shown[0].metadata.deletion_timestamp.clone();
-        let shown = with_deletions(&[Arc::new(gone)], &mut deleted);
+        let shown = with_deletions(vec![Arc::new(gone)], &mut deleted);
         assert!(shown[0].metadata.deletion_timestamp.is_some());
         assert!(deleted.is_empty());
         // A new pod under the same name (another uid) is not taken for the deleted one.
         deleted.insert("u".to_string(), std::time::Instant::now());
         let mut new = (*live).clone();
         new.metadata.uid = Some("v".into());
-        let shown = with_deletions(&[Arc::new(new)], &mut deleted);
+        let shown = with_deletions(vec![Arc::new(new)], &mut deleted);
         assert!(shown[0].metadata.deletion_timestamp.is_none());
         assert!(deleted.is_empty());
     }
