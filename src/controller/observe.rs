@@ -149,11 +149,7 @@ pub async fn observe<S: SlurmNodes>(
                 format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
             }),
     };
-    let mut sets = views(&sts, &pods);
-    for (name, v) in managed_views(&templates, &pods) {
-        // A NodeSet that just became perNode: its StatefulSet's workers leave first.
-        sets.entry(name).or_insert(v);
-    }
+    let sets = views(&sts, &templates, &pods);
     let slurm_started = std::time::Instant::now();
     let slurm_view = match slurm {
         Some(s) => read_slurm(s, |nodes| jobs_needed(needs, &sets, nodes))
@@ -302,9 +298,10 @@ pub fn jobs_needed(
     }
     sets.values().any(|s| {
         let staying = s.workers.iter().filter(|w| !w.deleting).count();
+        let wanted = needs.wanted.get(&s.name);
         s.workers.iter().any(|w| {
             let node = nodes.get(&w.name);
-            let leaving = match needs.wanted.get(&s.name) {
+            let leaving = match wanted {
                 None => true,
                 // perNode: which node stops fitting is placement's to say; any busy one may.
                 Some(None) => true,
@@ -319,16 +316,27 @@ pub fn jobs_needed(
     })
 }
 
-/// The NodeSets' views: each StatefulSet with the pods carrying its NodeSet label.
-pub fn views(sts: &[Arc<StatefulSet>], pods: &[Arc<Pod>]) -> BTreeMap<String, SetView> {
+/// The NodeSets' views: each StatefulSet, and each perNode NodeSet's PodTemplate, with the pods
+/// carrying its NodeSet label (the pods are sorted by NodeSet once).
+pub fn views(
+    sts: &[Arc<StatefulSet>],
+    templates: &BTreeMap<String, PodTemplate>,
+    pods: &[Arc<Pod>],
+) -> BTreeMap<String, SetView> {
     let by_set = by_node_set(pods);
-    sts.iter()
+    let mut sets: BTreeMap<String, SetView> = sts
+        .iter()
         .filter_map(|s| {
             let name = s.metadata.name.clone()?;
             let pods = by_set.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
             Some((name.clone(), view(name, s, pods)))
         })
-        .collect()
+        .collect();
+    for (name, v) in managed_views(templates, &by_set) {
+        // A NodeSet that just became perNode: its StatefulSet's workers leave first.
+        sets.entry(name).or_insert(v);
+    }
+    sets
 }
 
 fn by_node_set(pods: &[Arc<Pod>]) -> BTreeMap<&str, Vec<&Pod>> {
@@ -348,11 +356,10 @@ fn by_node_set(pods: &[Arc<Pod>]) -> BTreeMap<&str, Vec<&Pod>> {
 
 /// perNode NodeSets: the PodTemplate's revision and the pods slurmops made from it (`replicas`
 /// is their number until the pass places them).
-pub fn managed_views(
+fn managed_views(
     templates: &BTreeMap<String, PodTemplate>,
-    pods: &[Arc<Pod>],
+    by_set: &BTreeMap<&str, Vec<&Pod>>,
 ) -> BTreeMap<String, SetView> {
-    let by_set = by_node_set(pods);
     templates
         .iter()
         .map(|(name, t)| {
