@@ -140,24 +140,23 @@ impl Syncer {
                 .map(std::sync::Arc::new)
                 .collect(),
         };
-        let mut by_set: BTreeMap<String, Vec<std::sync::Arc<Pod>>> = BTreeMap::new();
-        for p in all {
+        let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        for p in &all {
             let set = p
                 .metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(LABEL_NODESET))
-                .cloned();
+                .and_then(|l| l.get(LABEL_NODESET));
             if let Some(set) = set {
                 by_set.entry(set).or_default().push(p);
             }
         }
-        let sets: Vec<(&str, Vec<std::sync::Arc<Pod>>)> = c
+        let sets: Vec<(&str, Vec<&Pod>)> = c
             .spec
             .node_sets
             .iter()
             .map(|set| {
-                let pods = by_set.remove(&set.name).unwrap_or_default();
+                let pods = by_set.remove(set.name.as_str()).unwrap_or_default();
                 let live = pods
                     .into_iter()
                     .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -165,25 +164,39 @@ impl Syncer {
                 (set.name.as_str(), live)
             })
             .collect();
-        // The pods' condition and busy label, WRITES at a time: on a first pass over thousands
-        // of workers each needs a write, and one after the other they would hold the pass for
-        // minutes. In the workers' order; the first error is returned once all were tried.
-        let written: Vec<Result<Written, SyncError>> =
-            futures::stream::iter(sets.iter().flat_map(|(_, pods)| pods))
-                .map(|p| {
-                    let (api, nodes) = (&pods_api, &nodes);
-                    async move {
-                        let name = p.metadata.name.clone().unwrap_or_default();
-                        let node = nodes.get(&name);
-                        let condition = set_condition(api, p, node).await?;
-                        let busy =
-                            mark_busy(api, p, node.is_some_and(|n| n.state.is_busy())).await?;
-                        Ok((name, condition, busy))
+        // What each pod needs written, decided first without a request: on most passes nothing,
+        // and thousands of workers are not each made a future to find that out.
+        let todo: Vec<(&Pod, Option<serde_json::Value>, Option<bool>)> = sets
+            .iter()
+            .flat_map(|(_, pods)| pods)
+            .filter_map(|p| {
+                let node = p.metadata.name.as_ref().and_then(|n| nodes.get(n));
+                let condition = condition_patch(p, node);
+                let busy = busy_change(p, node.is_some_and(|n| n.state.is_busy()));
+                (condition.is_some() || busy.is_some()).then_some((*p, condition, busy))
+            })
+            .collect();
+        // The writes, WRITES at a time: on a first pass over thousands of workers each needs
+        // one, and one after the other they would hold the pass for minutes. In the workers'
+        // order; the first error is returned once all were tried.
+        let written: Vec<Result<Written, SyncError>> = futures::stream::iter(todo)
+            .map(|(p, condition, busy)| {
+                let api = &pods_api;
+                async move {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let wrote = condition.is_some();
+                    if let Some(patch) = condition {
+                        write_condition(api, &name, patch).await?;
                     }
-                })
-                .buffered(WRITES)
-                .collect()
-                .await;
+                    if let Some(b) = busy {
+                        write_busy(api, &name, b).await?;
+                    }
+                    Ok((name, wrote, busy))
+                }
+            })
+            .buffered(WRITES)
+            .collect()
+            .await;
         for w in written {
             let (name, condition, busy) = w?;
             if condition {
@@ -319,8 +332,8 @@ pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String)
     (status, reason, detail)
 }
 
-/// Writes the condition when it changed; true when it did.
-async fn set_condition(api: &Api<Pod>, p: &Pod, node: Option<&Node>) -> Result<bool, SyncError> {
+/// The patch of P's Slurm condition for NODE, when it changed.
+fn condition_patch(p: &Pod, node: Option<&Node>) -> Option<serde_json::Value> {
     let (status, reason, message) = condition_of(node);
     let current: Option<&PodCondition> = p
         .status
@@ -332,7 +345,7 @@ async fn set_condition(api: &Api<Pod>, p: &Pod, node: Option<&Node>) -> Result<b
             && c.reason.as_deref() == Some(reason)
             && c.message.as_deref() == Some(message.as_str())
     }) {
-        return Ok(false);
+        return None;
     }
     let transition = match current {
         Some(c) if c.status == status => c.last_transition_time.clone(),
@@ -341,36 +354,44 @@ async fn set_condition(api: &Api<Pod>, p: &Pod, node: Option<&Node>) -> Result<b
     .unwrap_or_else(|| {
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
     });
-    let patch = json!({"status": {"conditions": [{"type": CONDITION, "status": status,
-        "reason": reason, "message": message, "lastTransitionTime": transition}]}});
-    let name = p.metadata.name.clone().unwrap_or_default();
-    api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
-        .await
-        .map_err(kube_err(format!("set the Slurm condition of pod {name}")))?;
-    Ok(true)
+    Some(
+        json!({"status": {"conditions": [{"type": CONDITION, "status": status,
+        "reason": reason, "message": message, "lastTransitionTime": transition}]}}),
+    )
 }
 
-/// Sets or clears the busy label; Some(busy) when it changed.
-async fn mark_busy(api: &Api<Pod>, p: &Pod, busy: bool) -> Result<Option<bool>, SyncError> {
+async fn write_condition(
+    api: &Api<Pod>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<(), SyncError> {
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map_err(kube_err(format!("set the Slurm condition of pod {name}")))?;
+    Ok(())
+}
+
+/// Whether P's busy label is to be set (Some(true)) or cleared (Some(false)) for BUSY.
+fn busy_change(p: &Pod, busy: bool) -> Option<bool> {
     let labelled = p
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(LABEL_BUSY))
         .is_some_and(|v| v == "true");
-    if labelled == busy {
-        return Ok(None);
-    }
+    (labelled != busy).then_some(busy)
+}
+
+async fn write_busy(api: &Api<Pod>, name: &str, busy: bool) -> Result<(), SyncError> {
     let value = if busy { json!("true") } else { json!(null) };
-    let name = p.metadata.name.clone().unwrap_or_default();
     api.patch(
-        &name,
+        name,
         &PatchParams::default(),
         &Patch::Merge(json!({"metadata": {"labels": {LABEL_BUSY: value}}})),
     )
     .await
     .map_err(kube_err(format!("label pod {name} busy={busy}")))?;
-    Ok(Some(busy))
+    Ok(())
 }
 
 async fn replace(api: &Api<Pod>, p: &Pod) -> Result<(), SyncError> {
