@@ -36,15 +36,26 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
         let bytes = p.passes.iter().map(|x| x.slurm_bytes).sum::<u64>() as f64
             / p.passes.len().max(1) as f64;
         let (p50, p99) = (quantile(&ms, 0.5), quantile(&ms, 0.99));
-        out.push(figure(
-            &format!("jobs_axis.{k}.known_after"),
-            p.known_after.as_secs_f64(),
-            "s",
-            format!(
-                "{at}: daemon started → its first pass knowing every job ({} passes went on without the jobs meanwhile)",
-                p.blind_passes
+        out.push(match p.refused {
+            false => figure(
+                &format!("jobs_axis.{k}.known_after"),
+                p.known_after.as_secs_f64(),
+                "s",
+                format!(
+                    "{at}: daemon started → its first pass knowing every job ({} passes went on without the jobs meanwhile)",
+                    p.blind_passes
+                ),
             ),
-        ));
+            true => figure(
+                &format!("jobs_axis.{k}.refused_after"),
+                p.known_after.as_secs_f64(),
+                "s",
+                format!(
+                    "{at}: past the job cap: daemon started → the status naming the cap and its setting; the queue is not read and passes go on without the jobs ({} such passes meanwhile)",
+                    p.blind_passes
+                ),
+            ),
+        });
         out.push(figure(
             &format!("jobs_axis.{k}.pass.p50"),
             p50,

@@ -16,7 +16,7 @@ use super::{Nodes, SlurmError};
 
 mod queue;
 mod stream;
-pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH};
+pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, max_jobs_from};
 
 /// Slurm error numbers slurmops reacts to.
 pub mod errno {

@@ -47,7 +47,7 @@ pub const MAX_JOBS: usize = 60_000;
 pub const MAX_JOBS_ENV: &str = "SLURMOPS_SLURM_MAX_JOBS";
 
 /// The job cap SETTING asks for; [`MAX_JOBS`] when unset or not a count.
-pub(super) fn max_jobs_from(setting: Option<&str>) -> usize {
+pub fn max_jobs_from(setting: Option<&str>) -> usize {
     setting
         .and_then(|v| v.trim().replace(['_', ','], "").parse::<usize>().ok())
         .filter(|n| (1..=100_000_000).contains(n))

@@ -12,13 +12,17 @@ use super::daemon::Repo;
 use super::fleet::Fleet;
 use super::scale::Scale;
 use super::{bed, client, eventually, unique_suffix};
+use slurmops::slurm::client::{MAX_JOBS_ENV, max_jobs_from};
 
 /// One length of the queue.
 #[derive(Debug)]
 pub struct Point {
     pub jobs: usize,
-    /// Daemon started → the first pass that knew the whole queue.
+    /// Daemon started → the first pass that knew the whole queue or, past the job cap, the
+    /// first status that said why it is not read.
     pub known_after: Duration,
+    /// The queue is past the job cap (`SLURMOPS_SLURM_MAX_JOBS`): refused, not read.
+    pub refused: bool,
     /// Passes before that, which went on without the jobs.
     pub blind_passes: usize,
     /// The passes of the churn window.
@@ -97,6 +101,7 @@ async fn measure(
         window,
         churn_per_second: 5,
     };
+    let cap = max_jobs_from(std::env::var(MAX_JOBS_ENV).ok().as_deref());
     let mut held = 0;
     let mut out = Vec::new();
     for &step in steps {
@@ -110,12 +115,29 @@ async fn measure(
                 .iter()
                 .any(|p| p.jobs >= step as i64)
         };
-        eventually(
-            &format!("the daemon's passes know the {step} jobs"),
-            Duration::from_secs(120 + step as u64 / 200),
-            async || knows(&daemon.output()).then_some(()),
-        )
-        .await;
+        let refused = step > cap;
+        if refused {
+            // Past the cap the queue is counted (jobs/state/) and not asked for: the status says
+            // so and names the setting, and passes go on without the jobs.
+            eventually(
+                &format!("the status says the {step} jobs are past the cap"),
+                Duration::from_secs(300),
+                async || {
+                    let s = slurmops::status::configmap::read(&fleet.client, ns, None)
+                        .await
+                        .ok()??;
+                    s.slurm.contains(MAX_JOBS_ENV).then_some(())
+                },
+            )
+            .await;
+        } else {
+            eventually(
+                &format!("the daemon's passes know the {step} jobs"),
+                Duration::from_secs(120 + step as u64 / 200),
+                async || knows(&daemon.output()).then_some(()),
+            )
+            .await;
+        }
         let known_after = started.elapsed();
         let blind_passes = passes(&daemon.output(), SystemTime::UNIX_EPOCH)
             .iter()
@@ -127,6 +149,7 @@ async fn measure(
         let point = Point {
             jobs: step,
             known_after,
+            refused,
             blind_passes,
             passes: passes(&daemon.output(), since),
             churned,
@@ -134,7 +157,12 @@ async fn measure(
             peak_rss_mib: slurmops::bench::peak_rss_mib_of(pid),
         };
         println!(
-            "  known after {:.0} s ({} passes without the jobs meanwhile); {} passes under churn; RSS {:.0} MiB, peak {:.0} MiB",
+            "  {} after {:.0} s ({} passes without the jobs meanwhile); {} passes under churn; RSS {:.0} MiB, peak {:.0} MiB",
+            if refused {
+                "refused (past the cap)"
+            } else {
+                "known"
+            },
             point.known_after.as_secs_f64(),
             point.blind_passes,
             point.passes.len(),
