@@ -141,11 +141,60 @@ fn gpg(home: &Path, at: &str, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// A GnuPG home of its own (mode 0700, as gpg wants it).
+fn gpg_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        home.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    home
+}
+
+/// The primary key fingerprint of the key of UID in HOME.
+fn fingerprint(home: &Path, uid: &str) -> String {
+    let listed = String::from_utf8(gpg(
+        home,
+        "20250101T000000",
+        &["--with-colons", "--list-keys", uid],
+    ))
+    .unwrap();
+    listed
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("fpr:")
+                .map(|r| r.trim_matches(':').to_string())
+        })
+        .unwrap()
+}
+
+/// A commit made on 2025-01-03, signed then (armored, detached) by SIGNER's key: (commit, signature).
+fn signed_commit(home: &Path, signer: &str) -> (Vec<u8>, Vec<u8>) {
+    let data = commit_at(1_735_862_400);
+    let file = home.join("commit");
+    std::fs::write(&file, &data).unwrap();
+    let asc = home.join("commit.asc");
+    gpg(
+        home,
+        "20250103T000000",
+        &[
+            "--armor",
+            "--detach-sign",
+            "-u",
+            signer,
+            "-o",
+            asc.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+    );
+    (data, std::fs::read(&asc).unwrap())
+}
+
 #[test]
 fn openpgp_keys_that_expired_or_were_revoked_before_the_signature_are_refused() {
-    let home = tempfile::tempdir().unwrap();
+    let home = gpg_home();
     let h = home.path();
-    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     gpg(
         h,
         "20250101T000000",
@@ -157,31 +206,9 @@ fn openpgp_keys_that_expired_or_were_revoked_before_the_signature_are_refused() 
             "never",
         ],
     );
-    let listed =
-        String::from_utf8(gpg(h, "20250101T000000", &["--with-colons", "--list-keys"])).unwrap();
-    let fpr = listed
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("fpr:")
-                .map(|r| r.trim_matches(':').to_string())
-        })
-        .unwrap();
+    let fpr = fingerprint(h, "ci@example");
     // A commit made and signed on 2025-01-03.
-    let data = commit_at(1_735_862_400);
-    let file = h.join("commit");
-    std::fs::write(&file, &data).unwrap();
-    gpg(
-        h,
-        "20250103T000000",
-        &[
-            "--armor",
-            "--detach-sign",
-            "-o",
-            h.join("commit.asc").to_str().unwrap(),
-            file.to_str().unwrap(),
-        ],
-    );
-    let sig = std::fs::read(h.join("commit.asc")).unwrap();
+    let (data, sig) = signed_commit(h, &fpr);
     let verify = || {
         let key =
             String::from_utf8(gpg(h, "20250110T000000", &["--armor", "--export", &fpr])).unwrap();
@@ -221,24 +248,8 @@ fn rev_text(stored: &str) -> String {
 fn another_keys_certification_does_not_lift_an_expiry() {
     // A keyserver's copy of a certificate carries whatever certifications others made of it. One
     // newer than the owner's self-signature, and without an expiry of its own, must not count.
-    let home = tempfile::tempdir().unwrap();
+    let home = gpg_home();
     let h = home.path();
-    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let fpr_of = |uid: &str| {
-        let listed = String::from_utf8(gpg(
-            h,
-            "20250101T000000",
-            &["--with-colons", "--list-keys", uid],
-        ))
-        .unwrap();
-        listed
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("fpr:")
-                    .map(|r| r.trim_matches(':').to_string())
-            })
-            .unwrap()
-    };
     for uid in ["CI <ci@example>", "Other <other@example>"] {
         gpg(
             h,
@@ -246,26 +257,13 @@ fn another_keys_certification_does_not_lift_an_expiry() {
             &["--quick-gen-key", uid, "ed25519", "sign", "never"],
         );
     }
-    let (fpr, other) = (fpr_of("ci@example"), fpr_of("other@example"));
+    let (fpr, other) = (
+        fingerprint(h, "ci@example"),
+        fingerprint(h, "other@example"),
+    );
     // A commit signed on 2025-01-03; CI's key then set (dated 2025-01-01 noon) to expire one day
     // after it was made, so before the signature.
-    let data = commit_at(1_735_862_400);
-    let file = h.join("commit");
-    std::fs::write(&file, &data).unwrap();
-    let asc = h.join("commit.asc");
-    gpg(
-        h,
-        "20250103T000000",
-        &[
-            "--armor",
-            "--detach-sign",
-            "-u",
-            &format!("{fpr}!"),
-            "-o",
-            asc.to_str().unwrap(),
-            file.to_str().unwrap(),
-        ],
-    );
+    let (data, sig) = signed_commit(h, &format!("{fpr}!"));
     gpg(h, "20250101T120000", &["--quick-set-expire", &fpr, "1d"]);
     // The other key certifies CI's user ID later that day (no expiry in its signature).
     gpg(
@@ -276,7 +274,6 @@ fn another_keys_certification_does_not_lift_an_expiry() {
     let key = String::from_utf8(gpg(h, "20250101T190000", &["--armor", "--export", &fpr])).unwrap();
     let mut allowed = AllowedSigners::default();
     allowed.add_gpg("allowed_gpg_keys", &key).unwrap();
-    let sig = std::fs::read(&asc).unwrap();
     let err = allowed
         .verify("abcdef0123456789", Some(&(sig, data)))
         .unwrap_err();
@@ -288,21 +285,13 @@ fn a_subkey_bound_by_another_key_signs_for_nobody() {
     // Another key's signing subkey, its binding signature and all, appended to an allowed
     // certificate (a keyserver merges what it is sent): a signature by it is not the owner's.
     use pgp::composed::{Deserializable, SignedPublicKey};
-    let home = tempfile::tempdir().unwrap();
+    let home = gpg_home();
     let h = home.path();
-    std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let at = "20250101T000000";
     let mut fprs = Vec::new();
     for uid in ["CI <ci@example>", "Other <other@example>"] {
         gpg(h, at, &["--quick-gen-key", uid, "ed25519", "cert", "never"]);
-        let listed = String::from_utf8(gpg(h, at, &["--with-colons", "--list-keys", uid])).unwrap();
-        let fpr = listed
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("fpr:")
-                    .map(|r| r.trim_matches(':').to_string())
-            })
-            .unwrap();
+        let fpr = fingerprint(h, uid);
         gpg(
             h,
             at,
@@ -310,24 +299,8 @@ fn a_subkey_bound_by_another_key_signs_for_nobody() {
         );
         fprs.push(fpr);
     }
-    let data = commit_at(1_735_862_400);
-    let file = h.join("commit");
-    std::fs::write(&file, &data).unwrap();
-    let asc = h.join("commit.asc");
     // Signed by the other key's signing subkey.
-    gpg(
-        h,
-        "20250103T000000",
-        &[
-            "--armor",
-            "--detach-sign",
-            "-u",
-            &fprs[1],
-            "-o",
-            asc.to_str().unwrap(),
-            file.to_str().unwrap(),
-        ],
-    );
+    let (data, sig) = signed_commit(h, &fprs[1]);
     let export = |fpr: &str| {
         let text = String::from_utf8(gpg(h, at, &["--armor", "--export", fpr])).unwrap();
         SignedPublicKey::from_string(&text).unwrap().0
@@ -337,7 +310,6 @@ fn a_subkey_bound_by_another_key_signs_for_nobody() {
     let grafted = ci.to_armored_string(Default::default()).unwrap();
     let mut allowed = AllowedSigners::default();
     allowed.add_gpg("allowed_gpg_keys", &grafted).unwrap();
-    let sig = std::fs::read(&asc).unwrap();
     let err = allowed
         .verify("abcdef0123456789", Some(&(sig.clone(), data.clone())))
         .unwrap_err();
