@@ -323,7 +323,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
             None => None,
         },
         namespace: a.namespace.clone(),
-        guard: a.guard.guardrails(Some(&a.namespace)),
+        guard: a.guard.guardrails(Some(&a.namespace))?,
         cluster: a.cluster.clone(),
         identity: a.identity.clone(),
         slurm,
@@ -475,6 +475,10 @@ pub struct InstallArgs {
     /// are applied too.
     #[arg(long)]
     allowed_gpg_keys: Option<String>,
+    /// ConfigMap holding `policy.yaml`, the guardrails as a file (the daemon's --policy; give
+    /// the same file to `validate --guardrails --policy` in the repository's CI).
+    #[arg(long)]
+    policy: Option<String>,
     /// hostPath prefix cluster.yaml may mount in pods (repeat; the daemon's --allow-host-path).
     #[arg(long = "allow-host-path")]
     allow_host_paths: Vec<String>,
@@ -530,6 +534,7 @@ pub fn install(a: InstallArgs) -> Outcome {
         allowed_signers: a.allowed_signers,
         allowed_gpg_keys: a.allowed_gpg_keys,
         guard: crate::daemon::install::Widened {
+            policy: a.policy,
             host_paths: a.allow_host_paths,
             privileged: a.allow_privileged,
             service_accounts: a.allow_service_accounts,

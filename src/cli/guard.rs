@@ -1,11 +1,17 @@
-//! The install's guardrails as flags, one set for the daemon (always on: its safe defaults,
-//! widened by `--allow-*`) and for `validate --guardrails` (the same check in a pull request's
-//! CI, so it refuses what the daemon will refuse).
+//! The install's guardrails as flags and a policy file, one set for the daemon (always on: its
+//! safe defaults, widened by `--allow-*` and `--policy`) and for `validate --guardrails` (the
+//! same check in a pull request's CI, so it refuses what the daemon will refuse).
 
 use crate::spec::Guardrails;
+use crate::spec::guard_file::GuardFile;
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct GuardArgs {
+    /// A policy file (YAML: clusterNamespaces, allowHostPaths, allowPrivileged,
+    /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts) widening the
+    /// safe defaults as the flags do; the two add up.
+    #[arg(long, env = "SLURMOPS_POLICY", value_name = "FILE")]
+    pub policy: Option<std::path::PathBuf>,
     /// A namespace cluster.yaml may name (repeat, or comma-separated in the environment); a
     /// commit naming another is refused. Default for the daemon: --namespace only.
     #[arg(
@@ -55,23 +61,41 @@ pub struct GuardArgs {
 }
 
 impl GuardArgs {
-    /// The daemon's safe defaults widened by these flags; the namespaces given, else HOME
-    /// (None: any namespace).
-    pub fn guardrails(&self, home: Option<&str>) -> Guardrails {
-        let namespaces = match (self.cluster_namespaces.is_empty(), home) {
-            (false, _) => Some(self.cluster_namespaces.clone()),
+    /// The daemon's safe defaults widened by these flags and the policy file; the namespaces
+    /// given, else HOME (None: any namespace). Err: the policy file's problems, one per line.
+    pub fn guardrails(&self, home: Option<&str>) -> Result<Guardrails, String> {
+        let file = match &self.policy {
+            Some(p) => crate::spec::guard_file::read(p).map_err(|ds| {
+                let lines: Vec<String> = ds.iter().map(ToString::to_string).collect();
+                format!(
+                    "{}\n{}: {} problems in the policy file; nothing was checked",
+                    lines.join("\n"),
+                    p.display(),
+                    ds.len()
+                )
+            })?,
+            None => GuardFile::default(),
+        };
+        let both = |flags: &[String], file: &[String]| {
+            let mut all = flags.to_vec();
+            all.extend(file.iter().filter(|f| !flags.contains(f)).cloned());
+            all
+        };
+        let named = both(&self.cluster_namespaces, &file.cluster_namespaces);
+        let namespaces = match (named.is_empty(), home) {
+            (false, _) => Some(named),
             (true, Some(h)) => Some(vec![h.to_string()]),
             (true, None) => None,
         };
-        Guardrails {
+        Ok(Guardrails {
             namespaces,
-            host_paths: self.allow_host_paths.clone(),
-            privileged: self.allow_privileged,
-            service_accounts: self.allow_service_accounts.clone(),
-            control_plane: self.allow_control_plane,
-            secrets: self.allow_secrets.clone(),
-            database_hosts: self.allow_database_hosts.clone(),
+            host_paths: both(&self.allow_host_paths, &file.allow_host_paths),
+            privileged: self.allow_privileged || file.allow_privileged,
+            service_accounts: both(&self.allow_service_accounts, &file.allow_service_accounts),
+            control_plane: self.allow_control_plane || file.allow_control_plane,
+            secrets: both(&self.allow_secrets, &file.allow_secrets),
+            database_hosts: both(&self.allow_database_hosts, &file.allow_database_hosts),
             ..Guardrails::safe(Vec::new())
-        }
+        })
     }
 }

@@ -196,7 +196,7 @@ fn run(command: Cmd) -> Outcome {
             path,
             guardrails,
             guard,
-        } => validate(&path, guardrails.then(|| guard.guardrails(None))),
+        } => validate(&path, guardrails.then_some(&guard)),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
         Cmd::Plan {
             ref path,
@@ -204,7 +204,7 @@ fn run(command: Cmd) -> Outcome {
             guardrails: true,
             ref guard,
             ..
-        } if plan_refused(path, head.as_deref(), &guard.guardrails(None)) => Err(Reported.into()),
+        } if plan_refused(path, head.as_deref(), guard) => Err(Reported.into()),
         Cmd::Plan {
             path,
             base,
@@ -349,9 +349,21 @@ fn refused(l: &Loaded, c: &ClusterFile, g: &spec::Guardrails) -> bool {
     !refused.is_empty()
 }
 
+/// The guardrails of GUARD's flags and policy file; the policy file's problems printed.
+fn guardrails(guard: &guard::GuardArgs) -> Result<spec::Guardrails, Reported> {
+    guard.guardrails(None).map_err(|e| {
+        eprintln!("{e}");
+        Reported
+    })
+}
+
 /// Whether the guardrails G refuse the cluster.yaml a plan would apply (at PATH, or at revision
-/// HEAD); a file that does not load is the plan's to report.
-fn plan_refused(path: &Path, head: Option<&str>, g: &spec::Guardrails) -> bool {
+/// HEAD), or its policy file does not read; a cluster.yaml that does not load is the plan's to
+/// report.
+fn plan_refused(path: &Path, head: Option<&str>, guard: &guard::GuardArgs) -> bool {
+    let Ok(g) = guardrails(guard) else {
+        return true;
+    };
     let file = source::cluster_file(path);
     let l = match head {
         Some(rev) => git_read(rev, &file).ok().flatten(),
@@ -361,13 +373,14 @@ fn plan_refused(path: &Path, head: Option<&str>, g: &spec::Guardrails) -> bool {
     let Ok(c) = spec::load(&l.name, &l.text) else {
         return false;
     };
-    refused(&l, &c, g)
+    refused(&l, &c, &g)
 }
 
-fn validate(path: &Path, guard: Option<spec::Guardrails>) -> Outcome {
+fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
+    let g = guard.map(guardrails).transpose()?;
     let l = read(path)?;
     let c = load(&l)?;
-    if guard.is_some_and(|g| refused(&l, &c, &g)) {
+    if g.is_some_and(|g| refused(&l, &c, &g)) {
         return Err(Reported.into());
     }
     println!(

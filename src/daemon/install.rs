@@ -109,6 +109,8 @@ pub fn node_reader_name(name: &str, namespace: &str) -> String {
 /// What the install lets a commit ask for beyond the daemon's safe defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Widened {
+    /// ConfigMap with `policy.yaml` (the daemon's `--policy`), read-only to the daemon.
+    pub policy: Option<String>,
     pub host_paths: Vec<String>,
     pub privileged: bool,
     pub service_accounts: Vec<String>,
@@ -292,6 +294,9 @@ fn args(i: &Install) -> Vec<String> {
         a.push(format!("--cluster-namespace={ns}"));
     }
     let g = &i.guard;
+    if g.policy.is_some() {
+        a.push("--policy=/etc/slurmops/policy/policy.yaml".into());
+    }
     a.extend(
         g.host_paths
             .iter()
@@ -416,6 +421,12 @@ fn deployment(i: &Install) -> Deployment {
             &i.allowed_gpg_keys,
             "allowed_gpg_keys",
             "/etc/slurmops/gpg",
+        ),
+        (
+            "policy",
+            &i.guard.policy,
+            "policy.yaml",
+            "/etc/slurmops/policy",
         ),
     ] {
         if let Some(cm) = cm {
@@ -660,6 +671,10 @@ mod tests {
         let signed = Install {
             allowed_signers: Some("signers".into()),
             allowed_gpg_keys: Some("gpg-keys".into()),
+            guard: Widened {
+                policy: Some("guardrails".into()),
+                ..Widened::default()
+            },
             ..install()
         };
         assert!(signed.verifies_signatures());
@@ -668,8 +683,10 @@ mod tests {
         let args = pod["containers"][0]["args"].to_string();
         assert!(args.contains("--allowed-signers=/etc/slurmops/signers/allowed_signers"));
         assert!(args.contains("--allowed-gpg-keys=/etc/slurmops/gpg/allowed_gpg_keys"));
+        assert!(args.contains("--policy=/etc/slurmops/policy/policy.yaml"));
         let volumes = pod["volumes"].to_string();
         assert!(volumes.contains("\"name\":\"signers\"") && volumes.contains("\"gpg-keys\""));
+        assert!(volumes.contains("\"guardrails\""), "{volumes}");
     }
 
     #[test]

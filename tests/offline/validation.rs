@@ -962,3 +962,63 @@ fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same
         );
     }
 }
+
+/// Issue 33: the guardrails as a policy file, the one the install mounts into the daemon
+/// (`install --policy`), given as is to a pull request's CI: it widens as the flags do, the two
+/// add up, and a policy file with a mistake refuses everything, at its position.
+#[test]
+fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    let run = |cmd: &str, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .arg(cmd)
+            .arg("--guardrails")
+            .arg("--policy")
+            .arg(&policy)
+            .args(args)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/repo/cluster.yaml"
+            ))
+            .env_clear()
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    std::fs::write(
+        &policy,
+        "kind: Guardrails\n\
+         allowServiceAccounts: [slurmctld, slurm-login, slurm-worker]\n\
+         allowSecrets: [ghcr-pull, login-ssh, login-sssd]\n\
+         allowDatabaseHosts: [mariadb.databases.svc.cluster.local]\n",
+    )
+    .unwrap();
+    // The file alone lacks the privileged login container; the flag adds it.
+    let (code, err) = run("validate", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("containerSecurityContext.privileged")
+            && !err.contains("serviceAccountName")
+            && !err.contains("Secret ghcr-pull"),
+        "{err}"
+    );
+    for (cmd, ok) in [("validate", 0), ("plan", 2)] {
+        let (code, err) = run(cmd, &["--allow-privileged"]);
+        assert_eq!(code, Some(ok), "{cmd}: {err}");
+    }
+    std::fs::write(&policy, "allowPrivileged: yes\nallowSecret: [ghcr-pull]\n").unwrap();
+    for cmd in ["validate", "plan"] {
+        let (code, err) = run(cmd, &["--allow-privileged"]);
+        assert_eq!(code, Some(1), "{cmd}: {err}");
+        assert!(
+            err.contains("policy.yaml:1:18: error: allowPrivileged: allowPrivileged is true or false")
+                && err.contains("policy.yaml:2:1: error: allowSecret: unknown key allowSecret (did you mean allowSecrets?)")
+                && err.contains("2 problems in the policy file; nothing was checked"),
+            "{cmd}: {err}"
+        );
+    }
+}
