@@ -265,7 +265,7 @@ impl Connection {
         self.api(api_version, kind, namespace).get_opt(name).await
     }
 
-    /// Server-side apply of BODY under FIELD_MANAGER.
+    /// Server-side apply of BODY under MANAGER.
     pub async fn apply(
         &self,
         body: &serde_json::Value,
@@ -307,6 +307,25 @@ impl Connection {
         };
         self.api(&api_version, &kind, &ns)
             .patch(&name, &pp, &Patch::Merge(serde_json::Value::Object(patch)))
+            .await
+    }
+
+    /// A JSON merge patch of the object NAME under MANAGER.
+    pub async fn merge_patch(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        manager: &str,
+        patch: &serde_json::Value,
+    ) -> Result<DynamicObject, kube::Error> {
+        let pp = PatchParams {
+            field_manager: Some(manager.into()),
+            ..PatchParams::default()
+        };
+        self.api(api_version, kind, namespace)
+            .patch(name, &pp, &Patch::Merge(patch))
             .await
     }
 

@@ -5,6 +5,13 @@
 //! (`README.md`'s vocabulary table is generated from `ALL` and checked by a test, and a test
 //! fails when a `slurmops.dev/` or ApplySet name is spelled as a literal anywhere else).
 
+/// The field manager of cluster NAME's apply (`slurmops/NAME`): one per cluster, so that a
+/// field one cluster's daemon set is never another's to drop. At most 49 bytes (names are at
+/// most 40), under the API server's 128.
+pub fn apply_manager(cluster: &str) -> String {
+    format!("{MANAGER_APPLY}/{cluster}")
+}
+
 /// What a term names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -98,7 +105,7 @@ vocabulary! {
         ANNOTATION_APPLYSET_GROUP_KINDS = "applyset.kubernetes.io/contains-group-kinds";
     }
     FieldManager {
-        /// Server-side apply of everything rendered from cluster.yaml.
+        /// Server-side apply of what cluster.yaml renders, as `slurmops/NAME` (one per cluster; alone, the old shared name, handed over once).
         MANAGER_APPLY = "slurmops";
         /// `spec.replicas` of autoscaled NodeSets, so apply never resets them.
         MANAGER_AUTOSCALE = "slurmops-autoscale";

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::Value as Json;
 
 use super::{
-    ApplyError, Connection, FIELD_MANAGER, Verdict, api_err, compare, desired, immutable_changes,
-    key, members, retry, served, verdict,
+    ApplyError, Connection, Verdict, api_err, compare, desired, immutable_changes,
+    field_manager, key, members, retry, served, verdict,
 };
 use crate::plan::{self, Action, Change, Plan, Side};
 use crate::render::Rendered;
@@ -29,6 +29,7 @@ pub async fn drift(
     served(cluster, applied)?;
     let live = members(cluster, c, applied).await?;
     let desired = desired(c, applied, cluster, &live);
+    let manager = field_manager(c);
     let mut changes = Vec::new();
     for o in &desired {
         let id = key(&o.kind, &o.name);
@@ -36,7 +37,7 @@ pub async fn drift(
             None => (Action::Create, String::new(), yaml(&o.body)),
             Some(l)
                 if matches!(
-                    verdict(cluster, o, Some(l), false, false).await?,
+                    verdict(cluster, o, Some(l), false, false, &manager).await?,
                     Verdict::Unchanged { .. }
                 ) =>
             {
@@ -44,7 +45,7 @@ pub async fn drift(
             }
             Some(l) => {
                 let lj = compare::comparable(&serde_json::to_value(l).unwrap_or_default());
-                let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true)).await;
+                let dry = retry(|| cluster.apply(&o.body, &manager, true, true)).await;
                 let dj = match dry {
                     Ok(d) => compare::comparable(&serde_json::to_value(&d).unwrap_or_default()),
                     // An immutable field: the dry run is refused; show our object instead.

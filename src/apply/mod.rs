@@ -7,6 +7,7 @@
 pub mod applyset;
 pub mod compare;
 mod drift;
+mod handover;
 pub mod health;
 mod prune;
 pub mod rbac;
@@ -35,9 +36,14 @@ pub(crate) use survey::verdict;
 pub use survey::{Survey, Verdict, survey};
 
 pub use crate::vocab::{
-    MANAGER_APPLY as FIELD_MANAGER, MANAGER_AUTOSCALE as AUTOSCALE_MANAGER,
+    MANAGER_APPLY as LEGACY_MANAGER, MANAGER_AUTOSCALE as AUTOSCALE_MANAGER,
     MANAGER_CANARY as CANARY_MANAGER, MANAGER_MAINTENANCE as MAINTENANCE_MANAGER,
 };
+
+/// The field manager apply writes cluster C's objects under (`slurmops/NAME`).
+pub fn field_manager(c: &ClusterFile) -> String {
+    crate::vocab::apply_manager(&c.metadata.name)
+}
 
 impl From<crate::k8s::ConnectError> for ApplyError {
     fn from(e: crate::k8s::ConnectError) -> ApplyError {
@@ -421,7 +427,8 @@ async fn update_parent(
         },
         "data": {applyset::DATA_CLUSTER_YAML: text},
     });
-    retry(|| cluster.apply(&body, FIELD_MANAGER, true, false))
+    let manager = field_manager(c);
+    retry(|| cluster.apply(&body, &manager, true, false))
         .await
         .map_err(|e| api_err(&format!("ConfigMap/{name}"), e))?;
     Ok(())
@@ -435,10 +442,13 @@ async fn apply_one(
     o: &Object,
     force: bool,
     live: Option<&DynamicObject>,
+    manager: &str,
 ) -> Result<DynamicObject, ApplyError> {
-    match retry(|| cluster.apply(&o.body, FIELD_MANAGER, force, false)).await {
-        Err(kube::Error::Api(s)) if s.code == 409 && !force && other_appliers(live).is_empty() => {
-            retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, false))
+    match retry(|| cluster.apply(&o.body, manager, force, false)).await {
+        Err(kube::Error::Api(s))
+            if s.code == 409 && !force && other_appliers(live, manager).is_empty() =>
+        {
+            retry(|| cluster.apply(&o.body, manager, true, false))
                 .await
                 .map_err(|e| api_err(&key(&o.kind, &o.name), e))
         }
@@ -446,14 +456,16 @@ async fn apply_one(
     }
 }
 
-/// Field managers other than slurmops that own fields through server-side apply.
-fn other_appliers(live: Option<&DynamicObject>) -> Vec<String> {
+/// Field managers other than this cluster's (MANAGER, its autoscale, and the name every
+/// cluster's apply used before) that own fields through server-side apply. Another cluster's
+/// `slurmops/NAME` is another applier.
+fn other_appliers(live: Option<&DynamicObject>, manager: &str) -> Vec<String> {
     live.and_then(|l| l.metadata.managed_fields.as_ref())
         .into_iter()
         .flatten()
         .filter(|m| m.operation.as_deref() == Some("Apply"))
         .filter_map(|m| m.manager.clone())
-        .filter(|m| m != FIELD_MANAGER && m != AUTOSCALE_MANAGER)
+        .filter(|m| m != manager && m != LEGACY_MANAGER && m != AUTOSCALE_MANAGER)
         .collect()
 }
 
@@ -508,6 +520,7 @@ async fn unchanged(
     cluster: &Connection,
     o: &Object,
     live: &DynamicObject,
+    manager: &str,
 ) -> Result<bool, ApplyError> {
     let lj = serde_json::to_value(live).unwrap_or_default();
     if !compare::foreign_keys(&o.kind, &o.body, &lj).is_empty() {
@@ -521,7 +534,7 @@ async fn unchanged(
     if ours != expected {
         return Ok(false);
     }
-    let dry = retry(|| cluster.apply(&o.body, FIELD_MANAGER, true, true))
+    let dry = retry(|| cluster.apply(&o.body, manager, true, true))
         .await
         .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
     let dj = serde_json::to_value(&dry).unwrap_or_default();
@@ -534,11 +547,12 @@ async fn take_back_keys(
     cluster: &Connection,
     o: &Object,
     live: &DynamicObject,
+    manager: &str,
 ) -> Result<(), ApplyError> {
     let lj = serde_json::to_value(live).unwrap_or_default();
     let keys = compare::foreign_keys(&o.kind, &o.body, &lj);
     if !keys.is_empty() {
-        retry(|| cluster.remove_keys(&o.body, FIELD_MANAGER, &keys))
+        retry(|| cluster.remove_keys(&o.body, manager, &keys))
             .await
             .map_err(|e| api_err(&key(&o.kind, &o.name), e))?;
     }

@@ -15,6 +15,8 @@ pub struct Report {
     pub pruned: Vec<String>,
     /// Edited by hand and left so (detect-only mode).
     pub drifted: Vec<String>,
+    /// Objects whose old shared field manager (`slurmops`) was handed to the cluster's own.
+    pub handed_over: usize,
     /// Objects a Slurm upgrade or a maintenance window holds back (their live objects stay),
     /// and what they wait for.
     pub held: Vec<String>,
@@ -54,6 +56,7 @@ impl Report {
             }
         }
         self.accounting_writes += later.accounting_writes;
+        self.handed_over += later.handed_over;
         if later.accounting_error.is_some() {
             self.accounting_error.clone_from(&later.accounting_error);
         }
@@ -84,7 +87,15 @@ impl Report {
             self.requests.writes,
             self.requests.dry_runs
         );
-        objects + &accounting
+        let mut handed = String::new();
+        if self.handed_over > 0 {
+            handed = format!(
+                "; field manager `{}` handed over to this cluster's on {} objects",
+                super::LEGACY_MANAGER,
+                self.handed_over
+            );
+        }
+        objects + &handed + &accounting
     }
 
     /// The objects held back and what they wait for, in one line (None when nothing is held).

@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use super::{
     ApplyError, Members, Options, PruneGuard, Report, api_err, apply_one, autoscale_initial,
     check_scale_in, cluster_gks, desired, health, immutable_changes, key, members, prune_set,
-    recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged, update_parent,
+    handover, recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged, update_parent,
     upgrade, window,
 };
 use crate::k8s::Connection;
@@ -44,6 +44,7 @@ pub(crate) async fn verdict(
     live: Option<&DynamicObject>,
     recreate: bool,
     detect_only: bool,
+    manager: &str,
 ) -> Result<Verdict, ApplyError> {
     let Some(l) = live else {
         return Ok(Verdict::Create);
@@ -52,7 +53,7 @@ pub(crate) async fn verdict(
         return Ok(Verdict::Recreate);
     }
     let dry_runs_seen = cluster.log.summary().dry_runs;
-    if unchanged(cluster, o, l).await? {
+    if unchanged(cluster, o, l, manager).await? {
         let confirmed_by_dry_run = cluster.log.summary().dry_runs > dry_runs_seen;
         return Ok(Verdict::Unchanged {
             confirmed_by_dry_run,
@@ -141,6 +142,7 @@ pub async fn survey(
     refuse_foreign(cluster, c, &desired, &live).await?;
     let prune = prune_set(cluster, c, &desired, &live, opts, guard).await?;
     check_scale_in(cluster, c, &desired, &live, guard).await?;
+    let manager = super::field_manager(c);
     let mut verdicts = Vec::with_capacity(desired.len());
     for o in &desired {
         let id = key(&o.kind, &o.name);
@@ -150,7 +152,7 @@ pub async fn survey(
         }
         let recreated = recreate.contains(&o.name);
         verdicts.push(Some(
-            verdict(cluster, o, live.get(&id), recreated, detect_only).await?,
+            verdict(cluster, o, live.get(&id), recreated, detect_only, &manager).await?,
         ));
     }
     Ok(Survey {
@@ -237,22 +239,23 @@ async fn write_one(
     v: Verdict,
     live: Option<&DynamicObject>,
     force: bool,
+    manager: &str,
 ) -> Result<(Verdict, String), ApplyError> {
     let id = key(&o.kind, &o.name);
     match (v, live) {
         (Verdict::Recreate, _) => {
             recreate_orphaning(cluster, o).await?;
-            apply_one(cluster, o, force, None).await?;
+            apply_one(cluster, o, force, None, manager).await?;
             Ok((Verdict::Recreate, id))
         }
         (Verdict::Create, _) | (_, None) => {
-            apply_one(cluster, o, force, None).await?;
+            apply_one(cluster, o, force, None, manager).await?;
             autoscale_initial(cluster, c, o).await?;
             Ok((Verdict::Create, id))
         }
         (Verdict::Update, Some(l)) => {
-            apply_one(cluster, o, force, Some(l)).await?;
-            take_back_keys(cluster, o, l).await?;
+            apply_one(cluster, o, force, Some(l), manager).await?;
+            take_back_keys(cluster, o, l, manager).await?;
             Ok((Verdict::Update, id))
         }
         (v @ (Verdict::Unchanged { .. } | Verdict::Drifted), _) => Ok((v, id)),
@@ -284,6 +287,8 @@ pub(super) async fn execute(
         window_opens: held.opens,
         ..Report::default()
     };
+    let manager = super::field_manager(c);
+    report.handed_over = handover::hand_over(cluster, &live, &manager).await?;
     update_parent(cluster, c, &live, cluster_gks(&live, &desired, true), None).await?;
     // Kinds in apply order; the objects of one kind (500 worker StatefulSets on a large
     // cluster) WRITES at a time, each reported in apply order.
@@ -298,7 +303,15 @@ pub(super) async fn execute(
         let mut done: Vec<(Verdict, String)> = Vec::with_capacity(run.len());
         for some in run.chunks(WRITES) {
             let writes = some.iter().map(|(o, v)| {
-                write_one(cluster, c, o, *v, live.get(&key(&o.kind, &o.name)), force)
+                write_one(
+                    cluster,
+                    c,
+                    o,
+                    *v,
+                    live.get(&key(&o.kind, &o.name)),
+                    force,
+                    &manager,
+                )
             });
             done.extend(futures::future::try_join_all(writes).await?);
         }

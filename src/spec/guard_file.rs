@@ -56,12 +56,21 @@ pub fn read(path: &std::path::Path) -> Result<GuardFile, Vec<Diagnostic>> {
             hint: Some(hint.into()),
         }]
     };
-    let file = std::fs::File::open(path)
-        .map_err(|e| whole(format!("cannot read the policy file: {e}"), "check --policy"))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        whole(
+            format!("cannot read the policy file: {e}"),
+            "check --policy",
+        )
+    })?;
     let mut text = String::new();
     file.take(MAX_BYTES + 1)
         .read_to_string(&mut text)
-        .map_err(|e| whole(format!("cannot read the policy file: {e}"), "it must be UTF-8 YAML"))?;
+        .map_err(|e| {
+            whole(
+                format!("cannot read the policy file: {e}"),
+                "it must be UTF-8 YAML",
+            )
+        })?;
     if text.len() as u64 > MAX_BYTES {
         return Err(whole(
             format!("the policy file is over {} KiB", MAX_BYTES >> 10),

@@ -608,3 +608,82 @@ async fn a_field_owned_by_another_manager_is_a_conflict_until_forced() {
     assert!(!live.data.unwrap()["slurm.conf"].contains("another tool"));
     env.cleanup().await;
 }
+
+/// Renames the `slurmops/c` entries of NAME's managedFields to `slurmops`; how many.
+async fn as_old_manager<K>(api: &Api<K>, name: &str) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let live = api.get(name).await.unwrap();
+    let mut fields = serde_json::to_value(live.meta().managed_fields.as_ref()).unwrap();
+    let mut n = 0;
+    for e in fields.as_array_mut().unwrap() {
+        if e["manager"] == "slurmops/c" {
+            e["manager"] = json!("slurmops");
+            n += 1;
+        }
+    }
+    let patch = json!({"metadata": {"managedFields": fields}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    n
+}
+
+/// The managers of the StatefulSet's managedFields entries.
+async fn managers(sts: &Api<StatefulSet>, name: &str) -> Vec<(String, String)> {
+    let live = sts.get(name).await.unwrap();
+    live.metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.manager.unwrap_or_default(), e.operation.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_cluster_applies_under_its_own_field_manager_and_takes_over_the_old_shared_one() {
+    let env = TestEnv::new("manager").await;
+    env.grant_slurmops_role().await;
+    let repo = temp_repo();
+    let w = env.name("w");
+    let with_selector =
+        format!("    - {{name: {w}, replicas: 0, pod: {{nodeSelector: {{team: a}}}}}}\n");
+    write(repo.path(), &small_cluster(&env.ns, &with_selector, ""));
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    let applied: Vec<_> = managers(&sts, &w)
+        .await
+        .into_iter()
+        .filter(|(_, op)| op == "Apply")
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(applied, ["slurmops/c"]);
+
+    // What a daemon of before left: every cluster's fields under the one name `slurmops`.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let renamed = as_old_manager(&sts, &w).await
+        + as_old_manager(&cms, "c-config").await
+        + as_old_manager(&cms, "c-applyset").await;
+    assert_eq!(renamed, 3);
+    assert!(managers(&sts, &w).await.contains(&("slurmops".into(), "Apply".into())));
+
+    // git drops the nodeSelector: the next apply hands the old entries over and the field goes
+    // (kept for good, owned by the old name, without the hand-over).
+    let without = format!("    - {{name: {w}, replicas: 0}}\n");
+    write(repo.path(), &small_cluster(&env.ns, &without, ""));
+    let out = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert!(out.contains("handed over to this cluster's on 3 objects"), "{out}");
+    let live = sts.get(&w).await.unwrap();
+    let selector = live.spec.unwrap().template.spec.unwrap().node_selector;
+    assert_eq!(selector, None, "the field git dropped is still there");
+    let all = managers(&sts, &w).await;
+    assert!(
+        all.iter().all(|(m, _)| m != "slurmops") && all.contains(&("slurmops/c".into(), "Apply".into())),
+        "{all:?}"
+    );
+    // Done once: the apply after writes nothing.
+    let out = apply_ok(repo.path(), &["--wait", "0s"]);
+    assert_eq!(writes(&out), 0, "{out}");
+    env.cleanup().await;
+}
