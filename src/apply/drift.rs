@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::Value as Json;
 
 use super::{
-    ApplyError, Connection, Verdict, api_err, compare, desired, immutable_changes,
-    field_manager, key, members, retry, served, verdict,
+    ApplyError, Connection, Verdict, api_err, compare, desired, field_manager, immutable_changes,
+    key, members, retry, served, verdict,
 };
 use crate::plan::{self, Action, Change, Plan, Side};
 use crate::render::Rendered;

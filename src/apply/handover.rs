@@ -41,33 +41,49 @@ pub(super) async fn hand_over(
         })
         .collect();
     let n = work.len();
-    let writes = work.into_iter().map(|(api_version, kind, o, fields)| async move {
-        let name = o.metadata.name.clone().unwrap_or_default();
-        let ns = o.metadata.namespace.clone().unwrap_or_default();
-        let patch = json!({"metadata": {
-            "resourceVersion": o.metadata.resource_version,
-            "managedFields": fields,
-        }});
-        retry(|| cluster.merge_patch(&api_version, &kind, &ns, &name, manager, &patch))
-            .await
-            .map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 409 => ApplyError::Rejected {
-                    object: key(&kind, &name),
-                    code: 409,
-                    message: format!(
-                        "it changed while its field manager `{MANAGER_APPLY}` was handed over \
-                         to `{manager}`; nothing else was written, the next apply tries again"
-                    ),
-                },
-                e => super::api_err(&key(&kind, &name), e),
-            })
-    });
-    let done: Vec<Result<_, ApplyError>> = futures::stream::iter(writes)
+    let writes: Vec<_> = work
+        .into_iter()
+        .map(|(api_version, kind, o, fields)| {
+            hand_one(cluster, api_version, kind, o, fields, manager)
+        })
+        .collect();
+    let done: Vec<Result<(), ApplyError>> = futures::stream::iter(writes)
         .buffer_unordered(AT_ONCE)
         .collect()
         .await;
     done.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(n)
+}
+
+/// Writes FIELDS as O's managedFields, if O is still at the resourceVersion read.
+async fn hand_one(
+    cluster: &Connection,
+    api_version: String,
+    kind: String,
+    o: &DynamicObject,
+    fields: Vec<Json>,
+    manager: &str,
+) -> Result<(), ApplyError> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let ns = o.metadata.namespace.clone().unwrap_or_default();
+    let patch = json!({"metadata": {
+        "resourceVersion": o.metadata.resource_version,
+        "managedFields": fields,
+    }});
+    retry(|| cluster.merge_patch(&api_version, &kind, &ns, &name, manager, &patch))
+        .await
+        .map(drop)
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => ApplyError::Rejected {
+                object: key(&kind, &name),
+                code: 409,
+                message: format!(
+                    "it changed while its field manager `{MANAGER_APPLY}` was handed over to \
+                     `{manager}`; nothing else was written, the next apply tries again"
+                ),
+            },
+            e => super::api_err(&key(&kind, &name), e),
+        })
 }
 
 /// O's managedFields with the old shared manager's Apply entry handed to MANAGER: renamed, or
@@ -143,7 +159,11 @@ mod tests {
         let o = object(json!([
             entry("kubectl-edit", "Update", json!({"f:data": {"f:x": {}}})),
             entry("slurmops", "Apply", json!({"f:data": {"f:a": {}}})),
-            entry("slurmops-autoscale", "Apply", json!({"f:spec": {"f:replicas": {}}})),
+            entry(
+                "slurmops-autoscale",
+                "Apply",
+                json!({"f:spec": {"f:replicas": {}}})
+            ),
         ]));
         let got = handed_over(&o, "slurmops/c").unwrap();
         let managers: Vec<_> = got.iter().map(|e| e["manager"].as_str().unwrap()).collect();
@@ -158,11 +178,18 @@ mod tests {
     fn an_entry_of_the_cluster_already_takes_the_union() {
         let o = object(json!([
             entry("slurmops/c", "Apply", json!({"f:data": {"f:a": {}}})),
-            entry("slurmops", "Apply", json!({"f:data": {"f:b": {}, "f:a": {}}})),
+            entry(
+                "slurmops",
+                "Apply",
+                json!({"f:data": {"f:b": {}, "f:a": {}}})
+            ),
         ]));
         let got = handed_over(&o, "slurmops/c").unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0]["fieldsV1"], json!({"f:data": {"f:a": {}, "f:b": {}}}));
+        assert_eq!(
+            got[0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
     }
 
     #[test]

@@ -11,9 +11,9 @@ use serde_json::Value as Json;
 
 use super::{
     ApplyError, Members, Options, PruneGuard, Report, api_err, apply_one, autoscale_initial,
-    check_scale_in, cluster_gks, desired, health, immutable_changes, key, members, prune_set,
-    handover, recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged, update_parent,
-    upgrade, window,
+    check_scale_in, cluster_gks, desired, handover, health, immutable_changes, key, members,
+    prune_set, recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged,
+    update_parent, upgrade, window,
 };
 use crate::k8s::Connection;
 use crate::render::{Object, Rendered};

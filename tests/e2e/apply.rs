@@ -637,7 +637,12 @@ async fn managers(sts: &Api<StatefulSet>, name: &str) -> Vec<(String, String)> {
         .managed_fields
         .unwrap_or_default()
         .into_iter()
-        .map(|e| (e.manager.unwrap_or_default(), e.operation.unwrap_or_default()))
+        .map(|e| {
+            (
+                e.manager.unwrap_or_default(),
+                e.operation.unwrap_or_default(),
+            )
+        })
         .collect()
 }
 
@@ -647,8 +652,7 @@ async fn each_cluster_applies_under_its_own_field_manager_and_takes_over_the_old
     env.grant_slurmops_role().await;
     let repo = temp_repo();
     let w = env.name("w");
-    let with_selector =
-        format!("    - {{name: {w}, replicas: 0, pod: {{nodeSelector: {{team: a}}}}}}\n");
+    let with_selector = format!("    - {{name: {w}, replicas: 0, nodeSelector: {{team: a}}}}\n");
     write(repo.path(), &small_cluster(&env.ns, &with_selector, ""));
     apply_ok(repo.path(), &["--wait", "0s"]);
     let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
@@ -666,20 +670,28 @@ async fn each_cluster_applies_under_its_own_field_manager_and_takes_over_the_old
         + as_old_manager(&cms, "c-config").await
         + as_old_manager(&cms, "c-applyset").await;
     assert_eq!(renamed, 3);
-    assert!(managers(&sts, &w).await.contains(&("slurmops".into(), "Apply".into())));
+    assert!(
+        managers(&sts, &w)
+            .await
+            .contains(&("slurmops".into(), "Apply".into()))
+    );
 
     // git drops the nodeSelector: the next apply hands the old entries over and the field goes
     // (kept for good, owned by the old name, without the hand-over).
     let without = format!("    - {{name: {w}, replicas: 0}}\n");
     write(repo.path(), &small_cluster(&env.ns, &without, ""));
     let out = apply_ok(repo.path(), &["--wait", "0s"]);
-    assert!(out.contains("handed over to this cluster's on 3 objects"), "{out}");
+    assert!(
+        out.contains("handed over to this cluster's on 3 objects"),
+        "{out}"
+    );
     let live = sts.get(&w).await.unwrap();
     let selector = live.spec.unwrap().template.spec.unwrap().node_selector;
     assert_eq!(selector, None, "the field git dropped is still there");
     let all = managers(&sts, &w).await;
     assert!(
-        all.iter().all(|(m, _)| m != "slurmops") && all.contains(&("slurmops/c".into(), "Apply".into())),
+        all.iter().all(|(m, _)| m != "slurmops")
+            && all.contains(&("slurmops/c".into(), "Apply".into())),
         "{all:?}"
     );
     // Done once: the apply after writes nothing.
