@@ -231,13 +231,14 @@ pub struct Capacity {
 /// a dependency, a begin time, a reservation) ask for nothing.
 pub fn demand(
     c: &ClusterFile,
-    jobs: &[Job],
+    jobs: &[std::sync::Arc<Job>],
     sets: &BTreeMap<String, Capacity>,
 ) -> BTreeMap<String, u32> {
     let mut whole: BTreeMap<String, u32> = BTreeMap::new();
     let mut shared: BTreeMap<String, u32> = BTreeMap::new();
     let mut pending: Vec<&Job> = jobs
         .iter()
+        .map(|j| &**j)
         .filter(|j| j.has_state("PENDING"))
         .filter(|j| !NOT_FOR_NODES.contains(&j.state_reason.as_str()))
         .collect();
@@ -412,8 +413,8 @@ spec:
         .unwrap()
     }
 
-    fn pending(id: u64, nodes: u32, exclusive: bool, reason: &str) -> Job {
-        Job {
+    fn pending(id: u64, nodes: u32, exclusive: bool, reason: &str) -> std::sync::Arc<Job> {
+        std::sync::Arc::new(Job {
             id,
             name: "j".into(),
             user: "u".into(),
@@ -427,7 +428,7 @@ spec:
             node_count: nodes,
             exclusive,
             ..Job::default()
-        }
+        })
     }
 
     fn caps(busy_a: u32, per: u32) -> BTreeMap<String, Capacity> {

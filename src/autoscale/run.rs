@@ -107,7 +107,7 @@ pub async fn tick_with(
     cluster: &Connection,
     slurm: &Client,
     c: &ClusterFile,
-    jobs: &[crate::slurm::Job],
+    jobs: &[std::sync::Arc<crate::slurm::Job>],
     nodes: &BTreeMap<String, Node>,
     observed: Option<&BTreeMap<String, SetView>>,
 ) -> Result<Vec<Outcome>, AutoscaleError> {

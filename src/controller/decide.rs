@@ -174,9 +174,10 @@ impl Clone for SlurmView {
 }
 
 impl SlurmView {
-    pub fn new(nodes: Vec<Node>, jobs: impl Into<Jobs>) -> SlurmView {
+    pub fn new(nodes: Vec<Node>, jobs: Vec<Job>) -> SlurmView {
         let nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
-        SlurmView::shared(std::sync::Arc::new(nodes), jobs.into())
+        let jobs = jobs.into_iter().map(std::sync::Arc::new).collect();
+        SlurmView::shared(std::sync::Arc::new(nodes), jobs)
     }
 
     /// The view of NODES and JOBS as the Slurm client keeps them: the jobs indexed, nothing
@@ -251,7 +252,7 @@ impl SlurmView {
     }
 
     /// Every job Slurm listed.
-    pub fn jobs(&self) -> &[Job] {
+    pub fn jobs(&self) -> &[std::sync::Arc<Job>] {
         self.hand(self.jobs.len());
         &self.jobs
     }
@@ -259,13 +260,13 @@ impl SlurmView {
     /// Job ID, when Slurm listed it.
     pub fn job(&self, id: u64) -> Option<&Job> {
         self.hand(1);
-        self.by_id.get(&id).map(|i| &self.jobs[*i])
+        self.by_id.get(&id).map(|i| &*self.jobs[*i])
     }
 
     /// The newest canary job named NAME (see `canary::job_name`).
     pub fn canary_job(&self, name: &str) -> Option<&Job> {
         self.hand(1);
-        self.canaries.get(name).map(|i| &self.jobs[*i])
+        self.canaries.get(name).map(|i| &*self.jobs[*i])
     }
 
     /// The nodes and the jobs, taken apart.
@@ -277,7 +278,7 @@ impl SlurmView {
     pub fn jobs_on(&self, node: &str) -> Vec<Job> {
         let on = self.on.get(node).map(Vec::as_slice).unwrap_or_default();
         self.hand(on.len());
-        on.iter().map(|i| self.jobs[*i].clone()).collect()
+        on.iter().map(|i| Job::clone(&self.jobs[*i])).collect()
     }
 
     /// Whether a job holds NODE: one of the jobs read says so, or Slurm's node state does

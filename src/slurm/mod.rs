@@ -23,8 +23,9 @@ pub use model::{
 pub use crate::vocab::REASON_PREFIX;
 
 /// The job queue as read: shared, not copied, by every pass that reads it until it changes (at
-/// 50,000 jobs a copy is tens of MB of allocation).
-pub type Jobs = std::sync::Arc<[Job]>;
+/// 50,000 jobs a copy is tens of MB of allocation). Each job is shared with the client's kept
+/// queue too: a new list after a change costs a pointer per job, not a copy of each.
+pub type Jobs = std::sync::Arc<[std::sync::Arc<Job>]>;
 
 /// Slurm's nodes by name, as read: shared by every pass until a node changes (at 10,000 nodes a
 /// copy per pass was a good part of an idle pass's time).
@@ -317,7 +318,7 @@ impl SlurmNodes for Client {
         Ok(jobs
             .iter()
             .filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node))
-            .cloned()
+            .map(|j| Job::clone(j))
             .collect())
     }
 }

@@ -107,7 +107,7 @@ struct Delta {
 }
 
 struct Kept {
-    jobs: BTreeMap<u64, Job>,
+    jobs: BTreeMap<u64, Arc<Job>>,
     /// `jobs` as handed out, until they change.
     shared: Option<Jobs>,
     states: States,
@@ -154,12 +154,12 @@ impl Kept {
         }
         for (id, state) in d.patched {
             if let Some(j) = self.jobs.get_mut(&id) {
-                j.state = state;
+                Arc::make_mut(j).state = state;
             }
         }
         for (id, job) in d.read {
             match job {
-                Some(j) => self.jobs.insert(id, j),
+                Some(j) => self.jobs.insert(id, Arc::new(j)),
                 None => self.jobs.remove(&id),
             };
         }
@@ -235,7 +235,7 @@ impl Queue {
                             jobs: jobs
                                 .unwrap_or_default()
                                 .into_iter()
-                                .map(|j| (j.id, j))
+                                .map(|j| (j.id, Arc::new(j)))
                                 .collect(),
                             shared: None,
                             states,
