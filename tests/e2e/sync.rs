@@ -53,6 +53,31 @@ fn sync_once(dir: &std::path::Path) -> String {
     printed
 }
 
+/// Evicts POD as `kubectl drain` does (`POST pods/NAME/eviction`, in the policy version the
+/// bed's apiserver serves: v1beta1 on 1.20): the HTTP status and the answer.
+async fn evict(env: &TestEnv, pod: &str) -> (u16, String) {
+    let body = json!({"apiVersion": "policy/v1beta1", "kind": "Eviction",
+                      "metadata": {"name": pod, "namespace": env.ns}});
+    let req = http::Request::post(format!("/api/v1/namespaces/{}/pods/{pod}/eviction", env.ns))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    // A client that does not retry: kube's default one retries a 429 fifteen times, for about
+    // five minutes, where `kubectl drain` reports it and tries again itself.
+    let kc = kube::config::Kubeconfig::read_from(&bed().kubeconfig_admin).unwrap();
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    match client.request_text(req).await {
+        Ok(text) => (201, text),
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        Err(e) => panic!("eviction of {pod}: {e}"),
+    }
+}
+
 /// (status, reason, message) of the pod's Slurm condition.
 async fn condition(pods: &Api<Pod>, name: &str) -> Option<(String, String, String)> {
     let p = pods.get(name).await.ok()?;
@@ -151,7 +176,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     assert_eq!(sync_once(dir.path()), "", "a steady pass wrote something");
 
     // A job on a worker: labelled busy (the NodeSet's busy PDB blocks its eviction), and back.
-    let job = support::slurm::submit_sleep(&w0, 4).await;
+    let job = support::slurm::submit_sleep(&w0, 600).await;
     eventually("job running", Duration::from_secs(20), async || {
         (support::slurm::job_state(job).await == vec!["RUNNING".to_string()]).then_some(())
     })
@@ -170,10 +195,20 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     };
     assert_eq!(busy(pods.get(&w0).await.unwrap()).as_deref(), Some("true"));
     assert_eq!(busy(pods.get(&w1).await.unwrap()), None);
+    // What `kubectl drain` does: the busy worker's eviction is refused by its PDB (429) while
+    // the job runs.
+    let (code, answer) = evict(&env, &w0).await;
+    assert_eq!(code, 429, "a busy worker was evicted: {answer}");
+    assert!(answer.contains("disruption budget"), "{answer}");
+    assert_eq!(
+        support::slurm::job_state(job).await,
+        vec!["RUNNING".to_string()]
+    );
+    support::slurm::sh(&["exec", slurm_instance(), "scancel", &job.to_string()]);
     let (status, reason, _) = condition(&pods, &w0).await.unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("True", "Allocated"));
-    eventually("job done", Duration::from_secs(30), async || {
-        (support::slurm::job_state(job).await == vec!["COMPLETED".to_string()]).then_some(())
+    eventually("job cancelled", Duration::from_secs(30), async || {
+        (support::slurm::job_state(job).await == vec!["CANCELLED".to_string()]).then_some(())
     })
     .await;
     eventually("node idle", Duration::from_secs(20), async || {
@@ -186,6 +221,17 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         "{printed}"
     );
     assert_eq!(busy(pods.get(&w0).await.unwrap()), None);
+    // Idle, the same eviction goes through (the NodeSet's own budget allows one).
+    let (code, answer) = evict(&env, &w0).await;
+    assert!(code == 200 || code == 201, "{code}: {answer}");
+    eventually(&format!("{w0} back and idle"), Duration::from_secs(90), async || {
+        let p = pods.get(&w0).await.ok()?;
+        let ready = p.metadata.deletion_timestamp.is_none()
+            && p.status?.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let node = s.get(&w0).await.ok()?;
+        (ready && node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+    })
+    .await;
 
     // An administrator's drain shows as Drained, with their reason.
     support::slurm::sh(&[
