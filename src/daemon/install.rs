@@ -71,7 +71,7 @@ pub const PEAK_BASE_MIB: u32 = 56;
 pub const PEAK_PER_THOUSAND_MIB: u32 = 43;
 /// MiB per 10,000 jobs kept, when every pass needs the queue (autoscale, canaries; the jobs
 /// bench, `tests/bench.sh jobs`: 1,000 to 100,000 held jobs).
-pub const PEAK_PER_TEN_THOUSAND_JOBS_MIB: u32 = 15;
+pub const PEAK_PER_TEN_THOUSAND_JOBS_MIB: u32 = 11;
 
 /// The memory limit for WORKERS and JOBS: the measured peak and half again, in steps of 64 MiB,
 /// at least 256 MiB.
