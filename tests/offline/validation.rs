@@ -887,6 +887,20 @@ fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
     );
 }
 
+/// `slurmops CMD ARGS examples/repo/cluster.yaml`, with no environment.
+fn on_the_example(cmd: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .arg(cmd)
+        .args(args)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/repo/cluster.yaml"
+        ))
+        .env_clear()
+        .output()
+        .unwrap()
+}
+
 /// Issue 33: a pull request's CI refuses what the daemon will refuse. `validate --guardrails`
 /// and `plan --guardrails` check the daemon's safe defaults, widened by the same flags as the
 /// install's; the repository example asks for ServiceAccounts and a privileged login container
@@ -894,18 +908,7 @@ fn maintenance_windows_parse_and_exist_when_something_waits_for_one() {
 #[test]
 fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same_flags_widen_it() {
     for (cmd, ok) in [("validate", 0), ("plan", 2)] {
-        let run = |args: &[&str]| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
-                .arg(cmd)
-                .args(args)
-                .arg(concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/examples/repo/cluster.yaml"
-                ))
-                .env_clear()
-                .output()
-                .unwrap()
-        };
+        let run = |args: &[&str]| on_the_example(cmd, args);
         let out = run(&[]);
         assert_eq!(
             out.status.code(),
@@ -971,19 +974,10 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     let run = |cmd: &str, args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
-            .arg(cmd)
-            .arg("--guardrails")
-            .arg("--policy")
-            .arg(&policy)
-            .args(args)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/examples/repo/cluster.yaml"
-            ))
-            .env_clear()
-            .output()
-            .unwrap();
+        let policy = policy.to_str().unwrap();
+        let mut all = vec!["--guardrails", "--policy", policy];
+        all.extend(args);
+        let out = on_the_example(cmd, &all);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
