@@ -191,6 +191,11 @@ impl Connection {
         config.read_timeout = Some(API_TIMEOUT);
         config.write_timeout = Some(API_TIMEOUT);
         config.reset_reader_on_write = true;
+        // No retry beneath slurmops' own: kube's default retries 429/503/504 fifteen times with a
+        // backoff up to 1,000 s, which holds a pass (or `apply`) for minutes on an overloaded API.
+        // Writes are retried a bounded number of times by apply; a pass that fails is the next
+        // pass's to redo.
+        config.default_retry = false;
         let log = Arc::new(RequestLog::default());
         let client = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| ConnectError(format!("kube client: {e}")))?

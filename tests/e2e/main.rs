@@ -9,6 +9,7 @@ mod support;
 mod accounting;
 mod apply;
 mod autoscale;
+mod backpressure;
 mod bed;
 mod canary;
 mod controller;
