@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: lint, licences/advisories, unit and integration
-# tests against the real test bed (Slurm 24.11 and 26.05, kube-apiserver + controller-manager 1.20.2, git
+# tests against the real test bed (Slurm 24.11, 25.11 and 26.05, kube-apiserver + controller-manager 1.20.2, git
 # servers; see tests/bed/), and validation of every rendered object of
 # every example against the official Kubernetes schemas. Needs root (apt, chroot, mounts).
 set -euo pipefail

@@ -25,7 +25,7 @@ pub mod errno {
     /// Protocol authentication error: bad or expired token.
     pub const AUTH: i64 = 1007;
     /// Invalid node state transition (e.g. RESUME of an IDLE node): 24.11 answers this number
-    /// (HTTP 500), 26.05 the one below (HTTP 422).
+    /// (HTTP 500), 25.11 the one below with HTTP 500, 26.05 the one below with HTTP 422.
     pub const INVALID_NODE_STATE: i64 = 2028;
     pub const INVALID_NODE_STATE_TRANSITION: i64 = 2180;
     /// The job is gone from slurmctld (purged), or ended already: nothing to cancel.

@@ -1,13 +1,19 @@
 //! The Slurm releases slurmops supports and what each can do: the one table every version gate
 //! (validation, rendering, upgrade planning) reads. Each entry was checked against that release's
-//! own daemons, plugins and man pages in the test bed's chroots (24.11 from Debian trixie, 26.05
-//! from forky), not from memory; a release that cannot be run here is not listed.
+//! own daemons, plugins and man pages in the test bed's chroots (24.11 from Debian trixie, 25.11
+//! built from SchedMD's source, 26.05 from forky), not from memory. 25.05 is the one release
+//! accepted without running it here (no Debian suite carries it and its source is not on this
+//! machine): its entry comes from 25.11's changelog of 25.05 and its data parsers' samples, and
+//! `proven` says so.
 
 /// One supported Slurm release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Release {
     /// `YY.MM`.
     pub version: &'static str,
+    /// Run on real daemons by the test suite (every Slurm-facing test of the bed, or the subset
+    /// docs/testing.md names); false: accepted on its version gates and data parsers alone.
+    pub proven: bool,
     /// slurmrestd data parsers it serves, newest first.
     pub parsers: &'static [&'static str],
     /// topology/block with dynamic nodes: blocks declared without nodes plus `BlockSizes`, and a
@@ -48,6 +54,7 @@ const CONFIGLESS: &[&str] = &[
 pub const SUPPORTED: &[Release] = &[
     Release {
         version: "24.11",
+        proven: true,
         parsers: &["v0.0.42", "v0.0.41", "v0.0.40"],
         block_topology: false,
         block_as_node_rank: false,
@@ -55,8 +62,34 @@ pub const SUPPORTED: &[Release] = &[
         rest_reservations: false,
         configless_added: &[],
     },
+    // From 25.11's CHANGELOG/slurm-25.05.md: data parser v0.0.43 and reservations through it
+    // arrived, v0.0.40 was deprecated (still served), topology.yaml joined the configless files.
+    Release {
+        version: "25.05",
+        proven: false,
+        parsers: &["v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40"],
+        block_topology: false,
+        block_as_node_rank: false,
+        openmetrics: false,
+        rest_reservations: true,
+        configless_added: &["topology.yaml"],
+    },
+    // Built from slurm-25.11.7 (tests/bed/slurm-chroot.sh): data_parser v0.0.41 to v0.0.44,
+    // metrics_openmetrics.so, BlockAsNodeRank in slurm.conf(5), namespace.yaml and topology.yaml
+    // in fetch_config.c. No v0.0.45, so no node's block through slurmrestd.
+    Release {
+        version: "25.11",
+        proven: true,
+        parsers: &["v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41"],
+        block_topology: false,
+        block_as_node_rank: true,
+        openmetrics: true,
+        rest_reservations: true,
+        configless_added: &["namespace.yaml", "topology.yaml"],
+    },
     Release {
         version: "26.05",
+        proven: true,
         parsers: &["v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42"],
         block_topology: true,
         block_as_node_rank: true,
@@ -190,9 +223,16 @@ mod tests {
     fn supported_releases_are_found_by_major_or_patch_version() {
         assert_eq!(find("24.11").unwrap().version, "24.11");
         assert_eq!(find("26.05.5").unwrap().version, "26.05");
-        assert!(find("25.05").is_none());
+        assert_eq!(find("25.11.7").unwrap().version, "25.11");
+        assert!(find("24.05").is_none());
         assert!(find("26").is_none());
-        assert_eq!(supported_list(), "24.11, 26.05");
+        assert_eq!(supported_list(), "24.11, 25.05, 25.11, 26.05");
+        let unproven: Vec<&str> = SUPPORTED
+            .iter()
+            .filter(|r| !r.proven)
+            .map(|r| r.version)
+            .collect();
+        assert_eq!(unproven, ["25.05"]);
     }
 
     #[test]
@@ -209,9 +249,11 @@ mod tests {
             UpgradeRefusal::TooFar {
                 from: "23.11".into(),
                 to: "26.05".into(),
-                via: vec!["23.11".into(), "24.11".into(), "26.05".into()]
+                via: vec!["23.11".into(), "25.05".into(), "26.05".into()]
             }
         );
-        assert!(far.to_string().contains("23.11 → 24.11 → 26.05"), "{far}");
+        assert!(far.to_string().contains("23.11 → 25.05 → 26.05"), "{far}");
+        assert_eq!(upgrade("24.11", "25.11"), Ok(()));
+        assert_eq!(upgrade("25.11", "26.05"), Ok(()));
     }
 }

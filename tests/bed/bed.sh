@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test bed on 127.0.0.1: Kubernetes control plane (kube.sh), git servers (git.sh) and one
-# shared Slurm instance per supported release (slurm.sh), each with slurmctld and slurmrestd:
-# "bed" runs Slurm 24.11, "bed2605" Slurm 26.05.
-#   bed.sh prepare            build or fetch every slow part (cached): both Slurm chroots, kube
+# shared Slurm instance per release the bed runs (slurm.sh), each with slurmctld and slurmrestd:
+# "bed" runs Slurm 24.11, "bed2511" Slurm 25.11 (built from source), "bed2605" Slurm 26.05.
+#   bed.sh prepare            build or fetch every slow part (cached): every Slurm chroot, kube
 #                             binaries, openssh-server. Fails loudly, naming the part.
-#   bed.sh up CONF_24_11 CONF_26_05
+#   bed.sh up CONF_24_11 CONF_25_11 CONF_26_05
 #                             start whatever is not running (idempotent, serialized by a lock) and
 #                             print the env lines tests read. Each CONF dir holds the slurm.conf the
 #                             tests rendered from tests/bed/cluster.yaml for that release, with the
@@ -12,17 +12,17 @@
 #   bed.sh down               stop everything by PID.
 # MariaDB (accounting tests: each starts its own slurmdbd and slurmctld against it) on 13306.
 # Ports: apiserver 16443; Slurm 24.11 slurmctld 16817, slurmrestd 16820; Slurm 26.05 slurmctld
-# 16827, slurmrestd 16830; git 19418 / 18080 / 12222.
+# 16827, slurmrestd 16830; Slurm 25.11 slurmctld 16837, slurmrestd 16840; git 19418 / 18080 / 12222.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 export SLURMOPS_BED_RUN=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}
-RELEASES="24.11 26.05"
+RELEASES="24.11 25.11 26.05"
 mkdir -p "$SLURMOPS_BED_RUN"
 part() { echo "[bed] $1" >&2; }
 # instance, slurmctld port and slurmrestd port of a release
-instance() { case $1 in 24.11) echo bed ;; 26.05) echo bed2605 ;; esac; }
-ctld_port() { case $1 in 24.11) echo 16817 ;; 26.05) echo 16827 ;; esac; }
-rest_port() { case $1 in 24.11) echo 16820 ;; 26.05) echo 16830 ;; esac; }
+instance() { case $1 in 24.11) echo bed ;; 25.11) echo bed2511 ;; 26.05) echo bed2605 ;; esac; }
+ctld_port() { case $1 in 24.11) echo 16817 ;; 25.11) echo 16837 ;; 26.05) echo 16827 ;; esac; }
+rest_port() { case $1 in 24.11) echo 16820 ;; 25.11) echo 16840 ;; 26.05) echo 16830 ;; esac; }
 
 # Starts the Slurm instance of release $1 with the config in dir $2 unless it runs; prints its env.
 slurm_up() {
@@ -53,9 +53,10 @@ case "${1:-}" in
     part "git servers"; "$HERE/git.sh" prepare || { part "FAILED: openssh-server"; exit 1; }
     ;;
   up)
-    [ $# -eq 3 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+    shift
+    [ $# -eq "$(wc -w <<< "$RELEASES")" ] || { sed -n '2,16p' "$0" >&2; exit 2; }
     # -o: the daemons started under the lock must not inherit (and so hold) it.
-    exec flock -o "$SLURMOPS_BED_RUN/bed.lock" "$0" up-locked "$2" "$3"
+    exec flock -o "$SLURMOPS_BED_RUN/bed.lock" "$0" up-locked "$@"
     ;;
   up-locked)
     env_file=$SLURMOPS_BED_RUN/bed.env
@@ -67,8 +68,11 @@ case "${1:-}" in
         "$HERE/slurm.sh" start-mariadb mariadb 13306 >&2 || { part "FAILED: MariaDB (log: $S/mariadbd.out)"; exit 1; }
       fi
       echo "MARIADB_PORT=13306"
-      slurm_up 24.11 "$2" || exit 1
-      slurm_up 26.05 "$3" || exit 1
+      shift
+      for rel in $RELEASES; do
+        slurm_up "$rel" "$1" || exit 1
+        shift
+      done
     } > "$env_file.tmp"
     mv "$env_file.tmp" "$env_file"
     cat "$env_file"

@@ -2,25 +2,40 @@
 # Builds (once) a Debian chroot holding the real Slurm daemons of one release, for the test bed:
 #   24.11 from trixie, 26.05 from forky (bookworm's debootstrap has no forky script: the sid one is
 #   used; the frozen mirror's forky Release is past Valid-Until, so apt in the chroot does not
-#   check it). The host's apt sources are never touched.
+#   check it), 25.11 built from SchedMD's source in a trixie chroot (no Debian suite carries 25.x:
+#   $SLURMOPS_SOURCES/slurm-25.11.7.tar.xz, default ../shared/sources beside the repository;
+#   configure and make take about 3 minutes here). The host's apt sources are never touched.
 # The chroot is cached under $SLURMOPS_CACHE (default /var/cache/slurmops), keyed by this script's
-# content, so only the first run on a machine pays for debootstrap (~30 s). Prints the chroot path.
-# Usage: slurm-chroot.sh [24.11|26.05]   (default 24.11; needs root, network to the Debian archive)
+# content (and the source tarball's), so only the first run on a machine pays for debootstrap
+# (~30 s) and the build. Prints the chroot path.
+# Usage: slurm-chroot.sh [24.11|25.11|26.05]   (default 24.11; needs root, network to the Debian archive)
 set -euo pipefail
 RELEASE=${1:-24.11}
 case $RELEASE in
   # The bed's MariaDB (mariadb.sh) runs from the 24.11 chroot; every release's slurmdbd uses it.
   24.11) SUITE=trixie SCRIPT= EXTRA="mariadb-server mariadb-client" ;;
   26.05) SUITE=forky SCRIPT=/usr/share/debootstrap/scripts/sid EXTRA= ;;
-  *) echo "slurm-chroot.sh: unknown Slurm release $RELEASE (24.11 or 26.05)" >&2; exit 2 ;;
+  # What configure needs for slurmctld, slurmd, slurmdbd (MariaDB client), slurmrestd and its JWT
+  # plugin (../shared/sources/README.md), and the runtime libraries that stay.
+  25.11) SUITE=trixie SCRIPT= TARBALL=slurm-25.11.7.tar.xz
+    EXTRA="build-essential pkg-config libjwt-dev libjson-c-dev libhttp-parser-dev libyaml-dev libssl-dev \
+      liblz4-dev libpam0g-dev libreadline-dev zlib1g-dev libmunge-dev libmariadb-dev libmariadb-dev-compat \
+      libdbus-1-dev xz-utils python3-minimal" ;;
+  *) echo "slurm-chroot.sh: unknown Slurm release $RELEASE (24.11, 25.11 or 26.05)" >&2; exit 2 ;;
 esac
 CACHE=${SLURMOPS_CACHE:-/var/cache/slurmops}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key=$(sha256sum "$0" | cut -c1-12)
 ROOT="$CACHE/slurm-$SUITE-$key"
 log() { echo "[slurm-chroot $RELEASE] $*" >&2; }
+if [ -n "${TARBALL:-}" ]; then
+  SOURCES=${SLURMOPS_SOURCES:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/sources}
+  [ -f "$SOURCES/$TARBALL" ] || { log "FAILED: no $SOURCES/$TARBALL (set SLURMOPS_SOURCES to the directory holding it)"; exit 1; }
+  key=$(cat "$0" "$SOURCES/$TARBALL" | sha256sum | cut -c1-12)
+  ROOT="$CACHE/slurm-src$RELEASE-$key"
+fi
 
-if [ -f "$ROOT/.slurmops-ready" ] && [ -e "$ROOT/usr/sbin/slurmctld-wlm" ]; then
+if [ -f "$ROOT/.slurmops-ready" ] && [ -e "$ROOT/usr/sbin/slurmctld" ]; then
   echo "$ROOT"; exit 0
 fi
 mkdir -p "$CACHE"
@@ -41,11 +56,33 @@ printf '#!/bin/sh\nexit 101\n' > "$ROOT.tmp/usr/sbin/policy-rc.d"
 chmod +x "$ROOT.tmp/usr/sbin/policy-rc.d"
 cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
 echo 'Acquire::Check-Valid-Until "false";' > "$ROOT.tmp/etc/apt/apt.conf.d/99no-check-valid-until"
-log "installing Slurm $RELEASE packages"
-chroot "$ROOT.tmp" bash -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -q &&
-  apt-get install -y -q --no-install-recommends slurmctld slurmd slurmrestd slurmdbd slurm-client \
-    slurm-wlm-jwt-plugin procps $EXTRA" >> "$ROOT.log" 2>&1 \
-  || { tail -20 "$ROOT.log" >&2; log "FAILED: apt-get install slurm in the chroot"; exit 1; }
+if [ -z "${TARBALL:-}" ]; then
+  log "installing Slurm $RELEASE packages"
+  chroot "$ROOT.tmp" bash -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -q &&
+    apt-get install -y -q --no-install-recommends slurmctld slurmd slurmrestd slurmdbd slurm-client \
+      slurm-wlm-jwt-plugin procps $EXTRA" >> "$ROOT.log" 2>&1 \
+    || { tail -20 "$ROOT.log" >&2; log "FAILED: apt-get install slurm in the chroot"; exit 1; }
+else
+  log "building Slurm $RELEASE from $TARBALL (log: $ROOT.log)"
+  mkdir -p "$ROOT.tmp/dev/pts" && mount --bind /dev/pts "$ROOT.tmp/dev/pts"
+  cp "$SOURCES/$TARBALL" "$ROOT.tmp/tmp/"
+  started=$(date +%s)
+  # The Debian packages' layout: daemons in /usr/sbin, config in /etc/slurm, the slurm user.
+  chroot "$ROOT.tmp" bash -ec "export DEBIAN_FRONTEND=noninteractive; apt-get update -q
+    apt-get install -y -q --no-install-recommends procps $EXTRA
+    id slurm >/dev/null 2>&1 || useradd -r -M -d /var/lib/slurm -s /usr/sbin/nologin slurm
+    mkdir -p /usr/src/slurm /etc/slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
+    tar xJf /tmp/$TARBALL -C /usr/src/slurm --strip-components=1
+    cd /usr/src/slurm
+    ./configure --prefix=/usr --sysconfdir=/etc/slurm --enable-slurmrestd --with-jwt --with-json \
+      --with-yaml --with-http-parser
+    make -j\$(nproc) && make install
+    cd / && rm -rf /usr/src/slurm /tmp/$TARBALL
+    ldconfig" >> "$ROOT.log" 2>&1 \
+    || { umount "$ROOT.tmp/dev/pts"; tail -20 "$ROOT.log" >&2; log "FAILED: building Slurm $RELEASE in the chroot"; exit 1; }
+  umount "$ROOT.tmp/dev/pts"
+  log "built and installed in $(( $(date +%s) - started )) s"
+fi
 rm -rf "$ROOT.tmp/var/cache/apt/archives/"*.deb "$ROOT.tmp/var/lib/apt/lists/"*_Packages
 chroot "$ROOT.tmp" bash -c 'id restd >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin restd
   for u in alice bob carol; do id $u >/dev/null 2>&1 || useradd -m $u; done'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs real Slurm daemons on 127.0.0.1, for tests, from the cached chroot of a release
-# (slurm-chroot.sh: 24.11 from trixie, 26.05 from forky).
+# (slurm-chroot.sh: 24.11 from trixie, 25.11 built from source, 26.05 from forky).
 # Several independent Slurm instances can run at once; each has its own release, config dir
 # (/etc/slurm-INST in its chroot), spool dirs and ports, chosen by the caller's overlay.
 #   slurm.sh start-ctld INST CONF_DIR       copy CONF_DIR/* to /etc/slurm-INST, start slurmctld -f
@@ -334,7 +334,7 @@ case "$cmd" in
   down)
     for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     # Every release's chroot that has mounts (their /proc is mounted while in use).
-    for R in $(awk '$2 ~ /\/slurm-[a-z]+-[0-9a-f]+\/proc$/ {sub("/proc$", "", $2); print $2}' /proc/mounts); do
+    for R in $(awk '$2 ~ /\/slurm-[a-z0-9.]+-[0-9a-f]+\/proc$/ {sub("/proc$", "", $2); print $2}' /proc/mounts); do
       # Job processes can outlive slurmd; they run inside the chroot: end them by PID.
       for p in $(ls /proc | grep -E '^[0-9]+$'); do
         [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] && kill -9 "$p" 2>/dev/null || true

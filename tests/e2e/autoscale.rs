@@ -283,7 +283,7 @@ async fn a_multi_node_job_scales_the_node_sets_of_its_partition_by_its_node_coun
 }
 }
 
-on_each_slurm! {
+on_oldest_and_newest_slurm! {
 async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
     let env = TestEnv::new("autoscale-any").await;
     env.grant_slurmops_role().await;

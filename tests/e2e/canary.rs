@@ -119,7 +119,7 @@ async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
         .collect()
 }
 
-on_each_slurm! {
+on_oldest_and_newest_slurm! {
 async fn a_failing_canary_halts_with_only_the_canary_replaced_and_a_fix_rolls_everything() {
     let t = Bed::new("canary").await;
     make_check(&t.env).await;
@@ -264,7 +264,7 @@ async fn an_operator_resumes_past_a_failed_canary_on_purpose() {
 }
 }
 
-on_each_slurm! {
+on_oldest_and_newest_slurm! {
 async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_rolls_back() {
     let t = Bed::new("canary-ready").await;
     let set = t.env.name("cd");

@@ -180,7 +180,7 @@ async fn a_reverted_change_resumes_the_drained_worker_without_replacing_it() {
 }
 }
 
-on_each_slurm! {
+on_oldest_and_newest_slurm! {
 async fn a_killed_daemon_and_a_standby_taking_over_finish_the_rollout_safely() {
     let t = Bed::new("ctl-kill").await;
     let a = t.env.name("k");

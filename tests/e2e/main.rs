@@ -1,5 +1,5 @@
 //! The bed suite: every test that needs the test bed (tests/bed/: real kube-apiserver and
-//! controller-manager, Slurm 24.11 and 26.05 from their chroots, MariaDB, git servers on
+//! controller-manager, Slurm 24.11, 25.11 and 26.05 from their chroots, MariaDB, git servers on
 //! loopback). Needs root; `bash tests/run-all.sh` prepares the bed and runs it. One binary, so
 //! libgit2, rustls and kube are linked once.
 

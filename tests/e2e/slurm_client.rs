@@ -76,6 +76,7 @@ async fn idle_node_drains_fast_and_resumes(c: &Client, node: &str) {
     // releases; resume() takes either as "resumed already" when its own earlier RESUME landed.
     let (status, number) = match support::slurm_release() {
         "24.11" => (500, errno::INVALID_NODE_STATE),
+        "25.11" => (500, errno::INVALID_NODE_STATE_TRANSITION),
         _ => (422, errno::INVALID_NODE_STATE_TRANSITION),
     };
     match c.update_node(node, "RESUME", None).await {
@@ -307,10 +308,11 @@ async fn suite(parser: DataParser) {
 
 /// The newest data parser this process's Slurm release serves.
 fn newest_parser() -> DataParser {
-    match support::slurm_release() {
-        "24.11" => DataParser::V0042,
-        _ => DataParser::V0045,
-    }
+    let release = slurmops::spec::release::find(support::slurm_release()).unwrap();
+    DataParser::ALL
+        .into_iter()
+        .find(|p| p.as_str() == release.parsers[0])
+        .unwrap()
 }
 
 on_each_slurm! {

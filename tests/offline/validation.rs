@@ -388,11 +388,11 @@ fn block_topology_on_24_11_is_refused_with_the_reason() {
 
 #[test]
 fn an_unsupported_slurm_release_names_the_supported_ones() {
-    let d = one(&with("slurmVersion: \"24.11\"", "slurmVersion: \"25.05\""));
-    assert_eq!(d.message, "slurmops does not support Slurm 25.05");
+    let d = one(&with("slurmVersion: \"24.11\"", "slurmVersion: \"24.05\""));
+    assert_eq!(d.message, "slurmops does not support Slurm 24.05");
     assert_eq!(
         d.hint.as_deref(),
-        Some("use one of the supported releases: 24.11, 26.05")
+        Some("use one of the supported releases: 24.11, 25.05, 25.11, 26.05")
     );
     assert_eq!((d.line, d.col), (10, 17), "{d:?}");
 }
@@ -423,7 +423,9 @@ fn blocks_must_be_label_values_listed_once_and_metrics_need_25_11_or_later() {
     );
     assert_eq!(
         d.hint.as_deref(),
-        Some("raise spec.slurmVersion to a release that has it (26.05), or turn metrics off")
+        Some(
+            "raise spec.slurmVersion to a release that has it (25.11, 26.05), or turn metrics off"
+        )
     );
 }
 
@@ -899,6 +901,48 @@ fn on_the_example(cmd: &str, args: &[&str]) -> std::process::Output {
         .env_clear()
         .output()
         .unwrap()
+}
+
+/// Issue 34: the releases between the two Debian carries validate: 25.11 (run on the bed, built
+/// from source) plainly, 25.05 (gates and data parsers only) with a note that says so.
+#[test]
+fn the_quickstart_validates_on_slurm_25_05_and_25_11() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/quickstart/cluster.yaml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (release, note) in [("25.11", false), ("25.05", true)] {
+        let file = dir.path().join(format!("{release}.yaml"));
+        std::fs::write(
+            &file,
+            text.replace(
+                "slurmVersion: \"24.11\"",
+                &format!("slurmVersion: \"{release}\""),
+            ),
+        )
+        .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .arg("validate")
+            .arg(&file)
+            .env_clear()
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{release}: {err}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(": valid ("),
+            "{release}"
+        );
+        assert_eq!(
+            err.contains(&format!(
+                "note: Slurm {release} is accepted on its version gates and data parsers alone"
+            )),
+            note,
+            "{release}: {err}"
+        );
+    }
 }
 
 /// Issue 33: a pull request's CI refuses what the daemon will refuse. `validate --guardrails`

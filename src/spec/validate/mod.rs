@@ -336,9 +336,17 @@ impl Validator {
         self.partitions(s, &p.key("partitions"));
         if let Some(t) = &s.topology {
             if let Some(r) = version.filter(|r| !r.block_topology) {
+                let why = if r.version == "24.11" {
+                    "refuses blocks of dynamic nodes that have not registered yet"
+                } else {
+                    "cannot put a dynamic node in its block once it registered (slurmrestd's topology_str arrived with data parser v0.0.45)"
+                };
                 self.err(
                     p.key("topology"),
-                    format!("block topology needs Slurm 26.05: Slurm {} refuses blocks of dynamic nodes that have not registered yet", r.version),
+                    format!(
+                        "block topology needs Slurm 26.05: Slurm {} {why}",
+                        r.version
+                    ),
                     "raise spec.slurmVersion to \"26.05\" or remove spec.topology",
                 );
             }

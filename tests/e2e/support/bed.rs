@@ -14,7 +14,11 @@ use super::slurm::test_host_overlay;
 
 /// The Slurm releases the bed runs side by side, each as its own shared instance
 /// (tests/bed/slurm.sh): (release, instance, slurmctld port).
-pub const RELEASES: [(&str, &str, u16); 2] = [("24.11", "bed", 16817), ("26.05", "bed2605", 16827)];
+pub const RELEASES: [(&str, &str, u16); 3] = [
+    ("24.11", "bed", 16817),
+    ("25.11", "bed2511", 16837),
+    ("26.05", "bed2605", 16827),
+];
 
 /// The Slurm release this test process runs against: chosen once, before the bed is used, by the
 /// `on_each_slurm!` test it runs (nextest runs each test in its own process); 24.11 otherwise.

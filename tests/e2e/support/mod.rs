@@ -7,26 +7,43 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 /// A test that talks to Slurm, run once per release the bed runs: `async fn NAME() { .. }` becomes
-/// `NAME::slurm_24_11` and `NAME::slurm_26_05`, the same body against each release's slurmctld,
-/// slurmrestd and slurmd (see `bed::select_slurm`).
+/// `NAME::slurm_24_11`, `NAME::slurm_25_11` and `NAME::slurm_26_05`, the same body against each
+/// release's slurmctld, slurmrestd and slurmd (see `bed::select_slurm`).
+///
+/// The rule for which tests run where (it keeps the cold CI run under an hour): every test that
+/// talks to Slurm runs on all three releases (`on_each_slurm!`), except a scenario of more than
+/// 40 s whose every Slurm call another three-release test makes too; such a test runs on the
+/// oldest and the newest release only (`on_oldest_and_newest_slurm!`).
 #[allow(unused_macros)]
 macro_rules! on_each_slurm {
     ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        on_slurm_releases!($(#[$meta])* async fn $name() $body; slurm_24_11 "24.11", slurm_25_11 "25.11", slurm_26_05 "26.05");
+    };
+}
+
+/// As `on_each_slurm!`, on 24.11 and 26.05 only: see the rule there.
+#[allow(unused_macros)]
+macro_rules! on_oldest_and_newest_slurm {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        on_slurm_releases!($(#[$meta])* async fn $name() $body; slurm_24_11 "24.11", slurm_26_05 "26.05");
+    };
+}
+
+#[allow(unused_macros)]
+macro_rules! on_slurm_releases {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block; $($variant:ident $release:literal),+) => {
         $(#[$meta])*
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             async fn body() $body
-            #[tokio::test(flavor = "multi_thread")]
-            async fn slurm_24_11() {
-                crate::support::select_slurm("24.11");
-                body().await
-            }
-            #[tokio::test(flavor = "multi_thread")]
-            async fn slurm_26_05() {
-                crate::support::select_slurm("26.05");
-                body().await
-            }
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $variant() {
+                    crate::support::select_slurm($release);
+                    body().await
+                }
+            )+
         }
     };
 }
