@@ -90,6 +90,9 @@ mounts() {
   flock 8
   mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
   mountpoint -q "$R/sys" || mount -t sysfs sysfs "$R/sys"
+  # The host's cgroup hierarchies, for the slurmd that run with the rendered cgroup.conf (the
+  # bed's shared instances run with CgroupPlugin=disabled and never touch them).
+  mountpoint -q "$R/sys/fs/cgroup" || mount --rbind /sys/fs/cgroup "$R/sys/fs/cgroup"
   mountpoint -q "$R/dev" || mount --bind /dev "$R/dev"
   mountpoint -q "$R/dev/pts" || mount --bind /dev/pts "$R/dev/pts"
   if ! mountpoint -q "$R/run"; then

@@ -12,6 +12,7 @@ mod autoscale;
 mod backpressure;
 mod bed;
 mod canary;
+mod confinement;
 mod controller;
 mod daemon;
 mod one_entrance;

@@ -128,6 +128,32 @@ pub fn test_host_overlay(
     files
 }
 
+/// As `test_host_overlay`, but with the job confinement slurmops renders kept: its cgroup.conf and
+/// slurm.conf's ProctrackType, TaskPlugin and JobAcctGatherType (the cgroup plugins).
+pub fn confining_overlay(
+    c: &ClusterFile,
+    r: &Rendered,
+    instance: &str,
+    ctld_port: u16,
+) -> BTreeMap<String, String> {
+    let rendered = &r.slurm["slurm.conf"];
+    let keep: Vec<(&str, String)> = ["ProctrackType", "TaskPlugin", "JobAcctGatherType"]
+        .into_iter()
+        .map(|k| {
+            let line = rendered
+                .lines()
+                .find(|l| l.starts_with(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("the rendered slurm.conf sets no {k}"));
+            (k, line[k.len() + 1..].to_string())
+        })
+        .collect();
+    let mut files = test_host_overlay(c, r, instance, ctld_port);
+    let conf = set_params(&files["slurm.conf"], &keep, &[]);
+    files.insert("slurm.conf".into(), conf);
+    files.insert("cgroup.conf".into(), r.slurm["cgroup.conf"].clone());
+    files
+}
+
 /// FILES as slurmctld's config directory holds them (the slurm ConfigMap's keys, say), with the
 /// test host's differences (see `test_host_overlay`; GPUs aside, which need the cluster spec).
 pub fn overlay_files(
