@@ -43,6 +43,18 @@ fn slurmd_conf(r: &slurmops::render::Rendered, name: &str) -> String {
     args[args.iter().position(|a| a == "--conf").unwrap() + 1].clone()
 }
 
+/// Removes cgroup DIR and those below it, deepest first (a cgroup is removed with rmdir).
+fn remove_cgroups(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroups(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 on_each_slurm! {
 async fn a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgroup_settings() {
     let release = slurm_release();
@@ -126,5 +138,9 @@ echo done"#;
         "{node} after the job: {:?}", node_state(&instance, &node)
     );
     sh(&["stop", &instance]);
+    // The node's cgroups, as a pod's go with it (empty once its slurmd stopped).
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        remove_cgroups(&hierarchy.path().join(format!("slurm_{node}")));
+    }
 }
 }
