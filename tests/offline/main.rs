@@ -1,12 +1,13 @@
 //! The offline suite: everything that needs no test bed — validation, render, plan (golden
 //! files), property and hostile input, Pod Security, commit signatures, the git client against
-//! hostile servers on loopback, the vocabulary. Runs without root in seconds:
+//! hostile servers on loopback, the vocabulary, the README's test list. Runs without root in seconds:
 //! `cargo test --test offline`.
 
 mod git_remote;
 mod hostile;
 mod pod_security;
 mod property;
+mod readme;
 mod render_plan;
 mod signatures;
 mod slurm_faults;
