@@ -11,10 +11,12 @@
 # Usage: slurm-chroot.sh [24.11|25.11|26.05]   (default 24.11; needs root, network to the Debian archive)
 set -euo pipefail
 RELEASE=${1:-24.11}
+LOGIN_PACKAGES=
 case $RELEASE in
-  # The bed's MariaDB (mariadb.sh) runs from the 24.11 chroot; every release's slurmdbd uses it.
-  24.11) SUITE=trixie SCRIPT= EXTRA="mariadb-server mariadb-client" ;;
-  26.05) SUITE=forky SCRIPT=/usr/share/debootstrap/scripts/sid EXTRA= ;;
+  # The bed's MariaDB and LDAP directory (slapd, for login pods' SSSD) run from the 24.11 chroot.
+  24.11) SUITE=trixie SCRIPT= EXTRA="mariadb-server mariadb-client slapd ldap-utils sackd" ;;
+  # forky (the frozen snapshot the mirror serves) carries no sssd: its login pods run without.
+  26.05) SUITE=forky SCRIPT=/usr/share/debootstrap/scripts/sid EXTRA=sackd LOGIN_PACKAGES=openssh-server ;;
   # What configure needs for slurmctld, slurmd, slurmdbd (MariaDB client), slurmrestd and its JWT
   # plugin (../shared/sources/README.md), and the runtime libraries that stay.
   25.11) SUITE=trixie SCRIPT= TARBALL=slurm-25.11.7.tar.xz
@@ -23,6 +25,8 @@ case $RELEASE in
       libdbus-1-dev xz-utils python3-minimal" ;;
   *) echo "slurm-chroot.sh: unknown Slurm release $RELEASE (24.11, 25.11 or 26.05)" >&2; exit 2 ;;
 esac
+# A login pod's other daemons (sackd comes with each release): sshd, and SSSD with its NSS module.
+LOGIN_PACKAGES=${LOGIN_PACKAGES:-openssh-server sssd-ldap libnss-sss}
 CACHE=${SLURMOPS_CACHE:-/var/cache/slurmops}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key=$(sha256sum "$0" | cut -c1-12)
@@ -60,7 +64,7 @@ if [ -z "${TARBALL:-}" ]; then
   log "installing Slurm $RELEASE packages"
   chroot "$ROOT.tmp" bash -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -q &&
     apt-get install -y -q --no-install-recommends slurmctld slurmd slurmrestd slurmdbd slurm-client \
-      slurm-wlm-jwt-plugin procps $EXTRA" >> "$ROOT.log" 2>&1 \
+      slurm-wlm-jwt-plugin procps $LOGIN_PACKAGES $EXTRA" >> "$ROOT.log" 2>&1 \
     || { tail -20 "$ROOT.log" >&2; log "FAILED: apt-get install slurm in the chroot"; exit 1; }
 else
   log "building Slurm $RELEASE from $TARBALL (log: $ROOT.log)"
@@ -69,7 +73,7 @@ else
   started=$(date +%s)
   # The Debian packages' layout: daemons in /usr/sbin, config in /etc/slurm, the slurm user.
   chroot "$ROOT.tmp" bash -ec "export DEBIAN_FRONTEND=noninteractive; apt-get update -q
-    apt-get install -y -q --no-install-recommends procps $EXTRA
+    apt-get install -y -q --no-install-recommends procps $LOGIN_PACKAGES $EXTRA
     id slurm >/dev/null 2>&1 || useradd -r -M -d /var/lib/slurm -s /usr/sbin/nologin slurm
     mkdir -p /usr/src/slurm /etc/slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
     tar xJf /tmp/$TARBALL -C /usr/src/slurm --strip-components=1
@@ -85,7 +89,9 @@ else
 fi
 rm -rf "$ROOT.tmp/var/cache/apt/archives/"*.deb "$ROOT.tmp/var/lib/apt/lists/"*_Packages
 chroot "$ROOT.tmp" bash -c 'id restd >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin restd
-  for u in alice bob carol; do id $u >/dev/null 2>&1 || useradd -m $u; done'
+  for u in alice bob carol; do id $u >/dev/null 2>&1 || useradd -m $u; done
+  [ ! -e /usr/sbin/sssd ] || grep -q "^passwd:.* sss" /etc/nsswitch.conf || sed -i "s/^\\(passwd\\|group\\):.*/& sss/" /etc/nsswitch.conf
+  ls /etc/ssh/ssh_host_ed25519_key >/dev/null 2>&1 || ssh-keygen -A'
 version=$(chroot "$ROOT.tmp" /usr/sbin/slurmctld -V)
 echo "$version" >&2
 case $version in "slurm-wlm $RELEASE".*|"slurm $RELEASE".*) ;;

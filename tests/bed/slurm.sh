@@ -37,6 +37,17 @@
 #                                           chroot) on 127.0.0.1:PORT, its own data dir, by PID;
 #                                           CNF: a my.cnf to run it with (the bed's: INST mariadb)
 #   slurm.sh sql INST                       run the SQL on stdin as that MariaDB's root (socket)
+#   slurm.sh start-slapd INST PORT LDIF     an LDAP directory (Debian's slapd, from the 24.11 chroot)
+#                                           on 127.0.0.1:PORT, suffix dc=slurmops,dc=test, its own
+#                                           database loaded from LDIF, by PID
+#   slurm.sh start-login INST NAME PORT FILES SACKD_ARGS...
+#                                           a login pod's container as a login image runs it: sssd
+#                                           (when FILES holds etc/sssd/sssd.conf), sackd (configless:
+#                                           its auth socket and config in the pod's /run/slurm) and
+#                                           sshd on 127.0.0.1:PORT, in one namespace whose hostname
+#                                           is NAME; FILES mirrors the pod's mounted Secrets (e.g.
+#                                           etc/sssd/, root/.ssh/), bound at those paths
+#   slurm.sh stop-login INST NAME           stop that pod's processes
 #   slurm.sh log INST NAME                  print a daemon's output (slurmctld, slurmrestd, slurmd-NAME)
 #   slurm.sh stop INST                      stop every daemon of INST by PID
 #   slurm.sh down                           stop everything started from the chroot, unmount
@@ -130,6 +141,32 @@ kill_pidfile() {
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Stops the chroot's sssd (a login pod's: one at a time per chroot, as its sockets, caches and pid
+# file are the chroot's), whose processes each lead a process group of their own.
+stop_sssd() {
+  local p
+  for p in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$R" ] || continue
+    case $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null) in
+      sssd\ *|/usr/sbin/sssd\ *|/usr/libexec/sssd/*) kill -9 "$p" 2>/dev/null || true ;;
+    esac
+  done
+  rm -f "$R/run/sssd.pid"
+  # Its caches go with the pod (libnss_sss reads the memory cache without asking sssd).
+  rm -rf "${R:?}"/var/lib/sss/mc/* "${R:?}"/var/lib/sss/db/*
+}
+
+# Stops the process group a pid file names (a pod's processes, started by setsid).
+stop_group() {
+  local f=$1 p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  kill -- "-$p" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -9 -- "-$p" 2>/dev/null || true
+  rm -f "$f"
+}
 
 in_chroot() { private - chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
 # The instance's config directory as a kubelet leaves a projected volume: `..data` names the
@@ -325,6 +362,66 @@ case "$cmd" in
   sql)
     chroot "$R" mariadb --socket="/run/mysqld/$inst.sock"
     ;;
+  start-slapd)
+    port=$1 ldif=$2 D=/var/lib/ldap-$inst
+    kill_pidfile "$RUN/slapd.pid"
+    mounts
+    rm -rf "${R:?}$D"; mkdir -p "$R$D/db"
+    mods=$(dirname "$(find "$R/usr/lib" -name 'back_mdb.so*' | head -1)")
+    cat > "$R$D/slapd.conf" <<CONF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/nis.schema
+include /etc/ldap/schema/inetorgperson.schema
+modulepath ${mods#"$R"}
+moduleload back_mdb
+database mdb
+suffix "dc=slurmops,dc=test"
+rootdn "cn=admin,dc=slurmops,dc=test"
+directory $D/db
+CONF
+    cp "$ldif" "$R$D/data.ldif"
+    chroot "$R" slapadd -f "$D/slapd.conf" -l "$D/data.ldif" > "$RUN/slapadd.out" 2>&1 \
+      || { echo "slapadd failed:" >&2; cat "$RUN/slapadd.out" >&2; exit 1; }
+    setsid chroot "$R" /usr/sbin/slapd -d 0 -f "$D/slapd.conf" -h "ldap://127.0.0.1:$port/" \
+      > "$RUN/slapd.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/slapd.pid"
+    for _ in $(seq 1 100); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0
+      alive "$RUN/slapd.pid" || break
+      sleep 0.1
+    done
+    echo "slapd did not listen on 127.0.0.1:$port; its log:" >&2
+    tail -30 "$RUN/slapd.out" >&2
+    exit 1
+    ;;
+  start-login)
+    name=$1 port=$2 files=$3
+    shift 3
+    stop_group "$RUN/login-$name.pid"
+    stop_sssd
+    mounts
+    pod=/run/login-$inst-$name
+    rm -rf "${R:?}$pod"; mkdir -p "$R$pod"; cp -a "$files"/. "$R$pod/"
+    # In the pod's namespace: each mounted directory over its path, then the container's processes.
+    setsid "$SELF" _private "$R" "$name" "$inst" sh -c '
+      R=$1 pod=$2 port=$3; shift 3
+      for d in etc/sssd root/.ssh; do
+        [ -d "$R$pod/$d" ] && { mkdir -p "$R/$d"; mount --bind "$R$pod/$d" "$R/$d" || exit 1; }
+      done
+      exec chroot "$R" sh -c '"'"'
+        port=$1; shift
+        mkdir -p /run/sshd
+        [ -f /etc/sssd/sssd.conf ] && { sssd -i --logger=stderr & }
+        sackd -D "$@" &
+        exec /usr/sbin/sshd -D -e -p "$port" -o ListenAddress=127.0.0.1 -o UsePAM=no'"'"' sh "$port" "$@"
+    ' sh "$R" "$pod" "$port" "$@" > "$RUN/login-$name.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/login-$name.pid"
+    ;;
+  stop-login)
+    stop_group "$RUN/login-$1.pid"
+    stop_sssd
+    ;;
   log)
     cat "$RUN/$1.out"
     ;;
@@ -332,6 +429,7 @@ case "$cmd" in
     in_chroot "$@"
     ;;
   stop)
+    for f in "$RUN"/login-*.pid; do [ -f "$f" ] && stop_group "$f"; done
     for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     ;;
   down)

@@ -15,6 +15,7 @@ mod canary;
 mod confinement;
 mod controller;
 mod daemon;
+mod login;
 mod one_entrance;
 mod per_node;
 mod real_slurm;

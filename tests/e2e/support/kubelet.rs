@@ -11,7 +11,9 @@
 //! - on deletion runs the container's preStop hook in the chroot under the pod's hostname, stops the
 //!   slurmd, and completes the deletion (grace period 0), as a kubelet confirms termination.
 //!
-//! Pods without a slurmd container are made Running/Ready without running anything. A pod with
+//! A login pod's container (`login`) runs as a login image runs it (`support::login_pod`): sssd,
+//! sackd and sshd, Ready once sshd accepts TCP. Pods without a slurmd or login container are made
+//! Running/Ready without running anything. A pod with
 //! an image from a registry under `.invalid` stays Pending with ErrImagePull, as a real kubelet
 //! leaves a pod whose image it cannot pull. Each pod is handled by a task of its own (the slow parts — slurmd start, preStop, stop — on blocking
 //! threads), as the kubelets of a real cluster's nodes handle their one worker each: one pod's
@@ -22,14 +24,17 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
 use super::bed::{bed, slurm_instance};
-use super::{ctld_files, slurm};
+use super::{ctld_files, login_pod, slurm};
+
+mod containers;
+use containers::{Target, pre_stop, start_slurmd, unpullable};
 
 /// What the kubelet did, in order, for assertions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,11 @@ pub enum Event {
         pod: String,
         uid: String,
     },
+    /// A login pod's sssd, sackd and sshd started; sshd listens on 127.0.0.1:PORT.
+    LoginStarted {
+        pod: String,
+        port: u16,
+    },
 }
 
 /// When this kubelet marked a pod Ready (for the bench's rollout overhead).
@@ -75,8 +85,10 @@ pub struct Readied {
 struct Running {
     pod: String,
     hostname: String,
-    /// The slurmd's port (a worker pod).
+    /// The slurmd's port (a worker pod), or sshd's (a login pod).
     port: Option<u16>,
+    /// A login pod (`support::login_pod`).
+    login: bool,
     /// The slurmctld or slurmrestd it runs (a controller or restapi pod of an `OwnSlurm`).
     daemon: Option<Daemon>,
     /// When its slurmd was last seen alive (checked every 2 s until the pod is Ready).
@@ -150,6 +162,7 @@ impl Kubelet {
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let state = State {
             config_maps: Api::namespaced(client.clone(), ns),
+            secrets: Api::namespaced(client.clone(), ns),
             ctld_files: Arc::default(),
             pods: Api::namespaced(client, ns),
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
@@ -235,6 +248,10 @@ impl Drop for Kubelet {
                     slurm::sh(&["stop-restd", &instance, "slurmrestd"]);
                     continue;
                 }
+                None if r.login => {
+                    login_pod::stop(&instance, &r.hostname);
+                    continue;
+                }
                 None => {}
             }
             slurm::sh(&["stop-slurmd", &instance, &r.hostname]);
@@ -267,6 +284,8 @@ struct State {
     /// leaves the new one's slurmrestd alone.
     restd_owner: Arc<Mutex<Option<String>>>,
     config_maps: Api<ConfigMap>,
+    /// The Secrets a login pod mounts.
+    secrets: Api<Secret>,
     /// The ConfigMap version the running slurmctld's config directory holds (an `OwnSlurm`).
     ctld_files: Arc<Mutex<Option<ctld_files::Materialized>>>,
 }
@@ -467,6 +486,46 @@ impl State {
             if daemon == Some(Daemon::Slurmrestd) {
                 *self.restd_owner.lock().unwrap() = Some(uid.to_string());
             }
+            let login = login_pod::container(pod);
+            if let Some(c) = &login {
+                let t = &target;
+                match login_pod::start(
+                    &self.secrets,
+                    pod,
+                    c,
+                    &hostname,
+                    &t.instance,
+                    &t.release,
+                    t.ctld_port,
+                )
+                .await
+                {
+                    Ok(_) if self.closed.load(std::sync::atomic::Ordering::SeqCst) => {
+                        let (i, h) = (t.instance.clone(), hostname.clone());
+                        let _ = tokio::task::spawn_blocking(move || login_pod::stop(&i, &h)).await;
+                    }
+                    Ok(port) => {
+                        self.event(Event::LoginStarted {
+                            pod: name.clone(),
+                            port,
+                        });
+                        self.running.lock().unwrap().insert(
+                            uid.to_string(),
+                            Running {
+                                pod: name.clone(),
+                                hostname,
+                                port: Some(port),
+                                login: true,
+                                daemon,
+                                checked: std::time::Instant::now(),
+                            },
+                        );
+                        self.set_status(pod, &name, false).await;
+                    }
+                    Err(e) => eprintln!("kubelet: login pod {name} not started: {e}"),
+                }
+                return;
+            }
             let slurmd = spec.containers.iter().find(|c| c.name == "slurmd").cloned();
             let port = match slurmd {
                 Some(c) => {
@@ -501,6 +560,7 @@ impl State {
                     pod: name.clone(),
                     hostname,
                     port,
+                    login: false,
                     daemon,
                     checked: std::time::Instant::now(),
                 },
@@ -550,7 +610,10 @@ impl State {
     async fn slurmd_died(&self, uid: &str) -> bool {
         let (hostname, due) = {
             let mut running = self.running.lock().unwrap();
-            let Some(r) = running.get_mut(uid).filter(|r| r.port.is_some()) else {
+            let Some(r) = running
+                .get_mut(uid)
+                .filter(|r| r.port.is_some() && !r.login)
+            else {
                 return false;
             };
             let due = r.checked.elapsed() >= Duration::from_secs(2);
@@ -634,6 +697,12 @@ impl State {
             if d == Daemon::Slurmctld {
                 self.event(Event::SlurmctldStopped);
             }
+        }
+        if r.login {
+            let hostname = r.hostname.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || login_pod::stop(&instance, &hostname)).await;
+            return;
         }
         if r.port.is_some() {
             let hostname = r.hostname.clone();
@@ -721,77 +790,4 @@ fn now() -> String {
         .round(k8s_openapi::jiff::Unit::Second)
         .unwrap()
         .to_string()
-}
-
-/// An image no registry serves: its registry host is under `.invalid` (RFC 2606), so a real
-/// kubelet could never pull it (a bad image in a test's commit).
-fn unpullable(c: &Container) -> bool {
-    c.image
-        .as_deref()
-        .and_then(|i| i.split_once('/'))
-        .is_some_and(|(host, _)| host.ends_with(".invalid"))
-}
-
-/// A free port on 127.0.0.1 for one slurmd.
-/// Starts the container's slurmd command line; returns the port it serves instead of 6818.
-/// Where a pod's Slurm daemons run.
-#[derive(Clone)]
-struct Target {
-    instance: String,
-    ctld_port: u16,
-    release: String,
-}
-
-fn start_slurmd(c: &Container, hostname: &str, t: &Target) -> u16 {
-    let port = slurm::slurmd_port();
-    let args = c.args.clone().unwrap_or_default();
-    let mut conf = String::new();
-    let mut rest: Vec<String> = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--conf" => conf = it.next().unwrap_or_default(),
-            "--conf-server" => {
-                it.next();
-                rest.push(a);
-                rest.push(format!("localhost:{}", t.ctld_port));
-            }
-            _ => rest.push(a),
-        }
-    }
-    let port_s = port.to_string();
-    let mut sh_args = vec!["start-slurmd", &t.instance, hostname, &port_s, &conf];
-    sh_args.extend(rest.iter().map(String::as_str));
-    slurm::sh_on(&t.release, &sh_args);
-    port
-}
-
-/// The container's preStop exec command, with the env vars it may use (downward API
-/// `metadata.name` and literal values) set through `env`.
-fn pre_stop(c: &Container, pod: &str) -> Option<Vec<String>> {
-    let cmd = c
-        .lifecycle
-        .as_ref()?
-        .pre_stop
-        .as_ref()?
-        .exec
-        .as_ref()?
-        .command
-        .clone()?;
-    let mut out = vec!["env".to_string()];
-    for e in c.env.iter().flatten() {
-        let value = match (&e.value, &e.value_from) {
-            (Some(v), _) => v.clone(),
-            (None, Some(src))
-                if src.field_ref.as_ref().map(|f| f.field_path.as_str())
-                    == Some("metadata.name") =>
-            {
-                pod.to_string()
-            }
-            _ => continue,
-        };
-        out.push(format!("{}={value}", e.name));
-    }
-    out.extend(cmd);
-    Some(out)
 }

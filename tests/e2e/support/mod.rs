@@ -57,6 +57,7 @@ pub mod fleet;
 pub mod gitops;
 pub mod jobs_axis;
 pub mod kubelet;
+pub mod login_pod;
 pub mod scale;
 pub mod slurm;
 
