@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 use slurmops::slurm::SlurmNodes;
 
 use crate::support::kubelet::Event;
-use crate::support::slurm::{job_state, sh, sh_on, slurmd_port};
+use crate::support::slurm::{job_state, sh_on, slurmd_port};
 use crate::support::{TestEnv, bed, cluster_head, eventually, slurm_release};
 
 const UID: u32 = 5001;
@@ -50,6 +50,17 @@ fn sssd_conf(ldap_port: u16) -> String {
          ldap_search_base = dc=slurmops,dc=test\nldap_schema = rfc2307\nldap_id_use_start_tls = false\n\
          cache_credentials = false\nentry_cache_timeout = 5\n"
     )
+}
+
+/// The test's slapd instance, stopped when dropped (when the test fails too).
+struct Directory(String);
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .args(["tests/bed/slurm.sh", "stop", &self.0])
+            .status();
+    }
 }
 
 /// (exit status 0, stdout, stderr) of COMMAND run over ssh as USER.
@@ -91,8 +102,8 @@ async fn a_user_logs_in_over_ssh_and_runs_srun_and_a_batch_job_that_completes() 
     let work = tempfile::tempdir().unwrap();
     let ldif = work.path().join("directory.ldif");
     std::fs::write(&ldif, directory_ldif(user)).unwrap();
-    let ldap = format!("ldap-{}", env.suffix);
-    sh_on("24.11", &["start-slapd", &ldap, &ldap_port.to_string(), ldif.to_str().unwrap()]);
+    let ldap = Directory(format!("ldap-{}", env.suffix));
+    sh_on("24.11", &["start-slapd", &ldap.0, &ldap_port.to_string(), ldif.to_str().unwrap()]);
     assert!(
         !std::fs::read_to_string(root.join("etc/passwd")).unwrap().contains(&format!("{user}:")),
         "the chroot's /etc/passwd knows {user}: the test would not prove SSSD"
@@ -193,7 +204,7 @@ async fn a_user_logs_in_over_ssh_and_runs_srun_and_a_batch_job_that_completes() 
     assert_eq!(out.trim(), worker, "the batch job's output in {user}'s home");
 
     drop(env.kubelet);
-    sh(&["stop", &ldap]);
+    drop(ldap);
     let _ = std::fs::remove_dir_all(&home);
 }; slurm_24_11 "24.11", slurm_25_11 "25.11"
 }
