@@ -166,8 +166,14 @@ async fn a_rollout_outside_its_window_waits_and_runs_inside_it() {
     assert_eq!((r.start_time, r.end_time), (Some(opens), Some(opens + 120)));
     assert!(r.flags.iter().any(|f| f == "MAINT"), "{:?}", r.flags);
     if let Some(sidecar) = &sidecar {
+        // scontrol makes the reservation before the sidecar's own line is written.
+        let line = format!("reserved {reservation} on {set}-0,{set}-1");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !sidecar.output().contains(&line) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let out = sidecar.output();
-        assert!(out.contains(&format!("reserved {reservation} on {set}-0,{set}-1")), "{out}");
+        assert!(out.contains(&line), "{out}");
         let made: Vec<String> = s.reservations().await.unwrap().into_iter().map(|r| r.name).collect();
         for (junk, _) in &junk {
             assert!(!made.iter().any(|m| m == junk), "{junk} was made: {out}");
