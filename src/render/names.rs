@@ -16,6 +16,8 @@ pub const SLURMCTLD_PORT: u16 = 6817;
 pub const SLURMD_PORT: u16 = 6818;
 pub const SLURMDBD_PORT: u16 = 6819;
 pub const SLURMRESTD_PORT: u16 = 6820;
+/// `SlurmctldTimeout` with backup controllers: a silent primary is replaced after this long.
+pub const HA_TAKEOVER_SECONDS: u32 = 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Component {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use minijinja::{Environment, context};
 use serde::Serialize;
 
-use super::names::Names;
+use super::names::{HA_TAKEOVER_SECONDS, Names};
 use crate::spec::types::{ClusterFile, GpuDetect, NodeSet};
 use crate::spec::values::{SlurmValue, parse_quantity};
 
@@ -141,6 +141,11 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     set("ClusterName", names.cluster_name.clone());
     for host in names.controller_hosts(s) {
         set("SlurmctldHost", host);
+    }
+    if s.controller.ha.is_some() {
+        // How long the backups wait for a silent primary before one takes control. Slurm's own
+        // default (120 s) is two minutes of refused submissions; slurmConf may set another.
+        set("SlurmctldTimeout", HA_TAKEOVER_SECONDS.to_string());
     }
     set("SlurmctldPort", SLURMCTLD_PORT.to_string());
     set("SlurmdPort", SLURMD_PORT.to_string());

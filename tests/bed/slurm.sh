@@ -10,7 +10,13 @@
 #                                           SLURM_KEEP_STATE=1 only slurmctld restarts, its state
 #                                           kept (carried over from the earlier release's chroot
 #                                           on an upgrade); the instance's slurmd keep running
+#                                           With several SlurmctldHost NAME(ADDR) lines, one
+#                                           slurmctld per line, each with hostname NAME listening
+#                                           on ADDR, sharing the state directory, and a sackd for
+#                                           the instance's clients; waits until all answer
 #   slurm.sh stop-ctld INST                 stop INST's slurmctld by PID
+#   slurm.sh crash-ctld INST NAME           kill controller NAME of several (SIGKILL)
+#   slurm.sh restart-ctld INST NAME         start controller NAME of several again, its state kept
 #   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth; openapi/slurmctld and, when
 #                                           INST runs slurmdbd, openapi/slurmdbd) on 127.0.0.1:PORT;
 #                                           NAME (default slurmrestd) lets a test run its own
@@ -60,17 +66,24 @@ set -euo pipefail
 # its jobs, its pod hooks) also get their own /var/spool/slurmd (bound from
 # /var/spool/slurm-INST/d/NAME), as each worker pod has: slurm.conf's SlurmdSpoolDir stays as
 # slurmops renders it, and configless slurmd caches its configuration there.
+# A controller of several (SlurmctldHost NAME(ADDR) lines, high availability) gets its own
+# /run/slurmctld (BED_CTLD_RUN) and the instance's hosts file (BED_HOSTS: NAME → ADDR, as a pod's
+# name resolves), so that it listens on its own address (the overlay's NoCtldInAddrAny) and knows
+# itself by its hostname; the instance's clients then authenticate through a sackd of their own
+# (BED_RUN_SLURM: its /run/slurm is the clients' /run/slurmctld), as login pods do.
 #   slurm.sh _private ROOT HOSTNAME|- INST CMD...   (internal) exec CMD so isolated; keeps the PID
 SELF=$(readlink -f "$0")
 if [ "${1:-}" = _private ]; then
   exec unshare --mount --uts sh -c '
     R=$1 host=$2 inst=$3; shift 3
     [ "$host" = - ] || hostname "$host"
+    { [ -z "${BED_HOSTS:-}" ] || mount --bind "$BED_HOSTS" "$R/etc/hosts"; } &&
     mkdir -p "$R/run/sack-$inst" &&
-      mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm" &&
+      if [ -n "${BED_RUN_SLURM:-}" ]; then mount --bind "$BED_RUN_SLURM" "$R/run/slurm"
+      else mount -t tmpfs -o mode=0755 tmpfs "$R/run/slurm"; fi &&
       { [ "$host" = - ] || { mkdir -p "$R/var/spool/slurm-$inst/d/$host" "$R/var/spool/slurmd" &&
         mount --bind "$R/var/spool/slurm-$inst/d/$host" "$R/var/spool/slurmd"; }; } &&
-      mount --bind "$R/run/sack-$inst" "$R/run/slurmctld" && exec "$@"' \
+      mount --bind "${BED_CTLD_RUN:-$R/run/sack-$inst}" "$R/run/slurmctld" && exec "$@"' \
     sh "$2" "$3" "$4" "${@:5}"
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -174,6 +187,29 @@ in_chroot() { private - chroot "$R" env SLURM_CONF="$ETC/slurm.conf" "$@"; }
 mark_conf() { local gen="..$(date +%s%N)"; mkdir -p "$R$ETC/$gen"; ln -sfn "$gen" "$R$ETC/..data"; }
 private() { local host=$1; shift; "$SELF" _private "$R" "$host" "$inst" "$@"; }
 
+# The controllers slurm.conf names as NAME(ADDR), one "NAME ADDR" line each, primary first.
+controllers() { sed -n 's/^SlurmctldHost=\([^(]*\)(\([^)]*\)).*/\1 \2/p' "$R$ETC/slurm.conf"; }
+# Starts controller NAME of several, as its pod: hostname NAME, its own /run/slurmctld.
+ctld_host() {
+  local name=$1
+  mkdir -p "$R/run/sack-$inst-$name"
+  chroot "$R" chown slurm:slurm "/run/sack-$inst-$name"
+  BED_HOSTS="$RUN/hosts" BED_CTLD_RUN="$R/run/sack-$inst-$name" setsid "$SELF" _private "$R" "$name" "$inst" \
+    chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" > "$RUN/slurmctld-$name.out" 2>&1 < /dev/null &
+  echo $! > "$RUN/slurmctld-$name.pid"
+}
+# Waits until N controllers answer a ping; else prints their logs and fails.
+wait_ctld() {
+  for _ in $(seq 1 100); do
+    [ "$(in_chroot scontrol ping 2>/dev/null | grep -c ' is UP')" -ge "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "slurmctld ($inst) did not come up with this configuration; scontrol ping and the logs:" >&2
+  in_chroot scontrol ping >&2 || true
+  for f in "$RUN"/slurmctld*.out "$RUN"/sackd.out; do [ -f "$f" ] && { echo "== $f" >&2; tail -20 "$f" >&2; }; done
+  exit 1
+}
+
 case "$cmd" in
   start-ctld)
     conf=$1
@@ -197,6 +233,8 @@ case "$cmd" in
       [ -n "$v" ] || continue
       case $k in *PidFile|*LogFile) v=$(dirname "$v") ;; esac
       v=${v%%/%n*}
+      # A pod's own /run/slurmctld (several controllers): private to each, made by ctld_host.
+      [ "$v" != /run/slurmctld ] || continue
       if [ -z "$keep" ]; then
         rm -rf "${R:?}$v"
       elif [ "$k" = StateSaveLocation ] && [ "$PREVIOUS" != "$RELEASE" ]; then
@@ -227,6 +265,17 @@ case "$cmd" in
       (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null || {
         echo "slurmdbd ($inst) did not listen on 127.0.0.1:$dbd_port; its log:" >&2
         tail -30 "$RUN/slurmdbd.out" >&2; exit 1; }
+    fi
+    if [ "$(controllers | wc -l)" -gt 1 ]; then
+      # High availability: a sackd for the clients, then every controller, each as its pod.
+      { echo "127.0.0.1 localhost"; controllers | awk '{print $2, $1}'; } > "$RUN/hosts"
+      BED_RUN_SLURM="$R/run/sack-$inst" setsid "$SELF" _private "$R" - "$inst" \
+        chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/sackd -D \
+        > "$RUN/sackd.out" 2>&1 < /dev/null &
+      echo $! > "$RUN/sackd.pid"
+      for name in $(controllers | awk '{print $1}'); do ctld_host "$name"; done
+      wait_ctld "$(controllers | wc -l)"
+      exit
     fi
     setsid "$SELF" _private "$R" - "$inst" chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" \
       > "$RUN/slurmctld.out" 2>&1 < /dev/null &
@@ -263,6 +312,19 @@ case "$cmd" in
     ;;
   stop-ctld)
     kill_pidfile "$RUN/slurmctld.pid"
+    ;;
+  crash-ctld)
+    # One controller of several dies (SIGKILL: no state saved on the way out).
+    p=$(cat "$RUN/slurmctld-$1.pid")
+    kill -9 "$p"
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$RUN/slurmctld-$1.pid"
+    ;;
+  restart-ctld)
+    # That controller's pod back: the same state directory, the others running.
+    kill_pidfile "$RUN/slurmctld-$1.pid"
+    ctld_host "$1"
+    wait_ctld "$(controllers | wc -l)"
     ;;
   token)
     for _ in $(seq 1 10); do

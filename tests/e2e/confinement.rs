@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use slurmops::render::render;
 use slurmops::spec::load;
 
-use crate::support::slurm::{confining_overlay, node_state, sh, sh_on, start_ctld};
+use crate::support::slurm::{
+    confining_overlay, node_state, rendered_slurmd_conf, sh, sh_on, start_ctld,
+};
 use crate::support::{cluster_head, slurm_release, unique_suffix};
 
 /// An instance of its own per release (slurmctld port, first slurmd port).
@@ -26,21 +28,6 @@ fn instance_of(release: &str) -> (String, u16, u16) {
         "26.05" => ("cg2605".into(), 16987, 17321),
         other => panic!("the test bed runs no Slurm {other}"),
     }
-}
-
-/// The rendered `--conf` of NodeSet NAME's slurmd.
-fn slurmd_conf(r: &slurmops::render::Rendered, name: &str) -> String {
-    let sts = r
-        .get("StatefulSet", name)
-        .expect("the NodeSet's StatefulSet");
-    let args: Vec<String> = serde_json::from_value(
-        sts.body
-            .pointer("/spec/template/spec/containers/0/args")
-            .cloned()
-            .unwrap(),
-    )
-    .unwrap();
-    args[args.iter().position(|a| a == "--conf").unwrap() + 1].clone()
 }
 
 /// Removes cgroup DIR and those below it, deepest first (a cgroup is removed with rmdir).
@@ -64,7 +51,7 @@ async fn a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgroup_settings(
         + &format!("  nodeSets:\n    - {{name: {set}, replicas: 1, cpu: \"2\", memory: 1Gi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n");
     let c = load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
-    let conf = slurmd_conf(&r, &set);
+    let conf = rendered_slurmd_conf(&r, &set);
     assert!(conf.contains("CPUs=2") && conf.contains("RealMemory=1024"), "{conf}");
     let files = confining_overlay(&c, &r, &instance, ctld_port);
     let dir = tempfile::tempdir().unwrap();

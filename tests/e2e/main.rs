@@ -15,6 +15,7 @@ mod canary;
 mod confinement;
 mod controller;
 mod daemon;
+mod ha;
 mod login;
 mod one_entrance;
 mod per_node;

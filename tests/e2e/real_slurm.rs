@@ -27,17 +27,7 @@ fn instance_of(release: &str) -> (&'static str, u16, u16) {
 
 /// The `--conf` argument of a NodeSet's slurmd, as rendered, sized for the test host.
 fn slurmd_conf(r: &Rendered, node_set: &str) -> String {
-    let sts = r
-        .get("StatefulSet", node_set)
-        .expect("a StatefulSet per NodeSet");
-    let args: Vec<String> = serde_json::from_value(
-        sts.body
-            .pointer("/spec/template/spec/containers/0/args")
-            .cloned()
-            .unwrap(),
-    )
-    .unwrap();
-    let conf = &args[args.iter().position(|a| a == "--conf").unwrap() + 1];
+    let conf = crate::support::slurm::rendered_slurmd_conf(r, node_set);
     let mut parts: Vec<String> = conf
         .split(' ')
         .filter(|p| !p.starts_with("CPUs=") && !p.starts_with("RealMemory="))

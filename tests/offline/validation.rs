@@ -45,6 +45,7 @@ fn the_examples_are_valid() {
         "examples/repo/cluster.yaml",
         "examples/minimal/cluster.yaml",
         "examples/quickstart/cluster.yaml",
+        "examples/ha/cluster.yaml",
     ] {
         let text = std::fs::read_to_string(f).unwrap();
         if let Err(e) = load(f, &text) {
@@ -329,6 +330,30 @@ fn per_node_is_a_word_of_its_own_and_excludes_autoscale_and_claim_templates() {
     );
     let d = one(&claims);
     assert_eq!(d.path, "spec.nodeSets[0].volumeClaimTemplates");
+}
+
+#[test]
+fn backup_controllers_need_one_shared_state_volume() {
+    let ha = "  controller:\n    ha: {backups: 1}\n";
+    let text = with("  nodeSets:\n", &format!("{ha}  nodeSets:\n"));
+    let e = one(&text);
+    assert_eq!(e.path, "spec.controller.ha");
+    assert!(e.message.contains("shared by every controller"), "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("ReadWriteMany"),
+        "{e:?}"
+    );
+    // Persistence off would give each controller an emptyDir of its own: two copies of the state.
+    let off = "    persistence: {enabled: false, existingClaim: state}\n";
+    let e = one(&with("  nodeSets:\n", &format!("{ha}{off}  nodeSets:\n")));
+    assert_eq!(e.path, "spec.controller.persistence.enabled");
+    assert!(e.message.contains("its own copy in an emptyDir"), "{e:?}");
+    let on = "    persistence: {existingClaim: state}\n";
+    load(
+        "cluster.yaml",
+        &with("  nodeSets:\n", &format!("{ha}{on}  nodeSets:\n")),
+    )
+    .unwrap();
 }
 
 #[test]

@@ -43,7 +43,9 @@ impl Validator {
                     "remove `ha` for a single controller",
                 );
             }
-            if c.persistence.existing_claim.is_none() {
+            if !c.persistence.enabled {
+                self.err(p.key("persistence").key("enabled"), "high availability needs the controllers' state on a volume they share: without persistence each controller would keep its own copy in an emptyDir, and a backup taking over would start from nothing", "set controller.persistence.enabled: true with existingClaim naming a ReadWriteMany PersistentVolumeClaim");
+            } else if c.persistence.existing_claim.is_none() {
                 self.err(p.key("ha"), "high availability needs a state volume shared by every controller", "set controller.persistence.existingClaim to a ReadWriteMany PersistentVolumeClaim");
             }
         }

@@ -210,6 +210,25 @@ pub fn overlay_files(
     files
 }
 
+/// The `--conf` argument of NodeSet NAME's slurmd, as its StatefulSet renders it.
+pub fn rendered_slurmd_conf(r: &Rendered, name: &str) -> String {
+    let sts = r
+        .get("StatefulSet", name)
+        .expect("a StatefulSet per NodeSet");
+    let args: Vec<String> = serde_json::from_value(
+        sts.body
+            .pointer("/spec/template/spec/containers/0/args")
+            .cloned()
+            .expect("the slurmd container's args"),
+    )
+    .expect("args are strings");
+    let at = args
+        .iter()
+        .position(|a| a == "--conf")
+        .expect("a --conf argument");
+    args[at + 1].clone()
+}
+
 /// gres.conf with each NodeSet's GPUs on the bed's stand-in device files instead of NVML.
 fn fake_gpu_files(c: &ClusterFile, gres: &str) -> String {
     let lines = gres.lines().map(|l| {

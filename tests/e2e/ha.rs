@@ -1,0 +1,243 @@
+//! The scheduler survives its controller: `examples/ha/cluster.yaml` (a primary and one backup
+//! sharing their state) rendered and run on real Slurm. The primary's slurmctld is killed while a
+//! job runs and another waits for its start time; the backup takes control within the rendered
+//! SlurmctldTimeout, the running job keeps running, the waiting one starts, a job submitted
+//! during the failover is accepted (Slurm's own client retries it), slurmrestd answers again
+//! and says which controllers answer. Then the primary comes back and takes control again,
+//! nothing lost.
+//!
+//! The test host's overlay (see `support::slurm::test_host_overlay`) differs in one more thing:
+//! the two controllers share one network here, where each pod has its own, so each listens on
+//! a loopback address of its own (`CommunicationParameters=NoCtldInAddrAny`, its pod name
+//! resolving to that address); `tests/bed/slurm.sh` runs each with its pod's hostname and own
+//! /run, and the shared StateSaveLocation is one directory, as a ReadWriteMany volume is.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use slurmops::render::{Rendered, render};
+use slurmops::spec::{ClusterFile, load};
+
+use crate::support::slurm::{
+    node_state, rendered_slurmd_conf, sh, sh_on, slurmd_port, start_ctld, start_restd,
+    test_host_overlay,
+};
+use crate::support::slurm_release;
+
+/// An instance of its own per release: name, slurmctld port, slurmrestd port, and the third
+/// octet of its controllers' loopback addresses.
+fn instance_of(release: &str) -> (&'static str, u16, u16, u8) {
+    match release {
+        "24.11" => ("ha2411", 16907, 16910, 1),
+        "25.11" => ("ha2511", 16927, 16930, 2),
+        "26.05" => ("ha2605", 16947, 16950, 3),
+        other => panic!("the test bed runs no Slurm {other}"),
+    }
+}
+
+/// The rendered Slurm files on the test host, the controllers as rendered (their pod names,
+/// primary first) each at a loopback address of its own; their addresses in order.
+fn ha_overlay(
+    c: &ClusterFile,
+    r: &Rendered,
+    instance: &str,
+    port: u16,
+    net: u8,
+) -> (BTreeMap<String, String>, Vec<(String, String)>) {
+    let rendered = &r.slurm["slurm.conf"];
+    let value = |k: &str| {
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("the rendered slurm.conf sets no {k}"))
+            .to_string()
+    };
+    let controllers: Vec<(String, String)> = rendered
+        .lines()
+        .filter_map(|l| l.strip_prefix("SlurmctldHost="))
+        .enumerate()
+        .map(|(i, h)| {
+            let name = h.split('(').next().unwrap_or(h).to_string();
+            (name, format!("127.200.{net}.{}", i + 2))
+        })
+        .collect();
+    let mut files = test_host_overlay(c, r, instance, port);
+    let mut conf: Vec<String> = controllers
+        .iter()
+        .map(|(name, addr)| format!("SlurmctldHost={name}({addr})"))
+        .collect();
+    conf.push("CommunicationParameters=NoCtldInAddrAny".into());
+    // Each controller's pid file in its own /run, as in its pod.
+    conf.push(format!("SlurmctldPidFile={}", value("SlurmctldPidFile")));
+    conf.extend(
+        files["slurm.conf"]
+            .lines()
+            .filter(|l| !l.starts_with("SlurmctldHost=") && !l.starts_with("SlurmctldPidFile="))
+            .map(str::to_string),
+    );
+    files.insert("slurm.conf".into(), conf.join("\n") + "\n");
+    (files, controllers)
+}
+
+/// `scontrol ARGS` on INSTANCE.
+fn scontrol(instance: &str, args: &[&str]) -> String {
+    let mut all = vec!["exec", instance, "scontrol"];
+    all.extend(args);
+    sh(&all)
+}
+
+/// JobState of job ID on INSTANCE.
+fn job_state(instance: &str, id: &str) -> String {
+    let out = scontrol(instance, &["-o", "show", "job", id]);
+    out.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("JobState="))
+        .unwrap_or_else(|| panic!("job {id}: {out}"))
+        .to_string()
+}
+
+/// Waits up to SECS for job ID's state to be one of STATES; returns the last state seen.
+async fn until_state(instance: &str, id: &str, states: &[&str], secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let s = job_state(instance, id);
+        if states.contains(&s.as_str()) || Instant::now() > deadline {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+on_each_slurm! {
+async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
+    let release = slurm_release();
+    let (instance, port, restd_port, net) = instance_of(release);
+    let text = std::fs::read_to_string("examples/ha/cluster.yaml").unwrap();
+    let c = load("examples/ha/cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
+    let r = render(&c);
+    let timeout: u64 = r.slurm["slurm.conf"]
+        .lines()
+        .find_map(|l| l.strip_prefix("SlurmctldTimeout="))
+        .expect("HA renders a SlurmctldTimeout")
+        .parse()
+        .unwrap();
+    let (files, controllers) = ha_overlay(&c, &r, instance, port, net);
+    assert_eq!(controllers.len(), 2, "a primary and one backup: {controllers:?}");
+    let (primary, backup) = (controllers[0].0.clone(), controllers[1].0.clone());
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in &files {
+        std::fs::write(dir.path().join(name), content).unwrap();
+    }
+    start_ctld(instance, release, dir.path());
+    let ping = scontrol(instance, &["ping"]);
+    for name in [&primary, &backup] {
+        assert!(ping.contains(&format!("at {name} is UP")), "{ping}");
+    }
+    assert!(start_restd(instance, release, restd_port), "slurmrestd did not start");
+    let token = sh(&["token", instance]).trim().to_string();
+    let client = slurmops::slurm::Client::new(slurmops::slurm::Config::new(
+        format!("http://127.0.0.1:{restd_port}"),
+        slurmops::slurm::auth::Credentials::Token {
+            token: slurmops::slurm::auth::Secret::new(token),
+            user: None,
+        },
+    ))
+    .unwrap();
+
+    // A worker of the example's NodeSet, its slurmd configless from either controller.
+    let node = "cpu-0";
+    let servers: Vec<String> = controllers.iter().map(|(_, a)| format!("{a}:{port}")).collect();
+    let conf = rendered_slurmd_conf(&r, "cpu");
+    sh_on(release, &[
+        "start-slurmd", instance, node, &slurmd_port().to_string(), &conf,
+        "-D", "-Z", "--conf-server", &servers.join(","),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !node_state(instance, node).is_some_and(|s| s.starts_with("IDLE")) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        node_state(instance, node).is_some_and(|s| s.starts_with("IDLE")),
+        "{node} did not register: {:?}\n{}", node_state(instance, node),
+        sh(&["log", instance, &format!("slurmd-{node}")])
+    );
+    let sbatch = |extra: &[&str]| {
+        let mut args = vec!["exec", instance, "sbatch", "--parsable", "-p", "debug", "-w", node, "-n1", "-c1", "--mem=100M", "-o", "/dev/null"];
+        args.extend(extra);
+        sh(&args).trim().to_string()
+    };
+    let running = sbatch(&["--wrap", "sleep 600"]);
+    assert_eq!(until_state(instance, &running, &["RUNNING"], 30).await, "RUNNING");
+    // Eligible in 25 s: while no controller has control.
+    let waiting = sbatch(&["--begin=now+25", "--wrap", "true"]);
+    assert_eq!(job_state(instance, &waiting), "PENDING");
+    // slurmctld writes what changed to its state directory within 5 s (SAVE_MAX_WAIT): what a
+    // controller that dies sooner did is lost with it (a job it started is found running, not
+    // recorded as such, and ends).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    // The primary dies. A user submits right away: sbatch waits for the backup (Slurm's own
+    // client retries while the backup is in standby) and is accepted.
+    sh(&["crash-ctld", instance, &primary]);
+    let killed = Instant::now();
+    let submitter = {
+        let instance = instance.to_string();
+        std::thread::spawn(move || {
+            let out = std::process::Command::new("bash")
+                .args(["tests/bed/slurm.sh", "exec", &instance, "sbatch", "--parsable", "-p", "debug", "-w", "cpu-0", "-n1", "-c1", "--mem=100M", "-o", "/dev/null", "--wrap", "true"])
+                .output()
+                .unwrap();
+            (out, killed.elapsed())
+        })
+    };
+    // slurmrestd answers again once the backup has control (before, slurmctld's client in it
+    // is refused by the standby and retries): a read of the worker's node.
+    let deadline = killed + Duration::from_secs(timeout + 30);
+    let failover = loop {
+        if client.node(node).await.is_ok() {
+            break killed.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no controller took control within {}s:\n{}\n{}",
+            timeout + 30,
+            scontrol(instance, &["ping"]),
+            sh(&["log", instance, &format!("slurmctld-{backup}")])
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!("Slurm {release}: the backup answered {:.1} s after the primary died (SlurmctldTimeout {timeout} s)", failover.as_secs_f64());
+    assert!(failover <= Duration::from_secs(timeout + 15), "failover took {failover:?}");
+    let (out, took) = submitter.join().unwrap();
+    let during = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success() && during.parse::<u64>().is_ok(), "the job submitted during the failover was refused after {took:?}: {}{}", during, String::from_utf8_lossy(&out.stderr));
+    eprintln!("Slurm {release}: a job submitted as the primary died was accepted {:.1} s later (job {during})", took.as_secs_f64());
+    let pings = client.ping().await.expect("slurmrestd's ping");
+    let answering: Vec<(&str, bool)> = pings.iter().map(|p| (p.hostname.as_str(), p.responding)).collect();
+    assert_eq!(answering, [(primary.as_str(), false), (backup.as_str(), true)], "{pings:?}");
+
+    // Nothing lost: the running job runs on, the waiting one and the one submitted meanwhile run.
+    assert_eq!(job_state(instance, &running), "RUNNING", "{}\n{}", scontrol(instance, &["show", "job", &running]), sh(&["log", instance, &format!("slurmctld-{backup}")]));
+    assert_eq!(until_state(instance, &waiting, &["COMPLETED"], 60).await, "COMPLETED");
+    assert_eq!(until_state(instance, &during, &["COMPLETED"], 60).await, "COMPLETED");
+
+    // The primary's pod comes back: it takes control again, and nothing is lost either.
+    sh(&["restart-ctld", instance, &primary]);
+    let deadline = Instant::now() + Duration::from_secs(timeout + 30);
+    loop {
+        let pings = client.ping().await.unwrap_or_default();
+        if pings.iter().all(|p| p.responding) && pings.len() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the primary did not answer again: {pings:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let after = sbatch(&["--wrap", "true"]);
+    assert_eq!(until_state(instance, &after, &["COMPLETED"], 60).await, "COMPLETED");
+    assert_eq!(job_state(instance, &running), "RUNNING", "the running job survived both changes of control");
+    // The primary took that submission: control is back with it (its log starts at its return).
+    let primary_log = sh(&["log", instance, &format!("slurmctld-{primary}")]);
+    assert!(primary_log.contains(&format!("JobId={after} ")), "{primary_log}");
+    sh(&["exec", instance, "scancel", &running]);
+    sh(&["stop", instance]);
+}
+}
