@@ -211,6 +211,8 @@ vocabulary! {
         STATUS_SLURM = "slurm";
         /// What is held back and what it waits for.
         STATUS_HELD = "held";
+        /// With backup controllers: which slurmctld answers and has control, which do not.
+        STATUS_CONTROLLERS = "controllers";
     }
 }
 

@@ -408,6 +408,15 @@ async fn reconcile(
             });
             state.cost = Some((out.phases, out.slurm_traffic, jobs));
             record(shared, state, t, &out, started, slurm.is_some());
+            state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
+                (None, _) => String::new(),
+                // Which controller has control: one small request, only with backups.
+                (Some(_), Some(s)) => match s.ping().await {
+                    Ok(pings) => crate::status::show::controllers(&pings),
+                    Err(e) => format!("unknown: {e}"),
+                },
+                (Some(_), None) => "unknown: Slurm is not connected".into(),
+            };
             super::report::rollout_events(
                 cluster,
                 &t.c.metadata.namespace,

@@ -52,6 +52,9 @@ pub struct Status {
     /// Objects kept at their live versions for now (the later steps of a Slurm upgrade, a
     /// control-plane change waiting for a maintenance window), and what they wait for.
     pub held: String,
+    /// With backup controllers: which one has control (the first that answers, as Slurm's
+    /// clients choose) and which do not answer. Empty without backups.
+    pub controllers: String,
 }
 
 impl Status {
@@ -77,6 +80,7 @@ impl Status {
             ("nodeSets", &self.node_sets),
             ("slurm", &self.slurm),
             ("held", &self.held),
+            ("controllers", &self.controllers),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -99,6 +103,7 @@ impl Status {
             node_sets: g("nodeSets"),
             slurm: g("slurm"),
             held: g("held"),
+            controllers: g("controllers"),
         }
     }
 }
@@ -132,7 +137,7 @@ pub async fn write(
 /// `status::bound`; the daemon keeps `nodeSets` within its own share).
 fn bounded(status: &Status) -> BTreeMap<String, String> {
     let mut data = status.to_data();
-    for k in ["errors", "summary", "held", "slurm"] {
+    for k in ["errors", "summary", "held", "slurm", "controllers"] {
         if let Some(v) = data.get_mut(k) {
             *v = super::bound::text(v);
         }

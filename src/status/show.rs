@@ -62,6 +62,9 @@ pub fn text(s: &Status, now: i64) -> String {
     if !s.slurm.is_empty() {
         out += &format!("slurm:        {}\n", s.slurm);
     }
+    if !s.controllers.is_empty() {
+        out += &format!("controllers:  {}\n", s.controllers);
+    }
     if !s.errors.is_empty() {
         out += "errors:\n";
         for l in s.errors.lines() {
@@ -223,6 +226,29 @@ pub fn all(statuses: &[(Option<String>, Status)], now: i64) -> String {
         .join("\n")
 }
 
+/// The controllers as slurmrestd's ping saw them, primary first: the first that answers has
+/// control (a backup answers pings in standby too, but Slurm's clients try the controllers in
+/// order and a standby refuses them), the others answer or not.
+pub fn controllers(pings: &[crate::slurm::client::Ping]) -> String {
+    let active = pings.iter().position(|p| p.responding);
+    let each: Vec<String> = pings
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let role = match (Some(i) == active, p.responding) {
+                (true, _) => "has control",
+                (false, true) => "answers, standby",
+                (false, false) => "does not answer",
+            };
+            format!("{} {role}", p.hostname)
+        })
+        .collect();
+    match active {
+        Some(_) => each.join("; "),
+        None => format!("none answers: {}", each.join("; ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +320,28 @@ mod tests {
         assert!(
             t.contains("  waits for a maintenance window: h100-0, h100-1 (next window Sat 2026-11-28 02:00–06:00 Europe/Paris, opens 2026-11-28T01:00:00Z, in 3d15h)"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn the_first_controller_that_answers_has_control() {
+        let ping = |h: &str, responding: bool| crate::slurm::client::Ping {
+            hostname: h.into(),
+            pinged: String::new(),
+            responding,
+            mode: String::new(),
+        };
+        let both = [ping("c-0", true), ping("c-1", true)];
+        assert_eq!(controllers(&both), "c-0 has control; c-1 answers, standby");
+        let failed_over = [ping("c-0", false), ping("c-1", true)];
+        assert_eq!(
+            controllers(&failed_over),
+            "c-0 does not answer; c-1 has control"
+        );
+        let none = [ping("c-0", false), ping("c-1", false)];
+        assert_eq!(
+            controllers(&none),
+            "none answers: c-0 does not answer; c-1 does not answer"
         );
     }
 }

@@ -18,11 +18,13 @@ use std::time::{Duration, Instant};
 use slurmops::render::{Rendered, render};
 use slurmops::spec::{ClusterFile, load};
 
+use crate::support::daemon::{Daemon, applied, status};
+use crate::support::gitops::Bed;
 use crate::support::slurm::{
     node_state, rendered_slurmd_conf, sh, sh_on, slurmd_port, start_ctld, start_restd,
     test_host_overlay,
 };
-use crate::support::slurm_release;
+use crate::support::{eventually, slurm_release};
 
 /// An instance of its own per release: name, slurmctld port, slurmrestd port, and the third
 /// octet of its controllers' loopback addresses.
@@ -111,7 +113,12 @@ on_each_slurm! {
 async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     let release = slurm_release();
     let (instance, port, restd_port, net) = instance_of(release);
-    let text = std::fs::read_to_string("examples/ha/cluster.yaml").unwrap();
+    let t = Bed::new("ha").await;
+    // The example on the release under test, in the test's namespace.
+    let text = std::fs::read_to_string("examples/ha/cluster.yaml")
+        .unwrap()
+        .replace("slurmVersion: \"24.11\"", &format!("slurmVersion: \"{release}\""))
+        .replace("namespace: slurm\n", &format!("namespace: {}\n", t.env.ns));
     let c = load("examples/ha/cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let timeout: u64 = r.slurm["slurm.conf"]
@@ -165,6 +172,26 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
         args.extend(extra);
         sh(&args).trim().to_string()
     };
+    // The daemon follows the example's repository, reading Slurm through this slurmrestd: its
+    // status says which controller has control.
+    let commit = t.repo.push(&text, "ha");
+    let restd_url = format!("http://127.0.0.1:{restd_port}");
+    let _daemon = Daemon::start_as(
+        &t.env,
+        t.dir.path(),
+        &t.url,
+        "d",
+        &["--interval", "2s", "--slurmrestd-url", &restd_url],
+        &t.kubeconfig,
+    );
+    applied(&t.env, &commit, Duration::from_secs(60)).await;
+    let controllers = async |line: String| {
+        eventually(&format!("the daemon's status: controllers {line}"), Duration::from_secs(30), async || {
+            (status(&t.env).await?.controllers == line).then_some(())
+        })
+        .await
+    };
+    controllers(format!("{primary} has control; {backup} answers, standby")).await;
     let running = sbatch(&["--wrap", "sleep 600"]);
     assert_eq!(until_state(instance, &running, &["RUNNING"], 30).await, "RUNNING");
     // Eligible in 25 s: while no controller has control.
@@ -215,6 +242,8 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     let answering: Vec<(&str, bool)> = pings.iter().map(|p| (p.hostname.as_str(), p.responding)).collect();
     assert_eq!(answering, [(primary.as_str(), false), (backup.as_str(), true)], "{pings:?}");
 
+    controllers(format!("{primary} does not answer; {backup} has control")).await;
+
     // Nothing lost: the running job runs on, the waiting one and the one submitted meanwhile run.
     assert_eq!(job_state(instance, &running), "RUNNING", "{}\n{}", scontrol(instance, &["show", "job", &running]), sh(&["log", instance, &format!("slurmctld-{backup}")]));
     assert_eq!(until_state(instance, &waiting, &["COMPLETED"], 60).await, "COMPLETED");
@@ -231,6 +260,7 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
         assert!(Instant::now() < deadline, "the primary did not answer again: {pings:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    controllers(format!("{primary} has control; {backup} answers, standby")).await;
     let after = sbatch(&["--wrap", "true"]);
     assert_eq!(until_state(instance, &after, &["COMPLETED"], 60).await, "COMPLETED");
     assert_eq!(job_state(instance, &running), "RUNNING", "the running job survived both changes of control");
