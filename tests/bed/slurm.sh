@@ -15,6 +15,8 @@
 #                                           on ADDR, sharing the state directory, and a sackd for
 #                                           the instance's clients; waits until all answer
 #   slurm.sh stop-ctld INST                 stop INST's slurmctld by PID
+#   slurm.sh stop-dbd INST                  stop INST's slurmdbd (an outage: slurmctld keeps running)
+#   slurm.sh start-dbd INST                 start it again, as it was configured
 #   slurm.sh crash-ctld INST NAME           kill controller NAME of several (SIGKILL)
 #   slurm.sh restart-ctld INST NAME         start controller NAME of several again, its state kept
 #   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth; openapi/slurmctld and, when
@@ -210,6 +212,27 @@ wait_ctld() {
   exit 1
 }
 
+# Starts the instance's slurmdbd (its release's own), waits until it listens.
+start_dbd() {
+  # The release's own slurmdbd. Its database must exist already, as a DBA creates it: on
+  # MariaDB 11.8 a slurmdbd that creates it stops at its next query (client error 5027).
+  pid_dir=$(sed -n 's/^PidFile=//p' "$R$ETC/slurmdbd.conf" | head -1)
+  [ -z "$pid_dir" ] || mkdir -p "$R$(dirname "$pid_dir")"
+  chroot "$R" bash -ec "chown -R slurm:slurm $ETC ${pid_dir:+$(dirname "$pid_dir")}; chmod 600 $ETC/slurmdbd.conf"
+  dbd_port=$(sed -n 's/^DbdPort=//p' "$R$ETC/slurmdbd.conf" | head -1)
+  setsid "$SELF" _private "$R" - "$inst" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
+    >> "$RUN/slurmdbd.out" 2>&1 < /dev/null &
+  echo $! > "$RUN/slurmdbd.pid"
+  for _ in $(seq 1 150); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null && break
+    alive "$RUN/slurmdbd.pid" || break
+    sleep 0.2
+  done
+  (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null || {
+    echo "slurmdbd ($inst) did not listen on 127.0.0.1:$dbd_port; its log:" >&2
+    tail -30 "$RUN/slurmdbd.out" >&2; exit 1; }
+}
+
 case "$cmd" in
   start-ctld)
     conf=$1
@@ -247,25 +270,7 @@ case "$cmd" in
     done
     chroot "$R" bash -ec "chown -R slurm:slurm $ETC /var/spool /run/sack-$inst /run/slurm-* /var/log/slurm 2>/dev/null || true
       chmod 600 $ETC/*.key; chmod 755 $ETC/*.sh 2>/dev/null || true"
-    if [ -f "$R$ETC/slurmdbd.conf" ] && ! alive "$RUN/slurmdbd.pid"; then
-      # The release's own slurmdbd. Its database must exist already, as a DBA creates it: on
-      # MariaDB 11.8 a slurmdbd that creates it stops at its next query (client error 5027).
-      pid_dir=$(sed -n 's/^PidFile=//p' "$R$ETC/slurmdbd.conf" | head -1)
-      [ -z "$pid_dir" ] || mkdir -p "$R$(dirname "$pid_dir")"
-      chroot "$R" bash -ec "chown -R slurm:slurm $ETC ${pid_dir:+$(dirname "$pid_dir")}; chmod 600 $ETC/slurmdbd.conf"
-      dbd_port=$(sed -n 's/^DbdPort=//p' "$R$ETC/slurmdbd.conf" | head -1)
-      setsid "$SELF" _private "$R" - "$inst" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
-        > "$RUN/slurmdbd.out" 2>&1 < /dev/null &
-      echo $! > "$RUN/slurmdbd.pid"
-      for _ in $(seq 1 150); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null && break
-        alive "$RUN/slurmdbd.pid" || break
-        sleep 0.2
-      done
-      (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null || {
-        echo "slurmdbd ($inst) did not listen on 127.0.0.1:$dbd_port; its log:" >&2
-        tail -30 "$RUN/slurmdbd.out" >&2; exit 1; }
-    fi
+    if [ -f "$R$ETC/slurmdbd.conf" ] && ! alive "$RUN/slurmdbd.pid"; then start_dbd; fi
     if [ "$(controllers | wc -l)" -gt 1 ]; then
       # High availability: a sackd for the clients, then every controller, each as its pod.
       { echo "127.0.0.1 localhost"; controllers | awk '{print $2, $1}'; } > "$RUN/hosts"
@@ -312,6 +317,12 @@ case "$cmd" in
     ;;
   stop-ctld)
     kill_pidfile "$RUN/slurmctld.pid"
+    ;;
+  stop-dbd)
+    kill_pidfile "$RUN/slurmdbd.pid"
+    ;;
+  start-dbd)
+    start_dbd
     ;;
   crash-ctld)
     # One controller of several dies (SIGKILL: no state saved on the way out).

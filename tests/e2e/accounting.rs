@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::accounting::{AcctSlurm, Mariadb, by_first};
+use crate::support::slurm::sh_on;
 
 /// The bed's cluster with accounting, a QOS limited to MAX_CPU CPUs per user, an account tree
 /// research → vision and users alice (vision) and bob (research and vision).
@@ -382,5 +383,65 @@ on_each_slurm! {
         assert!(qos.contains_key("gpu-high"), "stored in the in-cluster MariaDB: {qos:?}");
         let tables = db.sql(&format!("SHOW TABLES FROM `{}`;", database.as_str().unwrap()));
         assert!(tables.contains("qos_table"), "slurmdbd's tables are in it:\n{tables}");
+    }
+}
+
+on_each_slurm! {
+    /// slurmdbd goes away for a minute while jobs run and finish: slurmctld keeps their records
+    /// and sends them when it returns (`sacct` shows every job), and `apply` meanwhile applies
+    /// the Kubernetes objects and says that accounting could not be read, naming slurmdbd.
+    async fn a_slurmdbd_outage_loses_no_job_record_and_blocks_no_apply() {
+        let release = support::slurm_release();
+        let env = support::TestEnv::new("dbd").await;
+        env.grant_slurmops_role().await;
+        let v1 = cluster_yaml(&env.suffix, 2, true, "")
+            .replace("namespace: slurm", &format!("namespace: {}", env.ns));
+        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let s = AcctSlurm::start(&c, release, &format!("pw-{}", env.suffix));
+        s.start_node("dbd-n1", 2);
+        let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };
+        let (code, out) = cli.run(&s, &v1, true, None);
+        assert_eq!(code, 0, "apply:\n{out}");
+        let before = s.submit("bob", "research", None, 1, 1).await;
+        until("the first job recorded", 60, || s.sacct_state(before).filter(|st| st == "COMPLETED")).await;
+
+        sh_on(release, &["stop-dbd", &s.instance]);
+        let stopped = std::time::Instant::now();
+        let mut during = Vec::new();
+        for user in ["alice", "bob", "bob"] {
+            let account = if user == "alice" { "vision" } else { "research" };
+            during.push(s.submit(user, account, None, 1, 2).await);
+        }
+        for &job in &during {
+            until("a job run and gone during the outage", 60, || s.job(job).is_none().then_some(())).await;
+        }
+        // The pass while slurmdbd is away: the Kubernetes objects applied, accounting named as
+        // what could not be done.
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::write(repo.path().join("cluster.yaml"), &v1).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(["apply", repo.path().to_str().unwrap(), "--wait", "0s"])
+            .args(["--slurmrestd-url", &s.restd_url, "--slurm-jwt", &s.token("root")])
+            .env("KUBECONFIG", &support::bed().kubeconfig_restricted)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("created: StatefulSet/bed-accounting"), "Kubernetes objects applied:\n{text}");
+        assert!(text.contains("error: accounting: cannot read slurmdbd, nothing changed"), "the outage named:\n{text}");
+        assert_eq!(out.status.code(), Some(1), "what could not be done is an error:\n{text}");
+        let outage = Duration::from_secs(60).saturating_sub(stopped.elapsed());
+        tokio::time::sleep(outage).await;
+
+        sh_on(release, &["start-dbd", &s.instance]);
+        let back = std::time::Instant::now();
+        for &job in &during {
+            let state = until("the outage's jobs in sacct", 120, || s.sacct_state(job).filter(|st| st == "COMPLETED")).await;
+            assert_eq!(state, "COMPLETED");
+        }
+        eprintln!(
+            "Slurm {release}: slurmdbd away {:.0} s; jobs recorded after it returned: {}/{} ({:.1} s after)",
+            back.duration_since(stopped).as_secs_f64(), during.len(), during.len(), back.elapsed().as_secs_f64()
+        );
+        env.cleanup().await;
     }
 }
