@@ -150,6 +150,9 @@ pub struct SlurmSummary {
     /// The slurm.conf settings that restart it (a reconfigure cannot change them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub restart_because: Vec<String>,
+    /// Backup controllers running before and after the restart (`controller.ha.backups` of both
+    /// revisions, the smaller): 0 means the scheduler is down while slurmctld restarts.
+    pub backups_through_restart: u32,
     /// Config files change and slurmctld does not restart: its pod's `reconfigure` sidecar
     /// applies them in place (`scontrol reconfigure`) once the kubelet has updated them.
     pub controller_reconfigures: bool,
@@ -647,6 +650,8 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     if s.controller_restarts {
         s.restart_because =
             crate::render::reconfigure::restart_changes(slurm_conf(old), slurm_conf(new));
+        let backups = |c: &ClusterFile| c.spec.controller.ha.as_ref().map_or(0, |h| h.backups);
+        s.backups_through_restart = backups(base_c).min(backups(head.cluster));
     }
     s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);

@@ -354,6 +354,42 @@ fn a_setting_a_reconfigure_cannot_change_restarts_slurmctld_and_the_plan_names_i
 }
 
 #[test]
+fn a_slurmctld_restart_says_whether_the_scheduler_goes_down() {
+    // A new slurmctld image: a restart.
+    let image = |text: &str| {
+        text.replace(
+            "  auth:\n",
+            "  images: {slurmctld: \"registry.example/slurmctld:24.11-fix\"}\n  auth:\n",
+        )
+    };
+    let (_, single) = example("examples/minimal");
+    let out = slurmops::plan::format::text(&plan_of(&single, &image(&single)), "test");
+    assert!(
+        out.contains(
+            "the scheduler is down until it is back: sbatch, srun and squeue fail meanwhile"
+        ),
+        "{out}"
+    );
+    // With a backup before and after, the controllers roll one at a time and clients wait.
+    let (_, ha) = example("examples/ha");
+    let p = plan_of(&ha, &image(&ha));
+    assert!(p.slurm.controller_restarts, "{:?}", p.slurm);
+    assert_eq!(p.slurm.backups_through_restart, 1);
+    let out = slurmops::plan::format::text(&p, "test");
+    assert!(
+        out.contains("the StatefulSet replaces the controllers one at a time, the 1 backup first"),
+        "{out}"
+    );
+    assert!(!out.contains("the scheduler is down"), "{out}");
+    // Adding the backup is itself a restart with none running yet.
+    let out = slurmops::plan::format::text(
+        &plan_of(&single, &ha.replace("name: ha\n", "name: mini\n")),
+        "test",
+    );
+    assert!(out.contains("the scheduler is down"), "{out}");
+}
+
+#[test]
 fn removing_a_node_set_deletes_its_objects_and_warns_about_draining() {
     let (_, text) = example("examples/minimal");
     let two = text.replace(
