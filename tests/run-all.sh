@@ -63,7 +63,7 @@ step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-valida
 # release build here would add minutes to a cold run for nothing.
 cargo build -q
 bin="${CARGO_TARGET_DIR:-target}/debug/slurmops"
-for ex in examples/repo examples/minimal examples/quickstart; do
+for ex in examples/repo examples/minimal examples/quickstart examples/ha; do
   out=$(mktemp -d)
   "$bin" render "$ex" --output-dir "$out" 2>/dev/null
   # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use

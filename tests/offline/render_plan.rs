@@ -40,6 +40,7 @@ fn golden_rendering_of_the_examples() {
         ("examples/repo", "repo"),
         ("examples/minimal", "minimal"),
         ("examples/quickstart", "quickstart"),
+        ("examples/ha", "ha"),
     ] {
         let r = render(&example(dir).0);
         golden(&format!("{name}.objects.yaml"), &objects_yaml(&r));
