@@ -161,6 +161,20 @@ enum Cmd {
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
     Slurm(slurm::Args),
+    /// Print the shell completion script for SHELL.
+    #[command(
+        after_help = "Examples:\n  slurmops completion bash > /etc/bash_completion.d/slurmops\n  slurmops completion zsh > \"${fpath[1]}/_slurmops\"\n  slurmops completion fish > ~/.config/fish/completions/slurmops.fish"
+    )]
+    Completion { shell: clap_complete::Shell },
+    /// Write the manual pages, one per command (slurmops.1, slurmops-plan.1, slurmops-slurm-drain.1, ...).
+    #[command(
+        after_help = "Example:\n  slurmops man --output-dir /usr/local/share/man/man1 && man slurmops-plan"
+    )]
+    Man {
+        /// Where to write them.
+        #[arg(long, default_value = ".")]
+        output_dir: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -242,6 +256,12 @@ fn run(command: Cmd) -> Outcome {
             Ok(Success::Done)
         }
         Cmd::Slurm(args) => slurm::run(args),
+        Cmd::Completion { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "slurmops", &mut std::io::stdout());
+            Ok(Success::Done)
+        }
+        Cmd::Man { output_dir } => man_pages(&output_dir),
         Cmd::Apply(args) => apply::apply_cmd(args),
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),
@@ -251,6 +271,35 @@ fn run(command: Cmd) -> Outcome {
         Cmd::Install(args) => daemon::install(args),
         Cmd::Bench(args) => bench::run(args),
     }
+}
+
+/// Writes a man page for slurmops and one for each of its commands, nested ones included
+/// (`slurmops-slurm-drain.1`), into DIR.
+fn man_pages(dir: &Path) -> Outcome {
+    fn write(
+        cmd: &clap::Command,
+        name: String,
+        dir: &Path,
+        count: &mut usize,
+    ) -> std::io::Result<()> {
+        let page = cmd.clone().name(name.clone());
+        let mut out = Vec::new();
+        clap_mangen::Man::new(page).render(&mut out)?;
+        std::fs::write(dir.join(format!("{name}.1")), out)?;
+        *count += 1;
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            write(sub, format!("{name}-{}", sub.get_name()), dir, count)?;
+        }
+        Ok(())
+    }
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    cmd.build();
+    let mut count = 0;
+    std::fs::create_dir_all(dir)
+        .and_then(|()| write(&cmd, "slurmops".into(), dir, &mut count))
+        .map_err(|e| CliError::Other(format!("writing man pages to {}: {e}", dir.display())))?;
+    eprintln!("{count} man pages written to {}", dir.display());
+    Ok(Success::Done)
 }
 
 /// How a command reaches slurmrestd: the same two flags (or environment variables) for every

@@ -3,6 +3,7 @@
 //! hostile servers on loopback, the vocabulary, the README's test list. Runs without root in seconds:
 //! `cargo test --test offline`.
 
+mod cli;
 mod git_remote;
 mod hostile;
 mod pod_security;

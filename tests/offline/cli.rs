@@ -1,0 +1,95 @@
+//! The command line's conventions: shell completion that a real bash runs, and a man page for
+//! every command, nested ones included.
+
+use std::process::Command;
+
+fn slurmops(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(args)
+        .output()
+        .expect("run slurmops")
+}
+
+/// The commands `slurmops --help` lists (help aside).
+fn commands() -> Vec<String> {
+    let out = slurmops(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    help.split("Commands:\n")
+        .nth(1)
+        .expect("a Commands section")
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bash_completes_commands_and_flags_with_the_generated_script() {
+    let out = slurmops(&["completion", "bash"]);
+    assert!(out.status.success());
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &out.stdout).unwrap();
+    // As bash's programmable completion calls it: the words typed; the command, the word being
+    // completed and the one before as arguments.
+    let complete = |words: &str| {
+        let sh = format!(
+            "source {}; COMP_WORDS=({words}); n=${{#COMP_WORDS[@]}}; COMP_CWORD=$((n - 1)); _slurmops slurmops \"${{COMP_WORDS[n-1]}}\" \"${{COMP_WORDS[n-2]}}\"; echo \"${{COMPREPLY[@]}}\"",
+            script.path().display()
+        );
+        let out = Command::new("bash").args(["-c", &sh]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(complete("slurmops pl"), "plan");
+    let all = complete("slurmops ''");
+    for c in commands() {
+        assert!(all.split(' ').any(|w| w == c), "{c} not offered: {all}");
+    }
+    let flags = complete("slurmops plan --clu");
+    assert!(flags.split(' ').all(|f| f.starts_with("--clu")), "{flags}");
+    assert!(flags.split(' ').any(|f| f == "--cluster"), "{flags}");
+    assert_eq!(complete("slurmops slurm dr"), "drain");
+}
+
+#[test]
+fn zsh_and_fish_scripts_name_the_commands() {
+    let zsh = String::from_utf8(slurmops(&["completion", "zsh"]).stdout).unwrap();
+    assert!(zsh.starts_with("#compdef slurmops"), "{}", &zsh[..80]);
+    let fish = String::from_utf8(slurmops(&["completion", "fish"]).stdout).unwrap();
+    for c in commands() {
+        assert!(zsh.contains(&format!("'{c}:")), "zsh lacks {c}");
+        assert!(fish.contains(&format!("-a \"{c}\"")), "fish lacks {c}");
+    }
+    let out = slurmops(&["completion", "tcsh"]);
+    assert!(!out.status.success(), "an unknown shell is refused");
+}
+
+#[test]
+fn every_command_has_a_man_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = slurmops(&["man", "--output-dir", dir.path().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = |name: &str| {
+        std::fs::read_to_string(dir.path().join(format!("{name}.1")))
+            .unwrap_or_else(|e| panic!("{name}.1: {e}"))
+    };
+    assert!(page("slurmops").contains(".TH slurmops 1"));
+    for c in commands() {
+        let p = page(&format!("slurmops-{c}"));
+        assert!(p.contains(&format!(".TH slurmops-{c} 1")), "{p}");
+    }
+    // Nested commands too, with their own flags.
+    let drain = page("slurmops-slurm-drain");
+    assert!(drain.contains("\\-\\-reason"), "{drain}");
+    assert!(page("slurmops-plan").contains("\\-\\-cluster"));
+}
