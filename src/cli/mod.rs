@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod apply;
 mod autoscale;
 mod bench;
+mod colour;
 mod daemon;
 mod guard;
 mod slurm;
@@ -520,6 +521,7 @@ fn plan_cmd(
 /// Plan P in FMT (TARGET: what it is against).
 fn formatted(p: &plan::Plan, target: &str, fmt: Format) -> String {
     match fmt {
+        Format::Text if colour::stdout() => colour::plan(&format::text(p, target)),
         Format::Text => format::text(p, target),
         Format::Markdown => format::markdown(p, target),
         Format::Json => format::json(p),

@@ -93,3 +93,33 @@ fn every_command_has_a_man_page() {
     assert!(drain.contains("\\-\\-reason"), "{drain}");
     assert!(page("slurmops-plan").contains("\\-\\-cluster"));
 }
+
+#[test]
+fn the_plan_is_coloured_at_a_terminal_only_and_never_with_no_color() {
+    let bin = env!("CARGO_BIN_EXE_slurmops");
+    // At a real terminal: util-linux's `script` runs the command on a pseudo-terminal.
+    let at_terminal = |no_color: bool| {
+        let mut c = Command::new("script");
+        c.args(["-qec", &format!("{bin} plan examples/minimal"), "/dev/null"]);
+        c.env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env("TERM", "xterm");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c.output().expect("run script(1)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = at_terminal(false);
+    assert!(
+        coloured.contains("\x1b[32m+ create ConfigMap slurm/mini-config\x1b[0m"),
+        "{coloured}"
+    );
+    assert!(!at_terminal(true).contains('\x1b'), "NO_COLOR");
+    let piped = String::from_utf8(slurmops(&["plan", "examples/minimal"]).stdout).unwrap();
+    assert!(!piped.contains('\x1b'), "a pipe gets plain text");
+    assert!(
+        piped.contains("+ create ConfigMap slurm/mini-config\n"),
+        "{piped}"
+    );
+}
