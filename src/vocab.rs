@@ -2,7 +2,7 @@
 //! without CRDs has no schema to publish; these labels, annotations, field managers, object
 //! names, drain reasons, Event reasons, condition types and status keys *are* its API, and users'
 //! scripts, alerts and policies depend on them. They live here alone, one line of doc each
-//! (`README.md`'s vocabulary table is generated from `ALL` and checked by a test, and a test
+//! (`docs/vocabulary.md`'s table is generated from `ALL` and checked by a test, and a test
 //! fails when a `slurmops.dev/` or ApplySet name is spelled as a literal anywhere else).
 
 /// The field manager of cluster NAME's apply (`slurmops/NAME`): one per cluster, so that a
@@ -216,7 +216,7 @@ vocabulary! {
     }
 }
 
-/// The vocabulary as a Markdown table (README's "Vocabulary" section).
+/// The vocabulary as a Markdown table (docs/vocabulary.md).
 pub fn markdown() -> String {
     let mut out = String::from("| kind | name | meaning |\n|---|---|---|\n");
     for t in ALL {

@@ -501,7 +501,7 @@ pub struct InstallArgs {
     #[arg(long = "allow-database-host")]
     allow_database_hosts: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
-    /// the scale bench's measured formula (see README, Benchmarks).
+    /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
     workers: u32,
     /// The most jobs their queues will hold: sizes the memory limit too (the daemon keeps the

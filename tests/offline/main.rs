@@ -1,6 +1,6 @@
 //! The offline suite: everything that needs no test bed — validation, render, plan (golden
 //! files), property and hostile input, Pod Security, commit signatures, the git client against
-//! hostile servers on loopback, the vocabulary, the README's test list. Runs without root in seconds:
+//! hostile servers on loopback, the vocabulary, the documentation's test list and links. Runs without root in seconds:
 //! `cargo test --test offline`.
 
 mod cli;

@@ -1,12 +1,28 @@
-//! The README claims only what the tests prove: every test file and script it names exists, and
-//! every test file is named in it (its "What the tests prove" says what each one shows).
+//! The documentation claims only what the tests prove and can be navigated: every test file and
+//! script the README and `docs/` name exists, every test file is named in `docs/tests.md` (which
+//! says what each one shows), every relative link leads to a file and a heading that exist, and
+//! the README stays an entry page.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap()
+/// README.md and every page of docs/, with their paths.
+fn pages() -> Vec<(PathBuf, String)> {
+    let mut out = vec![Path::new(ROOT).join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    out.extend(docs);
+    out.into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect()
 }
 
 /// Every `tests/...` path in TEXT ending in a file extension.
@@ -29,9 +45,47 @@ fn named_paths(text: &str) -> Vec<String> {
     out
 }
 
+/// The targets of TEXT's Markdown links `[text](target)`.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        let tail = &rest[i + 2..];
+        let Some(end) = tail.find(')') else { break };
+        out.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// The anchor GitHub (and mdBook) give heading H: lowercased, punctuation dropped, spaces as `-`.
+fn slug(h: &str) -> String {
+    h.trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of TEXT's headings (outside code blocks).
+fn anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && l.starts_with('#') {
+            out.push(slug(l.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
 #[test]
-fn every_test_file_the_readme_names_exists() {
-    let paths = named_paths(&readme());
+fn every_test_file_the_documentation_names_exists() {
+    let all: String = pages().into_iter().map(|(_, t)| t).collect();
+    let paths = named_paths(&all);
     assert!(paths.len() > 20, "{paths:?}");
     let missing: Vec<&String> = paths
         .iter()
@@ -39,13 +93,13 @@ fn every_test_file_the_readme_names_exists() {
         .collect();
     assert!(
         missing.is_empty(),
-        "README names files that do not exist: {missing:?}"
+        "the documentation names files that do not exist: {missing:?}"
     );
 }
 
 #[test]
-fn every_test_file_is_named_in_the_readme() {
-    let text = readme();
+fn every_test_file_is_named_in_the_tests_page() {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("docs/tests.md")).unwrap();
     let mut unnamed = Vec::new();
     for dir in ["tests/e2e", "tests/offline"] {
         for e in std::fs::read_dir(Path::new(ROOT).join(dir)).unwrap() {
@@ -59,14 +113,92 @@ fn every_test_file_is_named_in_the_readme() {
     unnamed.sort();
     assert!(
         unnamed.is_empty(),
-        "test files the README's \"What the tests prove\" does not name: {unnamed:?}"
+        "test files docs/tests.md (\"What the tests prove\") does not name: {unnamed:?}"
     );
 }
 
 #[test]
-fn named_paths_are_cut_where_the_path_ends() {
+fn every_relative_link_leads_to_a_file_and_a_heading_that_exist() {
+    let pages = pages();
+    let mut broken = Vec::new();
+    for (path, text) in &pages {
+        for target in links(text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = match target.split_once('#') {
+                Some((f, a)) => (f, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let dest = match file {
+                "" => path.clone(),
+                f => path.parent().unwrap().join(f),
+            };
+            let Ok(dest_text) = std::fs::read_to_string(&dest) else {
+                if !dest.is_dir() {
+                    broken.push(format!("{}: {target} (no such file)", path.display()));
+                }
+                continue;
+            };
+            if let Some(a) = anchor
+                && !anchors(&dest_text).iter().any(|x| x == a)
+            {
+                broken.push(format!("{}: {target} (no such heading)", path.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    // The README leads to every page of docs/.
+    let readme = &pages[0].1;
+    for (path, _) in &pages[1..] {
+        let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+        assert!(
+            readme.contains(&format!("]({name}")),
+            "the README does not link {name}"
+        );
+    }
+}
+
+#[test]
+fn the_readme_is_an_entry_page() {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines < 200,
+        "README.md has {lines} lines: reference belongs in docs/"
+    );
+    // It opens with the two commands: the main job on the example, and the test suite.
+    let first_block = readme
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    assert!(
+        first_block.contains("cargo run --release -- plan examples/repo"),
+        "{first_block}"
+    );
+    assert!(
+        first_block.contains("bash tests/run-all.sh"),
+        "{first_block}"
+    );
+}
+
+#[test]
+fn links_and_headings_are_read_as_github_reads_them() {
     assert_eq!(
         named_paths("see `tests/e2e/apply.rs` and tests/bench.sh. Also tests/bed/ and tests/x.rs:"),
         ["tests/bench.sh", "tests/e2e/apply.rs", "tests/x.rs"]
     );
+    assert_eq!(
+        links("a [b](docs/x.md#y) and [c](https://e.example) (not a link)"),
+        ["docs/x.md#y", "https://e.example"]
+    );
+    assert_eq!(slug(" Accounting as code"), "accounting-as-code");
+    assert_eq!(
+        slug(" Maintenance windows (`policy.maintenanceWindows`, `update.window`)"),
+        "maintenance-windows-policymaintenancewindows-updatewindow"
+    );
+    assert_eq!(anchors("# A\n```\n# not\n```\n## B c\n"), ["a", "b-c"]);
 }

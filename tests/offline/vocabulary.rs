@@ -1,6 +1,6 @@
 //! The vocabulary is the API of a tool without CRDs: every label, annotation, field manager,
-//! drain and Event reason, condition type and status key lives in `src/vocab.rs`, and README's
-//! table of them is generated from it.
+//! drain and Event reason, condition type and status key lives in `src/vocab.rs`, and the
+//! table of them in docs/vocabulary.md is generated from it.
 
 use std::path::{Path, PathBuf};
 
@@ -86,18 +86,19 @@ fn every_term_has_a_doc_line_and_a_unique_value() {
 }
 
 #[test]
-fn the_readme_vocabulary_table_is_generated_from_the_module() {
+fn the_documented_vocabulary_table_is_generated_from_the_module() {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/vocabulary.md"))
+            .unwrap();
     let (start, end) = ("<!-- vocabulary:start -->\n", "<!-- vocabulary:end -->");
     let table = readme
         .split_once(start)
         .and_then(|(_, rest)| rest.split_once(end))
         .map(|(t, _)| t)
-        .expect("README.md has a vocabulary table between its markers");
+        .expect("docs/vocabulary.md has a vocabulary table between its markers");
     let want = slurmops::vocab::markdown();
     assert!(
         table == want,
-        "README.md's vocabulary table is stale; between its markers it should read:\n{want}"
+        "docs/vocabulary.md's table is stale; between its markers it should read:\n{want}"
     );
 }
