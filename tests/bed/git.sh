@@ -11,6 +11,7 @@
 # $RUN/known_hosts, so clients pin it (StrictHostKeyChecking=yes).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 RUN=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/git
 GIT_PORT=${SLURMOPS_GIT_PORT:-19418}
 HTTP_PORT=${SLURMOPS_GIT_HTTP_PORT:-18080}
@@ -58,11 +59,11 @@ up() {
   local S=$RUN/ssh
   [ -s "$S/host_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C bed-host -f "$S/host_ed25519"
   [ -s "$S/client_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C bed-client -f "$S/client_ed25519"
-  echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$S/host_ed25519.pub")" > "$RUN/known_hosts"
+  echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$S/host_ed25519.pub")" | put "$RUN/known_hosts"
   # Only git commands, whatever the client asks for.
-  echo "restrict,command=\"git-shell -c \\\"\$SSH_ORIGINAL_COMMAND\\\"\" $(cat "$S/client_ed25519.pub")" > "$S/authorized_keys"
-  chmod 600 "$S/authorized_keys" "$S/host_ed25519" "$S/client_ed25519"
-  cat > "$S/sshd_config" <<CONF
+  echo "restrict,command=\"git-shell -c \\\"\$SSH_ORIGINAL_COMMAND\\\"\" $(cat "$S/client_ed25519.pub")" | put "$S/authorized_keys"
+  chmod 600 "$S/host_ed25519" "$S/client_ed25519"
+  put "$S/sshd_config" <<CONF
 ListenAddress 127.0.0.1
 Port $SSH_PORT
 HostKey $S/host_ed25519

@@ -89,6 +89,7 @@ if [ "${1:-}" = _private ]; then
     sh "$2" "$3" "$4" "${@:5}"
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 BASE=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/slurm
 cmd=${1:-}; shift || true
 inst=${1:-}
@@ -140,7 +141,7 @@ mounts() {
     cp "$BASE/slurm.key" "$BASE/jwt_hs256.key" "$R/etc/slurm/"
     chroot "$R" bash -c 'chown slurm:slurm /etc/slurm/*.key; chmod 600 /etc/slurm/*.key'
   fi
-  printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" > "$R/etc/hosts"
+  printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" | put "$R/etc/hosts"
   exec 8>&-
 }
 
