@@ -318,6 +318,9 @@ pub fn controller(
             Some(Component::Controller),
             None,
         ),
+        // The StatefulSet's defaults (OrderedReady, RollingUpdate) roll the controllers one at
+        // a time from the highest ordinal: the backups first, each Ready before the next, so a
+        // backup stands by while the primary is replaced (tests/e2e/ha.rs).
         spec: Some(StatefulSetSpec {
             replicas: Some(controller_replicas(s) as i32),
             service_name: Some(names.controller_headless()),

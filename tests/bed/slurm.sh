@@ -14,11 +14,13 @@
 #                                           slurmctld per line, each with hostname NAME listening
 #                                           on ADDR, sharing the state directory, and a sackd for
 #                                           the instance's clients; waits until all answer
-#   slurm.sh stop-ctld INST                 stop INST's slurmctld by PID
+#   slurm.sh stop-ctld INST [NAME]          stop INST's slurmctld (or controller NAME of several) by
+#                                           PID: SIGTERM, it saves its state and exits
 #   slurm.sh stop-dbd INST                  stop INST's slurmdbd (an outage: slurmctld keeps running)
 #   slurm.sh start-dbd INST                 start it again, as it was configured
 #   slurm.sh crash-ctld INST NAME           kill controller NAME of several (SIGKILL)
-#   slurm.sh restart-ctld INST NAME         start controller NAME of several again, its state kept
+#   slurm.sh start-ctld-pod INST NAME       start controller NAME of several unless it runs (its pod
+#                                           started), its state kept; wait until all answer
 #   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth; openapi/slurmctld and, when
 #                                           INST runs slurmdbd, openapi/slurmdbd) on 127.0.0.1:PORT;
 #                                           NAME (default slurmrestd) lets a test run its own
@@ -145,12 +147,13 @@ mounts() {
   exec 8>&-
 }
 
+# kill_pidfile FILE [TENTHS]: SIGTERM, SIGKILL after TENTHS tenths of a second (5 s).
 kill_pidfile() {
   local f=$1 p
   [ -f "$f" ] || return 0
   p=$(cat "$f")
   if kill "$p" 2>/dev/null; then
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 "${2:-50}"); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null || true
   fi
   rm -f "$f"
@@ -317,7 +320,8 @@ case "$cmd" in
     kill_pidfile "$RUN/$1.pid"
     ;;
   stop-ctld)
-    kill_pidfile "$RUN/slurmctld.pid"
+    # A controller pod's grace period: slurmctld saves its state on the way out.
+    kill_pidfile "$RUN/slurmctld${1:+-$1}.pid" 300
     ;;
   stop-dbd)
     kill_pidfile "$RUN/slurmdbd.pid"
@@ -332,10 +336,9 @@ case "$cmd" in
     for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     rm -f "$RUN/slurmctld-$1.pid"
     ;;
-  restart-ctld)
-    # That controller's pod back: the same state directory, the others running.
-    kill_pidfile "$RUN/slurmctld-$1.pid"
-    ctld_host "$1"
+  start-ctld-pod)
+    # That controller's pod (back): the same state directory, the others running.
+    alive "$RUN/slurmctld-$1.pid" || ctld_host "$1"
     wait_ctld "$(controllers | wc -l)"
     ;;
   token)

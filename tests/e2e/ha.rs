@@ -4,6 +4,8 @@
 //! SlurmctldTimeout, the running job keeps running, the waiting one starts, a job submitted
 //! during the failover is accepted (Slurm's own client retries it), slurmrestd answers again
 //! and says which controllers answer. (The primary's return is not asserted: see the end.)
+//! A controller rollout through the real StatefulSet controller replaces the backup, then the
+//! primary, while a client submits a job every second: none fails.
 //!
 //! The test host's overlay (see `support::slurm::test_host_overlay`) differs in one more thing:
 //! the two controllers share one network here, where each pod has its own, so each listens on
@@ -23,7 +25,18 @@ use crate::support::slurm::{
     node_state, rendered_slurmd_conf, sh, sh_on, slurmd_port, start_ctld, start_restd,
     test_host_overlay,
 };
-use crate::support::{eventually, slurm_release};
+
+/// The HA example on RELEASE in namespace NS.
+fn example(release: &str, ns: &str) -> String {
+    std::fs::read_to_string("examples/ha/cluster.yaml")
+        .unwrap()
+        .replace(
+            "slurmVersion: \"24.11\"",
+            &format!("slurmVersion: \"{release}\""),
+        )
+        .replace("namespace: slurm\n", &format!("namespace: {ns}\n"))
+}
+use crate::support::{Event, OwnSlurm, TestEnv, bed, eventually, slurm_release};
 
 /// An instance of its own per release: name, slurmctld port, slurmrestd port, and the third
 /// octet of its controllers' loopback addresses.
@@ -114,10 +127,7 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     let (instance, port, restd_port, net) = instance_of(release);
     let t = Bed::new("ha").await;
     // The example on the release under test, in the test's namespace.
-    let text = std::fs::read_to_string("examples/ha/cluster.yaml")
-        .unwrap()
-        .replace("slurmVersion: \"24.11\"", &format!("slurmVersion: \"{release}\""))
-        .replace("namespace: slurm\n", &format!("namespace: {}\n", t.env.ns));
+    let text = example(release, &t.env.ns);
     let c = load("examples/ha/cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let timeout: u64 = r.slurm["slurm.conf"]
@@ -252,9 +262,174 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     // and, when the backup has not finished relinquishing within its wait, reads the state
     // directory while the backup is still saving it: in one CI run on 26.05 it found no job
     // state file, recovered no job and killed the running one as an orphan (Slurm's own log:
-    // "backup not completely done relinquishing control. Old state possible"). A controlled
-    // handback is issue 35's item 3.
+    // "backup not completely done relinquishing control. Old state possible"). So a controller
+    // rollout never hands control over (see the next test).
     sh(&["exec", instance, "scancel", &running]);
+    sh(&["stop", instance]);
+}
+}
+
+/// One submission of the client that submits every second: when, how long sbatch took, and the
+/// job id or why it was refused.
+struct Submission {
+    at: Duration,
+    took: Duration,
+    result: Result<String, String>,
+}
+
+/// A replaced controller pod's image pull: longer than Slurm's MessageTimeout (10 s), for which
+/// a client retries a controller that does not answer, shorter than the rendered
+/// SlurmctldTimeout (30 s), after which the backup takes control.
+const PULL: Duration = Duration::from_secs(12);
+
+on_each_slurm! {
+async fn a_controller_rollout_replaces_the_backup_then_the_primary_and_no_submission_fails() {
+    let release = slurm_release();
+    let (instance, net) = match release {
+        "24.11" => ("hr2411", 4),
+        "25.11" => ("hr2511", 5),
+        "26.05" => ("hr2605", 6),
+        other => panic!("the test bed runs no Slurm {other}"),
+    };
+    let (ctld_port, restd_port) = (slurmd_port(), slurmd_port());
+    let confs = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    // The example's controllers started as the pods' slurmctld would be; each controller pod of
+    // the StatefulSet then stops and starts its own (tests/e2e/support/kubelet.rs).
+    let env = TestEnv::with_own_slurm("harollout", |ns| {
+        let c = load("cluster.yaml", &example(release, ns)).unwrap_or_else(|d| panic!("{d:?}"));
+        let (files, controllers) = ha_overlay(&c, &render(&c), instance, ctld_port, net);
+        let dir = confs.path().join(release);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, content) in &files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+        start_ctld(instance, release, &dir);
+        names = controllers.iter().map(|(n, _)| n.clone()).collect();
+        OwnSlurm {
+            instance: instance.to_string(),
+            ctld_port,
+            restd_port,
+            confs: BTreeMap::from([(release.to_string(), dir)]),
+            controllers,
+            pull: PULL,
+        }
+    })
+    .await;
+    let (primary, backup) = (names[0].clone(), names[1].clone());
+    env.grant_slurmops_role().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = example(release, &env.ns);
+    std::fs::write(dir.path().join("cluster.yaml"), &text).unwrap();
+    let slurmops = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(args)
+            .arg(dir.path())
+            .env("KUBECONFIG", &bed().kubeconfig_restricted)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let (ok, out) = slurmops(&["apply", "--wait", "120s"]);
+    assert!(ok, "{out}");
+    // The example's two workers register with the controllers.
+    eventually("2 idle workers", Duration::from_secs(60), async || {
+        let out = sh(&["exec", instance, "sinfo", "-h", "-N", "-o", "%t"]);
+        (out.lines().filter(|l| l.trim() == "idle").count() == 2).then_some(())
+    })
+    .await;
+
+    // A change that restarts slurmctld: its image.
+    let changed = text.replace(
+        "  controller:\n",
+        "  images:\n    slurmctld: registry.example/slurm/slurmctld:rollout\n  controller:\n",
+    );
+    assert_ne!(changed, text);
+    std::fs::write(dir.path().join("cluster.yaml"), &changed).unwrap();
+    let (_, plan) = slurmops(&["plan", "--cluster"]);
+    assert!(plan.contains("the StatefulSet replaces the controllers one at a time, the 1 backup first"), "{plan}");
+
+    // A user submits a job every second, from before the change until after the rollout.
+    let started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client = {
+        let (done, instance) = (done.clone(), instance.to_string());
+        std::thread::spawn(move || {
+            let mut each = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let instance = instance.clone();
+                each.push(std::thread::spawn(move || {
+                    let at = started.elapsed();
+                    let out = std::process::Command::new("bash")
+                        .args(["tests/bed/slurm.sh", "exec", &instance, "sbatch", "--parsable", "-p", "debug", "-n1", "-c1", "--mem=100M", "-o", "/dev/null", "--wrap", "true"])
+                        .output()
+                        .unwrap();
+                    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                    let result = if out.status.success() && id.parse::<u64>().is_ok() {
+                        Ok(id)
+                    } else {
+                        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+                    };
+                    Submission { at, took: started.elapsed() - at, result }
+                }));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            each.into_iter().map(|t| t.join().unwrap()).collect::<Vec<Submission>>()
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let before = env.kubelet.events().len();
+    let token = sh(&["token", instance, "root"]).trim().to_string();
+    let url = format!("http://127.0.0.1:{restd_port}");
+    let (ok, out) = slurmops(&["apply", "--wait", "180s", "--slurmrestd-url", &url, "--slurm-jwt", &token]);
+    assert!(ok, "{out}");
+    // The StatefulSet's rolling update: each controller pod replaced once, the backup first.
+    let order = eventually("both controller pods replaced", Duration::from_secs(120), async || {
+        let order: Vec<Event> = env.kubelet.events()[before..]
+            .iter()
+            .filter(|e| matches!(e, Event::ControllerStarted { .. } | Event::ControllerStopped { .. }))
+            .cloned()
+            .collect();
+        (order.len() >= 4).then_some(order)
+    })
+    .await;
+    let rolled = started.elapsed();
+    assert_eq!(
+        order,
+        [
+            Event::ControllerStopped { pod: backup.clone() },
+            Event::ControllerStarted { pod: backup.clone() },
+            Event::ControllerStopped { pod: primary.clone() },
+            Event::ControllerStarted { pod: primary.clone() },
+        ]
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let submissions = client.join().unwrap();
+
+    // Not one submission failed, and every job accepted is known and runs to its end.
+    let failed: Vec<String> = submissions
+        .iter()
+        .filter_map(|s| s.result.as_ref().err().map(|e| format!("at {:.1}s after {:.1}s: {e}", s.at.as_secs_f64(), s.took.as_secs_f64())))
+        .collect();
+    let slowest = submissions.iter().map(|s| s.took).max().unwrap_or_default();
+    eprintln!(
+        "Slurm {release}: controller rollout done {:.1} s into the run; {} submissions, {} failed, the slowest accepted after {:.1} s",
+        rolled.as_secs_f64(),
+        submissions.len(),
+        failed.len(),
+        slowest.as_secs_f64()
+    );
+    assert!(submissions.len() >= 10, "{} submissions", submissions.len());
+    assert!(failed.is_empty(), "submissions refused during the rollout:\n{}", failed.join("\n"));
+    for id in submissions.iter().filter_map(|s| s.result.as_ref().ok()) {
+        assert_eq!(until_state(instance, id, &["COMPLETED"], 60).await, "COMPLETED", "job {id}");
+    }
+    // The primary has control again, the backup stands by.
+    let ping = scontrol(instance, &["ping"]);
+    assert!(ping.contains(&format!("at {primary} is UP")) && ping.contains(&format!("at {backup} is UP")), "{ping}");
+    env.cleanup().await;
     sh(&["stop", instance]);
 }
 }

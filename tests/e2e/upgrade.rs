@@ -95,6 +95,8 @@ async fn a_slurm_version_commit_upgrades_24_11_to_26_05_in_place_and_the_running
             ctld_port,
             restd_port,
             confs,
+            controllers: Vec::new(),
+            pull: Duration::ZERO,
         }
     };
     let env = TestEnv::with_own_slurm("upgrade", own).await;
@@ -304,6 +306,8 @@ fn own_24_11(
         ctld_port: ports.0,
         restd_port: ports.1,
         confs: BTreeMap::from([("24.11".to_string(), conf)]),
+        controllers: Vec::new(),
+        pull: Duration::ZERO,
     }
 }
 

@@ -50,6 +50,14 @@ pub enum Event {
         release: String,
     },
     SlurmctldStopped,
+    /// A controller pod's slurmctld, of several (`OwnSlurm::controllers`), started and answers.
+    ControllerStarted {
+        pod: String,
+    },
+    /// A controller pod's slurmctld, of several, stopped (SIGTERM: it saved its state).
+    ControllerStopped {
+        pod: String,
+    },
     /// The controller pod's `reconfigure` sidecar started.
     SidecarStarted,
     /// A new version of the controller's ConfigMap was written into its config directory.
@@ -111,6 +119,11 @@ pub struct OwnSlurm {
     pub restd_port: u16,
     /// The test-host Slurm config directory, by release.
     pub confs: BTreeMap<String, std::path::PathBuf>,
+    /// High availability: every controller's pod name and address, primary first (the test
+    /// starts them; each controller pod then stops and starts its own). Empty: one slurmctld.
+    pub controllers: Vec<(String, String)>,
+    /// How long a replaced controller pod (of several) takes to start: its new image's pull.
+    pub pull: Duration,
 }
 
 pub struct Kubelet {
@@ -242,6 +255,8 @@ impl Drop for Kubelet {
                 Some(Daemon::Slurmctld) => {
                     slurm::sh(&["stop-sidecar", &instance, "reconfigure"]);
                     slurm::sh(&["stop-ctld", &instance]);
+                    // One controller of several: its own (nothing when there is none).
+                    slurm::sh(&["stop-ctld", &instance, &r.hostname]);
                     continue;
                 }
                 Some(Daemon::Slurmrestd) => {
@@ -358,11 +373,22 @@ impl State {
             None => Target {
                 instance: slurm_instance().to_string(),
                 ctld_port: bed().slurmctld_port,
+                conf_server: format!("localhost:{}", bed().slurmctld_port),
                 release: super::slurm_release().to_string(),
             },
             Some(o) => Target {
                 instance: o.instance.clone(),
                 ctld_port: o.ctld_port,
+                conf_server: if o.controllers.is_empty() {
+                    format!("localhost:{}", o.ctld_port)
+                } else {
+                    let servers: Vec<String> = o
+                        .controllers
+                        .iter()
+                        .map(|(_, addr)| format!("{addr}:{}", o.ctld_port))
+                        .collect();
+                    servers.join(",")
+                },
                 release: pod
                     .metadata
                     .labels
@@ -379,6 +405,7 @@ impl State {
     /// kubelet restarts a failed container).
     async fn start_daemon(
         &self,
+        pod: &str,
         spec: &k8s_openapi::api::core::v1::PodSpec,
         t: &Target,
     ) -> Result<Option<Daemon>, ()> {
@@ -394,6 +421,28 @@ impl State {
             return Ok(None);
         };
         let release = t.release.clone();
+        if daemon == Daemon::Slurmctld && !own.controllers.is_empty() {
+            // One controller of several: this pod's own (no reconfigure sidecar run here); a
+            // replaced pod's new image is pulled first.
+            let stopped = Event::ControllerStopped {
+                pod: pod.to_string(),
+            };
+            if self.events.lock().unwrap().contains(&stopped) {
+                tokio::time::sleep(own.pull).await;
+            }
+            let (i, r, p) = (own.instance.clone(), release.clone(), pod.to_string());
+            let up = tokio::task::spawn_blocking(move || slurm::start_ctld_pod(&i, &r, &p))
+                .await
+                .unwrap_or(false);
+            if !up {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Err(());
+            }
+            self.event(Event::ControllerStarted {
+                pod: pod.to_string(),
+            });
+            return Ok(Some(daemon));
+        }
         let r = release.clone();
         let up = tokio::task::spawn_blocking(move || match daemon {
             Daemon::Slurmctld => {
@@ -480,7 +529,7 @@ impl State {
         }
         if !started {
             let target = self.target(pod);
-            let Ok(daemon) = self.start_daemon(&spec, &target).await else {
+            let Ok(daemon) = self.start_daemon(&hostname, &spec, &target).await else {
                 return;
             };
             if daemon == Some(Daemon::Slurmrestd) {
@@ -683,6 +732,15 @@ impl State {
             .filter(|d| *d == Daemon::Slurmctld || owner.as_deref() == Some(uid))
         {
             let i = instance.clone();
+            if d == Daemon::Slurmctld
+                && self.own.as_ref().is_some_and(|o| !o.controllers.is_empty())
+            {
+                let h = r.hostname.clone();
+                let _ =
+                    tokio::task::spawn_blocking(move || slurm::sh(&["stop-ctld", &i, &h])).await;
+                self.event(Event::ControllerStopped { pod: r.hostname });
+                return;
+            }
             if d == Daemon::Slurmctld {
                 self.ctld_files.lock().unwrap().take();
             }

@@ -56,6 +56,15 @@ pub fn start_ctld_keeping_state(instance: &str, release: &str, conf: &std::path:
     try_start(&["start-ctld", instance, &conf], &env)
 }
 
+/// Starts controller NAME of INSTANCE's several (its pod started), its state kept, unless it
+/// runs; false when not every controller answers.
+pub fn start_ctld_pod(instance: &str, release: &str, name: &str) -> bool {
+    try_start(
+        &["start-ctld-pod", instance, name],
+        &[("SLURM_RELEASE", release)],
+    )
+}
+
 /// Starts slurmrestd (JWT) of INSTANCE from Slurm RELEASE's chroot on 127.0.0.1:PORT; false
 /// when it did not come up (slurmctld not up yet, say).
 pub fn start_restd(instance: &str, release: &str, port: u16) -> bool {

@@ -19,6 +19,8 @@ pub(super) fn unpullable(c: &Container) -> bool {
 pub(super) struct Target {
     pub instance: String,
     pub ctld_port: u16,
+    /// slurmd's `--conf-server`: `localhost:PORT`, or every controller's `ADDR:PORT`.
+    pub conf_server: String,
     pub release: String,
 }
 
@@ -35,7 +37,7 @@ pub(super) fn start_slurmd(c: &Container, hostname: &str, t: &Target) -> u16 {
             "--conf-server" => {
                 it.next();
                 rest.push(a);
-                rest.push(format!("localhost:{}", t.ctld_port));
+                rest.push(t.conf_server.clone());
             }
             _ => rest.push(a),
         }
