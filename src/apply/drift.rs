@@ -27,6 +27,7 @@ pub async fn drift(
     base: Option<(&ClusterFile, &Rendered)>,
 ) -> Result<Plan, ApplyError> {
     served(cluster, applied)?;
+    super::state_claim::check(cluster, c).await?;
     let live = members(cluster, c, applied).await?;
     let desired = desired(c, applied, cluster, &live);
     let manager = field_manager(c);

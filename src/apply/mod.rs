@@ -12,6 +12,7 @@ pub mod health;
 mod prune;
 pub mod rbac;
 mod report;
+mod state_claim;
 mod survey;
 pub mod upgrade;
 mod window;
@@ -112,6 +113,14 @@ pub enum ApplyError {
         "{object}: controller.metrics.serviceMonitor needs the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1), which this cluster does not serve. Install the Prometheus Operator's CRDs, or set serviceMonitor.enabled: false and scrape the annotated Service; nothing was changed"
     )]
     NoServiceMonitor { object: String },
+    #[error(
+        "controller.ha: the controllers share their state on PersistentVolumeClaim {claim} (controller.persistence.existingClaim), which {problem} in {namespace}. Backups need a ReadWriteMany claim (NFS, CephFS, Filestore...): create one and name it there; nothing was changed"
+    )]
+    StateClaim {
+        claim: String,
+        namespace: String,
+        problem: String,
+    },
     #[error("timed out after {after:?} waiting for: {pending}")]
     Timeout { after: Duration, pending: String },
     #[error(

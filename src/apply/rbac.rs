@@ -54,6 +54,8 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
         &["pods"],
         &["get", "list", "watch", "create", "delete", "patch"],
     ),
+    // controller.ha: the state claim must be ReadWriteMany (read once per apply).
+    (&[""], &["persistentvolumeclaims"], &["get"]),
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),
     (&[""], &["events"], &["create", "patch"]),

@@ -89,6 +89,7 @@ pub async fn survey(
 ) -> Result<Survey, ApplyError> {
     let detect_only = opts.detect_only || c.spec.policy.detect_drift_only;
     served(cluster, r)?;
+    super::state_claim::check(cluster, c).await?;
     let live = members(cluster, c, r).await?;
     let desired = desired(c, r, cluster, &live);
     if !cluster.dra

@@ -699,3 +699,58 @@ async fn each_cluster_applies_under_its_own_field_manager_and_takes_over_the_old
     assert_eq!(writes(&out), 0, "{out}");
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn backup_controllers_are_refused_unless_their_state_claim_is_read_write_many() {
+    let env = TestEnv::new("stateclaim").await;
+    env.grant_slurmops_role().await;
+    let example = std::fs::read_to_string("examples/ha/cluster.yaml")
+        .unwrap()
+        .replace("namespace: slurm\n", &format!("namespace: {}\n", env.ns));
+    let repo = temp_repo();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let refused = |claim: &str, why: &str| {
+        write(
+            repo.path(),
+            &example.replace(
+                "existingClaim: slurmctld-state-rwx",
+                &format!("existingClaim: {claim}"),
+            ),
+        );
+        let (code, out, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(
+            err.contains(&format!("PersistentVolumeClaim {claim}"))
+                && err.contains(why)
+                && err.contains("ReadWriteMany"),
+            "{err}"
+        );
+    };
+    // No such claim; a ReadWriteOnce one: the backup could never mount the state.
+    refused("state-missing", "which does not exist");
+    // The plan of the live cluster says so too.
+    let (code, out, err) = slurmops(&["plan", repo.path().to_str().unwrap(), "--cluster"]);
+    assert!(
+        code == 1
+            && err.contains("PersistentVolumeClaim state-missing ")
+            && err.contains("which does not exist"),
+        "{code}: {out}{err}"
+    );
+    env.state_claim("state-rwo", "ReadWriteOnce").await;
+    refused("state-rwo", "which is ReadWriteOnce");
+    // Refused before the first write: not even the ApplySet parent exists.
+    assert!(cms.get_opt("ha-applyset").await.unwrap().is_none());
+
+    // A ReadWriteMany claim: applied.
+    env.state_claim("state-rwx", "ReadWriteMany").await;
+    write(
+        repo.path(),
+        &example.replace(
+            "existingClaim: slurmctld-state-rwx",
+            "existingClaim: state-rwx",
+        ),
+    );
+    apply_ok(repo.path(), &["--wait", "0s"]);
+    assert!(cms.get_opt("ha-applyset").await.unwrap().is_some());
+    env.cleanup().await;
+}

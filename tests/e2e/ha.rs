@@ -183,6 +183,7 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     };
     // The daemon follows the example's repository, reading Slurm through this slurmrestd: its
     // status says which controller has control.
+    t.env.state_claim("slurmctld-state-rwx", "ReadWriteMany").await;
     let commit = t.repo.push(&text, "ha");
     let restd_url = format!("http://127.0.0.1:{restd_port}");
     let _daemon = Daemon::start_as(
@@ -318,6 +319,7 @@ async fn a_controller_rollout_replaces_the_backup_then_the_primary_and_no_submis
     .await;
     let (primary, backup) = (names[0].clone(), names[1].clone());
     env.grant_slurmops_role().await;
+    env.state_claim("slurmctld-state-rwx", "ReadWriteMany").await;
     let dir = tempfile::tempdir().unwrap();
     let text = example(release, &env.ns);
     std::fs::write(dir.path().join("cluster.yaml"), &text).unwrap();

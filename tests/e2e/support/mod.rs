@@ -65,8 +65,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
@@ -170,6 +170,23 @@ impl TestEnv {
     }
 
     /// Binds the Role slurmops documents for itself to the bed's restricted identity here.
+    /// A PersistentVolumeClaim NAME with access MODE, as a site creates for the controllers'
+    /// state (nothing binds it here); without the protection finalizer, so the namespace goes.
+    pub async fn state_claim(&self, name: &str, mode: &str) {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &self.ns);
+        let body: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": [mode], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .unwrap();
+        api.create(&PostParams::default(), &body)
+            .await
+            .unwrap_or_else(|e| panic!("create PersistentVolumeClaim {name}: {e}"));
+        let strip = json!({"metadata": {"finalizers": null}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(strip))
+            .await
+            .unwrap_or_else(|e| panic!("strip PersistentVolumeClaim {name}'s finalizer: {e}"));
+    }
+
     pub async fn grant_slurmops_role(&self) {
         self.grant_slurmops_role_for(&[None]).await;
     }
