@@ -369,8 +369,11 @@ pub struct StatusArgs {
     #[command(flatten)]
     kube: KubeArgs,
     /// Redraw every 2 seconds (a table to follow a long rollout).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output")]
     watch: bool,
+    /// text, or json for scripts (one document: `version`, `statuses`).
+    #[arg(long, short = 'o', value_enum, default_value_t = super::Output::Text)]
+    output: super::Output,
 }
 
 /// `slurmops status`: the daemon's status ConfigMap, readable; `--watch` redraws it.
@@ -381,6 +384,10 @@ pub fn status(a: StatusArgs) -> Outcome {
             .map_err(|e| e.to_string())?;
         loop {
             let all = read_statuses(&cluster.client, &a.namespace, a.cluster.as_deref()).await?;
+            if matches!(a.output, super::Output::Json) {
+                print!("{}", crate::status::show::json(&all));
+                return Ok(());
+            }
             let now = k8s_openapi::jiff::Timestamp::now();
             let text = crate::status::show::all(&all, now.as_second());
             if !a.watch {

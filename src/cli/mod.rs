@@ -90,6 +90,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Check cluster.yaml; print every problem as FILE:LINE:COL: error: PATH: message (hint).
+    #[command(
+        after_help = "Examples:\n  slurmops validate examples/repo\n  slurmops validate --guardrails --policy policy.yaml .\n  slurmops validate -o json . | jq '.errors'"
+    )]
     Validate {
         /// cluster.yaml, or a directory holding one.
         #[arg(default_value = ".")]
@@ -100,8 +103,15 @@ enum Cmd {
         guardrails: bool,
         #[command(flatten)]
         guard: guard::GuardArgs,
+        /// text, or json for scripts (`version`, `file`, `valid`, `nodeSets`, `partitions`,
+        /// `errors` and `refused`, each problem with file, line, col, path, message, hint).
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// Print the Kubernetes objects cluster.yaml renders to (multi-document YAML).
+    #[command(
+        after_help = "Examples:\n  slurmops render examples/repo | kubectl apply --dry-run=server -f -\n  slurmops render --output-dir rendered/ examples/repo"
+    )]
     Render {
         #[arg(default_value = ".")]
         path: PathBuf,
@@ -110,6 +120,9 @@ enum Cmd {
         output_dir: Option<PathBuf>,
     },
     /// Show what applying cluster.yaml would change. Exit 0: no change, 2: changes, 1: error.
+    #[command(
+        after_help = "Examples:\n  slurmops plan --base origin/main --head HEAD -o markdown > plan.md\n  slurmops plan --cluster --slurmrestd-url http://slurm-restapi.slurm:6820 examples/repo"
+    )]
     Plan {
         #[arg(default_value = ".")]
         path: PathBuf,
@@ -131,7 +144,8 @@ enum Cmd {
         /// jobs, the next pass's steps).
         #[command(flatten)]
         slurm: SlurmArgs,
-        #[arg(long, value_enum, default_value_t = Format::Text)]
+        /// text, markdown (a pull request's comment) or json.
+        #[arg(long = "output", short = 'o', visible_alias = "format", value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Refuse, as the daemon will, what its guardrails refuse (safe by default), widened by
         /// the same flags as the install's: a pull request's plan fails where the daemon would.
@@ -141,26 +155,56 @@ enum Cmd {
         guard: guard::GuardArgs,
     },
     /// Apply cluster.yaml to the cluster: server-side apply, prune what left it, wait until available.
+    #[command(
+        after_help = "Examples:\n  slurmops apply examples/repo\n  SLURM_JWT=$(cat token) slurmops apply --slurmrestd-url http://slurm-restapi.slurm:6820 --wait 30m ."
+    )]
     Apply(apply::ApplyArgs),
     /// Replace outdated workers of NodeSets, each drained in Slurm before its pod is deleted.
+    #[command(
+        after_help = "Examples:\n  SLURM_JWT=$(cat token) slurmops rollout --slurmrestd-url http://slurm-restapi.slurm:6820 .\n  slurmops rollout --node-set gpu --ignore-window --slurmrestd-url http://slurm-restapi.slurm:6820 ."
+    )]
     Rollout(apply::RolloutArgs),
     /// Scale autoscaled NodeSets from Slurm's queue: pending jobs add workers, idle ones are
     /// drained and removed.
+    #[command(
+        after_help = "Example:\n  SLURM_JWT=$(cat token) slurmops autoscale --once --slurmrestd-url http://slurm-restapi.slurm:6820 ."
+    )]
     Autoscale(autoscale::Args),
     /// Slurm node state onto worker pods (a condition), cordoned nodes drained, workers that
     /// never registered replaced.
+    #[command(
+        after_help = "Example:\n  SLURM_JWT=$(cat token) slurmops sync --once --slurmrestd-url http://slurm-restapi.slurm:6820 ."
+    )]
     Sync(sync::Args),
     /// The daemon: follow a git repository and keep the cluster at its cluster.yaml.
+    #[command(
+        after_help = "Examples:\n  slurmops run --repo https://git.example.com/hpc/cluster.git --once --no-slurm\n  slurmops run --config /etc/slurmops/daemon.yaml"
+    )]
     Run(Box<daemon::RunArgs>),
     /// What the daemon last did (its status ConfigMap).
+    #[command(
+        after_help = "Examples:\n  slurmops status --namespace slurmops\n  slurmops status --namespace slurmops --watch\n  slurmops status -o json | jq -r '.statuses[].result'"
+    )]
     Status(daemon::StatusArgs),
     /// The daemon's own objects (Deployment, ServiceAccount, Role, RoleBinding, Service).
+    #[command(
+        after_help = "Example:\n  slurmops install --print --repo https://git.example.com/hpc/cluster.git --namespace slurmops > slurmops.yaml"
+    )]
     Install(daemon::InstallArgs),
     /// Measure: offline plan at scale, render scaling, parser throughput, footprint.
+    #[command(
+        after_help = "Examples:\n  slurmops bench\n  slurmops bench --json bench.json --kubeconfig bed.kubeconfig"
+    )]
     Bench(bench::Args),
     /// Print the JSON Schema of cluster.yaml.
+    #[command(
+        after_help = "Example:\n  slurmops schema > cluster.schema.json   # then: # yaml-language-server: $schema=cluster.schema.json"
+    )]
     Schema,
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
+    #[command(
+        after_help = "Examples:\n  slurmops slurm nodes --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token\n  slurmops slurm drain gpu-3 --reason 'bad HBM' --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token"
+    )]
     Slurm(slurm::Args),
     /// Print the shell completion script for SHELL.
     #[command(
@@ -176,6 +220,13 @@ enum Cmd {
         #[arg(long, default_value = ".")]
         output_dir: PathBuf,
     },
+}
+
+/// `--output` of the commands that print what a script would parse.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Output {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -211,7 +262,14 @@ fn run(command: Cmd) -> Outcome {
             path,
             guardrails,
             guard,
+            output: Output::Text,
         } => validate(&path, guardrails.then_some(&guard)),
+        Cmd::Validate {
+            path,
+            guardrails,
+            guard,
+            output: Output::Json,
+        } => validate_json(&path, guardrails.then_some(&guard)),
         Cmd::Render { path, output_dir } => render_cmd(&path, output_dir.as_deref()),
         Cmd::Plan {
             ref path,
@@ -452,6 +510,41 @@ fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
         );
     }
     Ok(Success::Done)
+}
+
+/// `validate --output json`: one document on stdout whatever the verdict (exit 1 when invalid
+/// or refused); only a file that cannot be read, or a policy file that does not, is an error on
+/// stderr.
+fn validate_json(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
+    let g = guard.map(guardrails).transpose()?;
+    let l = read(path)?;
+    let (c, errors) = match spec::load(&l.name, &l.text) {
+        Ok(c) => (Some(c), Vec::new()),
+        Err(d) => (None, d),
+    };
+    let refused = match (&c, &g) {
+        (Some(c), Some(g)) => spec::refusals(&l.name, &l.text, c, g),
+        _ => Vec::new(),
+    };
+    let valid = c.is_some() && refused.is_empty();
+    let doc = serde_json::json!({
+        "version": 1,
+        "file": l.name,
+        "valid": valid,
+        "nodeSets": c.as_ref().map(|c| c.spec.node_sets.len()),
+        "partitions": c.as_ref().map(|c| c.spec.partitions.len()),
+        "errors": errors,
+        "refused": refused,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+    );
+    if valid {
+        Ok(Success::Done)
+    } else {
+        Err(Reported.into())
+    }
 }
 
 /// Multi-document YAML of every rendered object, in apply order.

@@ -21,18 +21,34 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Cmd {
     /// Table of nodes: state, reason, jobs, NodeSet.
-    Nodes,
+    #[command(
+        after_help = "Examples:\n  slurmops slurm nodes --slurmrestd-url http://slurm-restapi:6820 --slurm-jwt-file token\n  slurmops slurm nodes -o json | jq -r '.nodes[] | select(.jobs == []) | .name'"
+    )]
+    Nodes {
+        /// text, or json for scripts (`version`, `nodes`: name, state, reason, jobs, nodeSet).
+        #[arg(long, short = 'o', value_enum, default_value_t = super::Output::Text)]
+        output: super::Output,
+    },
     /// Drain NODE (reason prefixed "slurmops:"); a drain someone else set is left untouched.
+    #[command(
+        after_help = "Example:\n  slurmops slurm drain gpu-3 --reason 'bad HBM' --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token"
+    )]
     Drain {
         node: String,
         #[arg(long)]
         reason: String,
     },
     /// Resume NODE, only if slurmops drained it.
+    #[command(
+        after_help = "Example:\n  slurmops slurm resume gpu-3 --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token"
+    )]
     Resume { node: String },
     /// Compare slurmdbd's QOS, accounts and users with cluster.yaml's `spec.accounting`, in
     /// Slurm's words; with --apply, reconcile them (the accounting step of `apply`, without
     /// Kubernetes). Exit 0 nothing to do, 2 changes (without --apply), 1 error.
+    #[command(
+        after_help = "Examples:\n  slurmops slurm accounting cluster.yaml --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token\n  slurmops slurm accounting cluster.yaml --apply --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token"
+    )]
     Accounting {
         /// cluster.yaml (file or directory).
         file: PathBuf,
@@ -118,7 +134,7 @@ pub fn run(args: Args) -> Outcome {
     let client = connected?;
     rt.block_on(async {
         match &args.cmd {
-            Cmd::Nodes => nodes(&client).await,
+            Cmd::Nodes { output } => nodes(&client, *output).await,
             Cmd::Drain { node, reason } => drain(&client, node, reason).await,
             Cmd::Resume { node } => resume(&client, node).await,
             Cmd::Accounting {
@@ -246,7 +262,7 @@ pub fn node_set_of(n: &Node) -> Option<&str> {
     (is_ordinal && n.features.iter().any(|f| f == prefix)).then_some(prefix)
 }
 
-async fn nodes(client: &Client) -> Outcome {
+async fn nodes(client: &Client, output: super::Output) -> Outcome {
     let nodes = client.nodes().await?;
     // The queue only when some node holds jobs (see `SlurmNodes::jobs_on`).
     let jobs = match nodes.values().any(|n| n.state.is_busy()) {
@@ -263,6 +279,27 @@ async fn nodes(client: &Client) -> Outcome {
                 ids.push(id);
             }
         }
+    }
+    if matches!(output, super::Output::Json) {
+        let list: Vec<serde_json::Value> = nodes
+            .values()
+            .map(|n| {
+                let jobs: Vec<u64> = on
+                    .get(n.name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|id| id.parse().ok())
+                    .collect();
+                serde_json::json!({"name": n.name, "state": n.state.to_string(),
+                    "reason": n.reason, "jobs": jobs, "nodeSet": node_set_of(n)})
+            })
+            .collect();
+        let doc = serde_json::json!({"version": 1, "nodes": list});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+        );
+        return Ok(Success::Done);
     }
     let mut rows = vec![[
         "NODE".to_string(),

@@ -391,6 +391,7 @@ pub fn markdown(p: &Plan, target: &str) -> String {
 
 pub fn json(p: &Plan) -> String {
     let v = json!({
+        "version": 1,
         "changes": p.changes,
         "slurm": p.slurm,
         "warnings": p.warnings,

@@ -75,7 +75,7 @@ impl fmt::Display for Path {
 }
 
 /// One problem in one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
     pub file: String,
     pub line: usize,

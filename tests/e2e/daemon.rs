@@ -156,6 +156,43 @@ async fn pushes_and_signed_webhooks_sync_the_cluster_and_invalid_commits_are_not
         "{printed}"
     );
     assert!(printed.contains("replicaz"), "{printed}");
+    // The same for a script: one JSON document, the error lines a list.
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["status", "--namespace", &env.ns, "-o", "json"])
+        .env("KUBECONFIG", &bed().kubeconfig_restricted)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status -o json: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let st = &doc["statuses"][0];
+    assert_eq!(
+        (
+            &doc["version"],
+            &st["result"],
+            &st["resultCommit"],
+            &st["lastAppliedCommit"],
+            &st["cluster"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("invalid"),
+            &serde_json::json!(c4),
+            &serde_json::json!(c3),
+            &serde_json::Value::Null
+        ),
+        "{doc}"
+    );
+    let errors = st["errors"].as_array().expect("errors as a list");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().is_some_and(|e| e.contains("replicaz"))),
+        "{doc}"
+    );
 
     // History rewritten (the invalid commit dropped, a new one force-pushed): followed.
     git(&repo.src, &["reset", "-q", "--hard", &c3]);

@@ -399,6 +399,20 @@ async fn admin_cli_lists_drains_and_refuses_to_resume_someone_elses_drain() {
         out.lines()
             .any(|l| l.starts_with(&node.name) && l.contains("slurmops: kernel upgrade"))
     );
+    // The same for a script.
+    let (code, out, err) = run(&["nodes", "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let n = doc["nodes"]
+        .as_array()
+        .and_then(|l| l.iter().find(|n| n["name"] == node.name.as_str()))
+        .unwrap_or_else(|| panic!("{} not in {doc}", node.name));
+    assert_eq!(
+        (&n["reason"], &n["jobs"], &n["nodeSet"]),
+        (&serde_json::json!("slurmops: kernel upgrade"), &serde_json::json!([]), &serde_json::json!(ns)),
+        "{n}"
+    );
+    assert!(n["state"].as_str().is_some_and(|s| s.contains("DRAIN")), "{n}");
     let (code, _, _) = run(&["resume", &node.name]);
     assert_eq!(code, Some(0));
     wait_idle(&c, &node.name).await;

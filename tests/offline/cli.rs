@@ -123,3 +123,97 @@ fn the_plan_is_coloured_at_a_terminal_only_and_never_with_no_color() {
         "{piped}"
     );
 }
+
+#[test]
+fn every_command_shows_an_example_in_its_help() {
+    // Every command and nested command, as the man pages list them.
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        slurmops(&["man", "--output-dir", dir.path().to_str().unwrap()])
+            .status
+            .success()
+    );
+    let mut seen = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(words) = name
+            .strip_suffix(".1")
+            .and_then(|n| n.strip_prefix("slurmops-"))
+        else {
+            continue;
+        };
+        let mut args: Vec<&str> = words.split('-').collect();
+        args.push("--help");
+        let help = String::from_utf8(slurmops(&args).stdout).unwrap();
+        assert!(
+            help.lines().any(|l| l.starts_with("Example"))
+                && help
+                    .lines()
+                    .any(|l| l.starts_with("  ") && l.contains("slurmops ")),
+            "slurmops {words} --help shows no example:\n{help}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= commands().len(), "{seen} pages");
+}
+
+#[test]
+fn validate_prints_one_json_document_for_scripts_whatever_the_verdict() {
+    let json = |args: &[&str]| {
+        let out = slurmops(args);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), doc)
+    };
+    let (code, doc) = json(&["validate", "examples/repo", "-o", "json"]);
+    assert_eq!(code, Some(0), "{doc}");
+    assert_eq!(doc["valid"], true);
+    assert_eq!(doc["version"], 1);
+    assert!(doc["nodeSets"].as_u64().is_some_and(|n| n > 0), "{doc}");
+    assert_eq!(doc["errors"], serde_json::json!([]));
+
+    // An invalid file: exit 1, each problem with its position.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string("examples/minimal/cluster.yaml").unwrap();
+    let broken = text.replacen("replicas:", "replicaz:", 1);
+    assert_ne!(broken, text);
+    std::fs::write(dir.path().join("cluster.yaml"), &broken).unwrap();
+    let (code, doc) = json(&["validate", dir.path().to_str().unwrap(), "--output", "json"]);
+    assert_eq!(code, Some(1), "{doc}");
+    assert_eq!(doc["valid"], false);
+    let e = doc["errors"]
+        .as_array()
+        .and_then(|l| l.iter().find(|e| e["path"] == "spec.nodeSets[0].replicaz"))
+        .unwrap_or_else(|| panic!("{doc}"));
+    let line = broken.lines().position(|l| l.contains("replicaz")).unwrap() + 1;
+    assert_eq!(e["line"], line, "{doc}");
+    assert!(
+        e["col"].as_u64().is_some_and(|c| c > 0)
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("replicaz")),
+        "{doc}"
+    );
+
+    // Valid but refused by the guardrails (the example asks for a privileged login container):
+    // listed apart from the errors.
+    let (code, doc) = json(&["validate", "examples/repo", "--guardrails", "-o", "json"]);
+    assert_eq!(code, Some(1), "{doc}");
+    assert_eq!(
+        (&doc["valid"], &doc["errors"]),
+        (&serde_json::json!(false), &serde_json::json!([])),
+        "{doc}"
+    );
+    let refused = doc["refused"].as_array().expect("refused as a list");
+    assert!(
+        refused
+            .iter()
+            .any(|r| r["path"] == "spec.loginSets[0].containerSecurityContext.privileged"),
+        "{doc}"
+    );
+}
