@@ -249,6 +249,30 @@ pub fn controllers(pings: &[crate::slurm::client::Ping]) -> String {
     }
 }
 
+/// Every daemon's status of a namespace as one JSON document for scripts (`slurmops status
+/// --output json`, version 1): the status ConfigMap's keys, with `nodeSets` as the list it holds,
+/// `errors` as a list of lines, and `cluster` (null for a daemon without `--cluster`). Keys are
+/// added, never renamed or removed, within a version.
+pub fn json(statuses: &[(Option<String>, Status)]) -> String {
+    let items: Vec<serde_json::Value> = statuses
+        .iter()
+        .map(|(cluster, s)| {
+            let mut item: serde_json::Map<String, serde_json::Value> = s
+                .to_data()
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::String(v)))
+                .collect();
+            item.insert("cluster".into(), serde_json::json!(cluster));
+            item.insert("nodeSets".into(), serde_json::json!(s.progress()));
+            let errors: Vec<&str> = s.errors.lines().filter(|l| !l.is_empty()).collect();
+            item.insert("errors".into(), serde_json::json!(errors));
+            serde_json::Value::Object(item)
+        })
+        .collect();
+    let doc = serde_json::json!({"version": 1, "statuses": items});
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,28 +368,4 @@ mod tests {
             "none answers: c-0 does not answer; c-1 does not answer"
         );
     }
-}
-
-/// Every daemon's status of a namespace as one JSON document for scripts (`slurmops status
-/// --output json`, version 1): the status ConfigMap's keys, with `nodeSets` as the list it holds,
-/// `errors` as a list of lines, and `cluster` (null for a daemon without `--cluster`). Keys are
-/// added, never renamed or removed, within a version.
-pub fn json(statuses: &[(Option<String>, Status)]) -> String {
-    let items: Vec<serde_json::Value> = statuses
-        .iter()
-        .map(|(cluster, s)| {
-            let mut item: serde_json::Map<String, serde_json::Value> = s
-                .to_data()
-                .into_iter()
-                .map(|(k, v)| (k, serde_json::Value::String(v)))
-                .collect();
-            item.insert("cluster".into(), serde_json::json!(cluster));
-            item.insert("nodeSets".into(), serde_json::json!(s.progress()));
-            let errors: Vec<&str> = s.errors.lines().filter(|l| !l.is_empty()).collect();
-            item.insert("errors".into(), serde_json::json!(errors));
-            serde_json::Value::Object(item)
-        })
-        .collect();
-    let doc = serde_json::json!({"version": 1, "statuses": items});
-    serde_json::to_string_pretty(&doc).expect("JSON values serialize") + "\n"
 }
