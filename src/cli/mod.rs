@@ -11,6 +11,7 @@ mod bench;
 mod colour;
 mod daemon;
 mod guard;
+pub mod reference;
 mod slurm;
 mod sync;
 mod watch;
@@ -200,7 +201,11 @@ enum Cmd {
     #[command(
         after_help = "Example:\n  slurmops schema > cluster.schema.json   # then: # yaml-language-server: $schema=cluster.schema.json"
     )]
-    Schema,
+    Schema {
+        /// Print every field as a Markdown table instead (docs/reference/cluster-yaml-fields.md).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Look at and drain Slurm nodes through slurmrestd (like a kubectl plugin).
     #[command(
         after_help = "Examples:\n  slurmops slurm nodes --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token\n  slurmops slurm drain gpu-3 --reason 'bad HBM' --slurmrestd-url http://slurm-restapi.slurm:6820 --slurm-jwt-file token"
@@ -219,6 +224,9 @@ enum Cmd {
         /// Where to write them.
         #[arg(long, default_value = ".")]
         output_dir: PathBuf,
+        /// Print the whole reference as one Markdown page instead (docs/reference/commands.md).
+        #[arg(long, conflicts_with = "output_dir")]
+        markdown: bool,
     },
 }
 
@@ -310,7 +318,11 @@ fn run(command: Cmd) -> Outcome {
             from.as_deref(),
             format,
         ),
-        Cmd::Schema => {
+        Cmd::Schema { markdown: true } => {
+            print!("{}", spec::reference::markdown());
+            Ok(Success::Done)
+        }
+        Cmd::Schema { markdown: false } => {
             println!("{}", schema_text().trim_end());
             Ok(Success::Done)
         }
@@ -320,7 +332,11 @@ fn run(command: Cmd) -> Outcome {
             clap_complete::generate(shell, &mut cmd, "slurmops", &mut std::io::stdout());
             Ok(Success::Done)
         }
-        Cmd::Man { output_dir } => man_pages(&output_dir),
+        Cmd::Man { markdown: true, .. } => {
+            print!("{}", reference::markdown(&self::command()));
+            Ok(Success::Done)
+        }
+        Cmd::Man { output_dir, .. } => man_pages(&output_dir),
         Cmd::Apply(args) => apply::apply_cmd(args),
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),
@@ -334,6 +350,13 @@ fn run(command: Cmd) -> Outcome {
 
 /// Writes a man page for slurmops and one for each of its commands, nested ones included
 /// (`slurmops-slurm-drain.1`), into DIR.
+/// The command line's definition, built: what `--help`, the man pages and the reference show.
+pub fn command() -> clap::Command {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    cmd.build();
+    cmd
+}
+
 fn man_pages(dir: &Path) -> Outcome {
     fn write(
         cmd: &clap::Command,
@@ -351,8 +374,7 @@ fn man_pages(dir: &Path) -> Outcome {
         }
         Ok(())
     }
-    let mut cmd = <Cli as clap::CommandFactory>::command();
-    cmd.build();
+    let cmd = command();
     let mut count = 0;
     std::fs::create_dir_all(dir)
         .and_then(|()| write(&cmd, "slurmops".into(), dir, &mut count))

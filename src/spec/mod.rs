@@ -9,6 +9,7 @@ pub mod guard;
 pub mod guard_file;
 pub mod nodeset;
 pub mod policy;
+pub mod reference;
 pub mod release;
 pub mod types;
 pub mod validate;

@@ -10,8 +10,9 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// README.md and every page of docs/, with their paths.
 fn pages() -> Vec<(PathBuf, String)> {
     let mut out = vec![Path::new(ROOT).join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
-        .unwrap()
+    let mut docs: Vec<PathBuf> = ["docs", "docs/reference"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(Path::new(ROOT).join(d)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .collect();
@@ -151,7 +152,11 @@ fn every_relative_link_leads_to_a_file_and_a_heading_that_exist() {
     // The README leads to every page of docs/.
     let readme = &pages[0].1;
     for (path, _) in &pages[1..] {
-        let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+        let name = path
+            .strip_prefix(ROOT)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(
             readme.contains(&format!("]({name}")),
             "the README does not link {name}"
@@ -201,4 +206,30 @@ fn links_and_headings_are_read_as_github_reads_them() {
         "maintenance-windows-policymaintenancewindows-updatewindow"
     );
     assert_eq!(anchors("# A\n```\n# not\n```\n## B c\n"), ["a", "b-c"]);
+}
+
+/// The reference pages are generated from the definitions they describe; a stale one fails
+/// here with the command that regenerates it.
+#[test]
+fn the_generated_reference_pages_are_current() {
+    for (page, args) in [
+        ("docs/reference/commands.md", ["man", "--markdown"]),
+        (
+            "docs/reference/cluster-yaml-fields.md",
+            ["schema", "--markdown"],
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let want = String::from_utf8(out.stdout).unwrap();
+        let have = std::fs::read_to_string(Path::new(ROOT).join(page)).unwrap_or_default();
+        assert!(
+            have == want,
+            "{page} is stale: run `cargo run -- {} > {page}`",
+            args.join(" ")
+        );
+    }
 }
