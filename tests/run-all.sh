@@ -87,6 +87,13 @@ done
 echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
 rm -f "$install"
 
+step "the docs as a book (mdbook build docs), every link of it leading somewhere"
+command -v mdbook >/dev/null || cargo install mdbook --no-default-features --locked --version 0.5.4
+book=$(mktemp -d)
+mdbook build docs --dest-dir "$book"
+python3 tests/book-links.py "$book"
+rm -rf "$book"
+
 step "static binary"
 RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
 static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
