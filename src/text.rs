@@ -21,6 +21,12 @@ pub fn escaped(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// TEXT as one cell of a Markdown table: on one line, its pipes escaped (the generated
+/// reference pages).
+pub fn table_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
 /// As `escaped`, owned (for fields filled from the wire).
 pub fn clean(s: String) -> String {
     match escaped(&s) {

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use crate::text::table_cell;
+
 /// Every command and nested command of CMD (built), each with its description, usage,
 /// arguments and examples.
 pub fn markdown(cmd: &clap::Command) -> String {
@@ -31,7 +33,12 @@ fn section(cmd: &clap::Command, name: &str, out: &mut String) {
     if !args.is_empty() {
         out.push_str("\n| argument | meaning |\n|---|---|\n");
         for a in args {
-            let _ = writeln!(out, "| {} | {} |", cell(&spelling(a)), cell(&meaning(a)));
+            let _ = writeln!(
+                out,
+                "| {} | {} |",
+                table_cell(&spelling(a)),
+                table_cell(&meaning(a))
+            );
         }
     }
     if let Some(after) = cmd.get_after_help() {
@@ -114,9 +121,4 @@ fn meaning(a: &clap::Arg) -> String {
         let _ = write!(s, " Also spelled {}.", list.join(", "));
     }
     s.trim().to_string()
-}
-
-/// TEXT in a table cell: one line, pipes escaped.
-fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
 }

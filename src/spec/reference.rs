@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use crate::text::table_cell;
+
 use serde_json::Value;
 
 /// Every field of cluster.yaml, one table row each, in document order: its path, type, default
@@ -47,9 +49,9 @@ fn fields(root: &Value, node: &Value, path: &str, seen: &mut Vec<String>, out: &
             let _ = writeln!(
                 out,
                 "| `{p}` | {} | {} | {} |",
-                cell(&type_of(root, field)),
-                cell(&default),
-                cell(description)
+                table_cell(&type_of(root, field)),
+                table_cell(&default),
+                table_cell(description)
             );
             fields(root, field, &p, seen, out);
             // A list's items: `path[].field`.
@@ -142,9 +144,4 @@ fn type_of(root: &Value, field: &Value) -> String {
         Some(_) => types.join(" or "),
         None => name.unwrap_or_else(|| "any".into()),
     }
-}
-
-/// TEXT in a table cell: one line, pipes escaped.
-fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
 }
