@@ -103,6 +103,8 @@ struct State {
     held: bool,
     /// When a maintenance window a rollout waits for opens (UNIX seconds).
     wake_at: Option<i64>,
+    /// Events posted lately, to count repeats on them.
+    events: crate::status::Recorder,
     /// Waiting workers (NodeSet/node/jobs) already told in an Event.
     waiting_told: std::collections::BTreeSet<String>,
     /// Worker state sync between passes (with Slurm).

@@ -94,7 +94,7 @@ async fn pass_inner(
             .unwrap_or_else(|e| Err(format!("the fetch task failed: {e}")));
         apply_now |= fetched_commit(cfg, shared, state, fetched);
         if let Some(message) = state.force_pushed.take() {
-            super::report::force_pushed(cluster, cfg, message).await;
+            super::report::force_pushed(cluster, cfg, &state.events, message).await;
         }
     }
     state.status.last_attempt = now_rfc3339();
@@ -421,6 +421,7 @@ async fn reconcile(
                 cluster,
                 &t.c.metadata.namespace,
                 &out,
+                &state.events,
                 &mut state.waiting_told,
             )
             .await;

@@ -36,7 +36,7 @@ pub(super) async fn write_status(cluster: &Connection, cfg: &Config, state: &mut
         w.result != state.status.result || w.result_commit != state.status.result_commit
     });
     if transition && !state.status.result.is_empty() {
-        record_result(cluster, cfg, &state.status).await;
+        record_result(cluster, cfg, &state.events, &state.status).await;
     }
     let who = cfg.cluster.as_deref();
     match configmap::write(&cluster.client, &cfg.namespace, who, &state.status).await {
@@ -46,7 +46,12 @@ pub(super) async fn write_status(cluster: &Connection, cfg: &Config, state: &mut
 }
 
 /// An Event on the status ConfigMap when the result changes (for `kubectl get events`).
-async fn record_result(cluster: &Connection, cfg: &Config, s: &Status) {
+async fn record_result(
+    cluster: &Connection,
+    cfg: &Config,
+    events: &crate::status::Recorder,
+    s: &Status,
+) {
     let short = s.result_commit.get(..12).unwrap_or(&s.result_commit);
     let v = Verdict::parse(&s.result);
     let Some((reason, warning)) = v.event() else {
@@ -66,20 +71,25 @@ async fn record_result(cluster: &Connection, cfg: &Config, s: &Status) {
         message,
         warning,
     };
-    if let Err(e) = crate::status::record(&cluster.client, note).await {
+    if let Err(e) = events.record(&cluster.client, note).await {
         tracing::warn!("recording an Event: {e}");
     }
 }
 
 /// A Warning Event on the status ConfigMap: a force-push was taken (`--allow-force-push`).
-pub(super) async fn force_pushed(cluster: &Connection, cfg: &Config, message: String) {
+pub(super) async fn force_pushed(
+    cluster: &Connection,
+    cfg: &Config,
+    events: &crate::status::Recorder,
+    message: String,
+) {
     let note = crate::status::Note {
         involved: status_reference(cfg),
         reason: vocab::EVENT_FORCE_PUSH_FOLLOWED,
         message,
         warning: true,
     };
-    if let Err(e) = crate::status::record(&cluster.client, note).await {
+    if let Err(e) = events.record(&cluster.client, note).await {
         tracing::warn!("recording an Event: {e}");
     }
 }
@@ -96,11 +106,12 @@ fn status_reference(cfg: &Config) -> k8s_openapi::api::core::v1::ObjectReference
 
 /// Events on each NodeSet's StatefulSet (or PodTemplate) for what the pass did to its workers,
 /// and when a worker starts waiting for jobs (once per worker and set of jobs; SEEN remembers
-/// which were told).
+/// which were told). Repeats within a few minutes count on the Event posted before.
 pub(super) async fn rollout_events(
     cluster: &Connection,
     namespace: &str,
     out: &crate::controller::Outcome,
+    events: &crate::status::Recorder,
     seen: &mut std::collections::BTreeSet<String>,
 ) {
     use crate::rollout::Event as E;
@@ -145,7 +156,7 @@ pub(super) async fn rollout_events(
             message,
             warning: reason == vocab::EVENT_CANARY_FAILED,
         };
-        if let Err(e) = crate::status::record(&cluster.client, note).await {
+        if let Err(e) = events.record(&cluster.client, note).await {
             tracing::warn!("recording an Event: {e}");
         }
     }

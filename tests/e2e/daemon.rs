@@ -967,3 +967,79 @@ async fn two_clusters_in_one_namespace_each_with_its_daemon() {
     db.kill();
     env.cleanup().await;
 }
+
+/// The daemon's Events on the real apiserver: a reason repeated on the same object counts on
+/// the Event posted before (count, latest message), as `kubectl get events` reads "x3"; another
+/// reason or object is an Event of its own; a counted Event deleted meanwhile starts anew.
+#[tokio::test]
+async fn repeated_events_count_on_one_event_with_the_latest_message() {
+    use k8s_openapi::api::core::v1::Event;
+    let env = TestEnv::new("events").await;
+    let events = slurmops::status::Recorder::default();
+    let note = |set: &str, reason: &'static str, message: &str| slurmops::status::Note {
+        involved: slurmops::status::node_set_ref(&env.ns, set, false),
+        reason,
+        message: message.into(),
+        warning: false,
+    };
+    let draining = slurmops::vocab::EVENT_DRAINING;
+    let replaced = slurmops::vocab::EVENT_WORKER_REPLACED;
+    for (set, reason, message) in [
+        ("a", draining, "draining a-0, a-1"),
+        ("a", draining, "draining a-2, a-3"),
+        ("a", replaced, "replacing a-0, a-1"),
+        ("b", draining, "draining b-0"),
+        ("a", draining, "draining a-4, a-5"),
+    ] {
+        events
+            .record(&env.client, note(set, reason, message))
+            .await
+            .unwrap();
+    }
+    let api = Api::<Event>::namespaced(env.client.clone(), &env.ns);
+    let list = |api: Api<Event>| async move {
+        let mut got: Vec<(String, String, i32, String)> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|e| {
+                let object = e.involved_object.name.unwrap_or_default();
+                let reason = e.reason.unwrap_or_default();
+                (
+                    object,
+                    reason,
+                    e.count.unwrap_or(0),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+        got.sort();
+        got
+    };
+    let got = list(api.clone()).await;
+    let want = |v: &[(&str, &str, i32, &str)]| -> Vec<(String, String, i32, String)> {
+        v.iter()
+            .map(|(o, r, c, m)| (o.to_string(), r.to_string(), *c, m.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        got,
+        want(&[
+            ("a", draining, 3, "draining a-4, a-5"),
+            ("a", replaced, 1, "replacing a-0, a-1"),
+            ("b", draining, 1, "draining b-0"),
+        ])
+    );
+
+    // The counted Event is gone (the apiserver's TTL, or someone deleted it): a new one.
+    api.delete_collection(&Default::default(), &ListParams::default())
+        .await
+        .unwrap();
+    events
+        .record(&env.client, note("a", draining, "draining a-6"))
+        .await
+        .unwrap();
+    assert_eq!(list(api).await, want(&[("a", draining, 1, "draining a-6")]));
+}
