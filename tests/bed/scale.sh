@@ -3,9 +3,13 @@
 # own slurmctld and slurmrestd (instance "scale", Slurm $SLURM_RELEASE, default 24.11), holding
 # SETS x PER node records NAME-ORDINAL of NodeSets s000, s001, ... (static records without a
 # slurmd: Slurm lists and keeps them, DOWN once they do not answer, as a worker that is gone),
-# all in partition "all", and room for 200,000 jobs (MaxJobCount).
+# all in partition "all", and room for 200,000 jobs (MaxJobCount). Each record has its own
+# loopback address (127.x.y.z), where its slurmd listens once one is started (NoInAddrAny; the
+# instance's hosts file names each address), as a replaced worker pod's slurmd registers.
 #   scale.sh up SETS PER     start it afresh; prints SCALE_RESTD_URL=... and SCALE_JWT=...
-#   scale.sh down            stop it
+#   scale.sh slurmd NAME...  start the slurmd of records NAME... (a replaced worker's pod)
+#   scale.sh stop-slurmd NAME...  stop them
+#   scale.sh down            stop it (and every slurmd started)
 # Ports: slurmctld 16847, slurmrestd 16850.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,6 +46,10 @@ SelectTypeParameters=CR_Core_Memory
 MaxJobCount=200000
 SlurmdTimeout=30
 ReturnToService=2
+# A worker's slurmd listens on its record's own address (this host has one CPU count, the
+# records another: their declared size stands).
+CommunicationParameters=NoInAddrAny
+SlurmdParameters=config_overrides
 CONF
       for ((s = 0; s < sets; s++)); do
         # Loopback addresses, one per record: nothing to resolve, nothing answers.
@@ -50,6 +58,14 @@ CONF
       done
       echo "PartitionName=all Nodes=ALL Default=YES State=UP"
     } > "$conf/slurm.conf"
+    {
+      echo "127.0.0.1 localhost"
+      for ((s = 0; s < sets; s++)); do
+        for ((i = 0; i < per; i++)); do
+          printf '127.%d.%d.%d s%03d-%d\n' $((1 + s / 256)) $((s % 256)) $((i + 1)) "$s" "$i"
+        done
+      done
+    } > "$RUN/hosts"
     echo "CgroupPlugin=disabled" > "$conf/cgroup.conf"
     "$HERE/slurm.sh" stop scale >/dev/null 2>&1 || true
     "$HERE/slurm.sh" start-ctld scale "$conf" >&2
@@ -57,6 +73,8 @@ CONF
     echo "SCALE_RESTD_URL=http://127.0.0.1:16850"
     echo "SCALE_JWT=$("$HERE/slurm.sh" token scale root)"
     ;;
+  slurmd) shift; "$HERE/slurm.sh" start-nodes scale "$RUN/hosts" "$@" ;;
+  stop-slurmd) shift; "$HERE/slurm.sh" stop-nodes scale "$@" ;;
   down) "$HERE/slurm.sh" stop scale ;;
-  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,13p' "$0" >&2; exit 2 ;;
 esac

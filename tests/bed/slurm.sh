@@ -31,6 +31,11 @@
 #                                           namespace) and Slurm node name is NAME; from the
 #                                           chroot of $SLURM_RELEASE when set (a worker may run
 #                                           an older release than slurmctld), as start-restd
+#   slurm.sh start-nodes INST HOSTS NAME... start the slurmd of INST's static records NAME...,
+#                                           each with hostname NAME, resolving names through the
+#                                           hosts file HOSTS (bound at /etc/hosts), so that with
+#                                           NoInAddrAny it listens on its record's own address
+#   slurm.sh stop-nodes INST NAME...        stop those slurmd by PID, all at once
 #   slurm.sh stop-slurmd INST NAME          stop that slurmd by PID
 #   slurm.sh refresh-conf INST CONF_DIR     copy CONF_DIR/* over INST's config, then move its
 #                                           `..data` link (a kubelet's projected-volume update)
@@ -364,6 +369,22 @@ case "$cmd" in
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"
     ;;
+  start-nodes)
+    hosts=$1
+    shift
+    mkdir -p "$R/run/slurm-$inst"
+    for name in "$@"; do
+      kill_pidfile "$RUN/slurmd-$name.pid"
+      rm -rf "$R/var/spool/slurm-$inst/d/$name"
+      BED_HOSTS=$hosts setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd -D -f "$ETC/slurm.conf" \
+        > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
+      echo $! > "$RUN/slurmd-$name.pid"
+    done
+    ;;
+  stop-nodes)
+    for name in "$@"; do [ -f "$RUN/slurmd-$name.pid" ] && kill "$(cat "$RUN/slurmd-$name.pid")" 2>/dev/null || true; done
+    for name in "$@"; do kill_pidfile "$RUN/slurmd-$name.pid"; done
+    ;;
   refresh-conf)
     # As the kubelet updates a pod's projected volume: the new files, then `..data` moved.
     cp "$1"/* "$R$ETC/"
@@ -507,9 +528,12 @@ CONF
     ;;
   stop)
     for f in "$RUN"/login-*.pid; do [ -f "$f" ] && stop_group "$f"; done
+    # Every slurmd at once (a scale instance runs hundreds), then each waited for below.
+    for f in "$RUN"/slurmd-*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
     for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     ;;
   down)
+    for f in "$BASE"/*/slurmd-*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
     for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     # Every release's chroot that has mounts (their /proc is mounted while in use).
     for R in $(awk '$2 ~ /\/slurm-[a-z0-9.]+-[0-9a-f]+\/proc$/ {sub("/proc$", "", $2); print $2}' /proc/mounts); do

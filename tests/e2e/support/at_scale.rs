@@ -3,8 +3,10 @@
 //! real kube-apiserver whose worker pods kube-controller-manager makes from the rendered
 //! StatefulSets (`fleet.rs`), and `slurmops run` following a repository on the bed's git server,
 //! with one debug line per pass (`--log-level debug`). Measured from its log, its /proc and the
-//! apiserver: passes idle and under job churn, commit → first drain, the first wave of a rollout of
-//! every NodeSet, status bytes, Events, peak RSS. Shared by the scale test and the benchmark.
+//! apiserver: passes idle and under job churn, commit → first drain, a rollout of every NodeSet
+//! (its first wave, then its end: each replaced worker's pod starts its record's real slurmd,
+//! which registers, and the daemon resumes it), status bytes, Events, peak RSS. Shared by the
+//! scale test and the benchmark.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -80,10 +82,14 @@ pub struct Measured {
     /// The rollout's first wave: workers replaced (deleted and Ready again) and how long it took.
     pub wave_replaced: usize,
     pub wave_took: Duration,
-    /// The passes from the push to the end of the first wave.
-    pub wave: Vec<Pass>,
-    /// Events in the namespace after the first wave, and their total count (aggregated ones count
-    /// more than once).
+    /// Push → every worker replaced, its slurmd registered, resumed and counted updated.
+    pub rollout_took: Duration,
+    /// Nodes still drained by slurmops once the rollout ended (goal 0).
+    pub left_drained: usize,
+    /// The passes from the push to the end of the rollout.
+    pub rollout: Vec<Pass>,
+    /// Events slurmops posted in the namespace during the rollout, and their total count
+    /// (aggregated ones count more than once).
     pub events: usize,
     pub events_count: u64,
     /// Largest status ConfigMap seen (bytes of its data), idle and during the rollout.
@@ -192,6 +198,61 @@ fn first_line(log: &str, since: SystemTime, what: &str) -> Option<SystemTime> {
     })
 }
 
+/// Events from slurmops in NS: how many objects, and their total count.
+async fn events_from_us(client: &kube::Client, ns: &str) -> Result<(usize, u64), String> {
+    let events = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ours = |e: &&Event| {
+        let source = e.source.as_ref().and_then(|s| s.component.as_deref());
+        [source, e.reporting_component.as_deref()]
+            .iter()
+            .any(|c| c.is_some_and(|c| c.contains("slurmops")))
+    };
+    let from_us: Vec<&Event> = events.items.iter().filter(ours).collect();
+    let count = from_us
+        .iter()
+        .map(|e| e.count.unwrap_or(1).max(1) as u64)
+        .sum();
+    Ok((from_us.len(), count))
+}
+
+/// Starts the slurmd of every worker FLEET returns from now on (a replaced worker's new pod),
+/// in batches, until aborted. At most KEEP run: the oldest are stopped (their workers resumed
+/// waves ago; a record whose slurmd stopped reads DOWN, as before), so that 10,000 workers do not
+/// need 10,000 slurmd at once (each keeps about 2.3 MB of its own).
+fn start_returned_slurmd(fleet: &Fleet, keep: usize) -> tokio::task::JoinHandle<()> {
+    let returned = fleet.returned.clone();
+    let mut done = returned.lock().unwrap().len();
+    tokio::spawn(async move {
+        let mut running = std::collections::VecDeque::new();
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let names: Vec<String> = returned.lock().unwrap()[done..].to_vec();
+            if names.is_empty() {
+                continue;
+            }
+            done += names.len();
+            running.extend(names.iter().cloned());
+            let old: Vec<String> = running
+                .drain(..running.len().saturating_sub(keep))
+                .collect();
+            let changed = tokio::task::spawn_blocking(move || {
+                Scale::start_slurmd(&names)?;
+                match old.is_empty() {
+                    true => Ok(()),
+                    false => Scale::stop_slurmd(&old),
+                }
+            })
+            .await;
+            if let Ok(Err(e)) = changed {
+                println!("  {e}");
+            }
+        }
+    })
+}
+
 async fn status_bytes(client: &kube::Client, ns: &str) -> usize {
     let name = slurmops::status::configmap::name_for(None);
     Api::<ConfigMap>::namespaced(client.clone(), ns)
@@ -282,11 +343,14 @@ async fn measure(
         daemon.child.id(),
     );
 
-    // A new image for every NodeSet: the first drain, then the first wave.
+    // A new image for every NodeSet: the first drain, the first wave, the end.
     let pushed = SystemTime::now();
     let deleted_before = fleet.deleted.lock().unwrap().len();
     let ready_before = fleet.readied.load(std::sync::atomic::Ordering::Relaxed);
-    repo.push(
+    let events_before = events_from_us(client, ns).await?;
+    // Four waves' worth of slurmd (maxUnavailable 2 per NodeSet).
+    let slurmd = start_returned_slurmd(fleet, 8 * sizes.sets);
+    let c2 = repo.push(
         &cluster_text(ns, sizes.sets, sizes.per, "img:2"),
         "new image",
     );
@@ -299,8 +363,7 @@ async fn measure(
     .await;
     let commit_to_drain = drained.duration_since(pushed).unwrap_or_default();
     say("first drain", t, daemon.child.id());
-    // maxUnavailable 2 per NodeSet: the first wave replaces two workers of each. Their Slurm
-    // records have no slurmd, so they never register again and the rollout stops there.
+    // maxUnavailable 2 per NodeSet: the first wave replaces two workers of each.
     let wave_size = sizes.sets * 2.min(sizes.per);
     let mut status_bytes_rollout = 0;
     let replaced = eventually(
@@ -315,29 +378,42 @@ async fn measure(
     )
     .await;
     let wave_took = wave.elapsed();
-    // Two more passes see the wave settle.
+    say("first wave", t, daemon.child.id());
+    // Then every worker: each new pod's slurmd registers, the daemon resumes its node and drains
+    // the next ones.
+    eventually(
+        "the rollout's end",
+        Duration::from_secs(300 + workers as u64 / 2),
+        async || {
+            status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+            let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
+            let s = status().await?;
+            let p = s.progress();
+            let done = s.last_applied_commit == c2
+                && p.len() == sizes.sets
+                && p.iter()
+                    .all(|p| p.updated == p.replicas && p.in_flight.is_empty());
+            (done && deleted >= workers).then_some(())
+        },
+    )
+    .await;
+    let rollout_took = pushed.elapsed().unwrap_or_default();
+    slurmd.abort();
+    // Two more passes see the rollout settle.
     tokio::time::sleep(Duration::from_secs(3)).await;
     status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
-    let events = Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
+    let left_drained = scale
+        .client(Duration::from_secs(60), None)
+        .nodes()
         .await
-        .map_err(|e| e.to_string())?;
-    let from_us: Vec<&Event> = events
-        .items
+        .map_err(|e| e.to_string())?
         .iter()
-        .filter(|e| {
-            e.source
-                .as_ref()
-                .and_then(|s| s.component.as_deref())
-                .is_some_and(|c| c.contains("slurmops"))
-                || e.reporting_component
-                    .as_deref()
-                    .is_some_and(|c| c.contains("slurmops"))
-        })
-        .collect();
+        .filter(|(_, n)| slurmops::controller::decide::controller_drain(n))
+        .count();
+    let events_after = events_from_us(client, ns).await?;
     let peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
-    let wave_passes = passes(&daemon.output(), pushed);
-    say("first wave", t, daemon.child.id());
+    let rollout_passes = passes(&daemon.output(), pushed);
+    say("rollout ended", t, daemon.child.id());
     // The daemon's own log (a line per pass with its phases), to read what a figure hides.
     if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
         let _ = std::fs::write(&path, daemon.output());
@@ -385,12 +461,11 @@ async fn measure(
         commit_to_drain,
         wave_replaced: replaced,
         wave_took,
-        wave: wave_passes,
-        events: from_us.len(),
-        events_count: from_us
-            .iter()
-            .map(|e| e.count.unwrap_or(1).max(1) as u64)
-            .sum(),
+        rollout_took,
+        left_drained,
+        rollout: rollout_passes,
+        events: events_after.0.saturating_sub(events_before.0),
+        events_count: events_after.1.saturating_sub(events_before.1),
         status_bytes_idle,
         status_bytes_rollout,
         peak_rss_mib,
@@ -445,7 +520,7 @@ impl Measured {
     /// The most LISTs one rollout pass sent, the pass applying the commit aside (its prune
     /// lists each kind once): 0 when acting passes read the caches.
     pub fn rollout_lists(&self) -> u64 {
-        self.wave
+        self.rollout
             .iter()
             .filter(|p| p.phases[3].1 < 1.0)
             .map(|p| p.kube_lists)

@@ -3,12 +3,13 @@
 //! node-feature-discovery and the GPU operator leave them), and a light kubelet for one namespace
 //! that does what N kubelets show the apiserver: binds each new pod to its Node, marks it Running
 //! and Ready (no container runs), and completes a deletion at once. Pods come from the rendered
-//! StatefulSets through the real kube-controller-manager.
+//! StatefulSets through the real kube-controller-manager. A pod Ready again after its deletion (a
+//! replaced worker) is listed in `returned`, for the caller to start what its container would run.
 //!
 //! Worker `sNNN-I` (NodeSet `sNNN`, as `tests/bed/scale.sh` names Slurm's records) goes to node
 //! `NNN * PER + I`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +32,8 @@ pub struct Fleet {
     pub readied: Arc<AtomicUsize>,
     /// (pod, when) of each deletion the kubelet completed.
     pub deleted: Arc<Mutex<Vec<(String, Instant)>>>,
+    /// Each pod marked Ready after a pod of its name was deleted, in that order.
+    pub returned: Arc<Mutex<Vec<String>>>,
     kubelet: tokio::task::JoinHandle<()>,
 }
 
@@ -180,13 +183,14 @@ impl Fleet {
             .await?;
         let readied = Arc::new(AtomicUsize::new(0));
         let deleted = Arc::new(Mutex::new(Vec::new()));
+        let returned = Arc::new(Mutex::new(Vec::new()));
         let kubelet = tokio::spawn(kubelet(
             Api::namespaced(client.clone(), ns),
             ns.to_string(),
-            nodes,
-            per,
+            (nodes, per),
             readied.clone(),
             deleted.clone(),
+            returned.clone(),
         ));
         Ok(Fleet {
             client,
@@ -194,6 +198,7 @@ impl Fleet {
             nodes,
             readied,
             deleted,
+            returned,
             kubelet,
         })
     }
@@ -252,12 +257,14 @@ fn step(p: &Pod) -> Option<Step> {
 async fn kubelet(
     pods: Api<Pod>,
     ns: String,
-    nodes: usize,
-    per: usize,
+    (nodes, per): (usize, usize),
     readied: Arc<AtomicUsize>,
     deleted: Arc<Mutex<Vec<(String, Instant)>>>,
+    returned: Arc<Mutex<Vec<String>>>,
 ) {
     let busy: Arc<Mutex<BTreeSet<(String, Step)>>> = Arc::default();
+    // Names whose pod was deleted and has not been Ready again since.
+    let gone: Arc<Mutex<HashSet<String>>> = Arc::default();
     let gate = Arc::new(tokio::sync::Semaphore::new(32));
     let mut events = std::pin::pin!(watcher(pods.clone(), watcher::Config::default()));
     while let Some(e) = events.next().await {
@@ -274,8 +281,14 @@ async fn kubelet(
             continue;
         }
         let permit = gate.clone().acquire_owned().await.expect("semaphore");
-        let (pods, busy, readied, deleted) =
-            (pods.clone(), busy.clone(), readied.clone(), deleted.clone());
+        let (pods, busy, readied, deleted, returned, gone) = (
+            pods.clone(),
+            busy.clone(),
+            readied.clone(),
+            deleted.clone(),
+            returned.clone(),
+            gone.clone(),
+        );
         let node = node_name(&ns, index(&name, per) % nodes.max(1));
         tokio::spawn(async move {
             let ok = match step {
@@ -292,6 +305,7 @@ async fn kubelet(
                     };
                     let ok = pods.delete(&name, &dp).await.is_ok();
                     if ok {
+                        gone.lock().unwrap().insert(name.clone());
                         deleted.lock().unwrap().push((name.clone(), Instant::now()));
                     }
                     ok
@@ -299,6 +313,9 @@ async fn kubelet(
             };
             if ok && step == Step::Ready {
                 readied.fetch_add(1, Ordering::Relaxed);
+                if gone.lock().unwrap().remove(&name) {
+                    returned.lock().unwrap().push(name.clone());
+                }
             }
             if !ok {
                 // Let the next event of this pod try again.

@@ -131,6 +131,32 @@ impl Scale {
             .ok_or_else(|| format!("submit: no job_id in {v}"))
     }
 
+    /// Starts the slurmd of records NAMES (`scale.sh slurmd`), as a replaced worker's new pod
+    /// does: each registers with slurmctld from its record's own address.
+    pub fn start_slurmd(names: &[String]) -> Result<(), String> {
+        Scale::script("slurmd", names)
+    }
+
+    /// Stops the slurmd of records NAMES.
+    pub fn stop_slurmd(names: &[String]) -> Result<(), String> {
+        Scale::script("stop-slurmd", names)
+    }
+
+    fn script(command: &str, names: &[String]) -> Result<(), String> {
+        let out = std::process::Command::new("bash")
+            .args(["tests/bed/scale.sh", command])
+            .args(names)
+            .output()
+            .map_err(|e| format!("tests/bed/scale.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "scale.sh {command}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(())
+    }
+
     /// Cancels job ID.
     pub async fn cancel(&self, http: &reqwest::Client, id: u64) -> Result<(), String> {
         let r = http
