@@ -17,6 +17,7 @@ pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod daemon;
+pub mod import;
 pub mod k8s;
 pub mod net;
 pub mod plan;

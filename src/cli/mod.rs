@@ -11,6 +11,7 @@ mod bench;
 mod colour;
 mod daemon;
 mod guard;
+mod import;
 pub mod reference;
 mod slurm;
 mod sync;
@@ -216,6 +217,10 @@ enum Cmd {
         after_help = "Examples:\n  slurmops completion bash > /etc/bash_completion.d/slurmops\n  slurmops completion zsh > \"${fpath[1]}/_slurmops\"\n  slurmops completion fish > ~/.config/fish/completions/slurmops.fish"
     )]
     Completion { shell: clap_complete::Shell },
+    /// Turn another tool's cluster into a cluster.yaml (stdout) with a report of every setting
+    /// (stderr); exit 2 when something needs a person.
+    #[command(subcommand)]
+    Import(import::From),
     /// Write the manual pages, one per command (slurmops.1, slurmops-plan.1, slurmops-slurm-drain.1, ...).
     #[command(
         after_help = "Example:\n  slurmops man --output-dir /usr/local/share/man/man1 && man slurmops-plan"
@@ -337,6 +342,7 @@ fn run(command: Cmd) -> Outcome {
             Ok(Success::Done)
         }
         Cmd::Man { output_dir, .. } => man_pages(&output_dir),
+        Cmd::Import(from) => import::run(from),
         Cmd::Apply(args) => apply::apply_cmd(args),
         Cmd::Rollout(args) => apply::rollout_cmd(args),
         Cmd::Autoscale(args) => autoscale::run(args),

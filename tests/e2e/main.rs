@@ -16,6 +16,7 @@ mod confinement;
 mod controller;
 mod daemon;
 mod ha;
+mod import;
 mod login;
 mod one_entrance;
 mod per_node;

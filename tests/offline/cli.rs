@@ -217,3 +217,59 @@ fn validate_prints_one_json_document_for_scripts_whatever_the_verdict() {
         "{doc}"
     );
 }
+
+/// `slurmops import slinky` on the Slinky chart's own values of each version (1.1.2, 1.2.1, the
+/// development line): a cluster.yaml that validates on stdout, a report on stderr with every
+/// setting placed, and exit 2, since the chart's defaults let Slinky make the key Secrets (a
+/// person must name them). Each report line says where the setting was written.
+#[test]
+fn import_slinky_turns_each_chart_version_into_a_cluster_yaml_that_validates() {
+    let dir = std::path::Path::new("../shared/anchors/slinky-values");
+    assert!(
+        dir.exists(),
+        "{} is missing: the test needs ../shared",
+        dir.display()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for version in ["v1.1.2", "v1.2.1", "main-2026-08-20"] {
+        let values = dir.join(format!("values-{version}.yaml"));
+        let out = slurmops(&["import", "slinky", values.to_str().unwrap()]);
+        let report = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{version}:\n{report}");
+        let needs: Vec<&str> = report.lines().filter(|l| l.starts_with("NEEDS")).collect();
+        assert!(
+            needs.iter().any(|l| l.contains("slurmKey.create"))
+                && needs.iter().any(|l| l.contains("jwtKey.create")),
+            "{version}: the key Secrets are not reported as needed:\n{report}"
+        );
+        for l in report
+            .lines()
+            .filter(|l| !l.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            let at = l.split_whitespace().nth(1).unwrap_or_default();
+            assert!(
+                at == "-" || at.starts_with(values.to_str().unwrap()),
+                "{version}: {l}"
+            );
+        }
+        let file = tmp.path().join(format!("{version}.yaml"));
+        std::fs::write(&file, &out.stdout).unwrap();
+        let v = slurmops(&["validate", file.to_str().unwrap()]);
+        assert!(
+            v.status.success(),
+            "{version}: {}",
+            String::from_utf8_lossy(&v.stdout)
+        );
+    }
+    // A values file that is not YAML is refused at its position, nothing printed on stdout.
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(&bad, "nodesets:\n  a: [1, 2\n").unwrap();
+    let out = slurmops(&["import", "slinky", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:", bad.display())) && err.contains("fix the YAML syntax"),
+        "{err}"
+    );
+}

@@ -1,0 +1,74 @@
+//! `slurmops import`: another tool's cluster description in, a cluster.yaml on stdout and the
+//! report of every setting on stderr (exit 2 when something needs a person). Thin: the work is
+//! `crate::import`'s.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, Subcommand};
+
+use super::{CliError, Outcome, Success};
+use crate::import::slinky;
+
+#[derive(Subcommand)]
+pub enum From {
+    /// A Slinky `slurm` Helm chart's values (chart 1.1 and later), several merged in order as
+    /// `helm -f a.yaml -f b.yaml` merges them: pass the chart's own values first
+    /// (`helm show values oci://ghcr.io/slinkyproject/charts/slurm --version V`), then yours.
+    #[command(
+        after_help = "Examples:\n  helm show values oci://ghcr.io/slinkyproject/charts/slurm --version 1.2.1 > chart.yaml\n  slurmops import slinky chart.yaml my-values.yaml --name research --namespace slurm > cluster.yaml\n  slurmops import slinky my-values.yaml 2> report.txt > cluster.yaml; echo $?   # 2: read the NEEDS lines"
+    )]
+    Slinky(SlinkyArgs),
+}
+
+#[derive(ClapArgs)]
+pub struct SlinkyArgs {
+    /// Values files, merged in order (later ones win).
+    #[arg(required = true)]
+    values: Vec<PathBuf>,
+    /// metadata.name of the cluster (every object slurmops makes is named after it).
+    #[arg(long, default_value = "slurm")]
+    name: String,
+    /// metadata.namespace of the cluster (the Slinky release's namespace, usually).
+    #[arg(long, default_value = "slurm")]
+    namespace: String,
+    /// The Slurm release (`25.11`) when no image tag in the values names one.
+    #[arg(long)]
+    slurm_version: Option<String>,
+}
+
+pub fn run(from: From) -> Outcome {
+    let From::Slinky(a) = from;
+    let mut files = Vec::new();
+    for p in &a.values {
+        files.push((p.display().to_string(), read(p)?));
+    }
+    let o = slinky::Options {
+        name: a.name,
+        namespace: a.namespace,
+        slurm_version: a.slurm_version,
+    };
+    let imported = slinky::import(&files, &o).map_err(|e| CliError::Other(e.to_string()))?;
+    eprint!("{}", imported.report_text());
+    print!("{}", imported.yaml);
+    Ok(match imported.needs_person() {
+        true => Success::Changes,
+        false => Success::Done,
+    })
+}
+
+/// The file at P, refused past the size any cluster.yaml may have.
+fn read(p: &PathBuf) -> Result<String, CliError> {
+    let limit = crate::spec::yaml::MAX_BYTES;
+    let mut text = String::new();
+    std::fs::File::open(p)
+        .and_then(|f| f.take(limit as u64 + 1).read_to_string(&mut text))
+        .map_err(|e| CliError::Other(format!("{}: {e}", p.display())))?;
+    if text.len() > limit {
+        return Err(CliError::Other(format!(
+            "{}: larger than {limit} bytes; a values file is a few hundred lines",
+            p.display()
+        )));
+    }
+    Ok(text)
+}
