@@ -47,9 +47,20 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
     let mut spec = Map::new();
     let images = images(&v, o, &mut spec);
     auth(&v, &mut spec);
-    if let Some(name) = v.map_text(&["clusterName"], "spec.clusterName") {
-        spec.insert("clusterName".into(), name.into());
-    }
+    // slurmctld refuses a state directory written under another ClusterName: keep Slinky's.
+    let cluster_name = v
+        .map_text(&["clusterName"], "spec.clusterName")
+        .unwrap_or_else(|| {
+            let name = format!("{}_{}", o.namespace, o.name);
+            v.note(
+                &["clusterName"],
+                Outcome::Default(format!(
+                    "Slinky names the Slurm cluster NAMESPACE_RELEASE when clusterName is unset, slurmops after metadata.name: the cluster.yaml keeps {name} (slurmctld refuses state saved under another name; --name must be the Helm release's)"
+                )),
+            );
+            name
+        });
+    spec.insert("clusterName".into(), cluster_name.into());
     let secrets: Vec<Json> = v
         .map(&["imagePullSecrets"], "spec.imagePullSecrets")
         .and_then(|s| s.as_array().cloned())
