@@ -136,6 +136,16 @@ async fn a_slinky_controllers_queue_survives_the_move_to_the_imported_configurat
     };
     let release = slurm_release();
     let (inst, port, slurmd_port) = ("slinkymove", 16977u16, 17301u16);
+    // Its daemons stop with the test, whatever the outcome.
+    struct Stop(&'static str);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("bash")
+                .args(["tests/bed/slurm.sh", "stop", self.0])
+                .output();
+        }
+    }
+    let _stop = Stop(inst);
     let dir = tempfile::tempdir().unwrap();
     let slinky = dir.path().join("slinky");
     std::fs::create_dir(&slinky).unwrap();
@@ -242,5 +252,4 @@ async fn a_slinky_controllers_queue_survives_the_move_to_the_imported_configurat
             "job {id} after the move: {job}"
         );
     }
-    sh(&["stop", inst]);
 }
