@@ -308,6 +308,67 @@ impl Metrics {
     }
 }
 
+/// Every metric of `/metrics` as a Markdown table (docs/reference/metrics.md): name, type, the
+/// labels it carries and its help, read from what the daemon's own recording methods expose after
+/// one call of each, so the page follows the code.
+pub fn markdown() -> String {
+    let m = Metrics::default();
+    m.passed(crate::k8s::Requests::default());
+    m.reconciled(Verdict::Applied, 0.1);
+    m.pass_cost(
+        &crate::controller::Phases::default(),
+        crate::slurm::Traffic::default(),
+    );
+    m.fetched(0.1);
+    m.applied(0);
+    m.webhook("accepted");
+    m.leader(true);
+    m.rollout(&Event::SlurmBack);
+    m.progress(&[Progress {
+        node_set: "gpu".into(),
+        canary: Some(Default::default()),
+        ..Progress::default()
+    }]);
+    let text = m.render();
+    // (name, type, help, labels)
+    let mut rows: Vec<(String, String, String, std::collections::BTreeSet<String>)> = Vec::new();
+    let mut help = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = rest.split_once(' ').map_or("", |(_, h)| h).to_string();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            // A counter's samples are NAME_total.
+            let name = match kind {
+                "counter" => format!("{name}_total"),
+                _ => name.to_string(),
+            };
+            let help = std::mem::take(&mut help);
+            rows.push((name, kind.into(), help, Default::default()));
+        } else if !line.starts_with('#')
+            && let (Some(row), Some((_, labels))) = (rows.last_mut(), line.split_once('{'))
+        {
+            for pair in labels.split("\",") {
+                if let Some((k, _)) = pair.split_once('=')
+                    && k != "le"
+                {
+                    row.3.insert(k.trim_start_matches(',').to_string());
+                }
+            }
+        }
+    }
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for (name, kind, help, labels) in rows {
+        let labels: Vec<String> = labels.iter().map(|l| format!("`{l}`")).collect();
+        out.push_str(&format!(
+            "| `{name}` | {kind} | {} | {} |\n",
+            labels.join(", "),
+            crate::text::table_cell(&help)
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,3 +102,25 @@ fn the_documented_vocabulary_table_is_generated_from_the_module() {
         "docs/vocabulary.md's table is stale; between its markers it should read:\n{want}"
     );
 }
+
+#[test]
+fn the_metrics_reference_is_generated_from_what_the_daemon_exposes() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/metrics.md"),
+    )
+    .unwrap();
+    let (start, end) = ("<!-- metrics:start -->\n", "<!-- metrics:end -->");
+    let table = page
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .map(|(t, _)| t)
+        .expect("docs/reference/metrics.md has a table between its markers");
+    let want = slurmops::daemon::metrics::markdown();
+    for name in ["slurmops_pass_phase_seconds", "slurmops_rollout_workers"] {
+        assert!(want.contains(name), "{name} missing from\n{want}");
+    }
+    assert!(
+        table == want,
+        "docs/reference/metrics.md's table is stale; between its markers it should read:\n{want}"
+    );
+}
