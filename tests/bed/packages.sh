@@ -11,6 +11,9 @@ dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 # GNU time measures the peak memory of a child (tests/offline/hostile.rs).
 [ -x /usr/bin/time ] || need+=(time)
+# man renders the generated manual pages (tests/offline/cli.rs).
+command -v man >/dev/null || need+=(man-db)
+command -v groff >/dev/null || need+=(groff-base)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi

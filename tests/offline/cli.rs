@@ -92,6 +92,31 @@ fn every_command_has_a_man_page() {
     let drain = page("slurmops-slurm-drain");
     assert!(drain.contains("\\-\\-reason"), "{drain}");
     assert!(page("slurmops-plan").contains("\\-\\-cluster"));
+    // man renders them, without a warning from groff.
+    for name in ["slurmops", "slurmops-plan", "slurmops-import-slinky"] {
+        let file = dir.path().join(format!("{name}.1"));
+        let out = Command::new("man")
+            .args(["--warnings", "-l"])
+            .arg(&file)
+            .env("MANWIDTH", "80")
+            .output()
+            .expect("man (tests/bed/packages.sh installs man-db)");
+        // Bold and underline as overstrikes (`X\bX`) when not at a terminal: keep the last.
+        let raw: Vec<char> = String::from_utf8_lossy(&out.stdout).chars().collect();
+        let text: String = (0..raw.len())
+            .filter(|&i| raw[i] != '\u{8}' && raw.get(i + 1) != Some(&'\u{8}'))
+            .map(|i| raw[i])
+            .collect();
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && warnings.is_empty(),
+            "{name}: {warnings}"
+        );
+        assert!(
+            text.contains("SYNOPSIS") || text.contains("Usage"),
+            "{name}:\n{text}"
+        );
+    }
 }
 
 #[test]
