@@ -95,7 +95,9 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
             ignored("the PriorityClass itself is not slurmops's to make"),
         );
     }
-    spec.insert("controller".into(), control::controller(&v, &images).into());
+    let mut controller = control::controller(&v, &images);
+    dcgm(&v, &mut controller);
+    spec.insert("controller".into(), controller.into());
     if let Some(r) = control::restapi(&v, &images) {
         spec.insert("restapi".into(), r.into());
     }
@@ -113,7 +115,6 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
         .collect();
     spec.insert("nodeSets".into(), sets.into());
     spec.insert("partitions".into(), workers::partitions(&v, &names).into());
-    vendor(&v);
 
     let doc = json!({
         "apiVersion": "slurmops.dev/v1alpha1",
@@ -331,9 +332,46 @@ pub(super) fn conf(v: &Values, base: &[&str], to: &str) -> Map<String, Json> {
     out
 }
 
-fn vendor(v: &Values) {
-    if v.read(&["vendor", "nvidia", "dcgm", "enabled"]) == Some(Json::Bool(true)) {
-        v.tell(&["vendor", "nvidia", "dcgm"], needs("DCGM job mapping: add a prolog and an epilog that write and remove the job's GPU mapping under the jobMappingDir, as spec.controller.scripts"));
+/// Slinky's DCGM integration (`vendor.nvidia.dcgm`) as the prolog and epilog it stands for:
+/// each GPU of a job gets a file named after its index, holding the job id, in the directory
+/// dcgm-exporter reads (`--hpc-job-mapping-dir`), so GPU metrics carry the job.
+fn dcgm(v: &Values, controller: &mut Map<String, Json>) {
+    let base = ["vendor", "nvidia", "dcgm"];
+    if v.read(&path(&base, &["enabled"])) != Some(Json::Bool(true)) {
+        return;
+    }
+    v.tell(
+        &path(&base, &["enabled"]),
+        Outcome::Mapped("spec.controller.scripts: dcgm-job-mapping prolog and epilog".into()),
+    );
+    v.tell(
+        &path(&base, &["scriptPriority"]),
+        ignored("slurmops runs the scripts in name order"),
+    );
+    let dir = v
+        .text(&path(&base, &["jobMappingDir"]))
+        .unwrap_or_else(|| "/var/lib/dcgm-exporter/job-mapping".into());
+    v.note(
+        &path(&base, &["jobMappingDir"]),
+        Outcome::Needs(format!(
+            "the GPU workers must share {dir} with dcgm-exporter: add it to each GPU NodeSet's volumes and volumeMounts (a hostPath)"
+        )),
+    );
+    let head = format!(
+        "#!/bin/bash\n# DCGM job mapping (Slinky's vendor.nvidia.dcgm): dcgm-exporter reads {dir}.\ndir={dir}\n"
+    );
+    let prolog = format!(
+        "{head}mkdir -p \"$dir\"\nfor g in ${{SLURM_JOB_GPUS//,/ }}; do echo \"$SLURM_JOB_ID\" > \"$dir/$g\"; done\n"
+    );
+    let epilog = format!("{head}for g in ${{SLURM_JOB_GPUS//,/ }}; do rm -f \"$dir/$g\"; done\n");
+    let scripts = controller.entry("scripts").or_insert_with(|| json!({}));
+    for (kind, content) in [("prolog", prolog), ("epilog", epilog)] {
+        let list = scripts
+            .as_object_mut()
+            .map(|m| m.entry(kind).or_insert_with(|| json!([])));
+        if let Some(Json::Array(list)) = list {
+            list.push(json!({"name": format!("{kind}-dcgm-job-mapping.sh"), "content": content}));
+        }
     }
 }
 
@@ -462,6 +500,26 @@ partitions:
         );
         assert!(!i.needs_person(), "{}", i.report_text());
         assert!(i.yaml.contains("MaxJobCount: 200000"), "{}", i.yaml);
+    }
+
+    #[test]
+    fn dcgm_becomes_the_job_mapping_prolog_and_epilog() {
+        let i = run(&[
+            "vendor: {nvidia: {dcgm: {enabled: true, jobMappingDir: /run/dcgm}}}\nnodesets: {gpu: {}}\n",
+        ]);
+        let scripts = load(&i).spec.controller.scripts;
+        let prolog = &scripts.prolog[0];
+        assert_eq!(prolog.name, "prolog-dcgm-job-mapping.sh");
+        assert!(
+            prolog.content.contains("dir=/run/dcgm") && prolog.content.contains("SLURM_JOB_GPUS")
+        );
+        assert!(scripts.epilog[0].content.contains("rm -f"));
+        let text = i.report_text();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("NEEDS") && l.contains("/run/dcgm")),
+            "{text}"
+        );
     }
 
     #[test]
