@@ -76,21 +76,28 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
             m.wave_replaced
         ),
     ));
-    out.push(figure(
-        "scale.rollout",
-        m.rollout_took.as_secs_f64(),
-        "s",
-        format!(
-            "{at}: image of every NodeSet changed (maxUnavailable 2), push → every worker replaced, its slurmd registered and resumed; nodes left drained by slurmops: {} (goal 0)",
-            m.left_drained
-        ),
-    ));
+    if let (Some(took), Some(left)) = (m.rollout_took, m.left_drained) {
+        out.push(figure(
+            "scale.rollout",
+            took.as_secs_f64(),
+            "s",
+            format!(
+                "{at}: image of every NodeSet changed (maxUnavailable 2), push → every worker replaced, its slurmd registered and resumed; nodes left drained by slurmops: {left} (goal 0)"
+            ),
+        ));
+    }
+    let span = match m.rollout_took {
+        Some(_) => "whole rollout",
+        None => {
+            "first wave (up to 2,000 workers the rollout runs to its end: at_scale::FULL_ROLLOUT_MAX_WORKERS)"
+        }
+    };
     out.push(figure(
         "scale.rollout_events",
         m.events as f64,
         "Events",
         format!(
-            "{at}: Event objects slurmops posted during that rollout (their count {}: aggregated ones count more than once)",
+            "{at}: Event objects slurmops posted during the {span} (their count {}: repeats count on one Event)",
             m.events_count
         ),
     ));

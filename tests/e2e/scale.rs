@@ -263,7 +263,7 @@ fn misses(m: &Measured) -> Vec<String> {
     // left drained by slurmops.
     goal(
         "nodes left drained by slurmops after the rollout (goal 0)",
-        m.left_drained as f64,
+        m.left_drained.expect("the rollout ran to its end") as f64,
         0.0,
     );
     // Events are aggregated per NodeSet and reason within a pass, and repeats count on the Event
