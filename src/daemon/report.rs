@@ -148,19 +148,30 @@ pub(super) async fn rollout_events(
     if out.slurm_error.is_none() {
         *seen = waiting_now;
     }
-    for (set, reason, message) in aggregate(notes) {
+    // A wave over 500 NodeSets is a few Events each: written EVENT_WRITES at a time.
+    let notes = aggregate(notes).into_iter().map(|(set, reason, message)| {
         let managed = out.sets.get(&set).is_some_and(|s| s.managed);
-        let note = crate::status::Note {
+        crate::status::Note {
             involved: crate::status::node_set_ref(namespace, &set, managed),
             reason,
             message,
             warning: reason == vocab::EVENT_CANARY_FAILED,
-        };
-        if let Err(e) = events.record(&cluster.client, note).await {
-            tracing::warn!("recording an Event: {e}");
         }
-    }
+    });
+    futures::StreamExt::for_each_concurrent(
+        futures::stream::iter(notes),
+        EVENT_WRITES,
+        |note| async move {
+            if let Err(e) = events.record(&cluster.client, note).await {
+                tracing::warn!("recording an Event: {e}");
+            }
+        },
+    )
+    .await;
 }
+
+/// Event writes of one pass in flight at once (as apply's and sync's writes).
+const EVENT_WRITES: usize = 16;
 
 /// Longest Event message slurmops writes (the events.k8s.io API's limit for a note).
 const EVENT_MESSAGE_BYTES: usize = 1024;
