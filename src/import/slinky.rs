@@ -95,13 +95,13 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
             ignored("the PriorityClass itself is not slurmops's to make"),
         );
     }
-    let mut controller = control::controller(&v, &images);
+    let mut controller = control::controller(&v);
     dcgm(&v, &mut controller);
     spec.insert("controller".into(), controller.into());
-    if let Some(r) = control::restapi(&v, &images) {
+    if let Some(r) = control::restapi(&v) {
         spec.insert("restapi".into(), r.into());
     }
-    if let Some(a) = control::accounting(&v, &images) {
+    if let Some(a) = control::accounting(&v) {
         spec.insert("accounting".into(), a.into());
     }
     let login = control::login_sets(&v, &images);

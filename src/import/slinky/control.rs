@@ -7,7 +7,7 @@ use super::{Images, conf, ignored, needs, path, placement};
 use crate::import::Outcome;
 use crate::import::values::Values;
 
-pub(super) fn controller(v: &Values, _images: &Images) -> Map<String, Json> {
+pub(super) fn controller(v: &Values) -> Map<String, Json> {
     let mut c = Map::new();
     if v.read(&["controller", "external"]) == Some(Json::Bool(true)) {
         v.tell(
@@ -155,8 +155,7 @@ pub(super) fn controller(v: &Values, _images: &Images) -> Map<String, Json> {
     c
 }
 
-pub(super) fn restapi(v: &Values, images: &Images) -> Option<Map<String, Json>> {
-    let _ = images;
+pub(super) fn restapi(v: &Values) -> Option<Map<String, Json>> {
     let mut r = Map::new();
     if let Some(n) = v.map(&["restapi", "replicas"], "spec.restapi.replicas") {
         r.insert("replicas".into(), n);
@@ -183,7 +182,7 @@ pub(super) fn restapi(v: &Values, images: &Images) -> Option<Map<String, Json>> 
     (!r.is_empty()).then_some(r)
 }
 
-pub(super) fn accounting(v: &Values, _images: &Images) -> Option<Map<String, Json>> {
+pub(super) fn accounting(v: &Values) -> Option<Map<String, Json>> {
     if v.read(&["accounting", "enabled"]) != Some(Json::Bool(true)) {
         return None;
     }
