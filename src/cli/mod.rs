@@ -219,7 +219,10 @@ enum Cmd {
     Completion { shell: clap_complete::Shell },
     /// Turn another tool's cluster into a cluster.yaml (stdout) with a report of every setting
     /// (stderr); exit 2 when something needs a person.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  slurmops import slinky chart-values.yaml my-values.yaml --name slurm --namespace slurm > cluster.yaml"
+    )]
     Import(import::From),
     /// Write the manual pages, one per command (slurmops.1, slurmops-plan.1, slurmops-slurm-drain.1, ...).
     #[command(
