@@ -295,7 +295,32 @@ pub(super) fn placement(
         Outcome::Mapped(format!("{to}.podTemplate.initContainers")),
     );
     if let Some(i) = v.read(&path(base, &["podSpec", "initContainers"])) {
-        out.insert("podTemplate".into(), json!({"initContainers": i}));
+        out.entry("podTemplate").or_insert_with(|| json!({}))["initContainers"] = i;
+    }
+}
+
+/// The volumes of a pod (`podSpec.volumes`) and its main CONTAINER's mounts and env, into OUT:
+/// login sets and NodeSets take them alike (TO: the cluster.yaml path for the report).
+pub(super) fn volumes_and_env(
+    v: &Values,
+    base: &[&str],
+    container: &str,
+    to: &str,
+    out: &mut Map<String, Json>,
+) {
+    for (from, ours) in [
+        (["podSpec", "volumes"], "volumes"),
+        ([container, "volumeMounts"], "volumeMounts"),
+    ] {
+        if let Some(x) = v.map(&path(base, &from), &format!("{to}.{ours}")) {
+            out.insert(ours.into(), x);
+        }
+    }
+    if let Some(env) = v.map(
+        &path(base, &[container, "env"]),
+        &format!("{to}.podTemplate.env"),
+    ) {
+        out.entry("podTemplate").or_insert_with(|| json!({}))["env"] = env;
     }
 }
 

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
+use super::handback;
 use super::pod::{self, PodParts};
 use super::reconfigure;
 use super::slurm::{
@@ -23,6 +24,10 @@ use super::slurm::{
 };
 use crate::spec::types::{ClusterFile, ConfigFile, LoginSet};
 use crate::spec::window::reserves_through_sidecar;
+
+/// The volume of slurmctld's /run/slurmctld (pid file, authentication socket), shared with its
+/// sidecar.
+const RUN_SLURMCTLD: &str = "run-slurmctld";
 
 /// The uid/gid of the `slurm` user in the Slinky images.
 const SLURM_UID: i64 = 401;
@@ -149,10 +154,18 @@ fn reconfigure_sidecar(s: &crate::spec::types::ClusterSpec) -> Container {
             true,
         ));
     }
-    let script = match reserves {
+    let mut script = match reserves {
         true => reconfigure::reserving_script(),
         false => reconfigure::SIDECAR_SCRIPT.into(),
     };
+    if controller_replicas(s) > 1 {
+        // The backup in control hands it back to a returning primary (render/handback.rs).
+        script = handback::sidecar(&script);
+        mounts.push(pod::mount("statesave", STATE_SAVE, true));
+    }
+    // scontrol authenticates through slurmctld's own socket (auth/slurm's sack) in the pod's
+    // shared /run/slurmctld: a container has no key of its own to sign with.
+    mounts.push(pod::mount(RUN_SLURMCTLD, "/run/slurmctld", false));
     Container {
         name: "reconfigure".into(),
         image: Some(pod::image(s, s.images.slurmctld.as_ref(), "slurmctld")),
@@ -272,10 +285,17 @@ pub fn controller(
             ..Volume::default()
         }),
     }
+    volumes.push(Volume {
+        name: RUN_SLURMCTLD.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    });
     let main = Container {
+        command: Some(handback::command(controller_replicas(s) - 1)),
         volume_mounts: Some(vec![
             pod::mount("etc-slurm", ETC_SLURM, true),
             pod::mount("statesave", STATE_SAVE, false),
+            pod::mount(RUN_SLURMCTLD, "/run/slurmctld", false),
         ]),
         ..pod::daemon(
             s,

@@ -6,6 +6,7 @@
 
 pub mod components;
 pub mod database;
+pub mod handback;
 pub mod metrics;
 pub mod names;
 mod network;

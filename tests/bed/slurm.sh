@@ -45,6 +45,8 @@
 #   slurm.sh maintenance-dir INST           print the host path of INST's maintenance directory
 #                                           (a kubelet's copy of the maintenance ConfigMap)
 #   slurm.sh stop-sidecar INST NAME         stop it
+#   slurm.sh start-ctld-sidecar INST NAME   the reconfigure sidecar of controller NAME (of several),
+#                                           its script INST's file reconfigure.command, by PID
 #   slurm.sh slurmd-alive INST NAME         exit 0 while that slurmd runs
 #   slurm.sh run-as-node INST NAME CMD...   run CMD in the chroot with hostname NAME (a pod hook)
 #   slurm.sh exec INST CMD...               run a Slurm client command for INST inside the chroot
@@ -205,8 +207,13 @@ ctld_host() {
   local name=$1
   mkdir -p "$R/run/sack-$inst-$name"
   chroot "$R" chown slurm:slurm "/run/sack-$inst-$name"
+  # The controller container's command as rendered, when the instance's files hold it (the
+  # script that runs before slurmctld: the primary's safe return, render/handback.rs).
+  local run=(/usr/sbin/slurmctld)
+  [ ! -f "$R$ETC/slurmctld.command" ] || run=(/bin/sh -c "$(cat "$R$ETC/slurmctld.command")" slurmctld)
   BED_HOSTS="$RUN/hosts" BED_CTLD_RUN="$R/run/sack-$inst-$name" setsid "$SELF" _private "$R" "$name" "$inst" \
-    chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" > "$RUN/slurmctld-$name.out" 2>&1 < /dev/null &
+    chroot "$R" env PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$ETC/slurm.conf" "${run[@]}" -D -f "$ETC/slurm.conf" \
+    > "$RUN/slurmctld-$name.out" 2>&1 < /dev/null &
   echo $! > "$RUN/slurmctld-$name.pid"
 }
 # Waits until N controllers answer a ping; else prints their logs and fails.
@@ -344,7 +351,16 @@ case "$cmd" in
   start-ctld-pod)
     # That controller's pod (back): the same state directory, the others running.
     alive "$RUN/slurmctld-$1.pid" || ctld_host "$1"
-    wait_ctld "$(controllers | wc -l)"
+    # Until it answers: a primary that returns while a backup has control first waits for the
+    # backups to save and stop (render/handback.rs), which their pods then start again.
+    for _ in $(seq 1 300); do
+      in_chroot scontrol ping 2>/dev/null | grep -q "at $1 is UP" && exit 0
+      alive "$RUN/slurmctld-$1.pid" || break
+      sleep 0.2
+    done
+    echo "slurmctld $1 ($inst) did not answer; its log:" >&2
+    tail -30 "$RUN/slurmctld-$1.out" >&2
+    exit 1
     ;;
   token)
     for _ in $(seq 1 10); do
@@ -410,6 +426,19 @@ case "$cmd" in
     ;;
   stop-sidecar)
     kill_pidfile "$RUN/sidecar-$1.pid"
+    ;;
+  start-ctld-sidecar)
+    # The reconfigure sidecar of controller NAME (of several), as rendered (the instance's file
+    # reconfigure.command): its pod's hostname, names and /run/slurmctld (the controller's, as
+    # the pod's shared emptyDir), the instance's config directory at /etc/slurm.
+    name=$1
+    mkdir -p "$R/run/sack-$inst-$name"
+    BED_HOSTS="$RUN/hosts" BED_CTLD_RUN="$R/run/sack-$inst-$name" setsid "$SELF" _private "$R" "$name" "$inst" \
+      sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' "$R$ETC" "$R/etc/slurm" \
+      chroot "$R" env PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF=/etc/slurm/slurm.conf \
+      /bin/sh -c "$(cat "$R$ETC/reconfigure.command")" \
+      > "$RUN/sidecar-reconfigure-$name.out" 2>&1 < /dev/null &
+    echo $! > "$RUN/sidecar-reconfigure-$name.pid"
     ;;
   stop-slurmd)
     kill_pidfile "$RUN/slurmd-$1.pid"

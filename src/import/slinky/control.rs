@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{Images, conf, ignored, needs, path, placement};
+use super::{Images, conf, ignored, needs, path, placement, volumes_and_env};
 use crate::import::Outcome;
 use crate::import::values::Values;
 
@@ -263,24 +263,7 @@ pub(super) fn login_sets(v: &Values, images: &Images) -> Vec<Json> {
         ) {
             l.insert("containerSecurityContext".into(), s);
         }
-        if let Some(m) = v.map(
-            &path(&base, &["login", "volumeMounts"]),
-            &format!("{to}.volumeMounts"),
-        ) {
-            l.insert("volumeMounts".into(), m);
-        }
-        if let Some(m) = v.map(
-            &path(&base, &["podSpec", "volumes"]),
-            &format!("{to}.volumes"),
-        ) {
-            l.insert("volumes".into(), m);
-        }
-        if let Some(env) = v.map(
-            &path(&base, &["login", "env"]),
-            &format!("{to}.podTemplate.env"),
-        ) {
-            l.entry("podTemplate").or_insert_with(|| json!({}))["env"] = env;
-        }
+        volumes_and_env(v, &base, "login", &to, &mut l);
         if let Some(t) = v.map_text(
             &path(&base, &["service", "spec", "type"]),
             &format!("{to}.service.type"),

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{Images, conf, ignored, needs, path, placement};
+use super::{Images, conf, ignored, needs, path, placement, volumes_and_env};
 use crate::import::Outcome;
 use crate::import::values::Values;
 
@@ -117,23 +117,7 @@ pub(super) fn node_sets(v: &Values, images: &Images) -> Vec<Json> {
             }
             n.insert("gpus".into(), g);
         }
-        for (k, ours) in [("volumeMounts", "volumeMounts")] {
-            if let Some(x) = v.map(&path(&base, &["slurmd", k]), &format!("{to}.{ours}")) {
-                n.insert(ours.into(), x);
-            }
-        }
-        if let Some(x) = v.map(
-            &path(&base, &["podSpec", "volumes"]),
-            &format!("{to}.volumes"),
-        ) {
-            n.insert("volumes".into(), x);
-        }
-        if let Some(env) = v.map(
-            &path(&base, &["slurmd", "env"]),
-            &format!("{to}.podTemplate.env"),
-        ) {
-            n.entry("podTemplate").or_insert_with(|| json!({}))["env"] = env;
-        }
+        volumes_and_env(v, &base, "slurmd", &to, &mut n);
         // Its size is cpu, memory and gpus (above): slurmops derives the container's resources.
         placement(v, &base, None, &to, &mut n);
         let pace = path(
