@@ -63,7 +63,7 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         };
         let scheduler = match s.backups_through_restart {
             0 => "the scheduler is down until it is back: sbatch, srun and squeue fail meanwhile (no backup controller through the change: controller.ha)".to_string(),
-            n => format!("the StatefulSet replaces the controllers one at a time, the {n} backup{} first; while the primary is replaced a backup answers that it stands by and Slurm's clients wait for the primary (up to 1.5 × SlurmctldTimeout) rather than fail; a primary away longer than SlurmctldTimeout (a slow image pull) leaves a backup in control until it returns", if n == 1 { "" } else { "s" }),
+            n => format!("the StatefulSet replaces the controllers one at a time, the {n} backup{} first; while the primary is replaced a backup answers that it stands by and Slurm's clients wait for the primary (up to 1.5 × SlurmctldTimeout) rather than fail; a primary away longer than SlurmctldTimeout (a slow image pull) leaves a backup in control until it returns and takes control back (the backup saves its state and stops first: about 10 s without a scheduler)", if n == 1 { "" } else { "s" }),
         };
         out.push(format!(
             "slurmctld restarts ({why}) and loads the new configuration; running jobs keep running; {scheduler}"

@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
 use super::handback;
+use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
 use super::pod::{self, PodParts};
 use super::reconfigure;
 use super::slurm::{

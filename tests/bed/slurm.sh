@@ -413,7 +413,13 @@ case "$cmd" in
     name=$1
     shift
     mkdir -p "$RUN/maintenance" "$R/etc/slurmops/maintenance"
-    setsid "$SELF" _private "$R" - "$inst" \
+    # BED_SIDECAR_OWN_RUN set: the pod does not share slurmctld's /run/slurmctld with the
+    # sidecar, which then has an empty one of its own (no authentication socket).
+    own_run=
+    if [ -n "${BED_SIDECAR_OWN_RUN:-}" ]; then
+      own_run="$R/run/sidecar-$inst-$name"; rm -rf "$own_run"; mkdir -p "$own_run"
+    fi
+    BED_CTLD_RUN=$own_run setsid "$SELF" _private "$R" - "$inst" \
       sh -c 'mount --bind "$0" "$1" && mount --bind "$2" "$3" && shift 3 && exec "$@"' \
       "$R$ETC" "$R/etc/slurm" "$RUN/maintenance" "$R/etc/slurmops/maintenance" \
       chroot "$R" env SLURM_CONF=/etc/slurm/slurm.conf "$@" \

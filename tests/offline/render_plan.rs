@@ -1109,7 +1109,13 @@ fn on_slurm_24_11_a_windowed_cluster_gives_slurmctld_a_sidecar_that_makes_its_re
     // for slurmctld (its pod template, hence no restart).
     let (script, mounts, _) = sidecar(&plain);
     assert!(!script.contains("reserve"), "{script}");
-    assert_eq!(mounts.as_array().unwrap().len(), 1);
+    let names: Vec<&serde_json::Value> = mounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["name"])
+        .collect();
+    assert_eq!(names, ["etc-slurm", "run-slurmctld"]);
     assert!(plain.get("ConfigMap", "mini-maintenance").is_none());
     let on_26 = render(&load_text(&windowed_text.replace("\"24.11\"", "\"26.05\"")));
     assert!(on_26.get("ConfigMap", "mini-maintenance").is_none());

@@ -88,7 +88,31 @@ fn start_sidecar_on(spec: &PodSpec, instance: &str, release: &str) -> bool {
     args.extend(c.command.clone().unwrap_or_default());
     args.extend(c.args.clone().unwrap_or_default());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    slurm::sh_on(release, &args);
+    // slurmctld's /run/slurmctld (its authentication socket) is the sidecar's only when the pod
+    // mounts one volume there in both containers; else the sidecar has a /run/slurmctld of its
+    // own, as a container does.
+    let run = |c: &k8s_openapi::api::core::v1::Container| {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/run/slurmctld")
+            .map(|m| m.name.clone())
+    };
+    let shared = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "slurmctld")
+        .and_then(run);
+    let own = if shared.is_some() && shared == run(c) {
+        ""
+    } else {
+        "1"
+    };
+    slurm::run(
+        &args,
+        &[("SLURM_RELEASE", release), ("BED_SIDECAR_OWN_RUN", own)],
+    )
+    .unwrap_or_else(|e| panic!("test bed failed: {e}"));
     true
 }
 

@@ -10,7 +10,7 @@ use slurmops::spec::ClusterFile;
 const SLURM_SH: &str = "tests/bed/slurm.sh";
 
 /// `slurm.sh ARGS` with ENV set: its output, or why it failed (exit status, stdout, stderr).
-fn run(args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let out = Command::new("bash")
         .arg(SLURM_SH)
         .args(args)
