@@ -528,6 +528,17 @@ partitions:
     }
 
     #[test]
+    fn a_nodeset_keeps_its_env_beside_its_init_containers() {
+        let i = run(&[
+            "nodesets: {cpu: {slurmd: {env: [{name: A, value: b}]}, podSpec: {initContainers: [{name: i, image: busybox}]}}}\n",
+        ]);
+        let c = load(&i).spec;
+        let t = c.node_sets[0].pod.pod_template.as_ref().expect(&i.yaml);
+        assert_eq!(t.env[0].name, "A", "{}", i.yaml);
+        assert_eq!(t.init_containers[0].name, "i", "{}", i.yaml);
+    }
+
+    #[test]
     fn dcgm_becomes_the_job_mapping_prolog_and_epilog() {
         let i = run(&[
             "vendor: {nvidia: {dcgm: {enabled: true, jobMappingDir: /run/dcgm}}}\nnodesets: {gpu: {}}\n",
