@@ -13,8 +13,8 @@
 //!   its heartbeat last, after its final save;
 //! - the `reconfigure` sidecar of the backup in control (`sidecar`) sees the request and has
 //!   its slurmctld save its state and stop (`scontrol shutdown slurmctld`, through slurmctld's
-//!   own authentication socket in the pod's shared /run/slurmctld); the kubelet starts it again,
-//!   in standby.
+//!   own authentication socket in the pod's shared /run/slurmctld; Slurm sends it to every
+//!   controller, so a standby backup stops too); the kubelet starts them again, in standby.
 
 /// Reading slurm.conf (`$SLURM_CONF`, else /etc/slurm/slurm.conf) and the heartbeat: two
 /// big-endian 64-bit numbers, when it was written and the index of the controller in control
