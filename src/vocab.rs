@@ -213,6 +213,8 @@ vocabulary! {
         STATUS_HELD = "held";
         /// With backup controllers: which slurmctld answers and has control, which do not.
         STATUS_CONTROLLERS = "controllers";
+        /// With several slurmrestd: which pod answered, which could not be reached.
+        STATUS_SLURMRESTD = "slurmrestd";
     }
 }
 

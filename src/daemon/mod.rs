@@ -113,6 +113,8 @@ struct State {
     cache: Option<Cache>,
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
     slurm: Option<(String, Arc<Client>, Instant)>,
+    /// When slurmrestd's pods were last read from its Service's Endpoints.
+    replicas_read: Option<Instant>,
     /// What the last controller pass cost, for its debug line.
     /// The last pass's phases, slurmrestd traffic and jobs seen (-1: the queue was needed and
     /// not known; 0 also when it was not read).

@@ -353,7 +353,8 @@ async fn reconcile(
     started: Instant,
 ) -> bool {
     let slurm = connect(cluster, cfg, state, &t.c).await;
-    if slurm.is_some() {
+    if let Some(s) = &slurm {
+        find_replicas(cluster, cfg, state, &t.c, s).await;
         watch(cluster, shared, state, &t.c);
     }
     // A restarted daemon (or a new leader) at 10,000 workers: until its watches hold every
@@ -408,6 +409,11 @@ async fn reconcile(
             });
             state.cost = Some((out.phases, out.slurm_traffic, jobs));
             record(shared, state, t, &out, started, slurm.is_some());
+            state.status.slurmrestd = slurm
+                .as_ref()
+                .and_then(|s| s.answered())
+                .map(|a| a.line())
+                .unwrap_or_default();
             state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
                 (None, _) => String::new(),
                 // Which controller has control: one small request, only with backups.
@@ -543,6 +549,38 @@ fn record(
         .lock()
         .expect("metrics")
         .progress(&out.progress);
+}
+
+/// How often the daemon reads which slurmrestd pods are behind the Service.
+const REPLICAS_EVERY: Duration = Duration::from_secs(30);
+
+/// With several slurmrestd and the cluster's own Service (no `--slurmrestd-url`): the pods
+/// behind it, from its Endpoints at most every 30 s, so that SLURM sends to each and names the
+/// one that answered (a replica that restarts is passed over at once). A failed read keeps the
+/// replicas known; no Endpoints yet: the Service.
+async fn find_replicas(
+    cluster: &Connection,
+    cfg: &Config,
+    state: &mut State,
+    c: &spec::ClusterFile,
+    slurm: &Client,
+) {
+    let own_service = matches!(&cfg.slurm, SlurmSource::Cluster { url: None, .. });
+    if !own_service || c.spec.restapi.replicas < 2 {
+        return;
+    }
+    if state
+        .replicas_read
+        .is_some_and(|at| at.elapsed() < REPLICAS_EVERY)
+        && !slurm.replicas().is_empty()
+    {
+        return;
+    }
+    state.replicas_read = Some(Instant::now());
+    match crate::slurm::connect::replicas(&cluster.client, c).await {
+        Ok(list) => slurm.set_replicas(list),
+        Err(e) => tracing::warn!("slurmrestd replicas: {e}"),
+    }
 }
 
 /// How long a pass waits for the first read of the whole job queue before it goes on without

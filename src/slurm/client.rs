@@ -15,8 +15,10 @@ use super::model::{
 use super::{Nodes, SlurmError};
 
 mod queue;
+mod replicas;
 mod stream;
 pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, max_jobs_from};
+pub use replicas::{Answered, Replica};
 
 /// Slurm error numbers slurmops reacts to.
 pub mod errno {
@@ -122,6 +124,8 @@ pub struct Inner {
     /// The job queue as last read (see `queue`). The lock also keeps a second whole-queue read
     /// from starting while one is in flight.
     queue: tokio::sync::Mutex<queue::Queue>,
+    /// slurmrestd's pods, addressed one by one when known (see `replicas`).
+    replicas: Mutex<replicas::Replicas>,
 }
 
 /// The last node list, with slurmctld's `last_update` to ask again with.
@@ -220,6 +224,7 @@ impl Client {
             received: Default::default(),
             kept_nodes: tokio::sync::Mutex::new(None),
             queue: Default::default(),
+            replicas: Default::default(),
         })))
     }
 
@@ -585,7 +590,13 @@ impl Client {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {
-            let result = self.send_once(&method, &url, body.as_ref(), deadline).await;
+            let result = match self
+                .to_replicas(&method, &url, body.as_ref(), deadline)
+                .await
+            {
+                Some(r) => r,
+                None => self.send_once(&method, &url, body.as_ref(), deadline).await,
+            };
             match result {
                 Err(e) if e.is_transient() && attempt < self.config.attempts => {
                     tokio::time::sleep(delay).await;

@@ -1,14 +1,15 @@
 //! A Slurm client for a cluster.yaml, the way the daemon runs by default: tokens minted (and
 //! renewed before they expire) from the cluster's JWT key Secret (`spec.auth.jwtKey`), sent to the
 //! slurmrestd Service the cluster renders. Only that one Secret is read, and its bytes never leave
-//! the client (redacted in Debug, never logged).
+//! the client (redacted in Debug, never logged). With several slurmrestd, the pods behind that
+//! Service are read from its Endpoints, so that each is addressed and named (`client::replicas`).
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Endpoints, Secret};
 
 use super::auth::{Credentials, KeyBytes};
-use super::{Client, Config, SlurmError};
+use super::{Client, Config, Replica, SlurmError};
 use crate::spec::ClusterFile;
 
 /// Lifetime of a minted token (renewed at 80%).
@@ -69,4 +70,85 @@ pub async fn from_secret(
     );
     config.allow_http = allow_http;
     Client::new(config)
+}
+
+/// The slurmrestd pods behind C's Service, from its Endpoints (one small read): each ready
+/// address with its pod's name, at the Service's slurmrestd port, in name order. Empty when the
+/// Endpoints do not exist yet.
+pub async fn replicas(kube: &kube::Client, c: &ClusterFile) -> Result<Vec<Replica>, String> {
+    let ns = &c.metadata.namespace;
+    let name = crate::render::Names::new(c).restapi();
+    let api: kube::Api<Endpoints> = kube::Api::namespaced(kube.clone(), ns);
+    let e = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| format!("cannot read Endpoints {ns}/{name}: {e}"))?;
+    Ok(e.map(|e| replicas_of(&e)).unwrap_or_default())
+}
+
+/// The ready addresses of E that name their pod, at its `slurmrestd` port (else its only one).
+fn replicas_of(e: &Endpoints) -> Vec<Replica> {
+    let mut out = Vec::new();
+    for s in e.subsets.iter().flatten() {
+        let ports = s.ports.as_deref().unwrap_or_default();
+        let port = ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some("slurmrestd"))
+            .or(ports.first().filter(|_| ports.len() == 1));
+        let Some(port) = port else { continue };
+        for a in s.addresses.iter().flatten() {
+            let Some(pod) = a.target_ref.as_ref().and_then(|t| t.name.clone()) else {
+                continue;
+            };
+            let host = match a.ip.contains(':') {
+                true => format!("[{}]", a.ip),
+                false => a.ip.clone(),
+            };
+            out.push(Replica {
+                name: pod,
+                base: format!("http://{host}:{}", port.port),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_are_the_ready_addresses_with_their_pods() {
+        let e: Endpoints = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c-restapi"},
+            "subsets": [{
+                "addresses": [
+                    {"ip": "10.0.0.2", "targetRef": {"kind": "Pod", "name": "c-restapi-b"}},
+                    {"ip": "10.0.0.1", "targetRef": {"kind": "Pod", "name": "c-restapi-a"}},
+                    {"ip": "10.0.0.9"}
+                ],
+                "notReadyAddresses": [{"ip": "10.0.0.3", "targetRef": {"kind": "Pod", "name": "c-restapi-c"}}],
+                "ports": [{"name": "slurmrestd", "port": 6820}]
+            }]
+        }))
+        .unwrap();
+        let names: Vec<(String, String)> = replicas_of(&e)
+            .into_iter()
+            .map(|r| (r.name, r.base))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (
+                    "c-restapi-a".to_string(),
+                    "http://10.0.0.1:6820".to_string()
+                ),
+                (
+                    "c-restapi-b".to_string(),
+                    "http://10.0.0.2:6820".to_string()
+                )
+            ]
+        );
+    }
 }

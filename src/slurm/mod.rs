@@ -14,7 +14,7 @@ pub mod model;
 
 use std::future::Future;
 
-pub use client::{Client, Config, Traffic};
+pub use client::{Answered, Client, Config, Replica, Traffic};
 pub use model::{
     ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation, ReservationRequest,
 };

@@ -55,6 +55,9 @@ pub struct Status {
     /// With backup controllers: which one has control (the first that answers, as Slurm's
     /// clients choose) and which do not answer. Empty without backups.
     pub controllers: String,
+    /// With several slurmrestd: which pod answered the pass's last request and which could not
+    /// be reached. Empty with one, or with `--slurmrestd-url`.
+    pub slurmrestd: String,
 }
 
 impl Status {
@@ -81,6 +84,7 @@ impl Status {
             ("slurm", &self.slurm),
             ("held", &self.held),
             ("controllers", &self.controllers),
+            ("slurmrestd", &self.slurmrestd),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -104,6 +108,7 @@ impl Status {
             slurm: g("slurm"),
             held: g("held"),
             controllers: g("controllers"),
+            slurmrestd: g("slurmrestd"),
         }
     }
 }
@@ -137,7 +142,14 @@ pub async fn write(
 /// `status::bound`; the daemon keeps `nodeSets` within its own share).
 fn bounded(status: &Status) -> BTreeMap<String, String> {
     let mut data = status.to_data();
-    for k in ["errors", "summary", "held", "slurm", "controllers"] {
+    for k in [
+        "errors",
+        "summary",
+        "held",
+        "slurm",
+        "controllers",
+        "slurmrestd",
+    ] {
         if let Some(v) = data.get_mut(k) {
             *v = super::bound::text(v);
         }

@@ -65,6 +65,9 @@ pub fn text(s: &Status, now: i64) -> String {
     if !s.controllers.is_empty() {
         out += &format!("controllers:  {}\n", s.controllers);
     }
+    if !s.slurmrestd.is_empty() {
+        out += &format!("slurmrestd:   {}\n", s.slurmrestd);
+    }
     if !s.errors.is_empty() {
         out += "errors:\n";
         for l in s.errors.lines() {

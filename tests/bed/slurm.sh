@@ -21,9 +21,11 @@
 #   slurm.sh crash-ctld INST NAME           kill controller NAME of several (SIGKILL)
 #   slurm.sh start-ctld-pod INST NAME       start controller NAME of several unless it runs (its pod
 #                                           started), its state kept; wait until all answer
-#   slurm.sh start-restd INST PORT [NAME]   start slurmrestd (JWT auth; openapi/slurmctld and, when
-#                                           INST runs slurmdbd, openapi/slurmdbd) on 127.0.0.1:PORT;
-#                                           NAME (default slurmrestd) lets a test run its own
+#   slurm.sh start-restd INST PORT [NAME [ADDR]]
+#                                           start slurmrestd (JWT auth; openapi/slurmctld and, when
+#                                           INST runs slurmdbd, openapi/slurmdbd) on ADDR:PORT
+#                                           (default 127.0.0.1); NAME (default slurmrestd) lets a
+#                                           test run its own (a restapi pod's, at its pod's address)
 #   slurm.sh stop-restd INST NAME           stop that slurmrestd by PID
 #   slurm.sh token INST [USER]              print a JWT for USER (default root), 1 day
 #   slurm.sh start-slurmd INST NAME PORT CONF [ARGS...]
@@ -311,20 +313,22 @@ case "$cmd" in
     exit 1
     ;;
   start-restd)
-    port=$1 rname=${2:-slurmrestd}
+    port=$1 rname=${2:-slurmrestd} addr=${3:-127.0.0.1}
     kill_pidfile "$RUN/$rname.pid"
+    # A pod's own address (the test kubelet's, in 198.18.0.0/15): on the loopback interface.
+    case $addr in 127.*) ;; *) ip addr show dev lo | grep -q " $addr/" || ip addr add "$addr/32" dev lo ;; esac
     plugins=openapi/slurmctld
     [ -f "$R$ETC/slurmdbd.conf" ] && plugins=openapi/slurmctld,openapi/slurmdbd
     setsid "$SELF" _private "$R" - "$inst" chroot --userspec=restd:restd "$R" env SLURM_CONF="$ETC/slurm.conf" SLURM_JWT=daemon \
-      /usr/sbin/slurmrestd -a rest_auth/jwt -s "$plugins" "127.0.0.1:$port" \
+      /usr/sbin/slurmrestd -a rest_auth/jwt -s "$plugins" "$addr:$port" \
       > "$RUN/$rname.out" 2>&1 < /dev/null &
     echo $! > "$RUN/$rname.pid"
     for _ in $(seq 1 100); do
-      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0
+      (exec 3<>"/dev/tcp/$addr/$port") 2>/dev/null && exit 0
       alive "$RUN/$rname.pid" || break
       sleep 0.1
     done
-    echo "slurmrestd ($inst) did not listen on 127.0.0.1:$port; its log:" >&2
+    echo "slurmrestd ($inst) did not listen on $addr:$port; its log:" >&2
     tail -30 "$RUN/$rname.out" >&2
     exit 1
     ;;
@@ -570,6 +574,8 @@ CONF
   down)
     for f in "$BASE"/*/slurmd-*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
     for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
+    # The restapi pods' addresses start-restd put on the loopback interface.
+    for a in $(ip -o addr show dev lo | awk '$4 ~ /^198\.1[89]\./ {print $4}'); do ip addr del "$a" dev lo || true; done
     # Every release's chroot that has mounts (their /proc is mounted while in use).
     for R in $(awk '$2 ~ /\/slurm-[a-z0-9.]+-[0-9a-f]+\/proc$/ {sub("/proc$", "", $2); print $2}' /proc/mounts); do
       # Job processes can outlive slurmd; they run inside the chroot: end them by PID.

@@ -200,20 +200,46 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
         args.extend(extra);
         sh(&args).trim().to_string()
     };
-    // The daemon follows the example's repository, reading Slurm through this slurmrestd: its
-    // status says which controller has control.
+    // The daemon follows the example's repository, reading Slurm through the example's two
+    // slurmrestd (no --slurmrestd-url: the pods behind its Service): its status says which
+    // controller has control and which slurmrestd answered.
     t.env.state_claim("slurmctld-state-rwx", "ReadWriteMany").await;
     let commit = t.repo.push(&text, "ha");
-    let restd_url = format!("http://127.0.0.1:{restd_port}");
-    let _daemon = Daemon::start_as(
-        &t.env,
-        t.dir.path(),
-        &t.url,
-        "d",
-        &["--interval", "2s", "--slurmrestd-url", &restd_url],
-        &t.kubeconfig,
-    );
+    let _daemon = Daemon::start_as(&t.env, t.dir.path(), &t.url, "d", &["--interval", "2s"], &t.kubeconfig);
     applied(&t.env, &commit, Duration::from_secs(60)).await;
+    // Each restapi pod has its own address (the test kubelet's, as a pod's IP): a slurmrestd
+    // runs there on the Service's port, as in the pod.
+    let replicas = eventually("the restapi Service's two endpoints", Duration::from_secs(60), async || {
+        let api: kube::Api<k8s_openapi::api::core::v1::Endpoints> = kube::Api::namespaced(t.env.client.clone(), &t.env.ns);
+        let e = api.get_opt("ha-restapi").await.ok()??;
+        let mut each: Vec<(String, String)> = e.subsets.iter().flatten()
+            .flat_map(|s| s.addresses.iter().flatten())
+            .filter_map(|a| Some((a.target_ref.as_ref()?.name.clone()?, a.ip.clone())))
+            .collect();
+        each.sort();
+        (each.len() == 2).then_some(each)
+    })
+    .await;
+    for (pod, ip) in &replicas {
+        sh_on(release, &["start-restd", instance, "6820", &format!("restd-{pod}"), ip]);
+    }
+    let slurmrestd = async |what: &str, ok: &dyn Fn(&str) -> bool| {
+        eventually(&format!("the daemon's status: slurmrestd {what}"), Duration::from_secs(30), async || {
+            let s = status(&t.env).await?;
+            (ok(&s.slurmrestd) && s.slurm.is_empty()).then_some(s.slurmrestd)
+        })
+        .await
+    };
+    let names: Vec<&String> = replicas.iter().map(|(pod, _)| pod).collect();
+    let line = slurmrestd("names a replica that answered", &|l| names.iter().any(|n| l == format!("{n} answered"))).await;
+    let first = names.iter().find(|n| line == format!("{n} answered")).unwrap().to_string();
+    let second = names.iter().find(|n| ***n != first).unwrap().to_string();
+    // The replica that answered stops (its pod's slurmrestd restarts): the next pass reads Slurm
+    // through the other one and says so.
+    sh(&["stop-restd", instance, &format!("restd-{first}")]);
+    let moved = format!("{second} answered; {first} did not answer");
+    slurmrestd(&moved, &|l| l.starts_with(&moved)).await;
+    eprintln!("Slurm {release}: the daemon read Slurm through {second} once {first} stopped");
     let controllers = async |line: String| {
         eventually(&format!("the daemon's status: controllers {line}"), Duration::from_secs(30), async || {
             (status(&t.env).await?.controllers == line).then_some(())

@@ -415,13 +415,14 @@ impl Client {
             Some(t) => format!("jobs/?update_time={t}&flags=ALL"),
             None => "jobs/?flags=ALL".to_string(),
         };
-        let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
+        let base = self.preferred_base();
+        let url = format!("{base}/slurm/{}/{path}", p.as_str());
         self.sent.fetch_add(1, Ordering::Relaxed);
         let req = self
             .authorized(&Method::GET, &url)
             .timeout(self.config.queue_timeout);
         let stream = Stream {
-            base: self.base.clone(),
+            base,
             path,
             secs: self.config.queue_timeout.as_secs(),
             received: self.received.clone(),

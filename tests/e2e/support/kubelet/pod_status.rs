@@ -18,9 +18,10 @@ impl State {
             .map(|c| json!({"name": c.name, "image": c.image, "imageID": "", "ready": ready,
                             "restartCount": 0, "started": true, "state": {"running": {"startedAt": now()}}}))
             .collect();
+        let ip = pod_ip(pod);
         let status = json!({"status": {
-            "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
-            "podIPs": [{"ip": "127.0.0.1"}], "startTime": now(),
+            "phase": "Running", "hostIP": "127.0.0.1", "podIP": ip,
+            "podIPs": [{"ip": ip}], "startTime": now(),
             "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
                 {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
@@ -71,6 +72,31 @@ impl State {
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(status))
             .await;
     }
+}
+
+/// A pod's IP: 127.0.0.1, but a slurmrestd pod's own address (from its namespace and name), as
+/// each pod of a real cluster has its own: the restapi Service's Endpoints then name each
+/// replica at an address of its own, where a test can run its slurmrestd (`slurm.sh
+/// start-restd` puts the address on the loopback interface).
+pub fn pod_ip(pod: &Pod) -> String {
+    let restd = pod
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.containers.iter().any(|c| c.name == "slurmrestd"));
+    if !restd {
+        return "127.0.0.1".into();
+    }
+    let key = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    );
+    // FNV-1a: stable across runs and processes.
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    // 198.18.0.0/15 is set aside for tests (RFC 2544); the apiserver refuses loopback Endpoints.
+    format!("198.18.{}.{}", (h >> 8) & 0xff, 1 + (h & 0xff) % 254)
 }
 
 pub(super) fn now() -> String {

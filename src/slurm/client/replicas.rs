@@ -1,0 +1,176 @@
+//! slurmrestd's replicas addressed one by one. Behind its Service a request lands on any replica
+//! and no answer says which; a replica that restarts fails the requests that reach it. Given the
+//! pods behind the Service (`connect::replicas`, from its Endpoints), each request goes to the
+//! replica that answered last, moves on at once to the next when one cannot be reached, and the
+//! client tells which one answered and which did not (the daemon's status, `plan --cluster`).
+
+use std::time::Duration;
+
+use reqwest::Method;
+
+use super::{Client, SlurmError};
+
+/// One slurmrestd pod: its name and base URL (`http://IP:PORT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    pub name: String,
+    pub base: String,
+}
+
+/// The replica that answered the last request sent to replicas (None: none could be reached,
+/// the request went to the Service), and those that could not be reached before it, with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answered {
+    pub by: Option<String>,
+    pub unreachable: Vec<(String, String)>,
+}
+
+impl Answered {
+    /// One line: `a answered; b did not answer (why)`.
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        match &self.by {
+            Some(by) => parts.push(format!("{by} answered")),
+            None => parts.push("no replica answered (the Service was asked)".into()),
+        }
+        for (name, why) in &self.unreachable {
+            parts.push(format!("{name} did not answer ({why})"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The replicas, the one to try first first, and the last outcome.
+#[derive(Debug, Default)]
+pub(super) struct Replicas {
+    list: Vec<Replica>,
+    answered: Option<Answered>,
+}
+
+impl Replicas {
+    /// R first from now on.
+    fn prefer(&mut self, r: &Replica) {
+        if let Some(i) = self.list.iter().position(|x| x == r) {
+            let r = self.list.remove(i);
+            self.list.insert(0, r);
+        }
+    }
+}
+
+impl Client {
+    /// Sends requests to LIST's pods themselves (empty: to the Service), the one that answered
+    /// last first when it is still there.
+    pub fn set_replicas(&self, list: Vec<Replica>) {
+        let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        let first = r.list.first().cloned();
+        r.list = list;
+        if let Some(first) = first {
+            r.prefer(&first);
+        }
+    }
+
+    /// The replicas requests go to, the one tried first first.
+    pub fn replicas(&self) -> Vec<Replica> {
+        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        r.list.clone()
+    }
+
+    /// Which replica answered the last request sent to replicas (None without replicas).
+    pub fn answered(&self) -> Option<Answered> {
+        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        r.answered.clone()
+    }
+
+    /// The base URL a streamed read goes to: the replica tried first, else the Service.
+    pub(super) fn preferred_base(&self) -> String {
+        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        r.list
+            .first()
+            .map_or_else(|| self.base.clone(), |x| x.base.clone())
+    }
+
+    /// URL (on the Service's base) sent to each replica in turn until one can be reached; None
+    /// without replicas or when none could be (the caller then asks the Service).
+    pub(super) async fn to_replicas(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&serde_json::Value>,
+        deadline: Duration,
+    ) -> Option<Result<Vec<u8>, SlurmError>> {
+        let list = self.replicas();
+        if list.is_empty() {
+            return None;
+        }
+        let path = url.strip_prefix(&self.base).unwrap_or(url);
+        let mut unreachable = Vec::new();
+        for r in &list {
+            let url = format!("{}{path}", r.base);
+            match self.send_once(method, &url, body, deadline).await {
+                Err(SlurmError::Unreachable { detail, .. }) => {
+                    unreachable.push((r.name.clone(), detail));
+                }
+                other => {
+                    let mut s = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+                    s.prefer(r);
+                    s.answered = Some(Answered {
+                        by: Some(r.name.clone()),
+                        unreachable,
+                    });
+                    return Some(other);
+                }
+            }
+        }
+        let mut s = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        s.answered = Some(Answered {
+            by: None,
+            unreachable,
+        });
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_names_who_answered_and_who_did_not() {
+        let a = Answered {
+            by: Some("r-b".into()),
+            unreachable: vec![("r-a".into(), "connection refused".into())],
+        };
+        assert_eq!(
+            a.line(),
+            "r-b answered; r-a did not answer (connection refused)"
+        );
+        let none = Answered {
+            by: None,
+            unreachable: vec![("r-a".into(), "timed out".into())],
+        };
+        assert_eq!(
+            none.line(),
+            "no replica answered (the Service was asked); r-a did not answer (timed out)"
+        );
+    }
+
+    #[test]
+    fn the_replica_that_answered_stays_first_across_a_new_list() {
+        let r = |n: &str| Replica {
+            name: n.into(),
+            base: format!("http://{n}:6820"),
+        };
+        let mut s = Replicas {
+            list: vec![r("a"), r("b")],
+            answered: None,
+        };
+        s.prefer(&r("b"));
+        assert_eq!(s.list, [r("b"), r("a")]);
+        s.prefer(&r("c"));
+        assert_eq!(
+            s.list,
+            [r("b"), r("a")],
+            "one not in the list changes nothing"
+        );
+    }
+}
