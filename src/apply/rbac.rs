@@ -56,8 +56,9 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
     ),
     // controller.ha: the state claim must be ReadWriteMany (read once per apply).
     (&[""], &["persistentvolumeclaims"], &["get"]),
-    // Several slurmrestd: the pods behind its Service, each addressed and named (every 30 s).
-    (&[""], &["endpoints"], &["get"]),
+    // Several slurmrestd: the pods behind its Service (a watch of its one Endpoints object),
+    // each addressed and named.
+    (&[""], &["endpoints"], &["get", "list", "watch"]),
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),
     (&[""], &["events"], &["create", "patch"]),

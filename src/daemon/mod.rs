@@ -15,6 +15,7 @@ pub mod install;
 pub mod lease;
 pub mod metrics;
 mod pass;
+mod replicas;
 pub use pass::QUEUE_WAIT;
 mod report;
 
@@ -113,8 +114,8 @@ struct State {
     cache: Option<Cache>,
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
     slurm: Option<(String, Arc<Client>, Instant)>,
-    /// When slurmrestd's pods were last read from its Service's Endpoints.
-    replicas_read: Option<Instant>,
+    /// With several slurmrestd: the watch of its Service's Endpoints.
+    replicas: Option<replicas::Follow>,
     /// What the last controller pass cost, for its debug line.
     /// The last pass's phases, slurmrestd traffic and jobs seen (-1: the queue was needed and
     /// not known; 0 also when it was not read).

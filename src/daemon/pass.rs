@@ -354,7 +354,7 @@ async fn reconcile(
 ) -> bool {
     let slurm = connect(cluster, cfg, state, &t.c).await;
     if let Some(s) = &slurm {
-        find_replicas(cluster, cfg, state, &t.c, s).await;
+        find_replicas(cluster, cfg, state, &t.c, s);
         watch(cluster, shared, state, &t.c);
     }
     // A restarted daemon (or a new leader) at 10,000 workers: until its watches hold every
@@ -551,14 +551,10 @@ fn record(
         .progress(&out.progress);
 }
 
-/// How often the daemon reads which slurmrestd pods are behind the Service.
-const REPLICAS_EVERY: Duration = Duration::from_secs(30);
-
-/// With several slurmrestd and the cluster's own Service (no `--slurmrestd-url`): the pods
-/// behind it, from its Endpoints at most every 30 s, so that SLURM sends to each and names the
-/// one that answered (a replica that restarts is passed over at once). A failed read keeps the
-/// replicas known; no Endpoints yet: the Service.
-async fn find_replicas(
+/// With several slurmrestd and the cluster's own Service (no `--slurmrestd-url`): SLURM sends to
+/// the pods behind it, as a watch of its Endpoints holds them (`daemon::replicas`), and names the
+/// one that answered. No Endpoints yet: the Service.
+fn find_replicas(
     cluster: &Connection,
     cfg: &Config,
     state: &mut State,
@@ -567,19 +563,19 @@ async fn find_replicas(
 ) {
     let own_service = matches!(&cfg.slurm, SlurmSource::Cluster { url: None, .. });
     if !own_service || c.spec.restapi.replicas < 2 {
+        state.replicas = None;
         return;
     }
-    if state
-        .replicas_read
-        .is_some_and(|at| at.elapsed() < REPLICAS_EVERY)
-        && !slurm.replicas().is_empty()
-    {
-        return;
+    let (ns, name) = (
+        &c.metadata.namespace,
+        crate::render::Names::new(c).restapi(),
+    );
+    let key = format!("{ns}/{name}");
+    if state.replicas.as_ref().is_none_or(|f| f.key != key) {
+        state.replicas = Some(super::replicas::Follow::start(&cluster.client, ns, &name));
     }
-    state.replicas_read = Some(Instant::now());
-    match crate::slurm::connect::replicas(&cluster.client, c).await {
-        Ok(list) => slurm.set_replicas(list),
-        Err(e) => tracing::warn!("slurmrestd replicas: {e}"),
+    if let Some(f) = &state.replicas {
+        slurm.set_replicas(f.source());
     }
 }
 

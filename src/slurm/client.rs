@@ -18,7 +18,7 @@ mod queue;
 mod replicas;
 mod stream;
 pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, max_jobs_from};
-pub use replicas::{Answered, Replica};
+pub use replicas::{Answered, Replica, Source};
 
 /// Slurm error numbers slurmops reacts to.
 pub mod errno {

@@ -2,7 +2,7 @@
 //! renewed before they expire) from the cluster's JWT key Secret (`spec.auth.jwtKey`), sent to the
 //! slurmrestd Service the cluster renders. Only that one Secret is read, and its bytes never leave
 //! the client (redacted in Debug, never logged). With several slurmrestd, the pods behind that
-//! Service are read from its Endpoints, so that each is addressed and named (`client::replicas`).
+//! Service are taken from its Endpoints (`replicas_of`), so that each is addressed and named.
 
 use std::time::Duration;
 
@@ -72,22 +72,9 @@ pub async fn from_secret(
     Client::new(config)
 }
 
-/// The slurmrestd pods behind C's Service, from its Endpoints (one small read): each ready
-/// address with its pod's name, at the Service's slurmrestd port, in name order. Empty when the
-/// Endpoints do not exist yet.
-pub async fn replicas(kube: &kube::Client, c: &ClusterFile) -> Result<Vec<Replica>, String> {
-    let ns = &c.metadata.namespace;
-    let name = crate::render::Names::new(c).restapi();
-    let api: kube::Api<Endpoints> = kube::Api::namespaced(kube.clone(), ns);
-    let e = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| format!("cannot read Endpoints {ns}/{name}: {e}"))?;
-    Ok(e.map(|e| replicas_of(&e)).unwrap_or_default())
-}
-
-/// The ready addresses of E that name their pod, at its `slurmrestd` port (else its only one).
-fn replicas_of(e: &Endpoints) -> Vec<Replica> {
+/// The slurmrestd pods behind a Service, from its Endpoints E: the ready addresses that name
+/// their pod, at the `slurmrestd` port (else the only one), in name order.
+pub fn replicas_of(e: &Endpoints) -> Vec<Replica> {
     let mut out = Vec::new();
     for s in e.subsets.iter().flatten() {
         let ports = s.ports.as_deref().unwrap_or_default();

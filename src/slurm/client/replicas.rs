@@ -1,8 +1,10 @@
 //! slurmrestd's replicas addressed one by one. Behind its Service a request lands on any replica
 //! and no answer says which; a replica that restarts fails the requests that reach it. Given the
-//! pods behind the Service (`connect::replicas`, from its Endpoints), each request goes to the
-//! replica that answered last, moves on at once to the next when one cannot be reached, and the
-//! client tells which one answered and which did not (the daemon's status, `plan --cluster`).
+//! pods behind the Service as they are now (the daemon's watch of its Endpoints, read on every
+//! request: a pod that leaves them, before it stops and its IP can go to another pod, is never
+//! sent the token again), each request goes to the replica that answered last, moves on at once
+//! to the next when one cannot be reached, and the client tells which one answered and which did
+//! not (the daemon's status).
 
 use std::time::Duration;
 
@@ -40,39 +42,42 @@ impl Answered {
     }
 }
 
-/// The replicas, the one to try first first, and the last outcome.
-#[derive(Debug, Default)]
+/// Where the replicas come from (read on every request: a pod that leaves the Service's
+/// Endpoints is never sent another request), the one that answered last, and the last outcome.
+#[derive(Default)]
 pub(super) struct Replicas {
-    list: Vec<Replica>,
+    source: Option<Source>,
+    preferred: Option<String>,
     answered: Option<Answered>,
 }
 
-impl Replicas {
-    /// R first from now on.
-    fn prefer(&mut self, r: &Replica) {
-        if let Some(i) = self.list.iter().position(|x| x == r) {
-            let r = self.list.remove(i);
-            self.list.insert(0, r);
-        }
+/// The replicas as they are now (the daemon's watch of the Service's Endpoints).
+pub type Source = std::sync::Arc<dyn Fn() -> Vec<Replica> + Send + Sync>;
+
+/// LIST with the replica named PREFERRED first.
+fn ordered(mut list: Vec<Replica>, preferred: Option<&str>) -> Vec<Replica> {
+    if let Some(i) = list.iter().position(|r| Some(r.name.as_str()) == preferred) {
+        let r = list.remove(i);
+        list.insert(0, r);
     }
+    list
 }
 
 impl Client {
-    /// Sends requests to LIST's pods themselves (empty: to the Service), the one that answered
-    /// last first when it is still there.
-    pub fn set_replicas(&self, list: Vec<Replica>) {
+    /// Sends requests to the pods SOURCE lists as it is asked (an empty list: to the Service),
+    /// the one that answered last first.
+    pub fn set_replicas(&self, source: Source) {
         let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        let first = r.list.first().cloned();
-        r.list = list;
-        if let Some(first) = first {
-            r.prefer(&first);
-        }
+        r.source = Some(source);
     }
 
-    /// The replicas requests go to, the one tried first first.
+    /// The replicas requests go to now, the one tried first first.
     pub fn replicas(&self) -> Vec<Replica> {
-        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        r.list.clone()
+        let (source, preferred) = {
+            let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+            (r.source.clone(), r.preferred.clone())
+        };
+        source.map_or_else(Vec::new, |s| ordered(s(), preferred.as_deref()))
     }
 
     /// Which replica answered the last request sent to replicas (None without replicas).
@@ -83,8 +88,7 @@ impl Client {
 
     /// The base URL a streamed read goes to: the replica tried first, else the Service.
     pub(super) fn preferred_base(&self) -> String {
-        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        r.list
+        self.replicas()
             .first()
             .map_or_else(|| self.base.clone(), |x| x.base.clone())
     }
@@ -112,7 +116,7 @@ impl Client {
                 }
                 other => {
                     let mut s = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    s.prefer(r);
+                    s.preferred = Some(r.name.clone());
                     s.answered = Some(Answered {
                         by: Some(r.name.clone()),
                         unreachable,
@@ -155,22 +159,16 @@ mod tests {
     }
 
     #[test]
-    fn the_replica_that_answered_stays_first_across_a_new_list() {
+    fn the_replica_that_answered_is_tried_first() {
         let r = |n: &str| Replica {
             name: n.into(),
             base: format!("http://{n}:6820"),
         };
-        let mut s = Replicas {
-            list: vec![r("a"), r("b")],
-            answered: None,
-        };
-        s.prefer(&r("b"));
-        assert_eq!(s.list, [r("b"), r("a")]);
-        s.prefer(&r("c"));
+        assert_eq!(ordered(vec![r("a"), r("b")], Some("b")), [r("b"), r("a")]);
         assert_eq!(
-            s.list,
-            [r("b"), r("a")],
-            "one not in the list changes nothing"
+            ordered(vec![r("a"), r("b")], Some("c")),
+            [r("a"), r("b")],
+            "one no longer listed changes nothing"
         );
     }
 }
