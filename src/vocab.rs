@@ -127,6 +127,8 @@ vocabulary! {
         RESERVATION_PREFIX = "slurmops-maint-";
         /// Prefix of a canary's validation job name in Slurm.
         CANARY_JOB_PREFIX = "slurmops-canary";
+        /// Prefix of an active check's job name (`slurmops-check:CHECK:NODE:DUE`).
+        CHECK_JOB_PREFIX = "slurmops-check";
     }
     DrainReason {
         /// Prefix of every Slurm drain reason slurmops sets; only those it ever resumes.
@@ -141,6 +143,10 @@ vocabulary! {
         REASON_NODE_LEFT = "node left";
         /// A canary that failed its validation (kept drained until git or an operator decides).
         REASON_CANARY_FAILED = "canary failed";
+        /// A new worker held out of service until its active checks pass (it registers so).
+        REASON_CHECKS_PENDING = "checks pending";
+        /// `check NAME failed: job N: ERROR`: a worker whose active check failed, drained until it passes again.
+        REASON_CHECK = "check";
     }
     EventReason {
         /// The daemon applied a commit.
@@ -179,10 +185,16 @@ vocabulary! {
         EVENT_SCALED_OUT = "ScaledOut";
         /// Autoscale removed workers.
         EVENT_SCALED_IN = "ScaledIn";
+        /// An active check failed on a worker (the message names the job).
+        EVENT_CHECK_FAILED = "CheckFailed";
+        /// An active check passed on a worker that was held or drained for it.
+        EVENT_CHECK_PASSED = "CheckPassed";
     }
     Condition {
         /// Slurm's view of a worker, as a pod condition (Idle, Allocated, Draining, Drained, ...).
         CONDITION_SLURM_NODE = "slurmops.dev/slurm-node";
+        /// Prefix of an active check's pod condition (`checks.slurmops.dev/NAME`): last result, time, job, figure.
+        CONDITION_CHECK_PREFIX = "checks.slurmops.dev/";
     }
     StatusKey {
         /// The repository the daemon follows (credentials cut).
@@ -215,6 +227,8 @@ vocabulary! {
         STATUS_CONTROLLERS = "controllers";
         /// With several slurmrestd: which pod answered, which could not be reached.
         STATUS_SLURMRESTD = "slurmrestd";
+        /// Active checks: per check, workers passed, failed, running and due, and each failure.
+        STATUS_CHECKS = "checks";
     }
 }
 

@@ -16,6 +16,40 @@ use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
 use crate::spec::canary::{SCRIPT_END, ScriptRef};
 
+/// Keeps check CHECK's result MARK on POD as its condition (a pod gone meanwhile is no error).
+async fn mark_pod(
+    pods: &Api<Pod>,
+    pod: &str,
+    check: &str,
+    mark: &super::checks::Mark,
+) -> Result<(), PassError> {
+    let (status, reason, message) = mark.condition();
+    let at =
+        k8s_openapi::jiff::Timestamp::from_second(mark.at)
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
+            .unwrap_or_else(|_| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                )
+            });
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": format!("{}{check}", crate::vocab::CONDITION_CHECK_PREFIX),
+        "status": status, "reason": reason, "message": message,
+        "lastProbeTime": at, "lastTransitionTime": at,
+    }]}});
+    match pods
+        .patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(PassError::Kube {
+            what: format!("keep check {check}'s result on pod {pod}"),
+            source,
+        }),
+    }
+}
+
 /// What acting on one NodeSet did, and the Slurm error that stopped it (its other steps wait for
 /// the next pass: nothing is deleted on an unknown).
 #[derive(Debug, Default)]
@@ -104,6 +138,25 @@ pub async fn act<S: SlurmNodes>(
                         out.slurm_error = Some(e);
                         break;
                     }
+                }
+            }
+            Action::CheckSubmit { job } => match slurm.submit(job).await {
+                Ok(id) => Event::CheckSubmitted {
+                    job: id,
+                    name: job.name.clone(),
+                },
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
+            Action::Mark { pod, check, mark } => {
+                mark_pod(pods, pod, check, mark).await?;
+                Event::Checked {
+                    node: pod.clone(),
+                    check: check.clone(),
+                    passed: mark.passed,
+                    text: mark.condition().2,
                 }
             }
             Action::Cancel { job } => match slurm.cancel(*job).await {

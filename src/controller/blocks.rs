@@ -84,6 +84,7 @@ mod tests {
             deleting: false,
             created: Some(0),
             host: host.map(str::to_string),
+            checks: Default::default(),
         }
     }
 

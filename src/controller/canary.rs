@@ -15,6 +15,7 @@ use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
 pub use super::gate::{CanaryProgress, Gate, REASON_CANARY_FAILED, Record, Verdict};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
+use crate::vocab::{REASON_CHECK, REASON_PREFIX};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;
@@ -298,7 +299,7 @@ pub fn job_name(node_set: &str, rev: &str, target: &str) -> String {
     format!("{JOB_PREFIX}:{node_set}:{rev}:{target}")
 }
 
-fn ended(j: &Job) -> bool {
+pub(crate) fn ended(j: &Job) -> bool {
     [
         "COMPLETED",
         "FAILED",
@@ -351,15 +352,49 @@ fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
 
 /// `slurmops-canary rc=N; error: LINE; tail: A|B` as the wrapper writes it.
 fn parse_comment(c: &str) -> Option<(String, String)> {
-    let rest = c.strip_prefix("slurmops-canary rc=")?;
-    let (rc, rest) = rest.split_once("; error: ")?;
-    let (error, tail) = rest.split_once("; tail: ").unwrap_or((rest, ""));
-    let error = match error.trim() {
-        "" => format!("exit code {rc}"),
-        e => e.chars().take(MAX_ERROR).collect(),
-    };
-    Some((error, tail.replace('|', "\n").trim().to_string()))
+    Report::of(c).map(|r| (r.error, r.tail))
 }
+
+/// What a wrapped job reported through its comment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The first error line (or `exit code N`).
+    pub error: String,
+    pub tail: String,
+    /// The figure it printed (`slurmops-value: X`).
+    pub value: Option<f64>,
+}
+
+impl Report {
+    /// `TAG rc=N; [value: X; ]error: LINE; tail: A|B` as the wrappers write it.
+    pub fn of(c: &str) -> Option<Report> {
+        let rest = [TAG_CANARY, TAG_CHECK]
+            .iter()
+            .find_map(|t| c.strip_prefix(t)?.strip_prefix(" rc="))?;
+        let (rc, rest) = rest.split_once("; ")?;
+        let (value, rest) = match rest.strip_prefix("value: ") {
+            Some(v) => {
+                let (v, rest) = v.split_once("; ")?;
+                (v.trim().parse::<f64>().ok().filter(|v| v.is_finite()), rest)
+            }
+            None => (None, rest),
+        };
+        let rest = rest.strip_prefix("error: ")?;
+        let (error, tail) = rest.split_once("; tail: ").unwrap_or((rest, ""));
+        let error = match error.trim() {
+            "" => format!("exit code {rc}"),
+            e => e.chars().take(MAX_ERROR).collect(),
+        };
+        Some(Report {
+            error,
+            tail: tail.replace('|', "\n").trim().to_string(),
+            value,
+        })
+    }
+}
+
+const TAG_CANARY: &str = "slurmops-canary";
+const TAG_CHECK: &str = "slurmops-check";
 
 /// The submission of one validation job (the script of a ConfigMap is read when it is sent).
 fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
@@ -377,17 +412,63 @@ fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
             partition: cx.partition.clone(),
             nodes: nodes.to_vec(),
             time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,
+            exclusive: false,
         },
         from,
     }
 }
 
-/// The batch script around a check: runs it, and reports its exit code, first error line and
-/// output tail through the job's own comment (the output stays on the node).
+/// The batch script around a canary's check: runs it, and reports its exit code, first error
+/// line and output tail through the job's own comment (the output stays on the node).
 pub fn wrap(job: &str, check: &str) -> String {
+    wrapper(job, check, TAG_CANARY, "", "")
+}
+
+/// The batch script around an active check (see `wrap`): it also reports the figure the check
+/// printed (`slurmops-value: X`), fails when the figure is below MIN (or missing), and, when
+/// DRAIN names the check, drains its own node as it fails, so that no user's job starts there
+/// before the controller's next pass.
+pub fn wrap_check(
+    job: &str,
+    check: &str,
+    min: Option<f64>,
+    unit: Option<&str>,
+    drain: Option<&str>,
+) -> String {
+    let unit = unit
+        .map(|u| format!(" {}", shell_word(u)))
+        .unwrap_or_default();
+    let judge = match min {
+        Some(m) => format!(
+            r#"if [ "$rc" = 0 ]; then
+  if [ -z "$value" ]; then rc=1; err="printed no figure (a line slurmops-value: X), needed at least {m}{unit}"
+  elif ! awk -v v="$value" -v m="{m}" 'BEGIN {{ exit !(v + 0 >= m + 0) }}'; then rc=1; err="figure $value{unit} below {m}{unit}"; fi
+fi
+"#
+        ),
+        None => String::new(),
+    };
+    let drain = match drain {
+        Some(name) => format!(
+            r#"[ "$rc" = 0 ] || [ -z "$SLURMD_NODENAME" ] || scontrol update NodeName="$SLURMD_NODENAME" State=DRAIN Reason="{REASON_PREFIX} {REASON_CHECK} {name} failed: job $SLURM_JOB_ID: $err" >/dev/null 2>&1
+"#
+        ),
+        None => String::new(),
+    };
+    wrapper(job, check, TAG_CHECK, &judge, &drain)
+}
+
+/// A safe shell word of S (a unit in a message).
+fn shell_word(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "/%._-".contains(*c))
+        .collect()
+}
+
+fn wrapper(job: &str, check: &str, tag: &str, judge: &str, drain: &str) -> String {
     format!(
         r#"#!/bin/bash
-# {job}: slurmops validates a rollout's canaries
+# {job}: run by slurmops
 dir=$(mktemp -d) || exit 1
 cat > "$dir/check" <<'{SCRIPT_END}'
 {check}
@@ -395,11 +476,12 @@ cat > "$dir/check" <<'{SCRIPT_END}'
 chmod +x "$dir/check"
 if [ "$(head -c2 "$dir/check")" = '#!' ]; then "$dir/check"; else bash "$dir/check"; fi >"$dir/out" 2>"$dir/err"
 rc=$?
-clean() {{ tr -c '[:print:]\n' ' ' | tr -d ';|'; }}
+clean() {{ tr -c '[:print:]\n' ' ' | tr -d ';|"'; }}
 err=$(grep -m1 . "$dir/err" | clean | cut -c1-{MAX_ERROR})
 [ -n "$err" ] || [ "$rc" = 0 ] || err=$(grep . "$dir/out" | tail -n1 | clean | cut -c1-{MAX_ERROR})
-tail=$(cat "$dir/out" "$dir/err" | grep . | tail -n 8 | clean | cut -c1-120 | paste -sd'|')
-scontrol update JobId="$SLURM_JOB_ID" Comment="slurmops-canary rc=$rc; error: $err; tail: $tail" >/dev/null 2>&1
+value=$(sed -n 's/^slurmops-value: *\([-+0-9.eE]*\).*/\1/p' "$dir/out" | tail -n1)
+{judge}tail=$(cat "$dir/out" "$dir/err" | grep . | tail -n 8 | clean | cut -c1-120 | paste -sd'|')
+{drain}scontrol update JobId="$SLURM_JOB_ID" Comment="{tag} rc=$rc; value: $value; error: $err; tail: $tail" >/dev/null 2>&1
 rm -rf "$dir"
 exit $rc
 "#

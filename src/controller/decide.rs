@@ -6,7 +6,7 @@
 //! (its pod's revision) and from Slurm (a drain reason slurmops set, and since when). That is what
 //! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::gate::{Gate, REASON_CANARY_FAILED};
@@ -47,6 +47,8 @@ pub struct Worker {
     pub created: Option<i64>,
     /// The Kubernetes node the pod runs on, once scheduled.
     pub host: Option<String>,
+    /// Each active check's last result on this pod (its `checks.slurmops.dev/` conditions).
+    pub checks: BTreeMap<String, super::checks::Mark>,
 }
 
 /// A NodeSet's StatefulSet as observed.
@@ -188,7 +190,9 @@ impl SlurmView {
         let mut canaries: HashMap<String, usize> = Default::default();
         for (i, j) in jobs.iter().enumerate() {
             by_id.insert(j.id, i);
-            if j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX) {
+            if j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX)
+                || j.name.starts_with(crate::vocab::CHECK_JOB_PREFIX)
+            {
                 let newest = canaries.entry(j.name.clone()).or_insert(i);
                 if jobs[*newest].id < j.id {
                     *newest = i;
@@ -223,7 +227,9 @@ impl SlurmView {
         if let Some(user) = submitter {
             self.canaries.clear();
             for (i, j) in self.jobs.iter().enumerate() {
-                if j.user == user && j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX) {
+                let ours = j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX)
+                    || j.name.starts_with(crate::vocab::CHECK_JOB_PREFIX);
+                if j.user == user && ours {
                     let newest = self.canaries.entry(j.name.clone()).or_insert(i);
                     if self.jobs[*newest].id < j.id {
                         *newest = i;
@@ -269,6 +275,19 @@ impl SlurmView {
         self.canaries.get(name).map(|i| &*self.jobs[*i])
     }
 
+    /// The newest job of each name starting with PREFIX that slurmops submitted (an active
+    /// check's jobs: `slurmops-check:CHECK:`).
+    pub fn check_jobs(&self, prefix: &str) -> Vec<&Job> {
+        let jobs: Vec<&Job> = self
+            .canaries
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(_, i)| &*self.jobs[*i])
+            .collect();
+        self.hand(jobs.len());
+        jobs
+    }
+
     /// The nodes and the jobs, taken apart.
     pub fn into_parts(self) -> (Nodes, Jobs) {
         (self.nodes, self.jobs)
@@ -308,6 +327,14 @@ pub enum Action {
     Submit {
         job: crate::slurm::JobRequest,
         from: Option<crate::spec::canary::ScriptRef>,
+    },
+    /// Submit an active check's job.
+    CheckSubmit { job: crate::slurm::JobRequest },
+    /// Keep an active check's result on the worker's pod (its condition).
+    Mark {
+        pod: String,
+        check: String,
+        mark: super::checks::Mark,
     },
     /// Cancel a validation job that no longer decides anything.
     Cancel { job: u64 },
@@ -372,6 +399,9 @@ pub struct Progress {
     /// Workers whose rollout waits for a maintenance window, and when the next one opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowWait>,
+    /// Active checks on its workers (`policy.activeChecks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<super::checks::Summary>,
     pub done: bool,
     /// Entries left out of the lists above to keep the status ConfigMap small (see
     /// `status::bound`): the counts stay exact.

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::decide::{self, Action, Decision, Policy, Progress, SetView, SlurmView, Want};
 use super::observation::Observation;
-use super::{blocks, canary, maint, per_node};
+use super::{blocks, canary, checks, maint, per_node};
 use crate::spec::ClusterFile;
 use crate::spec::canary::Validation;
 use crate::spec::window::{self, WindowMode};
@@ -68,6 +68,7 @@ pub fn decide_pass(
     let mut decisions = decide_all(c, obs, grace, scope);
     place_in_blocks(c, obs, &mut decisions);
     reserve_for_windows(c, obs, &mut decisions);
+    run_checks(c, obs, &mut decisions);
     for d in decisions.values_mut() {
         if scope.moves == Moves::Leaving {
             only_leaving(d);
@@ -84,6 +85,8 @@ fn only_leaving(d: &mut Decision) {
         Action::SetTopology { .. } => true,
         // A canary and a window's reservation belong to a rollout, which waits.
         Action::Submit { .. }
+        | Action::CheckSubmit { .. }
+        | Action::Mark { .. }
         | Action::Cancel { .. }
         | Action::Hold { .. }
         | Action::Reserve { .. }
@@ -92,6 +95,39 @@ fn only_leaving(d: &mut Decision) {
         Action::Delete { pod, .. } => leaving.contains(pod),
     });
     d.progress.done = leaving.is_empty();
+}
+
+/// Adds the active checks' steps (`policy.activeChecks`). They go first: a held worker's jobs
+/// are submitted before it is resumed (by the checks, or by the rollout for a replaced worker,
+/// whose resume waits while a due check cannot be submitted). With the job queue unknown, the
+/// checks wait.
+fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<String, Decision>) {
+    let Ok(view) = &obs.slurm else {
+        return;
+    };
+    if view.jobs_error.is_some() {
+        return;
+    }
+    let resumes: BTreeSet<String> = decisions
+        .values()
+        .flat_map(|d| &d.actions)
+        .filter_map(|a| match a {
+            Action::Resume { node } => Some(node.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut checked = checks::assess(&c.spec, &obs.sets, view, &resumes, obs.now);
+    for (name, d) in decisions.iter_mut() {
+        d.actions.retain(
+            |a| !matches!(a, Action::Resume { node } if checked.keep_drained.contains(node)),
+        );
+        if let Some(mut first) = checked.actions.remove(name) {
+            first.append(&mut d.actions);
+            d.actions = first;
+        }
+        d.progress.checks = checked.summary.remove(name).unwrap_or_default();
+        d.progress.done &= !checked.busy.contains(name);
+    }
 }
 
 /// Adds the block placements due (spec.topology) to the decisions. Kubernetes nodes' labels that
@@ -409,6 +445,7 @@ spec:
             deleting: false,
             created: Some(NOW - 3600),
             host: None,
+            checks: Default::default(),
         };
         let set = |name: &str, workers: Vec<Worker>| SetView {
             name: name.into(),
@@ -553,6 +590,7 @@ spec:
                     deleting: false,
                     created: Some(NOW - 60),
                     host: None,
+                    checks: Default::default(),
                 })
                 .collect();
             for w in &workers {

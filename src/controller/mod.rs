@@ -17,6 +17,7 @@
 pub mod act;
 pub mod blocks;
 pub mod canary;
+pub mod checks;
 pub mod decide;
 mod decisions;
 pub mod drive;
@@ -307,7 +308,8 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         }
         let opens = d.progress.window.as_ref().and_then(|w| w.opens);
         let judged = d.progress.canary.as_ref().and_then(|c| c.deadline);
-        if let Some(t) = opens.into_iter().chain(judged).min() {
+        let checks = d.progress.checks.iter().filter_map(|c| c.next).min();
+        if let Some(t) = opens.into_iter().chain(judged).chain(checks).min() {
             next.at(t);
         }
         out.progress.push(d.progress);
@@ -619,6 +621,7 @@ mod tests {
             deleting: false,
             created: Some(0),
             host: None,
+            checks: Default::default(),
         };
         let sets = BTreeMap::from([(
             "a".to_string(),

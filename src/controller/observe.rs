@@ -76,11 +76,11 @@ impl Needs {
                     (n.name.clone(), count)
                 })
                 .collect(),
-            jobs: match c
-                .spec
-                .node_sets
-                .iter()
-                .any(|n| n.autoscale.is_some() || n.update.canary.is_some())
+            jobs: match !c.spec.policy.active_checks.is_empty()
+                || c.spec
+                    .node_sets
+                    .iter()
+                    .any(|n| n.autoscale.is_some() || n.update.canary.is_some())
             {
                 true => JobsNeed::Always,
                 false => JobsNeed::WhenMoving,
@@ -438,6 +438,7 @@ pub fn worker(p: &Pod) -> Option<Worker> {
             .as_ref()
             .map(|t| t.0.as_second()),
         host: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+        checks: super::checks::marks(p),
         name,
     })
 }
@@ -463,6 +464,7 @@ mod tests {
                 deleting: false,
                 created: Some(0),
                 host: None,
+                checks: Default::default(),
             })
             .collect();
         let set = SetView {

@@ -323,6 +323,7 @@ mod tests {
             deleting: false,
             created: Some(0),
             host: Some(host.into()),
+            checks: Default::default(),
         }
     }
 

@@ -62,6 +62,14 @@ impl Preview {
                         &job.name,
                         format!("canary validation on {}", job.nodes.join(", ")),
                     ),
+                    Action::CheckSubmit { job } => step(
+                        "check",
+                        &job.name,
+                        format!("active check on {}", job.nodes.join(", ")),
+                    ),
+                    Action::Mark { pod, check, mark } => {
+                        step("mark", pod, format!("{check}: {}", mark.condition().2))
+                    }
                     Action::Cancel { job } => step("cancel", &format!("job {job}"), String::new()),
                     Action::Hold { node, reason } => step("hold", node, reason.clone()),
                     Action::Reserve { request, .. } => step(

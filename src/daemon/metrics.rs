@@ -40,6 +40,8 @@ pub struct Metrics {
     rollout_workers: Family<Labels, Gauge>,
     waiting_on_jobs: Gauge,
     canary_halted: Family<Labels, Gauge>,
+    check_result: Family<Labels, Gauge>,
+    check_value: Family<Labels, Gauge<f64, AtomicU64>>,
     passes: Counter,
     phase_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     pass_slurm_requests: Histogram,
@@ -84,6 +86,8 @@ impl Metrics {
             rollout_workers: Family::default(),
             waiting_on_jobs: Gauge::default(),
             canary_halted: Family::default(),
+            check_result: Family::default(),
+            check_value: Family::default(),
             passes: Counter::default(),
             phase_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
@@ -134,6 +138,16 @@ impl Metrics {
             "slurmops_rollout_steps",
             "Rollout steps taken (drain, delete, resume, ready, slurm_unreachable)",
             m.rollout_steps.clone(),
+        );
+        r.register(
+            "slurmops_check_result",
+            "Each active check's last result on each worker: 1 passed, 0 failed",
+            m.check_result.clone(),
+        );
+        r.register(
+            "slurmops_check_value",
+            "The figure each active check last printed on each worker (its unit is the check's)",
+            m.check_value.clone(),
         );
         r.register(
             "slurmops_rollout_workers",
@@ -264,10 +278,34 @@ impl Metrics {
             Event::CanaryVerdict { passed: false, .. } => "canary_failed",
             Event::Reserved { .. } => "reserve",
             Event::Unreserved { .. } => "unreserve",
+            Event::CheckSubmitted { .. } => "check_submit",
+            Event::Checked { passed: true, .. } => "check_passed",
+            Event::Checked { passed: false, .. } => "check_failed",
         };
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])
             .inc();
+    }
+
+    /// Sets the check gauges from the workers' marks as the last pass saw them (workers gone
+    /// are dropped).
+    pub fn checks(
+        &self,
+        sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
+    ) {
+        self.check_result.clear();
+        self.check_value.clear();
+        for w in sets.values().flat_map(|s| &s.workers) {
+            for (check, m) in &w.checks {
+                let labels = vec![("check", check.clone()), ("node", w.name.clone())];
+                self.check_result
+                    .get_or_create(&labels)
+                    .set(i64::from(m.passed));
+                if let Some(v) = m.value {
+                    self.check_value.get_or_create(&labels).set(v);
+                }
+            }
+        }
     }
 
     /// Sets the rollout gauges from the last pass (NodeSets that left are dropped).
@@ -329,6 +367,40 @@ pub fn markdown() -> String {
         canary: Some(Default::default()),
         ..Progress::default()
     }]);
+    let marks = [(
+        "nccl".to_string(),
+        crate::controller::checks::Mark {
+            passed: true,
+            at: 0,
+            job: Some(1),
+            value: Some(400.0),
+            text: "passed".into(),
+        },
+    )];
+    let worker = crate::controller::decide::Worker {
+        name: "gpu-0".into(),
+        uid: String::new(),
+        ordinal: Some(0),
+        revision: String::new(),
+        ready: true,
+        deleting: false,
+        created: None,
+        host: None,
+        checks: marks.into_iter().collect(),
+    };
+    let set = crate::controller::decide::SetView {
+        name: "gpu".into(),
+        replicas: 1,
+        update_revision: None,
+        workers: vec![worker],
+        managed: false,
+        canary: None,
+        current_revision: None,
+    };
+    m.checks(&std::collections::BTreeMap::from([(
+        "gpu".to_string(),
+        set,
+    )]));
     let text = m.render();
     // (name, type, help, labels)
     let mut rows: Vec<(String, String, String, std::collections::BTreeSet<String>)> = Vec::new();

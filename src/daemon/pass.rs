@@ -500,6 +500,8 @@ fn record(
     state.held = out.next.reapply();
     state.wake_at = out.next.at();
     state.status.node_sets = crate::status::bound::progress(&out.progress);
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    state.status.checks = crate::status::show::checks(&out.progress, now);
     // A failed canary marks the commit: it applied, and its rollout is halted.
     let halted: Vec<String> = out
         .progress
@@ -544,11 +546,9 @@ fn record(
             (None, None) => String::new(),
         };
     }
-    shared
-        .metrics
-        .lock()
-        .expect("metrics")
-        .progress(&out.progress);
+    let metrics = shared.metrics.lock().expect("metrics");
+    metrics.progress(&out.progress);
+    metrics.checks(&out.sets);
 }
 
 /// With several slurmrestd and the cluster's own Service (no `--slurmrestd-url`): SLURM sends to

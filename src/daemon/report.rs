@@ -125,6 +125,8 @@ pub(super) async fn rollout_events(
                 E::Resume { .. } => vocab::EVENT_RESUMED,
                 E::CanaryVerdict { reason, .. } => reason,
                 E::Reserved { .. } => vocab::EVENT_MAINTENANCE_RESERVED,
+                E::Checked { passed: true, .. } => vocab::EVENT_CHECK_PASSED,
+                E::Checked { passed: false, .. } => vocab::EVENT_CHECK_FAILED,
                 _ => return None,
             };
             Some((set.clone(), reason, e.to_string()))
@@ -155,7 +157,7 @@ pub(super) async fn rollout_events(
             involved: crate::status::node_set_ref(namespace, &set, managed),
             reason,
             message,
-            warning: reason == vocab::EVENT_CANARY_FAILED,
+            warning: reason == vocab::EVENT_CANARY_FAILED || reason == vocab::EVENT_CHECK_FAILED,
         }
     });
     futures::StreamExt::for_each_concurrent(

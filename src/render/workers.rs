@@ -25,7 +25,9 @@ use super::components::{meta, pdb, selector, service};
 use super::names::{Component, LABEL_BUSY, LABEL_REVISION, Names};
 use super::pod::{self, PodParts, checksum};
 use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
+use crate::spec::active_checks::{ActiveCheck, holds_new_workers};
 use crate::spec::types::{ClusterFile, NodeSet};
+use crate::vocab::{REASON_CHECKS_PENDING, REASON_PREFIX};
 
 const IMEX_CLAIM: &str = "imex-channel";
 
@@ -171,6 +173,17 @@ fn stateful_set(names: &Names, ns: &NodeSet, template: PodTemplateSpec) -> State
     }
 }
 
+/// The `--conf` of a NodeSet's slurmd. When an active check holds its new workers, a new
+/// worker's Slurm node is made drained with slurmops' reason, so that no job lands on it
+/// before its checks pass (Slurm applies `State` only when it creates the node).
+fn registering_conf(checks: &[ActiveCheck], ns: &NodeSet) -> String {
+    let conf = slurmd_conf(ns);
+    match holds_new_workers(checks, &ns.name) {
+        true => format!("{conf} State=DRAIN Reason=\"{REASON_PREFIX} {REASON_CHECKS_PENDING}\""),
+        false => conf,
+    }
+}
+
 fn pod_template(c: &ClusterFile, names: &Names, ns: &NodeSet) -> PodTemplateSpec {
     let s = &c.spec;
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
@@ -196,7 +209,7 @@ fn pod_template(c: &ClusterFile, names: &Names, ns: &NodeSet) -> PodTemplateSpec
         "--conf-server".into(),
         names.conf_servers(s),
         "--conf".into(),
-        slurmd_conf(ns),
+        registering_conf(&s.policy.active_checks, ns),
     ];
     let main = Container {
         env: Some(vec![EnvVar {

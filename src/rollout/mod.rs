@@ -102,6 +102,18 @@ pub enum Event {
         node: String,
         reason: String,
     },
+    /// An active check's job was submitted.
+    CheckSubmitted {
+        job: u64,
+        name: String,
+    },
+    /// An active check's result on a worker was kept on its pod.
+    Checked {
+        node: String,
+        check: String,
+        passed: bool,
+        text: String,
+    },
     /// slurmrestd cannot be asked: the rollout pauses, nothing is deleted.
     SlurmUnreachable {
         error: String,
@@ -164,6 +176,16 @@ impl std::fmt::Display for Event {
                 nodes.join(", ")
             ),
             Event::CanaryCancelled { job } => write!(f, "canary validation job {job} cancelled"),
+            Event::CheckSubmitted { job, name } => write!(f, "check job {job} submitted ({name})"),
+            Event::Checked {
+                node,
+                check,
+                passed,
+                text,
+            } => match passed {
+                true => write!(f, "{node}: check {check} passed ({text})"),
+                false => write!(f, "{node}: check {check} failed ({text})"),
+            },
             Event::CanaryHeld { node, reason } => {
                 write!(f, "{node} stays drained: slurmops: {reason}")
             }

@@ -183,6 +183,8 @@ pub struct JobRequest {
     /// Exactly these nodes, all of them.
     pub nodes: Vec<String>,
     pub time_limit_minutes: u32,
+    /// Its nodes whole: no other job shares them while it runs (an active check).
+    pub exclusive: bool,
 }
 
 impl JobRequest {
@@ -191,7 +193,7 @@ impl JobRequest {
     /// are resumed. Its output goes nowhere: the job reports through its comment.
     pub fn body(&self) -> serde_json::Value {
         let n = self.nodes.len().max(1);
-        serde_json::json!({
+        let mut body = serde_json::json!({
             "script": self.script,
             "job": {
                 "name": self.name,
@@ -207,7 +209,11 @@ impl JobRequest {
                 "standard_output": "/dev/null",
                 "standard_error": "/dev/null",
             }
-        })
+        });
+        if self.exclusive {
+            body["job"]["shared"] = serde_json::json!(["none"]);
+        }
+        body
     }
 }
 

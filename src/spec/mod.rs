@@ -2,6 +2,7 @@
 //! [`ClusterFile`] — or every problem at once, each with its position and a fix.
 
 pub mod accounts;
+pub mod active_checks;
 pub mod canary;
 pub mod check;
 pub mod diag;

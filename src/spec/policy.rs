@@ -44,6 +44,10 @@ pub struct Policy {
     /// resumed when the problem clears, if the drain is still slurmops' own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_health: Option<NodeHealth>,
+    /// Health checks that run as Slurm jobs: on new workers before they take users' jobs, and
+    /// on a schedule (see `slurmops explain policy.activeChecks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_checks: Vec<super::active_checks::ActiveCheck>,
     /// Accounting objects (QOS, accounts, users) slurmops did not create.
     #[serde(default, skip_serializing_if = "is_default")]
     pub accounting: AccountingPolicy,

@@ -76,31 +76,38 @@ pub fn reserves_through_sidecar(s: &super::types::ClusterSpec) -> bool {
         && super::release::find(&s.slurm_version).is_some_and(|r| !r.rest_reservations)
 }
 
+/// A parsed cron schedule and its time zone.
+pub type Cron = (Schedule, TimeZone);
+
+/// SCHEDULE (the five usual fields, days of the week by name) in time zone ZONE, or what is wrong.
+pub fn parse_cron(schedule: &str, zone: &str) -> Result<Cron, String> {
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    if fields.len() != 5 {
+        return Err(format!(
+            "{:?} has {} fields; a schedule has 5: minute hour day-of-month month day-of-week",
+            schedule,
+            fields.len()
+        ));
+    }
+    if fields[4].chars().any(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "day-of-week {:?} is written with numbers, which mean different days in different cron dialects",
+            fields[4]
+        ));
+    }
+    let schedule = Schedule::from_str(&format!("0 {}", schedule))
+        .map_err(|e| format!("{:?} is not a cron schedule: {e}", schedule))?;
+    let tz = TimeZone::get(zone).map_err(|_| format!("{:?} is not an IANA time zone", zone))?;
+    Ok((schedule, tz))
+}
+
 /// One window, as UNIX seconds: [start, end).
 pub type Span = (i64, i64);
 
 impl MaintenanceWindow {
     /// The parsed schedule and time zone, or what is wrong with them.
-    pub fn parsed(&self) -> Result<(Schedule, TimeZone), String> {
-        let fields: Vec<&str> = self.schedule.split_whitespace().collect();
-        if fields.len() != 5 {
-            return Err(format!(
-                "{:?} has {} fields; a schedule has 5: minute hour day-of-month month day-of-week",
-                self.schedule,
-                fields.len()
-            ));
-        }
-        if fields[4].chars().any(|c| c.is_ascii_digit()) {
-            return Err(format!(
-                "day-of-week {:?} is written with numbers, which mean different days in different cron dialects",
-                fields[4]
-            ));
-        }
-        let schedule = Schedule::from_str(&format!("0 {}", self.schedule))
-            .map_err(|e| format!("{:?} is not a cron schedule: {e}", self.schedule))?;
-        let tz = TimeZone::get(&self.time_zone)
-            .map_err(|_| format!("{:?} is not an IANA time zone", self.time_zone))?;
-        Ok((schedule, tz))
+    pub fn parsed(&self) -> Result<Cron, String> {
+        parse_cron(&self.schedule, &self.time_zone)
     }
 
     /// The window open at NOW (if any) and the next one to open after NOW (empty: the schedule

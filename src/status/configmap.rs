@@ -58,6 +58,9 @@ pub struct Status {
     /// With several slurmrestd: which pod answered the pass's last request and which could not
     /// be reached. Empty with one, or with `--slurmrestd-url`.
     pub slurmrestd: String,
+    /// Active checks: per NodeSet and check, workers passed, failed (with the first failures),
+    /// running and waiting. Empty without `policy.activeChecks`.
+    pub checks: String,
 }
 
 impl Status {
@@ -85,6 +88,7 @@ impl Status {
             ("held", &self.held),
             ("controllers", &self.controllers),
             ("slurmrestd", &self.slurmrestd),
+            ("checks", &self.checks),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -109,6 +113,7 @@ impl Status {
             held: g("held"),
             controllers: g("controllers"),
             slurmrestd: g("slurmrestd"),
+            checks: g("checks"),
         }
     }
 }
@@ -149,6 +154,7 @@ fn bounded(status: &Status) -> BTreeMap<String, String> {
         "slurm",
         "controllers",
         "slurmrestd",
+        "checks",
     ] {
         if let Some(v) = data.get_mut(k) {
             *v = super::bound::text(v);

@@ -143,12 +143,44 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         for w in &p.waiting {
             out += &format!("  {}\n", waiting(w, now));
         }
+        for c in &p.checks {
+            out += &format!("  {}\n", check(c, now));
+        }
         if let Some(line) = super::bound::omitted_line(&p.omitted) {
             out += &line;
             out.push('\n');
         }
     }
     out
+}
+
+/// One active check on a NodeSet's workers in words: `check NAME: 7 passed, 1 failed (NODE: job
+/// N: ERROR), 1 running, 0 waiting; next …`.
+pub fn check(c: &crate::controller::checks::Summary, now: i64) -> String {
+    let failures = match c.failures.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", c.failures.join("; ")),
+    };
+    let next = c
+        .next
+        .map(|t| format!("; next pass for it {}", when(t, now)))
+        .unwrap_or_default();
+    format!(
+        "check {}: {} passed, {} failed{failures}, {} running, {} waiting{next}",
+        c.check, c.passed, c.failed, c.running, c.waiting
+    )
+}
+
+/// The active checks of every NodeSet, one line each (the status key `checks`).
+pub fn checks(ps: &[Progress], now: i64) -> String {
+    ps.iter()
+        .flat_map(|p| {
+            p.checks
+                .iter()
+                .map(move |c| format!("{}: {}", p.node_set, check(c, now)))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One waiting worker in words: `NODE waits for job ID (USER, expected end …) [why]; draining since …`.
@@ -303,6 +335,15 @@ mod tests {
                 since: Some(1_000_000 - 90),
             }],
             leaving: vec![],
+            checks: vec![crate::controller::checks::Summary {
+                check: "nccl".into(),
+                passed: 2,
+                failed: 1,
+                running: 1,
+                waiting: 0,
+                failures: vec!["gpu-3: job 77: figure 180 GB/s below 350 GB/s".into()],
+                next: Some(1_000_000 + 60),
+            }],
             done: false,
             omitted: Default::default(),
         }];
@@ -314,6 +355,10 @@ mod tests {
         let t = text(&s, 1_000_000);
         assert!(
             t.contains("gpu      gpu-7d9f8c6b      2/4  waiting     gpu-0"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  check nccl: 2 passed, 1 failed (gpu-3: job 77: figure 180 GB/s below 350 GB/s), 1 running, 0 waiting; next pass for it 1970-01-12T13:47:40Z, in 1m"),
             "{t}"
         );
         assert!(

@@ -85,42 +85,45 @@ fn every_term_has_a_doc_line_and_a_unique_value() {
     }
 }
 
-#[test]
-fn the_documented_vocabulary_table_is_generated_from_the_module() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/vocabulary.md"))
-            .unwrap();
-    let (start, end) = ("<!-- vocabulary:start -->\n", "<!-- vocabulary:end -->");
-    let table = readme
-        .split_once(start)
-        .and_then(|(_, rest)| rest.split_once(end))
-        .map(|(t, _)| t)
-        .expect("docs/vocabulary.md has a vocabulary table between its markers");
-    let want = slurmops::vocab::markdown();
+/// The table between the markers `<!-- NAME:start -->` and `<!-- NAME:end -->` of PAGE reads
+/// WANT (`UPDATE_GOLDEN=1` writes it there instead).
+fn generated_table(page: &str, name: &str, want: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(page);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = (
+        format!("<!-- {name}:start -->\n"),
+        format!("<!-- {name}:end -->"),
+    );
+    let (head, rest) = text
+        .split_once(&start)
+        .unwrap_or_else(|| panic!("{page} has no {start:?} marker"));
+    let (table, tail) = rest
+        .split_once(&end)
+        .unwrap_or_else(|| panic!("{page} has no {end:?} marker"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, format!("{head}{start}{want}{end}{tail}")).unwrap();
+        return;
+    }
     assert!(
         table == want,
-        "docs/vocabulary.md's table is stale; between its markers it should read:\n{want}"
+        "{page}'s table is stale (UPDATE_GOLDEN=1 rewrites it); between its markers it should read:\n{want}"
+    );
+}
+
+#[test]
+fn the_documented_vocabulary_table_is_generated_from_the_module() {
+    generated_table(
+        "docs/vocabulary.md",
+        "vocabulary",
+        &slurmops::vocab::markdown(),
     );
 }
 
 #[test]
 fn the_metrics_reference_is_generated_from_what_the_daemon_exposes() {
-    let page = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/metrics.md"),
-    )
-    .unwrap();
-    let (start, end) = ("<!-- metrics:start -->\n", "<!-- metrics:end -->");
-    let table = page
-        .split_once(start)
-        .and_then(|(_, rest)| rest.split_once(end))
-        .map(|(t, _)| t)
-        .expect("docs/reference/metrics.md has a table between its markers");
     let want = slurmops::daemon::metrics::markdown();
     for name in ["slurmops_pass_phase_seconds", "slurmops_rollout_workers"] {
         assert!(want.contains(name), "{name} missing from\n{want}");
     }
-    assert!(
-        table == want,
-        "docs/reference/metrics.md's table is stale; between its markers it should read:\n{want}"
-    );
+    generated_table("docs/reference/metrics.md", "metrics", &want);
 }

@@ -15,6 +15,7 @@ fn worker(i: u32, rev: &str) -> Worker {
         deleting: false,
         created: Some(NOW - 3600),
         host: None,
+        checks: Default::default(),
     }
 }
 

@@ -42,6 +42,7 @@ fn worker(set: &str, i: u32, rev: &str) -> Worker {
         deleting: false,
         created: Some(NOW - 3600),
         host: None,
+        checks: Default::default(),
     }
 }
 

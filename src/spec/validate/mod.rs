@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 mod accounting;
+mod active_checks;
 mod canary;
 mod controller;
 mod grammar;
@@ -259,6 +260,7 @@ impl Validator {
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         self.policy(&s.policy, &p.key("policy"));
+        self.active_checks(s, &p.key("policy"));
         if let Some(np) = &s.network_policy {
             for (field, list) in [
                 ("restapiFromNamespaces", &np.restapi_from_namespaces),

@@ -1,0 +1,497 @@
+//! Active checks (`policy.activeChecks`), pure: from the workers, their check marks (pod
+//! conditions) and Slurm's nodes and check jobs to the steps of this pass.
+//!
+//! A check is due on a worker when its pod has no result yet (`onRegister`: a new worker) or
+//! its last result is older than the schedule's last tick. A due check is a Slurm job pinned to
+//! the worker, exclusive, with the highest priority, named `slurmops-check:CHECK:NODE:DUE`, so a
+//! pass finds it again in Slurm and never submits it twice. A new worker registers drained
+//! (`slurmops: checks pending`); once every check due on it is submitted it is resumed, and its
+//! jobs take it before any user's job. A scheduled run starts only on an idle worker (unless the
+//! check runs beside jobs). At most `maxConcurrent` jobs of a check exist in Slurm at once.
+//!
+//! A job that ended is judged (exit code, and its figure against `minValue`) and the result kept
+//! on the pod as condition `checks.slurmops.dev/CHECK`. A failure drains the worker with
+//! `slurmops: check CHECK failed: job N: ERROR` (the job drains its own node as it fails, so no
+//! user's job starts there in between); a later pass of the check resumes it. A job running past
+//! its timeout is cancelled and counts as failed. Only slurmops' own drains are ever resumed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::decide::{Action, SetView, SlurmView, Worker};
+use crate::slurm::{Job, JobRequest, Node};
+use crate::spec::active_checks::{ActiveCheck, CheckBuiltin, OnFailure};
+use crate::spec::types::ClusterSpec;
+use crate::vocab::{
+    CHECK_JOB_PREFIX, CONDITION_CHECK_PREFIX, REASON_CHECK, REASON_CHECKS_PENDING, REASON_PREFIX,
+};
+
+/// A check's last result on a worker, as its pod condition keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub passed: bool,
+    /// When it was judged (UNIX seconds): the condition's lastProbeTime.
+    pub at: i64,
+    pub job: Option<u64>,
+    pub value: Option<f64>,
+    /// The error, or what passed.
+    pub text: String,
+}
+
+impl Mark {
+    /// The condition's (status, reason, message): `job=N value=X: TEXT`.
+    pub fn condition(&self) -> (&'static str, &'static str, String) {
+        let job = self.job.map(|j| format!("job={j} ")).unwrap_or_default();
+        let value = self
+            .value
+            .map(|v| format!("value={v} "))
+            .unwrap_or_default();
+        let (status, reason) = match self.passed {
+            true => ("True", "Passed"),
+            false => ("False", "Failed"),
+        };
+        (status, reason, format!("{job}{value}: {}", self.text))
+    }
+
+    /// The mark of a condition STATUS with MESSAGE, judged AT.
+    pub fn parse(status: &str, message: &str, at: i64) -> Mark {
+        let (head, text) = message.split_once(": ").unwrap_or(("", message));
+        let field = |k: &str| {
+            head.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .map(str::to_string)
+        };
+        Mark {
+            passed: status == "True",
+            at,
+            job: field("job=").and_then(|j| j.parse().ok()),
+            value: field("value=")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite()),
+            text: text.to_string(),
+        }
+    }
+}
+
+// The figure is parsed finite (`Mark::parse`), so equality is an equivalence.
+impl Eq for Mark {}
+
+/// The check marks of pod P: its `checks.slurmops.dev/NAME` conditions.
+pub fn marks(p: &k8s_openapi::api::core::v1::Pod) -> BTreeMap<String, Mark> {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let name = c.type_.strip_prefix(CONDITION_CHECK_PREFIX)?;
+            let at = c.last_probe_time.as_ref().map_or(0, |t| t.0.as_second());
+            let message = c.message.as_deref().unwrap_or("");
+            Some((name.to_string(), Mark::parse(&c.status, message, at)))
+        })
+        .collect()
+}
+
+/// What the checks add to a pass.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Checked {
+    /// Steps by NodeSet: submissions, resumes, holds, cancellations, marks.
+    pub actions: BTreeMap<String, Vec<Action>>,
+    /// Workers whose rollout resume waits for their checks to be submitted.
+    pub keep_drained: BTreeSet<String>,
+    /// NodeSets with a check running or about to run (their pass is not done).
+    pub busy: BTreeSet<String>,
+    /// Where each check stands, by NodeSet.
+    pub summary: BTreeMap<String, Vec<Summary>>,
+}
+
+/// Failures a summary names (the counts stay exact).
+const MAX_FAILURES: usize = 20;
+
+/// Where one check stands on one NodeSet's workers, for status.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub check: String,
+    pub passed: u32,
+    pub failed: u32,
+    pub running: u32,
+    /// Due and waiting: for room under the cap, or for the worker to be idle.
+    pub waiting: u32,
+    /// `NODE: job N: ERROR`, the first failures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
+    /// When a pass is next needed: the schedule's next tick, a running job's timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<i64>,
+}
+
+/// The drain reason of a failed check (after `slurmops: `).
+pub fn failed_reason(check: &str, job: Option<u64>, error: &str) -> String {
+    match job {
+        Some(j) => format!("{REASON_CHECK} {check} failed: job {j}: {error}"),
+        None => format!("{REASON_CHECK} {check} failed: {error}"),
+    }
+}
+
+/// The check N's drain names, when N is drained by slurmops for a check: Some("") when held
+/// for pending checks, Some(CHECK) for a failed one.
+fn check_drain(n: &Node) -> Option<&str> {
+    if !n.state.has("DRAIN") {
+        return None;
+    }
+    let r = n.reason.strip_prefix(REASON_PREFIX)?.trim_start();
+    if r == REASON_CHECKS_PENDING {
+        return Some("");
+    }
+    let rest = r.strip_prefix(REASON_CHECK)?.strip_prefix(' ')?;
+    rest.split_once(" failed").map(|(name, _)| name)
+}
+
+pub fn job_name(check: &str, node: &str, due: i64) -> String {
+    format!("{CHECK_JOB_PREFIX}:{check}:{node}:{due}")
+}
+
+/// One due check on one worker.
+struct Due<'a> {
+    check: &'a ActiveCheck,
+    name: String,
+}
+
+/// The checks' part of a pass over SETS. ROLLOUT_RESUMES: the workers the rollout resumes this
+/// pass (a replaced worker back on its revision), which a due check keeps drained instead.
+pub fn assess(
+    spec: &ClusterSpec,
+    sets: &BTreeMap<String, SetView>,
+    slurm: &SlurmView,
+    rollout_resumes: &BTreeSet<String>,
+    now: i64,
+) -> Checked {
+    let checks = &spec.policy.active_checks;
+    let mut out = Checked::default();
+    let mut room: BTreeMap<&str, u32> = BTreeMap::new();
+    for c in checks {
+        let running = slurm.check_jobs(&format!("{CHECK_JOB_PREFIX}:{}:", c.name));
+        let outstanding = running.iter().filter(|j| !ended(j)).count() as u32;
+        room.insert(&c.name, c.max_concurrent.saturating_sub(outstanding));
+    }
+    for set in sets.values() {
+        let mine: Vec<&ActiveCheck> = checks.iter().filter(|c| c.covers(&set.name)).collect();
+        let partition = partition_of(spec, &set.name);
+        let (false, Some(partition)) = (mine.is_empty(), partition) else {
+            release(set, slurm, &mut out);
+            continue;
+        };
+        out.summary.insert(
+            set.name.clone(),
+            mine.iter()
+                .map(|c| Summary {
+                    check: c.name.clone(),
+                    next: c.next_tick(now),
+                    ..Summary::default()
+                })
+                .collect(),
+        );
+        let gpus = spec
+            .node_sets
+            .iter()
+            .find(|n| n.name == set.name)
+            .and_then(|n| n.gpus.as_ref())
+            .map_or(0, |g| g.count);
+        let mut workers: Vec<&Worker> = set.workers.iter().filter(|w| !w.deleting).collect();
+        workers.sort_by_key(|w| (w.ordinal, w.name.clone()));
+        for w in workers {
+            let Some(n) = slurm.nodes.get(&w.name) else {
+                continue;
+            };
+            let cx = Worker1 {
+                w,
+                n,
+                set: &set.name,
+                partition: &partition,
+                gpus,
+                resumed_by_rollout: rollout_resumes.contains(&w.name),
+            };
+            worker(&cx, &mine, slurm, &mut room, now, &mut out);
+        }
+    }
+    out
+}
+
+/// No check covers SET (any more): a drain slurmops set for checks is resumed.
+fn release(set: &SetView, slurm: &SlurmView, out: &mut Checked) {
+    for w in set.workers.iter().filter(|w| !w.deleting) {
+        let n = slurm.nodes.get(&w.name);
+        if n.is_some_and(|n| check_drain(n).is_some() && !n.state.has("NOT_RESPONDING")) {
+            out.actions
+                .entry(set.name.clone())
+                .or_default()
+                .push(Action::Resume {
+                    node: w.name.clone(),
+                });
+        }
+    }
+}
+
+struct Worker1<'a> {
+    w: &'a Worker,
+    n: &'a Node,
+    set: &'a str,
+    partition: &'a str,
+    gpus: u32,
+    resumed_by_rollout: bool,
+}
+
+fn summary<'a>(out: &'a mut Checked, set: &str, check: &str) -> &'a mut Summary {
+    out.summary
+        .get_mut(set)
+        .and_then(|v| v.iter_mut().find(|s| s.check == check))
+        .expect("a summary per NodeSet and check")
+}
+
+/// One worker's checks.
+fn worker(
+    cx: &Worker1,
+    checks: &[&ActiveCheck],
+    slurm: &SlurmView,
+    room: &mut BTreeMap<&str, u32>,
+    now: i64,
+    out: &mut Checked,
+) {
+    let (w, n) = (cx.w, cx.n);
+    let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
+    let drain = check_drain(n);
+    let mut acts: Vec<Action> = Vec::new();
+    let mut due: Vec<Due> = Vec::new();
+    // A check failed and drains the worker: it stays out until that check passes again.
+    let mut failed = false;
+    for c in checks {
+        let drains = c.on_failure == OnFailure::Drain;
+        let mark = w.checks.get(&c.name);
+        let Some(stamp) = due_since(c, w, mark, now) else {
+            match mark {
+                Some(m) if m.passed => summary(out, cx.set, &c.name).passed += 1,
+                Some(m) => {
+                    failed |= drains;
+                    let job = m.job.map(|j| format!("job {j}: ")).unwrap_or_default();
+                    let s = summary(out, cx.set, &c.name);
+                    s.failed += 1;
+                    if s.failures.len() < MAX_FAILURES {
+                        s.failures.push(format!("{}: {job}{}", w.name, m.text));
+                    }
+                }
+                None => {}
+            }
+            continue;
+        };
+        let name = job_name(&c.name, &w.name, stamp);
+        match slurm.canary_job(&name) {
+            Some(j) if ended(j) && j.start_time.is_some_and(|s| s > 0) => {
+                let m = judge(c, j, now);
+                if !m.passed && drains {
+                    failed = true;
+                    if drain != Some(c.name.as_str()) {
+                        acts.push(hold(&c.name, &w.name, m.job, &m.text));
+                    }
+                }
+                acts.push(mark_of(w, c, m));
+            }
+            Some(j) if !ended(j) => {
+                summary(out, cx.set, &c.name).running += 1;
+                out.busy.insert(cx.set.to_string());
+                let limit = c.timeout.as_secs() as i64;
+                match j.start_time.filter(|s| *s > 0) {
+                    Some(s) if now - s >= limit => {
+                        let text = format!("ran past its timeout {}, cancelled", c.timeout);
+                        acts.push(Action::Cancel { job: j.id });
+                        if drains {
+                            failed = true;
+                            acts.push(hold(&c.name, &w.name, Some(j.id), &text));
+                        }
+                        let m = Mark {
+                            passed: false,
+                            at: now,
+                            job: Some(j.id),
+                            value: None,
+                            text,
+                        };
+                        acts.push(mark_of(w, c, m));
+                    }
+                    Some(s) => {
+                        let sm = summary(out, cx.set, &c.name);
+                        sm.next = Some(sm.next.map_or(s + limit, |t| t.min(s + limit)));
+                    }
+                    None => {}
+                }
+            }
+            // Never submitted, or ended without running: due.
+            _ => due.push(Due { check: c, name }),
+        }
+    }
+    // Held (slurmops drained it for checks, or the rollout would resume a replaced worker):
+    // every due check is submitted at once and then the worker is resumed, or none is. In
+    // service: a scheduled run starts on an idle worker (or beside jobs when the check allows).
+    let held = drain.is_some() || cx.resumed_by_rollout;
+    let may = |c: &ActiveCheck| {
+        answers && (held || !n.state.has("DRAIN") && (c.while_jobs_run || !n.state.is_busy()))
+    };
+    let go = |d: &Due, room: &BTreeMap<&str, u32>| {
+        may(d.check) && room.get(d.check.name.as_str()).is_some_and(|r| *r > 0)
+    };
+    let all = !due.is_empty() && due.iter().all(|d| go(d, room));
+    let mut waiting = false;
+    for d in &due {
+        out.busy.insert(cx.set.to_string());
+        if (all || !held) && go(d, room) {
+            *room.get_mut(d.check.name.as_str()).expect("room") -= 1;
+            acts.push(Action::CheckSubmit {
+                job: request(d.check, &d.name, &w.name, cx.partition, cx.gpus),
+            });
+            summary(out, cx.set, &d.check.name).running += 1;
+        } else {
+            waiting = true;
+            summary(out, cx.set, &d.check.name).waiting += 1;
+        }
+    }
+    if held {
+        if failed || waiting {
+            if cx.resumed_by_rollout {
+                out.keep_drained.insert(w.name.clone());
+            }
+        } else if drain.is_some() && answers {
+            acts.push(Action::Resume {
+                node: w.name.clone(),
+            });
+        }
+    }
+    if !acts.is_empty() {
+        out.actions
+            .entry(cx.set.to_string())
+            .or_default()
+            .extend(acts);
+    }
+}
+
+fn mark_of(w: &Worker, c: &ActiveCheck, mark: Mark) -> Action {
+    Action::Mark {
+        pod: w.name.clone(),
+        check: c.name.clone(),
+        mark,
+    }
+}
+
+/// Since when check C is due on W (the stamp in its job's name), or None when its last result
+/// stands: a new pod has none (`onRegister`), and a scheduled check is due again at each tick
+/// after the pod was made.
+fn due_since(c: &ActiveCheck, w: &Worker, mark: Option<&Mark>, now: i64) -> Option<i64> {
+    let created = w.created.unwrap_or(0);
+    if c.on_register && mark.is_none() {
+        return Some(created);
+    }
+    let tick = c.last_tick(now).filter(|t| *t >= created)?;
+    mark.is_none_or(|m| m.at < tick).then_some(tick)
+}
+
+fn hold(check: &str, node: &str, job: Option<u64>, error: &str) -> Action {
+    Action::Hold {
+        node: node.into(),
+        reason: failed_reason(check, job, error),
+    }
+}
+
+/// The first partition holding NODE_SET (the job runs there).
+fn partition_of(spec: &ClusterSpec, node_set: &str) -> Option<String> {
+    let holds = |p: &&crate::spec::types::Partition, n: &str| p.node_sets.iter().any(|x| x == n);
+    spec.partitions
+        .iter()
+        .find(|p| holds(p, node_set))
+        .or_else(|| spec.partitions.iter().find(|p| holds(p, "ALL")))
+        .map(|p| p.name.clone())
+}
+
+fn ended(j: &Job) -> bool {
+    super::canary::ended(j)
+}
+
+/// The result of job J of check C, which ended.
+fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
+    let report = super::canary::Report::of(&j.comment);
+    let at = j.end_time.filter(|t| *t > 0).unwrap_or(now);
+    let passed = j.has_state("COMPLETED") && j.exit_code.unwrap_or(0) == 0;
+    let value = report.as_ref().and_then(|r| r.value);
+    let unit = c.unit.as_deref().unwrap_or("");
+    let text = match (passed, &report) {
+        (true, _) => match value {
+            Some(v) => format!("passed, {v} {unit}").trim_end().to_string(),
+            None => "passed".into(),
+        },
+        (false, Some(r)) => r.error.clone(),
+        (false, None) if j.has_state("TIMEOUT") => {
+            format!("ran past its timeout {}, cancelled by Slurm", c.timeout)
+        }
+        (false, None) => j.state.join(","),
+    };
+    Mark {
+        passed,
+        at,
+        job: Some(j.id),
+        value,
+        text,
+    }
+}
+
+/// The submission of check C's job NAME on NODE.
+fn request(c: &ActiveCheck, name: &str, node: &str, partition: &str, gpus: u32) -> JobRequest {
+    let script = script_of(c, gpus);
+    let drain = (c.on_failure == OnFailure::Drain).then_some(c.name.as_str());
+    JobRequest {
+        name: name.into(),
+        script: super::canary::wrap_check(name, &script, c.min_value, c.unit.as_deref(), drain),
+        partition: partition.into(),
+        nodes: vec![node.into()],
+        // Slurm's limit is a backstop: the pass cancels a job at its timeout.
+        time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1).clamp(1, 1 << 20) as u32,
+        exclusive: !c.while_jobs_run,
+    }
+}
+
+/// The script of check C on a worker with GPUS GPUs.
+pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {
+    match (c.builtin, &c.script) {
+        (Some(b), _) => builtin(b, c.level.unwrap_or(1), gpus),
+        (None, Some(s)) => s.clone(),
+        (None, None) => "echo 'no check script' >&2; exit 1".into(),
+    }
+}
+
+/// The checks slurmops ships, as a GPU node runs them. Each prints its figure as
+/// `slurmops-value: X`.
+pub fn builtin(b: CheckBuiltin, level: u8, gpus: u32) -> String {
+    let want = gpus.max(1);
+    let body = match b {
+        CheckBuiltin::Gpu => format!(
+            r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
+n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
+[ "$n" -ge {want} ] || {{ echo "$(hostname) sees $n GPUs, expected {want}" >&2; exit 1; }}
+command -v dcgmi >/dev/null || {{ echo "dcgmi not found on $(hostname)" >&2; exit 1; }}
+dcgmi diag -r {level} || {{ echo "dcgmi diag -r {level} failed on $(hostname)" >&2; exit 1; }}
+echo "slurmops-value: $n""#
+        ),
+        CheckBuiltin::Nccl => format!(
+            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+out=$(all_reduce_perf -b 8M -e 1G -f 2 -g {want} 2>&1); rc=$?; echo "$out"
+bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
+[ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}
+echo "slurmops-value: $bw""#
+        ),
+        CheckBuiltin::Ib => r#"command -v ibstat >/dev/null || { echo "ibstat not found on $(hostname)" >&2; exit 1; }
+out=$(ibstat) || { echo "ibstat failed on $(hostname)" >&2; exit 1; }; echo "$out"
+down=$(echo "$out" | grep -c '^[[:space:]]*State: ' ); active=$(echo "$out" | grep -c '^[[:space:]]*State: Active')
+[ "$down" -gt 0 ] || { echo "no InfiniBand port on $(hostname)" >&2; exit 1; }
+[ "$active" = "$down" ] || { echo "$((down - active)) of $down InfiniBand ports not Active on $(hostname)" >&2; exit 1; }
+rate=$(echo "$out" | sed -n 's/^[[:space:]]*Rate: *\([0-9.]*\).*/\1/p' | sort -n | head -n1)
+echo "slurmops-value: $rate""#
+            .to_string(),
+    };
+    format!("#!/bin/bash\n{body}\n")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,456 @@
+use super::*;
+use crate::controller::decide::tests::{NOW, node};
+
+/// NodeSet `gpu` of workers gpu-0.., in partition `p`, checked by CHECK (YAML flow mapping).
+fn spec(check: &str) -> ClusterSpec {
+    let yaml = format!(
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {{name: c, namespace: slurm}}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {{name: k, key: k}}
+    jwtKey: {{name: j, key: j}}
+  policy:
+    activeChecks:
+      - {check}
+  nodeSets:
+    - {{name: gpu, replicas: 3}}
+    - {{name: cpu, replicas: 1}}
+  partitions:
+    - {{name: p, nodeSets: [gpu, cpu]}}
+"#
+    );
+    crate::spec::load("cluster.yaml", &yaml)
+        .expect("valid")
+        .spec
+}
+
+const REGISTER: &str = "{name: c, script: 'true', maxConcurrent: 1, nodeSets: [gpu]}";
+
+fn worker(i: u32, marks: &[(&str, Mark)]) -> Worker {
+    Worker {
+        name: format!("gpu-{i}"),
+        uid: format!("u{i}"),
+        ordinal: Some(i),
+        revision: "r".into(),
+        ready: true,
+        deleting: false,
+        created: Some(NOW - 600),
+        host: None,
+        checks: marks
+            .iter()
+            .map(|(c, m)| (c.to_string(), m.clone()))
+            .collect(),
+    }
+}
+
+fn sets(workers: Vec<Worker>) -> BTreeMap<String, SetView> {
+    BTreeMap::from([(
+        "gpu".to_string(),
+        SetView {
+            name: "gpu".into(),
+            replicas: workers.len() as u32,
+            update_revision: Some("r".into()),
+            managed: false,
+            canary: None,
+            current_revision: Some("r".into()),
+            workers,
+        },
+    )])
+}
+
+const PENDING: &str = "slurmops: checks pending";
+
+fn passed(at: i64) -> Mark {
+    Mark {
+        passed: true,
+        at,
+        job: Some(1),
+        value: None,
+        text: "passed".into(),
+    }
+}
+
+fn check_job(id: u64, node: &str, due: i64, state: &str) -> Job {
+    Job {
+        id,
+        name: job_name("c", node, due),
+        user: "slurm".into(),
+        state: vec![state.into()],
+        nodes: vec![node.into()],
+        submit_time: Some(NOW - 30),
+        start_time: (state != "PENDING").then_some(NOW - 20),
+        end_time: Some(NOW - 5),
+        ..Job::default()
+    }
+}
+
+fn run(
+    check: &str,
+    workers: Vec<Worker>,
+    nodes: Vec<Node>,
+    jobs: Vec<Job>,
+    resumes: &[&str],
+) -> Checked {
+    let resumes = resumes.iter().map(|s| s.to_string()).collect();
+    assess(
+        &spec(check),
+        &sets(workers),
+        &SlurmView::new(nodes, jobs),
+        &resumes,
+        NOW,
+    )
+}
+
+/// The steps on NodeSet gpu, in words: `submit gpu-0`, `resume gpu-0`, `hold gpu-1: REASON`...
+fn steps(c: &Checked) -> Vec<String> {
+    c.actions
+        .get("gpu")
+        .into_iter()
+        .flatten()
+        .map(|a| match a {
+            Action::CheckSubmit { job } => format!("submit {}", job.nodes.join(",")),
+            Action::Resume { node } => format!("resume {node}"),
+            Action::Hold { node, reason } => format!("hold {node}: {reason}"),
+            Action::Cancel { job } => format!("cancel {job}"),
+            Action::Mark { pod, mark, .. } => format!("mark {pod} {}", mark.condition().2),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn new_workers_are_checked_one_at_a_time_and_each_is_resumed_only_after_its_job_is_submitted() {
+    let nodes = (0..3)
+        .map(|i| node(&format!("gpu-{i}"), &["IDLE", "DRAIN"], PENDING))
+        .collect();
+    let c = run(
+        REGISTER,
+        (0..3).map(|i| worker(i, &[])).collect(),
+        nodes,
+        vec![],
+        &[],
+    );
+    // The cap is 1: gpu-0's job goes first, then gpu-0 is resumed; the others stay held.
+    assert_eq!(steps(&c), ["submit gpu-0", "resume gpu-0"]);
+    let s = &c.summary["gpu"][0];
+    assert_eq!((s.running, s.waiting), (1, 2));
+    assert!(c.busy.contains("gpu"));
+}
+
+#[test]
+fn a_job_in_slurm_counts_against_the_cap_and_is_never_submitted_twice() {
+    // gpu-0 runs its check (resumed when the job was submitted); the others are held.
+    let held = || {
+        let mut v = vec![node("gpu-0", &["ALLOCATED"], "")];
+        v.extend((1..3).map(|i| node(&format!("gpu-{i}"), &["IDLE", "DRAIN"], PENDING)));
+        v
+    };
+    let nodes = held();
+    let due = NOW - 600;
+    let jobs = vec![check_job(7, "gpu-0", due, "RUNNING")];
+    let c = run(
+        REGISTER,
+        (0..3).map(|i| worker(i, &[])).collect(),
+        nodes,
+        jobs,
+        &[],
+    );
+    assert_eq!(steps(&c), Vec::<String>::new());
+    let two = "{name: c, script: 'true', maxConcurrent: 2, nodeSets: [gpu]}";
+    let nodes = held();
+    let jobs = vec![check_job(7, "gpu-0", due, "RUNNING")];
+    let c = run(
+        two,
+        (0..3).map(|i| worker(i, &[])).collect(),
+        nodes,
+        jobs,
+        &[],
+    );
+    assert_eq!(steps(&c), ["submit gpu-1", "resume gpu-1"]);
+}
+
+#[test]
+fn a_passed_job_is_kept_on_the_pod_and_a_failed_one_drains_its_node_with_the_error() {
+    let due = NOW - 600;
+    let mut ok = check_job(7, "gpu-0", due, "COMPLETED");
+    ok.exit_code = Some(0);
+    ok.comment = "slurmops-check rc=0; value: 412.5; error: ; tail: ".into();
+    let mut bad = check_job(8, "gpu-1", due, "FAILED");
+    bad.exit_code = Some(1);
+    bad.comment = "slurmops-check rc=1; value: 10; error: figure 10 below 100; tail: x".into();
+    let nodes = vec![node("gpu-0", &["IDLE"], ""), node("gpu-1", &["IDLE"], "")];
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[]), worker(1, &[])],
+        nodes,
+        vec![ok, bad],
+        &[],
+    );
+    assert_eq!(
+        steps(&c),
+        [
+            "mark gpu-0 job=7 value=412.5 : passed, 412.5",
+            "hold gpu-1: check c failed: job 8: figure 10 below 100",
+            "mark gpu-1 job=8 value=10 : figure 10 below 100",
+        ]
+    );
+    // Already drained by the job itself with that reason: not drained again.
+    let mut bad = check_job(8, "gpu-1", due, "FAILED");
+    bad.exit_code = Some(1);
+    let reason = "slurmops: check c failed: job 8: exit code 1";
+    let nodes = vec![node("gpu-1", &["IDLE", "DRAIN"], reason)];
+    let c = run(REGISTER, vec![worker(1, &[])], nodes, vec![bad], &[]);
+    assert_eq!(steps(&c).len(), 1, "{:?}", steps(&c));
+    assert!(steps(&c)[0].starts_with("mark gpu-1 job=8"));
+}
+
+#[test]
+fn a_job_running_past_its_timeout_is_cancelled_and_counts_as_failed() {
+    let check = "{name: c, script: 'sleep 600', timeout: 15s, nodeSets: [gpu]}";
+    let due = NOW - 600;
+    let job = check_job(9, "gpu-0", due, "RUNNING");
+    let c = run(
+        check,
+        vec![worker(0, &[])],
+        vec![node("gpu-0", &["ALLOCATED"], "")],
+        vec![job.clone()],
+        &[],
+    );
+    assert_eq!(
+        steps(&c),
+        [
+            "cancel 9",
+            "hold gpu-0: check c failed: job 9: ran past its timeout 15s, cancelled",
+            "mark gpu-0 job=9 : ran past its timeout 15s, cancelled",
+        ]
+    );
+    // Within its time: the next pass is asked for at its timeout.
+    let check = "{name: c, script: 'sleep 600', timeout: 1m, nodeSets: [gpu]}";
+    let c = run(
+        check,
+        vec![worker(0, &[])],
+        vec![node("gpu-0", &["ALLOCATED"], "")],
+        vec![job],
+        &[],
+    );
+    assert!(steps(&c).is_empty());
+    assert_eq!(c.summary["gpu"][0].next, Some(NOW - 20 + 60));
+}
+
+#[test]
+fn a_scheduled_run_starts_only_on_idle_workers_unless_the_check_runs_beside_jobs() {
+    let every = "{name: c, script: 'true', onRegister: false, schedule: '*/10 * * * *', maxConcurrent: 5, nodeSets: [gpu]}";
+    // NOW is 1,000,000: the last tick is at 999,600, after the marks of 999,000.
+    let workers = (0..3)
+        .map(|i| worker(i, &[("c", passed(999_000))]))
+        .collect();
+    let nodes = vec![
+        node("gpu-0", &["IDLE"], ""),
+        node("gpu-1", &["ALLOCATED"], ""),
+        node("gpu-2", &["IDLE", "DRAIN"], "maintenance by bob"),
+    ];
+    let c = run(every, workers, nodes, vec![], &[]);
+    // gpu-1 runs a user's job, gpu-2 is someone else's drain: neither is touched.
+    assert_eq!(steps(&c), ["submit gpu-0"]);
+    let job = c.actions["gpu"].iter().find_map(|a| match a {
+        Action::CheckSubmit { job } => Some(job.clone()),
+        _ => None,
+    });
+    let job = job.unwrap();
+    assert_eq!(job.name, job_name("c", "gpu-0", 999_600));
+    assert!(job.exclusive, "a check takes its node whole");
+    assert_eq!(c.summary["gpu"][0].waiting, 2);
+
+    let beside = every.replace("maxConcurrent: 5", "maxConcurrent: 5, whileJobsRun: true");
+    let workers = (0..2)
+        .map(|i| worker(i, &[("c", passed(999_000))]))
+        .collect();
+    let nodes = vec![node("gpu-0", &["IDLE"], ""), node("gpu-1", &["MIXED"], "")];
+    let c = run(&beside, workers, nodes, vec![], &[]);
+    assert_eq!(steps(&c), ["submit gpu-0", "submit gpu-1"]);
+    // Results newer than the last tick: nothing is due.
+    let workers = (0..2)
+        .map(|i| worker(i, &[("c", passed(999_700))]))
+        .collect();
+    let nodes = vec![node("gpu-0", &["IDLE"], ""), node("gpu-1", &["IDLE"], "")];
+    let c = run(every, workers, nodes, vec![], &[]);
+    assert!(steps(&c).is_empty());
+    assert_eq!(c.summary["gpu"][0].passed, 2);
+}
+
+#[test]
+fn a_failed_worker_stays_drained_until_its_check_passes_again() {
+    let every = "{name: c, script: 'true', schedule: '*/10 * * * *', nodeSets: [gpu]}";
+    let failed = Mark {
+        passed: false,
+        at: 999_000,
+        job: Some(3),
+        value: None,
+        text: "GPU 3 missing".into(),
+    };
+    let reason = "slurmops: check c failed: job 3: GPU 3 missing";
+    // A tick passed since: the check runs again on the drained worker, which is resumed for it.
+    let c = run(
+        every,
+        vec![worker(0, &[("c", failed.clone())])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["submit gpu-0", "resume gpu-0"]);
+    // Before the next tick: it stays drained, and the failure is told.
+    let mut recent = failed;
+    recent.at = 999_700;
+    let c = run(
+        every,
+        vec![worker(0, &[("c", recent)])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![],
+        &[],
+    );
+    assert!(steps(&c).is_empty());
+    assert_eq!(
+        c.summary["gpu"][0].failures,
+        ["gpu-0: job 3: GPU 3 missing"]
+    );
+    // Passed since (an operator ran it, or the tick): resumed.
+    let c = run(
+        every,
+        vec![worker(0, &[("c", passed(999_700))])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["resume gpu-0"]);
+}
+
+#[test]
+fn a_replaced_worker_the_rollout_would_resume_stays_drained_until_its_checks_are_submitted() {
+    let nodes = vec![
+        node("gpu-0", &["IDLE", "DRAIN"], "slurmops: rollout"),
+        node("gpu-1", &["IDLE", "DRAIN"], "slurmops: rollout"),
+    ];
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[]), worker(1, &[])],
+        nodes,
+        vec![],
+        &["gpu-0", "gpu-1"],
+    );
+    // gpu-0's job is submitted (the rollout's own resume follows it); gpu-1 waits for room.
+    assert_eq!(steps(&c), ["submit gpu-0"]);
+    assert_eq!(c.keep_drained, BTreeSet::from(["gpu-1".to_string()]));
+}
+
+#[test]
+fn drains_for_checks_no_check_covers_any_more_are_resumed_and_no_one_elses() {
+    let nodes = vec![
+        node("gpu-0", &["IDLE", "DRAIN"], PENDING),
+        node(
+            "gpu-1",
+            &["IDLE", "DRAIN"],
+            "slurmops: check old failed: job 2: x",
+        ),
+        node("gpu-2", &["IDLE", "DRAIN"], "bad DIMM"),
+    ];
+    let only_cpu = "{name: c, script: 'true', nodeSets: [cpu]}";
+    let c = run(
+        only_cpu,
+        (0..3).map(|i| worker(i, &[])).collect(),
+        nodes,
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["resume gpu-0", "resume gpu-1"]);
+}
+
+#[test]
+fn a_mark_reads_back_from_its_condition() {
+    let m = Mark {
+        passed: false,
+        at: 5,
+        job: Some(12),
+        value: Some(180.5),
+        text: "figure 180.5 GB/s below 350 GB/s".into(),
+    };
+    let (status, reason, message) = m.condition();
+    assert_eq!((status, reason), ("False", "Failed"));
+    assert_eq!(Mark::parse(status, &message, 5), m);
+    let bare = Mark {
+        passed: true,
+        at: 5,
+        job: None,
+        value: None,
+        text: "passed: all good".into(),
+    };
+    let (status, _, message) = bare.condition();
+    assert_eq!(Mark::parse(status, &message, 5), bare);
+}
+
+/// The job's script, run by bash with a stand-in `scontrol` that logs its arguments.
+fn run_wrapped(check: &str, min: Option<f64>) -> (i32, String) {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slurmops-wrap-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("log");
+    let shim = dir.join("scontrol");
+    std::fs::write(
+        &shim,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&shim)
+        .status()
+        .unwrap();
+    let script = crate::controller::canary::wrap_check("j", check, min, Some("GB/s"), Some("nccl"));
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+        .env("SLURM_JOB_ID", "42")
+        .env("SLURMD_NODENAME", "gpu-0")
+        .output()
+        .unwrap();
+    let logged =
+        std::fs::read_to_string(&log).unwrap_or_default() + &String::from_utf8_lossy(&out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+    (out.status.code().unwrap_or(-1), logged)
+}
+
+#[test]
+fn the_job_judges_its_figure_and_drains_its_own_node_when_it_fails() {
+    let (rc, log) = run_wrapped("echo busbw; echo 'slurmops-value: 412.5'", Some(350.0));
+    assert_eq!(rc, 0, "{log}");
+    assert!(!log.contains("State=DRAIN"), "{log}");
+    let report = crate::controller::canary::Report::of(
+        log.lines()
+            .find_map(|l| l.split_once("Comment=").map(|x| x.1))
+            .unwrap_or_else(|| panic!("no comment in {log:?}")),
+    )
+    .unwrap();
+    assert_eq!(report.value, Some(412.5));
+
+    let (rc, log) = run_wrapped("echo 'slurmops-value: 180'", Some(350.0));
+    assert_eq!(rc, 1);
+    assert!(
+        log.contains(
+            "NodeName=gpu-0 State=DRAIN Reason=slurmops: check nccl failed: job 42: figure 180 GB/s below 350 GB/s"
+        ),
+        "{log}"
+    );
+    let (rc, log) = run_wrapped("echo no figure", Some(350.0));
+    assert_eq!(rc, 1);
+    assert!(log.contains("printed no figure"), "{log}");
+    let (rc, log) = run_wrapped("echo 'GPU 3 fell off the bus' >&2; exit 3", None);
+    assert_eq!(rc, 3);
+    assert!(
+        log.contains("check nccl failed: job 42: GPU 3 fell off the bus"),
+        "{log}"
+    );
+}

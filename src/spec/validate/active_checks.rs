@@ -1,0 +1,158 @@
+//! Checks of `policy.activeChecks`: unique names fit for job names and conditions, exactly one
+//! script source, NodeSets that exist and sit in a partition (the job must run somewhere), a
+//! schedule that parses, a cap and a timeout that can work.
+
+use std::collections::BTreeSet;
+
+use super::super::active_checks::{ActiveCheck, CheckBuiltin};
+use super::super::canary::SCRIPT_END;
+use super::super::diag::Path;
+use super::super::types::*;
+use super::Validator;
+use super::canary::MAX_SCRIPT_BYTES;
+
+/// Longest check name: it goes in job names, drain reasons and condition types.
+const MAX_NAME: usize = 40;
+
+impl Validator {
+    pub(super) fn active_checks(&mut self, s: &ClusterSpec, p: &Path) {
+        let mut seen = BTreeSet::new();
+        for (i, c) in s.policy.active_checks.iter().enumerate() {
+            let cp = p.key("activeChecks").index(i);
+            self.active_check(c, s, &cp);
+            if !seen.insert(c.name.as_str()) {
+                self.err(
+                    cp.key("name"),
+                    format!("a second check is named {:?}", c.name),
+                    "give each check its own name",
+                );
+            }
+        }
+    }
+
+    fn active_check(&mut self, c: &ActiveCheck, s: &ClusterSpec, p: &Path) {
+        let name_ok = !c.name.is_empty()
+            && c.name.len() <= MAX_NAME
+            && c.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !c.name.starts_with('-');
+        if !name_ok {
+            self.err(
+                p.key("name"),
+                format!("{:?} cannot name a check", c.name),
+                format!("use lowercase letters, digits and '-', at most {MAX_NAME}, e.g. gpu-diag"),
+            );
+        }
+        match (&c.builtin, &c.script) {
+            (Some(_), Some(_)) | (None, None) => self.err(
+                p.clone(),
+                "a check needs exactly one of builtin and script",
+                "e.g. builtin: gpu, or script: with the check to run",
+            ),
+            (None, Some(text)) => self.check_script(text, &p.key("script")),
+            _ => {}
+        }
+        if let Some(l) = c.level {
+            if c.builtin != Some(CheckBuiltin::Gpu) {
+                self.err(
+                    p.key("level"),
+                    "level is the gpu check's dcgmi diag level",
+                    "remove it, or use builtin: gpu",
+                );
+            } else if !(1..=4).contains(&l) {
+                self.err(
+                    p.key("level"),
+                    format!("dcgmi diag has no level {l}"),
+                    "use 1 (quick) to 4 (longest)",
+                );
+            }
+        }
+        for (j, n) in c.node_sets.iter().enumerate() {
+            if !s.node_sets.iter().any(|x| &x.name == n) {
+                self.err(
+                    p.key("nodeSets").index(j),
+                    format!("no NodeSet is named {n:?}"),
+                    "name a NodeSet of spec.nodeSets, or leave nodeSets out for every NodeSet",
+                );
+            }
+        }
+        for n in s.node_sets.iter().filter(|n| c.covers(&n.name)) {
+            let in_partition = s
+                .partitions
+                .iter()
+                .any(|part| part.node_sets.iter().any(|x| x == &n.name || x == "ALL"));
+            if !in_partition {
+                self.err(
+                    p.clone(),
+                    format!(
+                        "NodeSet {:?} is in no partition, so check {:?} cannot run there",
+                        n.name, c.name
+                    ),
+                    "add the NodeSet to a partition in spec.partitions, or list only other NodeSets",
+                );
+            }
+        }
+        if !c.on_register && c.schedule.is_none() {
+            self.err(
+                p.clone(),
+                format!("check {:?} never runs", c.name),
+                "set onRegister: true, or a schedule",
+            );
+        }
+        if let Some(Err(e)) = c.parsed_schedule() {
+            let (field, hint) = if e.contains("time zone") {
+                ("timeZone", "e.g. UTC or Europe/Paris")
+            } else {
+                (
+                    "schedule",
+                    "five fields, days by name, e.g. \"0 3 * * Sun\" (03:00 every Sunday)",
+                )
+            };
+            self.err(p.key(field), e, hint);
+        }
+        if c.max_concurrent == 0 {
+            self.err(
+                p.key("maxConcurrent"),
+                "a cap of 0 lets no check run",
+                "use 1 or more",
+            );
+        }
+        if c.timeout.as_secs() < 10 {
+            self.err(
+                p.key("timeout"),
+                format!("{} is too short for any job to start and report", c.timeout),
+                "use 10s or more, e.g. 10m",
+            );
+        }
+        if c.min_value.is_some_and(|v| !v.is_finite()) {
+            self.err(
+                p.key("minValue"),
+                "the threshold is not a number",
+                "e.g. 350",
+            );
+        }
+    }
+
+    fn check_script(&mut self, text: &str, p: &Path) {
+        if text.trim().is_empty() {
+            self.err(p.clone(), "the script is empty", "write the check to run");
+        } else if text.len() > MAX_SCRIPT_BYTES {
+            self.err(
+                p.clone(),
+                format!(
+                    "the script has {} bytes, more than {MAX_SCRIPT_BYTES}",
+                    text.len()
+                ),
+                "keep it short, or put it in the worker image and call it",
+            );
+        }
+        if text.lines().any(|l| l.trim() == SCRIPT_END) {
+            self.err(
+                p.clone(),
+                format!("the script contains the line {SCRIPT_END}, which ends it in the job"),
+                "rename that line",
+            );
+        }
+    }
+}
