@@ -150,6 +150,13 @@ pub async fn act<S: SlurmNodes>(
                     break;
                 }
             },
+            Action::CheckCancel { job } => match slurm.cancel(*job).await {
+                Ok(()) => Event::CheckCancelled { job: *job },
+                Err(e) => {
+                    out.slurm_error = Some(e);
+                    break;
+                }
+            },
             Action::Mark { pod, check, mark } => {
                 mark_pod(pods, pod, check, mark).await?;
                 Event::Checked {

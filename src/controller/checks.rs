@@ -262,6 +262,9 @@ fn worker(
     let mut due: Vec<Due> = Vec::new();
     // A check failed and drains the worker: it stays out until that check passes again.
     let mut failed = false;
+    // Jobs submitted and not started: a failed worker's are cancelled (they would wait on a
+    // drained node, and hold room under their check's cap, for ever).
+    let mut pending: Vec<(&str, u64)> = Vec::new();
     for c in checks {
         let drains = c.on_failure == OnFailure::Drain;
         let mark = w.checks.get(&c.name);
@@ -283,7 +286,8 @@ fn worker(
         };
         let name = job_name(&c.name, &w.name, stamp);
         match slurm.canary_job(&name) {
-            Some(j) if ended(j) && j.start_time.is_some_and(|s| s > 0) => {
+            // Ended after it ran (one cancelled while pending has no nodes).
+            Some(j) if ended(j) && !j.nodes.is_empty() => {
                 let m = judge(c, j, now);
                 if !m.passed && drains {
                     failed = true;
@@ -300,7 +304,7 @@ fn worker(
                 match j.start_time.filter(|s| *s > 0) {
                     Some(s) if now - s >= limit => {
                         let text = format!("ran past its timeout {}, cancelled", c.timeout);
-                        acts.push(Action::Cancel { job: j.id });
+                        acts.push(Action::CheckCancel { job: j.id });
                         if drains {
                             failed = true;
                             acts.push(hold(&c.name, &w.name, Some(j.id), &text));
@@ -318,7 +322,7 @@ fn worker(
                         let sm = summary(out, cx.set, &c.name);
                         sm.next = Some(sm.next.map_or(s + limit, |t| t.min(s + limit)));
                     }
-                    None => {}
+                    None => pending.push((c.name.as_str(), j.id)),
                 }
             }
             // Never submitted, or ended without running: due.
@@ -337,9 +341,15 @@ fn worker(
     };
     let all = !due.is_empty() && due.iter().all(|d| go(d, room));
     let mut waiting = false;
+    if failed {
+        for (check, job) in pending {
+            acts.push(Action::CheckCancel { job });
+            summary(out, cx.set, check).running -= 1;
+        }
+    }
     for d in &due {
         out.busy.insert(cx.set.to_string());
-        if (all || !held) && go(d, room) {
+        if !failed && (all || !held) && go(d, room) {
             *room.get_mut(d.check.name.as_str()).expect("room") -= 1;
             acts.push(Action::CheckSubmit {
                 job: request(d.check, &d.name, &w.name, cx.partition, cx.gpus),

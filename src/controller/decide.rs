@@ -330,6 +330,8 @@ pub enum Action {
     },
     /// Submit an active check's job.
     CheckSubmit { job: crate::slurm::JobRequest },
+    /// Cancel an active check's job (past its timeout, or waiting on a worker that failed).
+    CheckCancel { job: u64 },
     /// Keep an active check's result on the worker's pod (its condition).
     Mark {
         pod: String,

@@ -86,6 +86,7 @@ fn only_leaving(d: &mut Decision) {
         // A canary and a window's reservation belong to a rollout, which waits.
         Action::Submit { .. }
         | Action::CheckSubmit { .. }
+        | Action::CheckCancel { .. }
         | Action::Mark { .. }
         | Action::Cancel { .. }
         | Action::Hold { .. }

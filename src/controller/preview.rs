@@ -67,6 +67,9 @@ impl Preview {
                         &job.name,
                         format!("active check on {}", job.nodes.join(", ")),
                     ),
+                    Action::CheckCancel { job } => {
+                        step("cancel", &format!("job {job}"), "active check".into())
+                    }
                     Action::Mark { pod, check, mark } => {
                         step("mark", pod, format!("{check}: {}", mark.condition().2))
                     }

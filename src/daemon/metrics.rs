@@ -279,6 +279,7 @@ impl Metrics {
             Event::Reserved { .. } => "reserve",
             Event::Unreserved { .. } => "unreserve",
             Event::CheckSubmitted { .. } => "check_submit",
+            Event::CheckCancelled { .. } => "check_cancel",
             Event::Checked { passed: true, .. } => "check_passed",
             Event::Checked { passed: false, .. } => "check_failed",
         };

@@ -107,6 +107,10 @@ pub enum Event {
         job: u64,
         name: String,
     },
+    /// An active check's job was cancelled.
+    CheckCancelled {
+        job: u64,
+    },
     /// An active check's result on a worker was kept on its pod.
     Checked {
         node: String,
@@ -177,6 +181,7 @@ impl std::fmt::Display for Event {
             ),
             Event::CanaryCancelled { job } => write!(f, "canary validation job {job} cancelled"),
             Event::CheckSubmitted { job, name } => write!(f, "check job {job} submitted ({name})"),
+            Event::CheckCancelled { job } => write!(f, "check job {job} cancelled"),
             Event::Checked {
                 node,
                 check,

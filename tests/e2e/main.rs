@@ -12,6 +12,7 @@ mod autoscale;
 mod backpressure;
 mod bed;
 mod canary;
+mod checks;
 mod confinement;
 mod controller;
 mod daemon;

@@ -114,7 +114,7 @@ fn steps(c: &Checked) -> Vec<String> {
             Action::CheckSubmit { job } => format!("submit {}", job.nodes.join(",")),
             Action::Resume { node } => format!("resume {node}"),
             Action::Hold { node, reason } => format!("hold {node}: {reason}"),
-            Action::Cancel { job } => format!("cancel {job}"),
+            Action::CheckCancel { job } => format!("cancel {job}"),
             Action::Mark { pod, mark, .. } => format!("mark {pod} {}", mark.condition().2),
             other => format!("{other:?}"),
         })
@@ -453,4 +453,48 @@ fn the_job_judges_its_figure_and_drains_its_own_node_when_it_fails() {
         log.contains("check nccl failed: job 42: GPU 3 fell off the bus"),
         "{log}"
     );
+}
+
+#[test]
+fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
+    let spec_text = "{name: c, script: 'true', nodeSets: [gpu]}\n      - {name: d, script: 'true', nodeSets: [gpu]}";
+    let due = NOW - 600;
+    let mut bad = check_job(8, "gpu-0", due, "FAILED");
+    bad.exit_code = Some(1);
+    bad.name = job_name("c", "gpu-0", due);
+    let mut waits = check_job(9, "gpu-0", due, "PENDING");
+    waits.name = job_name("d", "gpu-0", due);
+    waits.start_time = None;
+    let reason = "slurmops: check c failed: job 8: exit code 1";
+    let c = run(
+        spec_text,
+        vec![worker(0, &[])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![bad, waits],
+        &[],
+    );
+    // d's job would wait on the drained worker, holding d's room, for ever.
+    assert_eq!(steps(&c).len(), 2, "{:?}", steps(&c));
+    assert!(steps(&c)[0].starts_with("mark gpu-0 job=8"));
+    assert_eq!(steps(&c)[1], "cancel 9");
+    // The next pass: d's job ended without running; d is due, but the failed worker stays out.
+    // Slurm gives a job cancelled while pending a start time, and no nodes.
+    let mut gone = check_job(9, "gpu-0", due, "CANCELLED");
+    gone.name = job_name("d", "gpu-0", due);
+    gone.nodes = vec![];
+    let failed = Mark {
+        passed: false,
+        at: NOW - 10,
+        job: Some(8),
+        value: None,
+        text: "exit code 1".into(),
+    };
+    let c = run(
+        spec_text,
+        vec![worker(0, &[("c", failed)])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![gone],
+        &[],
+    );
+    assert!(steps(&c).is_empty(), "{:?}", steps(&c));
 }

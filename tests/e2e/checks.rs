@@ -1,0 +1,285 @@
+//! Active checks end to end (`policy.activeChecks`): the daemon follows a repository on the
+//! bed's git server against the bed's real slurmctld and slurmrestd, with a real slurmd per
+//! worker pod (the test kubelet). The checks are stand-in scripts — one slow that passes with
+//! a figure, one whose figure is too low on one worker, one that hangs on another — run as real
+//! Slurm jobs on the workers.
+//!
+//! What a user relies on: a new worker takes no user's job before its checks passed; never more
+//! than `maxConcurrent` jobs of a check run at once; a failing check drains its worker with the
+//! check's name, the job and the figure, a hanging one is cancelled at its timeout and counts as
+//! failed; the results are on the pods, in status and in Events; a scheduled run never lands on
+//! a worker that runs a user's job, which keeps running.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::Api;
+use slurmops::slurm::SlurmNodes;
+
+use crate::support::daemon::{applied, status};
+use crate::support::eventually;
+use crate::support::gitops::Bed;
+use crate::support::slurm::submit_sleep;
+
+/// One NodeSet SET of REPLICAS small workers in partition `all`, checked by CHECKS (YAML list
+/// items under `activeChecks:`).
+fn cluster(ns: &str, set: &str, replicas: u32, checks: &str) -> String {
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  policy:
+    activeChecks:
+{checks}  nodeSets:
+    - name: {set}
+      replicas: {replicas}
+      cpu: "1"
+      memory: 256Mi
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+        )
+}
+
+/// Three checks on every new worker: `slow` passes in 4 s with figure 42 (at most 2 at once),
+/// `figure` prints 5 on worker 1 (10 needed), `hang` sleeps past its 15 s timeout on worker 3.
+const REGISTER_CHECKS: &str = r#"      - name: slow
+        script: "sleep 4; echo slurmops-value: 42"
+        minValue: 10
+        unit: GB/s
+        maxConcurrent: 2
+      - name: figure
+        script: |
+          case "$SLURMD_NODENAME" in *-1) echo "slurmops-value: 5" ;; *) echo "slurmops-value: 50" ;; esac
+        minValue: 10
+        unit: GB/s
+        maxConcurrent: 5
+      - name: hang
+        script: |
+          case "$SLURMD_NODENAME" in *-3) sleep 600 ;; esac
+        timeout: 15s
+        maxConcurrent: 5
+"#;
+
+/// The check condition CHECK of pod POD: (status, message).
+async fn condition(env: &support::TestEnv, pod: &str, check: &str) -> Option<(String, String)> {
+    let p = Api::<Pod>::namespaced(env.client.clone(), &env.ns)
+        .get(pod)
+        .await
+        .ok()?;
+    let ty = format!("{}{check}", slurmops::vocab::CONDITION_CHECK_PREFIX);
+    p.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == ty)
+        .map(|c| (c.status, c.message.unwrap_or_default()))
+}
+
+on_each_slurm! {
+async fn a_new_worker_takes_no_users_job_until_its_checks_pass_and_a_failing_one_is_drained_with_the_figure() {
+    let t = Bed::new("checks").await;
+    let set = t.env.name("ck");
+    let text = cluster(&t.env.ns, &set, 5, REGISTER_CHECKS);
+    let commit = t.repo.push(&text, "checks");
+    let _daemon = t.daemon("d");
+    applied(&t.env, &commit, Duration::from_secs(60)).await;
+    let s = support::slurm::client();
+    let names: Vec<String> = (0..5).map(|i| format!("{set}-{i}")).collect();
+
+    // Each worker registers drained by slurmops; a user's job is pinned to each at once.
+    let mut user_jobs = Cancelled(BTreeMap::new());
+    let started = Instant::now();
+    let mut max_slow = 0;
+    let mut seen_held = 0;
+    while user_jobs.0.len() < names.len() {
+        assert!(started.elapsed() < Duration::from_secs(90), "workers never registered");
+        for n in &names {
+            if user_jobs.0.contains_key(n) {
+                continue;
+            }
+            if let Ok(node) = s.get(n).await {
+                if node.reason == "slurmops: checks pending" {
+                    seen_held += 1;
+                }
+                user_jobs.0.insert(n.clone(), submit_sleep(n, 300).await);
+            }
+        }
+        max_slow = max_slow.max(running_slow(&s, &set).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(seen_held > 0, "no worker was seen held by `checks pending`");
+
+    // Until the checks have their results (a worker drained for a failure has the jobs it did
+    // not start cancelled): never more than 2 `slow` jobs at once.
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let expected = |i: usize| match i {
+        1 => &["figure"][..],
+        3 => &["hang"][..],
+        _ => &["slow", "figure", "hang"][..],
+    };
+    loop {
+        max_slow = max_slow.max(running_slow(&s, &set).await);
+        let mut all = true;
+        for (i, n) in names.iter().enumerate() {
+            for c in expected(i) {
+                all &= condition(&t.env, n, c).await.is_some();
+            }
+        }
+        if all {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the checks did not all report within 150 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eprintln!("[checks] at most {max_slow} `slow` jobs ran at once (maxConcurrent 2)");
+    assert!(max_slow <= 2, "{max_slow} `slow` check jobs ran at once; the cap is 2");
+    assert!(max_slow >= 1);
+
+    // Worker 1 failed its figure, worker 3 hung: drained with the check, the job and why.
+    let jobs = s.jobs().await.unwrap();
+    let check_job = |check: &str, node: &str| {
+        let prefix = format!("slurmops-check:{check}:{node}:");
+        jobs.iter()
+            .filter(|j| j.name.starts_with(&prefix))
+            .max_by_key(|j| j.id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {check} job on {node}"))
+    };
+    let figure = check_job("figure", &names[1]);
+    let n1 = eventually("worker 1 drained for its figure", Duration::from_secs(30), async || {
+        let n = s.get(&names[1]).await.ok()?;
+        n.state.has("DRAIN").then_some(n)
+    })
+    .await;
+    assert_eq!(
+        n1.reason,
+        format!("slurmops: check figure failed: job {}: figure 5 GB/s below 10 GB/s", figure.id)
+    );
+    let hang = check_job("hang", &names[3]);
+    assert!(hang.has_state("CANCELLED"), "{:?}", hang.state);
+    let n3 = eventually("worker 3 drained for its hang", Duration::from_secs(30), async || {
+        let n = s.get(&names[3]).await.ok()?;
+        n.state.has("DRAIN").then_some(n)
+    })
+    .await;
+    assert_eq!(
+        n3.reason,
+        format!("slurmops: check hang failed: job {}: ran past its timeout 15s, cancelled", hang.id)
+    );
+    let (st, msg) = condition(&t.env, &names[1], "figure").await.unwrap();
+    assert_eq!((st.as_str(), msg.as_str()), ("False", &*format!("job={} value=5 : figure 5 GB/s below 10 GB/s", figure.id)));
+
+    // The others passed, and each one's user job started only after its last check ended.
+    for i in [0, 2, 4] {
+        let n = &names[i];
+        let (st, msg) = condition(&t.env, n, "slow").await.unwrap();
+        assert_eq!(st, "True", "{n}: {msg}");
+        assert!(msg.contains("value=42 "), "{n}: {msg}");
+        let id = user_jobs.0[n];
+        let job = eventually(&format!("user job {id} runs on {n}"), Duration::from_secs(60), async || {
+            let j = s.jobs().await.ok()?.iter().find(|j| j.id == id).cloned()?;
+            j.has_state("RUNNING").then_some(j)
+        })
+        .await;
+        let last_check = ["slow", "figure", "hang"]
+            .iter()
+            .map(|c| check_job(c, n).end_time.unwrap_or(i64::MAX))
+            .max()
+            .unwrap();
+        let start = job.start_time.unwrap();
+        eprintln!("[checks] {n}: checks ended at {last_check}, user job {id} started at {start}");
+        assert!(start >= last_check, "{n}: user job {id} started at {start}, before its checks ended at {last_check}");
+    }
+    // The failed workers run no user's job.
+    for i in [1, 3] {
+        let id = user_jobs.0[&names[i]];
+        let j = s.jobs().await.unwrap().iter().find(|j| j.id == id).cloned().unwrap();
+        assert!(j.has_state("PENDING"), "{}: user job {id} is {:?}", names[i], j.state);
+    }
+
+    // Status and Events tell the failures, naming the jobs.
+    let st = eventually("status names the failures", Duration::from_secs(30), async || {
+        let st = status(&t.env).await?;
+        (st.checks.contains("check figure: ") && st.checks.contains("1 failed")).then_some(st)
+    })
+    .await;
+    eprintln!("[checks] status:\n{}", st.checks);
+    assert!(st.checks.contains(&format!("{}: job {}: figure 5 GB/s below 10 GB/s", names[1], figure.id)), "{}", st.checks);
+    assert!(st.checks.contains(&format!("{}: job {}: ran past its timeout 15s, cancelled", names[3], hang.id)), "{}", st.checks);
+    // One Event per NodeSet and reason; a repeat within minutes counts on it.
+    eventually("a CheckFailed Event naming the job", Duration::from_secs(30), async || {
+        let events = Api::<Event>::namespaced(t.env.client.clone(), &t.env.ns).list(&Default::default()).await.ok()?;
+        events.items.iter().find(|e| {
+            e.reason.as_deref() == Some(slurmops::vocab::EVENT_CHECK_FAILED)
+                && e.message.as_deref().is_some_and(|m| {
+                    m.contains(&format!("job={}", figure.id)) || m.contains(&format!("job={}", hang.id))
+                })
+        }).map(|_| ())
+    })
+    .await;
+}
+}
+
+/// The user's jobs of a test, cancelled when it ends, passed or not (a pending job left behind
+/// could start on a later test's worker).
+struct Cancelled(BTreeMap<String, u64>);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        for id in self.0.values() {
+            support::gitops::scancel(*id);
+        }
+    }
+}
+
+/// Jobs of check `slow` on SET's workers running now.
+async fn running_slow(s: &slurmops::slurm::Client, set: &str) -> usize {
+    let prefix = format!("slurmops-check:slow:{set}-");
+    s.jobs()
+        .await
+        .map(|jobs| {
+            jobs.iter()
+                .filter(|j| j.name.starts_with(&prefix) && j.has_state("RUNNING"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+on_oldest_and_newest_slurm! {
+async fn a_scheduled_check_runs_on_idle_workers_and_never_beside_a_users_job() {
+    let t = Bed::new("checks-cron").await;
+    let set = t.env.name("cc");
+    let every_minute = r#"      - name: tick
+        script: "echo slurmops-value: 1"
+        onRegister: false
+        schedule: "* * * * *"
+        maxConcurrent: 2
+"#;
+    let text = cluster(&t.env.ns, &set, 2, every_minute);
+    let _daemon = t.deployed(&text, "d", &[(&set, 2)]).await;
+    let s = support::slurm::client();
+    let (busy, idle) = (format!("{set}-0"), format!("{set}-1"));
+    let job = submit_sleep(&busy, 600).await;
+    let _cancel = Cancelled(BTreeMap::from([(busy.clone(), job)]));
+    eventually("the user's job runs", Duration::from_secs(30), async || {
+        support::slurm::job_state(job).await.contains(&"RUNNING".to_string()).then_some(())
+    })
+    .await;
+    // The first tick after the job started: the idle worker is checked, the busy one is not.
+    let (st, msg) = eventually("the idle worker checked on schedule", Duration::from_secs(130), async || {
+        condition(&t.env, &idle, "tick").await
+    })
+    .await;
+    assert_eq!(st, "True", "{msg}");
+    assert!(msg.contains("value=1 "), "{msg}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(condition(&t.env, &busy, "tick").await, None, "a check ran beside the user's job");
+    let jobs = s.jobs().await.unwrap();
+    let on_busy = jobs.iter().filter(|j| j.name.starts_with(&format!("slurmops-check:tick:{busy}:"))).count();
+    assert_eq!(on_busy, 0, "a check job was submitted on the busy worker");
+    assert!(support::slurm::job_state(job).await.contains(&"RUNNING".to_string()), "the user's job was touched");
+    let st = status(&t.env).await.unwrap();
+    assert!(st.checks.contains("check tick: 1 passed, 0 failed, 0 running, 1 waiting"), "{}", st.checks);
+}
+}
