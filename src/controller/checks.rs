@@ -97,7 +97,8 @@ pub struct Checked {
     pub actions: BTreeMap<String, Vec<Action>>,
     /// Workers whose rollout resume waits for their checks to be submitted.
     pub keep_drained: BTreeSet<String>,
-    /// NodeSets with a check running or about to run (their pass is not done).
+    /// NodeSets with a worker held for its checks, or a new worker's first check running: their
+    /// pass is not done (`apply` and `rollout` wait for them).
     pub busy: BTreeSet<String>,
     /// Where each check stands, by NodeSet.
     pub summary: BTreeMap<String, Vec<Summary>>,
@@ -299,7 +300,10 @@ fn worker(
             }
             Some(j) if !ended(j) => {
                 summary(out, cx.set, &c.name).running += 1;
-                out.busy.insert(cx.set.to_string());
+                // A new worker's first result: `apply` and `rollout` wait for it.
+                if mark.is_none() {
+                    out.busy.insert(cx.set.to_string());
+                }
                 let limit = c.timeout.as_secs() as i64;
                 match j.start_time.filter(|s| *s > 0) {
                     Some(s) if now - s >= limit => {
@@ -348,7 +352,11 @@ fn worker(
         }
     }
     for d in &due {
-        out.busy.insert(cx.set.to_string());
+        // A held worker waits for its checks; a scheduled run on one in service (which may
+        // wait days for the worker to be idle) keeps no command waiting.
+        if held && !failed {
+            out.busy.insert(cx.set.to_string());
+        }
         if !failed && (all || !held) && go(d, room) {
             *room.get_mut(d.check.name.as_str()).expect("room") -= 1;
             acts.push(Action::CheckSubmit {
@@ -460,6 +468,22 @@ fn request(c: &ActiveCheck, name: &str, node: &str, partition: &str, gpus: u32) 
         time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1).clamp(1, 1 << 20) as u32,
         exclusive: !c.while_jobs_run,
     }
+}
+
+/// Every check's job script on each NodeSet it covers, as a worker of it runs the job (the job
+/// name's node and time are placeholders): (check, NodeSet, script).
+pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for c in &spec.policy.active_checks {
+        for n in spec.node_sets.iter().filter(|n| c.covers(&n.name)) {
+            let gpus = n.gpus.as_ref().map_or(0, |g| g.count);
+            let partition = partition_of(spec, &n.name).unwrap_or_default();
+            let name = job_name(&c.name, &format!("{}-N", n.name), 0);
+            let job = request(c, &name, &format!("{}-N", n.name), &partition, gpus);
+            out.push((c.name.clone(), n.name.clone(), job.script));
+        }
+    }
+    out
 }
 
 /// The script of check C on a worker with GPUS GPUs.

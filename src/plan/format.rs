@@ -142,6 +142,7 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         out.push(format!("partition {n} removed"));
     }
     out.extend(s.autoscale_changes.iter().cloned());
+    out.extend(s.checks.iter().cloned());
     out.extend(s.accounting.lines());
     for st in &s.next_pass {
         let detail = match st.detail.is_empty() {

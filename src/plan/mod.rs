@@ -2,6 +2,7 @@
 //! as Kubernetes object changes and in Slurm's terms (config diffs, partitions, which NodeSets
 //! roll and therefore drain). Pure: two renderings in, a [`Plan`] out.
 
+mod checks;
 pub mod format;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,6 +146,9 @@ pub struct SlurmSummary {
     pub node_sets_rolled: Vec<Roll>,
     pub scaled: Vec<Scale>,
     pub autoscale_changes: Vec<String>,
+    /// Active checks added, changed or removed, in words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
     /// slurmctld's pod template changes: the controller restarts.
     pub controller_restarts: bool,
     /// The slurm.conf settings that restart it (a reconfigure cannot change them).
@@ -655,6 +659,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
     }
     s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);
+    s.checks = checks::changes(base_c, head.cluster);
     let restart_waits =
         s.controller_restarts || s.upgrade.as_ref().is_some_and(|u| u.refused.is_none());
     if restart_waits

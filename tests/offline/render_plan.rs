@@ -41,6 +41,7 @@ fn golden_rendering_of_the_examples() {
         ("examples/minimal", "minimal"),
         ("examples/quickstart", "quickstart"),
         ("examples/ha", "ha"),
+        ("examples/gpu-checks", "gpu-checks"),
     ] {
         let r = render(&example(dir).0);
         golden(&format!("{name}.objects.yaml"), &objects_yaml(&r));
@@ -71,11 +72,30 @@ fn committed_schema_is_current() {
     );
 }
 
+/// The jobs the GPU example's active checks submit, as a GPU worker runs them (the wrapper
+/// included): what a reviewer reads to see the commands and thresholds.
+#[test]
+fn golden_active_check_jobs_of_the_gpu_example() {
+    let (c, _) = example("examples/gpu-checks");
+    let text: String = slurmops::controller::checks::job_scripts(&c.spec)
+        .into_iter()
+        .map(|(check, set, script)| format!("##### check {check} on NodeSet {set}\n{script}"))
+        .collect();
+    assert!(text.contains("dcgmi diag -r 2"), "{text}");
+    assert!(
+        text.contains("all_reduce_perf -b 8M -e 1G -f 2 -g 8"),
+        "{text}"
+    );
+    golden("gpu-checks.jobs.txt", &text);
+}
+
 #[test]
 fn examples_carry_the_schema_modeline() {
     for f in [
         "examples/repo/cluster.yaml",
         "examples/minimal/cluster.yaml",
+        "examples/ha/cluster.yaml",
+        "examples/gpu-checks/cluster.yaml",
     ] {
         let first = std::fs::read_to_string(f)
             .unwrap()
@@ -934,6 +954,41 @@ fn a_rollout_under_a_canary_is_planned_canary_first() {
         &format::markdown(&p, "cluster gpu (from main)"),
     );
     golden("canary.plan.json", &format::json(&p));
+}
+
+/// A pull request that raises a check's threshold and adds one: the plan says what each runs,
+/// on how many workers, how many at once, when, and what a failure does; changing a check
+/// touches no worker, adding the first that holds new workers rolls the NodeSet.
+#[test]
+fn active_checks_are_planned_with_their_workers_cap_schedule_and_failure() {
+    let (_, text) = example("examples/gpu-checks");
+    let head_text = text.replace("minValue: 350", "minValue: 380");
+    assert_ne!(head_text, text, "the edit applies to the example");
+    let p = plan_of(&text, &head_text);
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(
+        t.contains("check nccl changed: the built-in nccl check, a figure of at least 380 GB/s on NodeSet h100 (16 workers), at most 8 at once, each job up to 10m; on each new worker before it takes users' jobs, and at 0 4 * * Sun (Europe/Amsterdam) on idle workers; a failure drains the worker until the check passes again"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("drained and replaced"),
+        "a threshold rolls no worker:\n{t}"
+    );
+    golden("checks.plan.txt", &t);
+    golden("checks.plan.json", &format::json(&p));
+    // The first check on a NodeSet: its new workers register drained, so the NodeSet rolls.
+    let start = text.find("    activeChecks:").unwrap();
+    let end = text.find("\n  nodeSets:").unwrap() + 1;
+    let without = format!("{}{}", &text[..start], &text[end..]);
+    let without = without.replace("  policy:\n", "");
+    let p = plan_of(&without, &text);
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(t.contains("check gpu-diag added: the built-in gpu check on NodeSet h100 (16 workers), at most 8 at once"), "{t}");
+    assert!(t.contains("NodeSet h100: a new worker now registers drained until its checks pass; its workers are replaced for it"), "{t}");
+    assert!(
+        t.contains("NodeSet h100: 16 workers drained and replaced"),
+        "{t}"
+    );
 }
 
 /// A pull request that changes a NodeSet that waits for a maintenance window: the plan says when

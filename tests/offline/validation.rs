@@ -1085,3 +1085,54 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
         );
     }
 }
+
+/// Active checks: each mistake is reported at its position, with how to fix it, all at once.
+#[test]
+fn active_checks_are_refused_with_their_positions() {
+    let text = with(
+        "  partitions:\n",
+        "  policy:\n    activeChecks:\n      - {name: gpu, builtin: gpu, level: 7}\n      - {name: gpu, script: 'true', builtin: ib}\n      - {name: Bad_Name, script: 'true', nodeSets: [h200], maxConcurrent: 0, schedule: \"0 3 * * 0\"}\n      - {name: idle, script: 'true', onRegister: false, timeout: 1s}\n  partitions:\n",
+    );
+    let e = errors(&text);
+    let at = |path: &str| at(&e, path);
+    let d = at("spec.policy.activeChecks[0].level");
+    assert_eq!(d.line, line_of(&text, "level: 7"));
+    assert!(d.message.contains("no level 7"), "{d}");
+    assert!(
+        at("spec.policy.activeChecks[1]")
+            .message
+            .contains("exactly one of builtin and script")
+    );
+    assert!(
+        at("spec.policy.activeChecks[1].name")
+            .message
+            .contains("a second check is named \"gpu\"")
+    );
+    assert!(
+        at("spec.policy.activeChecks[2].name")
+            .message
+            .contains("cannot name a check")
+    );
+    let d = at("spec.policy.activeChecks[2].nodeSets[0]");
+    assert!(d.message.contains("no NodeSet is named \"h200\""), "{d}");
+    assert!(
+        at("spec.policy.activeChecks[2].maxConcurrent")
+            .message
+            .contains("lets no check run")
+    );
+    let d = at("spec.policy.activeChecks[2].schedule");
+    assert!(
+        d.hint.as_deref().unwrap_or("").contains("days by name"),
+        "{d}"
+    );
+    assert!(
+        at("spec.policy.activeChecks[3]")
+            .message
+            .contains("never runs")
+    );
+    assert!(
+        at("spec.policy.activeChecks[3].timeout")
+            .message
+            .contains("too short")
+    );
+}

@@ -263,6 +263,10 @@ fn a_scheduled_run_starts_only_on_idle_workers_unless_the_check_runs_beside_jobs
     assert_eq!(job.name, job_name("c", "gpu-0", 999_600));
     assert!(job.exclusive, "a check takes its node whole");
     assert_eq!(c.summary["gpu"][0].waiting, 2);
+    assert!(
+        c.busy.is_empty(),
+        "a scheduled run keeps no command waiting"
+    );
 
     let beside = every.replace("maxConcurrent: 5", "maxConcurrent: 5, whileJobsRun: true");
     let workers = (0..2)
@@ -497,4 +501,78 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
         &[],
     );
     assert!(steps(&c).is_empty(), "{:?}", steps(&c));
+}
+
+/// Runs built-in check B (8 GPUs) against stand-ins of the GPU tools, which log their arguments
+/// and print what the real tools print: (exit code, stdout, the tools' arguments).
+fn run_builtin(b: CheckBuiltin, tools: &[(&str, &str)]) -> (i32, String, String) {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slurmops-tools-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args");
+    for (tool, output) in tools {
+        let path = dir.join(tool);
+        let text = format!(
+            "#!/bin/sh\necho \"{tool} $*\" >> '{}'\ncat <<'OUT'\n{output}\nOUT\n",
+            log.display()
+        );
+        std::fs::write(&path, text).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&path)
+            .status()
+            .unwrap();
+    }
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(builtin(b, 2, 8))
+        .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+        .output()
+        .unwrap();
+    let args = std::fs::read_to_string(&log).unwrap_or_default();
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), stdout, args)
+}
+
+#[test]
+fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_their_output() {
+    let gpus: String = (0..8)
+        .map(|i| format!("GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n"))
+        .collect();
+    // dcgmi diag: -r LEVEL (1 to 4); its exit code says whether every test passed.
+    let (rc, out, args) = run_builtin(
+        CheckBuiltin::Gpu,
+        &[("nvidia-smi", &gpus), ("dcgmi", "| Diagnostic | Result |")],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "nvidia-smi -L\ndcgmi diag -r 2\n");
+    assert!(out.contains("slurmops-value: 8"), "{out}");
+    let (rc, out, _) = run_builtin(
+        CheckBuiltin::Gpu,
+        &[("nvidia-smi", &gpus[..gpus.len() / 2]), ("dcgmi", "")],
+    );
+    assert_eq!(rc, 1);
+    assert!(out.contains("sees 4 GPUs, expected 8"), "{out}");
+    // all_reduce_perf: -b min bytes, -e max bytes, -f step factor, -g GPUs; its summary line.
+    let nccl = "#       size         count      type   redop    root     time   algbw   busbw\n\
+                  1073741824     268435456     float     sum      -1   4710.3  227.96  398.93\n\
+                # Out of bounds values : 0 OK\n# Avg bus bandwidth    : 397.512 \n#";
+    let (rc, out, args) = run_builtin(CheckBuiltin::Nccl, &[("all_reduce_perf", nccl)]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "all_reduce_perf -b 8M -e 1G -f 2 -g 8\n");
+    assert!(out.contains("slurmops-value: 397.512"), "{out}");
+    // ibstat: every port's State and Rate (Gb/s); the lowest rate is the figure.
+    let ib = "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\
+              CA 'mlx5_1'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 200";
+    let (rc, out, args) = run_builtin(CheckBuiltin::Ib, &[("ibstat", ib)]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "ibstat \n");
+    assert!(out.contains("slurmops-value: 200"), "{out}");
+    let down = ib.replacen("State: Active", "State: Down", 1);
+    let (rc, out, _) = run_builtin(CheckBuiltin::Ib, &[("ibstat", &down)]);
+    assert_eq!(rc, 1);
+    assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
 }
