@@ -347,10 +347,9 @@ impl Metrics {
     }
 }
 
-/// Every metric of `/metrics` as a Markdown table (docs/reference/metrics.md): name, type, the
-/// labels it carries and its help, read from what the daemon's own recording methods expose after
-/// one call of each, so the page follows the code.
-pub fn markdown() -> String {
+/// Metrics after one call of each of the daemon's recording methods: every family has a
+/// sample (the reference page and the dashboard's test read them).
+pub fn sampled() -> Metrics {
     let m = Metrics::default();
     m.passed(crate::k8s::Requests::default());
     m.reconciled(Verdict::Applied, 0.1);
@@ -402,6 +401,14 @@ pub fn markdown() -> String {
         "gpu".to_string(),
         set,
     )]));
+    m
+}
+
+/// Every metric of `/metrics` as a Markdown table (docs/reference/metrics.md): name, type, the
+/// labels it carries and its help, read from what the daemon's own recording methods expose after
+/// one call of each, so the page follows the code.
+pub fn markdown() -> String {
+    let m = sampled();
     let text = m.render();
     // (name, type, help, labels)
     let mut rows: Vec<(String, String, String, std::collections::BTreeSet<String>)> = Vec::new();

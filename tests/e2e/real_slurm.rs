@@ -212,17 +212,8 @@ fn check_example(dir: &str) {
             assert!(body.contains("# TYPE slurm_"), "{dir}: {path}: {body}");
             served.push_str(&body);
         }
-        // A daemon that has reconciled and rolled: its labelled families have samples.
-        let daemon = slurmops::daemon::metrics::Metrics::default();
-        daemon.reconciled(slurmops::status::verdict::Verdict::Applied, 0.2);
-        daemon.rollout(&slurmops::rollout::Event::Drain {
-            node: "h100-0".into(),
-            ours: true,
-        });
-        daemon.progress(&[slurmops::controller::decide::Progress {
-            node_set: "h100".into(),
-            ..Default::default()
-        }]);
+        // A daemon that has reconciled, rolled and checked: its labelled families have samples.
+        let daemon = slurmops::daemon::metrics::sampled();
         served.push_str(&daemon.render());
         let known = metric_families(&served);
         let dashboard = std::fs::read_to_string("dashboards/slurmops.json").unwrap();
