@@ -48,7 +48,7 @@ pub struct Worker {
     /// The Kubernetes node the pod runs on, once scheduled.
     pub host: Option<String>,
     /// Each active check's last result on this pod (its `checks.slurmops.dev/` conditions).
-    pub checks: BTreeMap<String, super::checks::Mark>,
+    pub checks: BTreeMap<String, super::mark::Mark>,
 }
 
 /// A NodeSet's StatefulSet as observed.
@@ -336,7 +336,7 @@ pub enum Action {
     Mark {
         pod: String,
         check: String,
-        mark: super::checks::Mark,
+        mark: super::mark::Mark,
     },
     /// Cancel a validation job that no longer decides anything.
     Cancel { job: u64 },
@@ -403,7 +403,7 @@ pub struct Progress {
     pub window: Option<WindowWait>,
     /// Active checks on its workers (`policy.activeChecks`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<super::checks::Summary>,
+    pub checks: Vec<super::mark::Summary>,
     pub done: bool,
     /// Entries left out of the lists above to keep the status ConfigMap small (see
     /// `status::bound`): the counts stay exact.

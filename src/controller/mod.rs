@@ -23,6 +23,7 @@ mod decisions;
 pub mod drive;
 pub mod gate;
 pub mod maint;
+pub mod mark;
 pub mod observation;
 pub mod observe;
 pub mod per_node;

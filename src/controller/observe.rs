@@ -438,7 +438,7 @@ pub fn worker(p: &Pod) -> Option<Worker> {
             .as_ref()
             .map(|t| t.0.as_second()),
         host: p.spec.as_ref().and_then(|s| s.node_name.clone()),
-        checks: super::checks::marks(p),
+        checks: super::mark::marks(p),
         name,
     })
 }
