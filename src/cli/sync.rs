@@ -38,6 +38,10 @@ pub fn run(a: Args) -> Outcome {
                 &r.resumed_for_node,
             ),
             (
+                "the problem of its Kubernetes node cleared; held until its active checks pass",
+                &r.rechecked_for_node,
+            ),
+            (
                 "replaced: Ready but never registered in Slurm",
                 &r.replaced_unregistered,
             ),

@@ -90,8 +90,13 @@ pub fn assess(
         let outstanding = running.iter().filter(|j| !ended(j)).count() as u32;
         room.insert(&c.name, c.max_concurrent.saturating_sub(outstanding));
     }
+    let latest = latest_jobs(slurm);
     for set in sets.values() {
-        let mine: Vec<&ActiveCheck> = checks.iter().filter(|c| c.covers(&set.name)).collect();
+        let spec_set = spec.node_sets.iter().find(|n| n.name == set.name);
+        let mine: Vec<&ActiveCheck> = match spec_set {
+            Some(ns) => checks.iter().filter(|c| c.covers(ns)).collect(),
+            None => Vec::new(),
+        };
         let partition = partition_of(spec, &set.name);
         let (false, Some(partition)) = (mine.is_empty(), partition) else {
             release(set, slurm, &mut out);
@@ -107,10 +112,7 @@ pub fn assess(
                 })
                 .collect(),
         );
-        let gpus = spec
-            .node_sets
-            .iter()
-            .find(|n| n.name == set.name)
+        let gpus = spec_set
             .and_then(|n| n.gpus.as_ref())
             .map_or(0, |g| g.count);
         let mut workers: Vec<&Worker> = set.workers.iter().filter(|w| !w.deleting).collect();
@@ -122,15 +124,43 @@ pub fn assess(
             let cx = Worker1 {
                 w,
                 n,
+                latest: &latest,
                 set: &set.name,
                 partition: &partition,
                 gpus,
                 resumed_by_rollout: rollout_resumes.contains(&w.name),
             };
-            worker(&cx, &mine, slurm, &mut room, now, &mut out);
+            worker(&cx, &mine, &mut room, now, &mut out);
         }
     }
     out
+}
+
+/// With Slurm's job queue unknown no check can be judged or submitted: of the workers the
+/// rollout would resume (ROLLOUT_RESUMES), those a check must pass on first (a new pod, no
+/// result) stay drained.
+pub fn unchecked(
+    spec: &ClusterSpec,
+    sets: &BTreeMap<String, SetView>,
+    rollout_resumes: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let checks = &spec.policy.active_checks;
+    sets.values()
+        .flat_map(|set| {
+            let ns = spec.node_sets.iter().find(|n| n.name == set.name);
+            let mine: Vec<&ActiveCheck> = checks
+                .iter()
+                .filter(|c| c.on_register && ns.is_some_and(|ns| c.covers(ns)))
+                .collect();
+            set.workers
+                .iter()
+                .filter(move |w| {
+                    rollout_resumes.contains(&w.name)
+                        && mine.iter().any(|c| !w.checks.contains_key(&c.name))
+                })
+                .map(|w| w.name.clone())
+        })
+        .collect()
 }
 
 /// No check covers SET (any more): a drain slurmops set for checks is resumed.
@@ -148,9 +178,34 @@ fn release(set: &SetView, slurm: &SlurmView, out: &mut Checked) {
     }
 }
 
+/// The newest job of each check on each node: (check, node) → (its due stamp, the job).
+type Latest<'a> = BTreeMap<(&'a str, &'a str), (i64, &'a Job)>;
+
+/// Every check job's target and stamp, from its name (`slurmops-check:CHECK:NODE:DUE`), the
+/// newest per target: one walk of the check jobs per pass.
+fn latest_jobs(slurm: &SlurmView) -> Latest<'_> {
+    let mut out: Latest = BTreeMap::new();
+    for j in slurm.check_jobs(&format!("{CHECK_JOB_PREFIX}:")) {
+        let mut parts = j.name.splitn(4, ':').skip(1);
+        let (Some(check), Some(node), Some(due)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let Ok(due) = due.parse::<i64>() else {
+            continue;
+        };
+        let e = out.entry((check, node)).or_insert((due, j));
+        if e.1.id < j.id {
+            *e = (due, j);
+        }
+    }
+    out
+}
+
 struct Worker1<'a> {
     w: &'a Worker,
     n: &'a Node,
+    latest: &'a Latest<'a>,
     set: &'a str,
     partition: &'a str,
     gpus: u32,
@@ -168,7 +223,6 @@ fn summary<'a>(out: &'a mut Checked, set: &str, check: &str) -> &'a mut Summary 
 fn worker(
     cx: &Worker1,
     checks: &[&ActiveCheck],
-    slurm: &SlurmView,
     room: &mut BTreeMap<&str, u32>,
     now: i64,
     out: &mut Checked,
@@ -176,8 +230,10 @@ fn worker(
     let (w, n) = (cx.w, cx.n);
     let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
     let drain = check_drain(n);
+    // Held for pending checks since (a new worker, or one whose node's problem cleared).
+    let pending_since = (drain == Some("")).then_some(n.reason_changed_at).flatten();
     let mut acts: Vec<Action> = Vec::new();
-    let mut due: Vec<Due> = Vec::new();
+    let mut dues: Vec<Due> = Vec::new();
     // A check failed and drains the worker: it stays out until that check passes again.
     let mut failed = false;
     // Jobs submitted and not started: a failed worker's are cancelled (they would wait on a
@@ -186,7 +242,15 @@ fn worker(
     for c in checks {
         let drains = c.on_failure == OnFailure::Drain;
         let mark = w.checks.get(&c.name);
-        let Some(stamp) = due_since(c, w, mark, now) else {
+        // Its newest job, when newer than its last result: in flight, or ended and not judged
+        // yet (a worker resumed for it is due no more, and still needs its verdict).
+        let fresh = cx
+            .latest
+            .get(&(c.name.as_str(), w.name.as_str()))
+            .filter(|(due, _)| mark.is_none_or(|m| *due >= m.at))
+            .map(|(due, j)| (*due, *j));
+        let due = due_since(c, w, mark, pending_since, now);
+        let Some(stamp) = due.or(fresh.map(|f| f.0)) else {
             match mark {
                 Some(m) if m.passed => summary(out, cx.set, &c.name).passed += 1,
                 Some(m) => {
@@ -203,7 +267,8 @@ fn worker(
             continue;
         };
         let name = job_name(&c.name, &w.name, stamp);
-        match slurm.canary_job(&name) {
+        let job = fresh.filter(|f| f.0 >= stamp).map(|f| f.1);
+        match job {
             // Ended after it ran (one cancelled while pending has no nodes).
             Some(j) if ended(j) && !j.nodes.is_empty() => {
                 let m = judge(c, j, now);
@@ -247,7 +312,8 @@ fn worker(
                 }
             }
             // Never submitted, or ended without running: due.
-            _ => due.push(Due { check: c, name }),
+            _ if due.is_some() => dues.push(Due { check: c, name }),
+            _ => {}
         }
     }
     // Held (slurmops drained it for checks, or the rollout would resume a replaced worker):
@@ -260,7 +326,7 @@ fn worker(
     let go = |d: &Due, room: &BTreeMap<&str, u32>| {
         may(d.check) && room.get(d.check.name.as_str()).is_some_and(|r| *r > 0)
     };
-    let all = !due.is_empty() && due.iter().all(|d| go(d, room));
+    let all = !dues.is_empty() && dues.iter().all(|d| go(d, room));
     let mut waiting = false;
     if failed {
         for (check, job) in pending {
@@ -268,7 +334,7 @@ fn worker(
             summary(out, cx.set, check).running -= 1;
         }
     }
-    for d in &due {
+    for d in &dues {
         // A held worker waits for its checks; a scheduled run on one in service (which may
         // wait days for the worker to be idle) keeps no command waiting.
         if held && !failed {
@@ -313,12 +379,24 @@ fn mark_of(w: &Worker, c: &ActiveCheck, mark: Mark) -> Action {
 }
 
 /// Since when check C is due on W (the stamp in its job's name), or None when its last result
-/// stands: a new pod has none (`onRegister`), and a scheduled check is due again at each tick
-/// after the pod was made.
-fn due_since(c: &ActiveCheck, w: &Worker, mark: Option<&Mark>, now: i64) -> Option<i64> {
+/// stands: a new pod has none (`onRegister`); a worker held `slurmops: checks pending` since
+/// PENDING (its node's problem cleared) needs a result newer than that; and a scheduled check
+/// is due again at each tick after the pod was made.
+fn due_since(
+    c: &ActiveCheck,
+    w: &Worker,
+    mark: Option<&Mark>,
+    pending: Option<i64>,
+    now: i64,
+) -> Option<i64> {
     let created = w.created.unwrap_or(0);
     if c.on_register && mark.is_none() {
         return Some(created);
+    }
+    if let (true, Some(p), Some(m)) = (c.on_register, pending, mark)
+        && m.at < p
+    {
+        return Some(p);
     }
     let tick = c.last_tick(now).filter(|t| *t >= created)?;
     mark.is_none_or(|m| m.at < tick).then_some(tick)
@@ -352,15 +430,18 @@ fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
     let passed = j.has_state("COMPLETED") && j.exit_code.unwrap_or(0) == 0;
     let value = report.as_ref().and_then(|r| r.value);
     let unit = c.unit.as_deref().unwrap_or("");
+    // Cancelled at its timeout (by a pass whose mark this pass may not see yet), or by Slurm.
+    let ran = j.start_time.zip(j.end_time).map(|(s, e)| e - s);
+    let limit = c.timeout.as_secs() as i64;
+    let timed_out =
+        j.has_state("TIMEOUT") || j.has_state("CANCELLED") && ran.is_some_and(|r| r >= limit);
     let text = match (passed, &report) {
         (true, _) => match value {
             Some(v) => format!("passed, {v} {unit}").trim_end().to_string(),
             None => "passed".into(),
         },
+        (false, _) if timed_out => format!("ran past its timeout {}, cancelled", c.timeout),
         (false, Some(r)) => r.error.clone(),
-        (false, None) if j.has_state("TIMEOUT") => {
-            format!("ran past its timeout {}, cancelled by Slurm", c.timeout)
-        }
         (false, None) => j.state.join(","),
     };
     Mark {
@@ -392,7 +473,7 @@ fn request(c: &ActiveCheck, name: &str, node: &str, partition: &str, gpus: u32) 
 pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for c in &spec.policy.active_checks {
-        for n in spec.node_sets.iter().filter(|n| c.covers(&n.name)) {
+        for n in spec.node_sets.iter().filter(|n| c.covers(n)) {
             let gpus = n.gpus.as_ref().map_or(0, |g| g.count);
             let partition = partition_of(spec, &n.name).unwrap_or_default();
             let name = job_name(&c.name, &format!("{}-N", n.name), 0);

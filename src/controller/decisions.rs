@@ -100,15 +100,12 @@ fn only_leaving(d: &mut Decision) {
 
 /// Adds the active checks' steps (`policy.activeChecks`). They go first: a held worker's jobs
 /// are submitted before it is resumed (by the checks, or by the rollout for a replaced worker,
-/// whose resume waits while a due check cannot be submitted). With the job queue unknown, the
-/// checks wait.
+/// whose resume waits while a due check cannot be submitted). With the job queue unknown, no
+/// check is judged or submitted, and a replaced worker a check must pass on first stays drained.
 fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<String, Decision>) {
     let Ok(view) = &obs.slurm else {
         return;
     };
-    if view.jobs_error.is_some() {
-        return;
-    }
     let resumes: BTreeSet<String> = decisions
         .values()
         .flat_map(|d| &d.actions)
@@ -117,11 +114,19 @@ fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<Strin
             _ => None,
         })
         .collect();
-    let mut checked = checks::assess(&c.spec, &obs.sets, view, &resumes, obs.now);
+    let mut checked = match view.jobs_error {
+        None => checks::assess(&c.spec, &obs.sets, view, &resumes, obs.now),
+        Some(_) => checks::Checked {
+            keep_drained: checks::unchecked(&c.spec, &obs.sets, &resumes),
+            ..checks::Checked::default()
+        },
+    };
     for (name, d) in decisions.iter_mut() {
+        let before = d.actions.len();
         d.actions.retain(
             |a| !matches!(a, Action::Resume { node } if checked.keep_drained.contains(node)),
         );
+        d.progress.done &= d.actions.len() == before;
         if let Some(mut first) = checked.actions.remove(name) {
             first.append(&mut d.actions);
             d.actions = first;

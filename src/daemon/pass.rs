@@ -711,6 +711,9 @@ async fn keep_workers(
             for n in &r.resumed_for_node {
                 tracing::info!(pod = %n, "{n}: resumed: the problem of its Kubernetes node cleared");
             }
+            for n in &r.rechecked_for_node {
+                tracing::info!(pod = %n, "{n}: the problem of its Kubernetes node cleared; held until its active checks pass");
+            }
         }
         Err(e) => tracing::warn!("sync: {e}"),
     }

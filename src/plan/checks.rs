@@ -28,10 +28,7 @@ pub fn changes(base: &ClusterFile, head: &ClusterFile) -> Vec<String> {
     // Holding new workers is part of their slurmd's registration: turning it on or off for a
     // NodeSet changes its pod template, so the NodeSet rolls (the lines above the checks say so).
     for n in &head.spec.node_sets {
-        let (was, is) = (
-            holds_new_workers(old, &n.name),
-            holds_new_workers(new, &n.name),
-        );
+        let (was, is) = (holds_new_workers(old, n), holds_new_workers(new, n));
         if was != is && base.spec.node_sets.iter().any(|b| b.name == n.name) {
             let how = match is {
                 true => "now registers drained until its checks pass",
@@ -48,12 +45,8 @@ pub fn changes(base: &ClusterFile, head: &ClusterFile) -> Vec<String> {
 
 /// What check C of HEAD does, in one sentence.
 fn what(c: &ActiveCheck, head: &ClusterFile) -> String {
-    let sets: Vec<&crate::spec::types::NodeSet> = head
-        .spec
-        .node_sets
-        .iter()
-        .filter(|n| c.covers(&n.name))
-        .collect();
+    let sets: Vec<&crate::spec::types::NodeSet> =
+        head.spec.node_sets.iter().filter(|n| c.covers(n)).collect();
     let names: Vec<&str> = sets.iter().map(|n| n.name.as_str()).collect();
     let workers = match sets.iter().any(|n| n.replicas.per_node()) {
         true => "one per matching Kubernetes node".to_string(),

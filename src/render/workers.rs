@@ -178,7 +178,7 @@ fn stateful_set(names: &Names, ns: &NodeSet, template: PodTemplateSpec) -> State
 /// before its checks pass (Slurm applies `State` only when it creates the node).
 fn registering_conf(checks: &[ActiveCheck], ns: &NodeSet) -> String {
     let conf = slurmd_conf(ns);
-    match holds_new_workers(checks, &ns.name) {
+    match holds_new_workers(checks, ns) {
         true => format!("{conf} State=DRAIN Reason=\"{REASON_PREFIX} {REASON_CHECKS_PENDING}\""),
         false => conf,
     }

@@ -7,6 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::types::NodeSet;
 use super::values::Duration;
 
 /// One named check: what runs, where, when, at what cost, and what a failure does.
@@ -37,6 +38,9 @@ pub struct ActiveCheck {
     /// The NodeSets whose workers it checks; empty: every NodeSet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_sets: Vec<String>,
+    /// Only NodeSets with all these Slurm features (their name and `features`), e.g. `ib`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// Run on every new worker (a new pod) before it takes users' jobs: the worker registers
     /// drained and is resumed only once the check passed.
     #[serde(default = "yes")]
@@ -104,9 +108,12 @@ pub enum OnFailure {
 }
 
 impl ActiveCheck {
-    /// Whether it checks the workers of NODE_SET.
-    pub fn covers(&self, node_set: &str) -> bool {
-        self.node_sets.is_empty() || self.node_sets.iter().any(|n| n == node_set)
+    /// Whether it checks the workers of NODE_SET: named (or none named), and with every
+    /// feature asked for.
+    pub fn covers(&self, node_set: &NodeSet) -> bool {
+        let named = self.node_sets.is_empty() || self.node_sets.contains(&node_set.name);
+        let has = |f: &String| *f == node_set.name || node_set.features.contains(f);
+        named && self.features.iter().all(has)
     }
 
     /// The parsed schedule, when it has one.
@@ -141,7 +148,7 @@ impl ActiveCheck {
 }
 
 /// Whether any check holds the workers of NODE_SET until it passed (they register drained).
-pub fn holds_new_workers(checks: &[ActiveCheck], node_set: &str) -> bool {
+pub fn holds_new_workers(checks: &[ActiveCheck], node_set: &NodeSet) -> bool {
     checks.iter().any(|c| c.on_register && c.covers(node_set))
 }
 
@@ -173,8 +180,18 @@ mod tests {
     fn defaults_check_new_workers_one_at_a_time_and_drain_on_failure() {
         let c: ActiveCheck =
             serde_json::from_value(serde_json::json!({"name": "c", "builtin": "gpu"})).unwrap();
-        assert!(c.on_register && c.covers("any"));
+        let gpu: NodeSet = serde_json::from_value(serde_json::json!(
+            {"name": "gpu", "replicas": 2, "features": ["ib"]}
+        ))
+        .unwrap();
+        assert!(c.on_register && c.covers(&gpu));
         assert_eq!((c.max_concurrent, c.on_failure), (1, OnFailure::Drain));
-        assert!(holds_new_workers(&[c], "gpu"));
+        assert!(holds_new_workers(std::slice::from_ref(&c), &gpu));
+        // Features narrow it: the NodeSet's name and features count.
+        let mut on = c.clone();
+        on.features = vec!["gpu".into(), "ib".into()];
+        assert!(on.covers(&gpu));
+        on.features.push("nvlink".into());
+        assert!(!on.covers(&gpu) && !holds_new_workers(&[on], &gpu));
     }
 }

@@ -67,6 +67,9 @@ pub struct Report {
     pub drained_for_node: Vec<(String, String)>,
     /// Workers resumed: the problem of their Kubernetes node cleared.
     pub resumed_for_node: Vec<String>,
+    /// Workers whose node's problem cleared, held (`slurmops: checks pending`) until their
+    /// NodeSet's active checks pass again, which resumes them.
+    pub rechecked_for_node: Vec<String>,
     pub replaced_unregistered: Vec<String>,
     /// Things sync could not look at (e.g. no permission to read Nodes).
     pub warnings: Vec<String>,
@@ -208,14 +211,22 @@ impl Syncer {
                 None => {}
             }
         }
-        for (_, pods) in &sets {
+        for (set, pods) in &sets {
             let mut replaced_here = false;
+            let checked = c
+                .spec
+                .node_sets
+                .iter()
+                .find(|n| n.name == *set)
+                .is_some_and(|ns| {
+                    crate::spec::active_checks::holds_new_workers(&c.spec.policy.active_checks, ns)
+                });
             for p in pods {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 let node = nodes.get(&name);
                 if let (Some(n), Some(problems)) = (node, &problems) {
                     let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
-                    follow_node(slurm, n, on, problems, &mut report).await?;
+                    follow_node(slurm, n, on, problems, checked, &mut report).await?;
                 }
                 if !replaced_here && self.unregistered(p, node.is_some()) {
                     replace(&pods_api, p).await?;
@@ -275,12 +286,15 @@ async fn node_problems(
 }
 
 /// Drains worker N when its Kubernetes node ON has a problem; resumes it when the problem is
-/// gone and the drain is still the one slurmops set for that node.
+/// gone and the drain is still the one slurmops set for that node. CHECKED: its NodeSet's new
+/// workers wait for active checks; so does it then (`slurmops: checks pending`: the controller
+/// runs them and resumes it once they pass).
 async fn follow_node(
     slurm: &Client,
     n: &Node,
     on: Option<String>,
     problems: &BTreeMap<String, String>,
+    checked: bool,
     report: &mut Report,
 ) -> Result<(), SyncError> {
     let Some(on) = on else { return Ok(()) };
@@ -291,6 +305,12 @@ async fn follow_node(
             report
                 .drained_for_node
                 .push((n.name.clone(), reason.clone()));
+        }
+        None if n.state.has("DRAIN") && health::drained_for(&n.reason, &on) && checked => {
+            slurm
+                .drain(&n.name, crate::vocab::REASON_CHECKS_PENDING)
+                .await?;
+            report.rechecked_for_node.push(n.name.clone());
         }
         None if n.state.has("DRAIN") && health::drained_for(&n.reason, &on) => {
             slurm.resume(&n.name).await?;

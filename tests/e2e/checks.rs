@@ -246,7 +246,7 @@ async fn running_slow(s: &slurmops::slurm::Client, set: &str) -> usize {
         .unwrap_or(0)
 }
 
-on_oldest_and_newest_slurm! {
+on_each_slurm! {
 async fn a_scheduled_check_runs_on_idle_workers_and_never_beside_a_users_job() {
     let t = Bed::new("checks-cron").await;
     let set = t.env.name("cc");
@@ -262,24 +262,87 @@ async fn a_scheduled_check_runs_on_idle_workers_and_never_beside_a_users_job() {
     let (busy, idle) = (format!("{set}-0"), format!("{set}-1"));
     let job = submit_sleep(&busy, 600).await;
     let _cancel = Cancelled(BTreeMap::from([(busy.clone(), job)]));
-    eventually("the user's job runs", Duration::from_secs(30), async || {
-        support::slurm::job_state(job).await.contains(&"RUNNING".to_string()).then_some(())
+    let started = eventually("the user's job runs", Duration::from_secs(30), async || {
+        let j = s.jobs().await.ok()?.iter().find(|j| j.id == job).cloned()?;
+        j.has_state("RUNNING").then_some(j.start_time?)
     })
     .await;
-    // The first tick after the job started: the idle worker is checked, the busy one is not.
+    // (A tick before the job started may have checked both.) The first tick after: the idle
+    // worker is checked again, the busy one is not.
+    let (busy_before, idle_before) = (
+        condition(&t.env, &busy, "tick").await,
+        condition(&t.env, &idle, "tick").await,
+    );
     let (st, msg) = eventually("the idle worker checked on schedule", Duration::from_secs(130), async || {
-        condition(&t.env, &idle, "tick").await
+        condition(&t.env, &idle, "tick").await.filter(|c| Some(c) != idle_before.as_ref())
     })
     .await;
     assert_eq!(st, "True", "{msg}");
     assert!(msg.contains("value=1 "), "{msg}");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(condition(&t.env, &busy, "tick").await, None, "a check ran beside the user's job");
+    assert_eq!(condition(&t.env, &busy, "tick").await, busy_before, "a check ran beside the user's job");
     let jobs = s.jobs().await.unwrap();
-    let on_busy = jobs.iter().filter(|j| j.name.starts_with(&format!("slurmops-check:tick:{busy}:"))).count();
-    assert_eq!(on_busy, 0, "a check job was submitted on the busy worker");
+    let on_busy = jobs
+        .iter()
+        .filter(|j| j.name.starts_with(&format!("slurmops-check:tick:{busy}:")))
+        .filter(|j| j.submit_time.is_some_and(|t| t >= started))
+        .count();
+    assert_eq!(on_busy, 0, "a check job was submitted on the busy worker while its job ran");
     assert!(support::slurm::job_state(job).await.contains(&"RUNNING".to_string()), "the user's job was touched");
     let st = status(&t.env).await.unwrap();
     assert!(st.checks.contains("check tick: 1 passed, 0 failed, 0 running, 1 waiting"), "{}", st.checks);
+}
+}
+
+on_each_slurm! {
+async fn a_worker_drained_for_its_node_s_problem_is_checked_again_before_it_is_resumed() {
+    let t = Bed::new("checks-health").await;
+    t.env.grant_node_reader().await;
+    let set = t.env.name("ch");
+    let check = r#"      - name: quick
+        script: "echo slurmops-value: 7"
+"#;
+    let text = cluster(&t.env.ns, &set, 1, check);
+    let commit = t.repo.push(&text, "checks");
+    let _daemon = t.daemon("d");
+    applied(&t.env, &commit, Duration::from_secs(60)).await;
+    let s = support::slurm::client();
+    let w = format!("{set}-0");
+    let in_service = async |what: &str| {
+        eventually(what, Duration::from_secs(60), async || {
+            let n = s.get(&w).await.ok()?;
+            (n.state.has("IDLE") && !n.state.has("DRAIN")).then_some(())
+        })
+        .await
+    };
+    let (_, first) = eventually("the new worker's check passed", Duration::from_secs(60), async || {
+        condition(&t.env, &w, "quick").await.filter(|c| c.0 == "True")
+    })
+    .await;
+    in_service("the new worker in service").await;
+
+    // Its Kubernetes node is cordoned: sync drains it; uncordoned: held for its checks, which
+    // run again (a new job) before it is resumed.
+    crate::sync::cordon(&t.env, true).await;
+    eventually("drained for the cordon", Duration::from_secs(30), async || {
+        let n = s.get(&w).await.ok()?;
+        n.reason.contains("cordoned").then_some(())
+    })
+    .await;
+    crate::sync::cordon(&t.env, false).await;
+    let (st, again) = eventually("the check passed again", Duration::from_secs(60), async || {
+        condition(&t.env, &w, "quick").await.filter(|c| c.1 != first)
+    })
+    .await;
+    in_service("back in service").await;
+    eprintln!("[checks] {w}: first {first:?}, after the cordon {again:?}");
+    assert_eq!(st, "True");
+    assert_ne!(first, again, "the check did not run again");
+    let jobs = s.jobs().await.unwrap();
+    let runs = jobs
+        .iter()
+        .filter(|j| j.name.starts_with(&format!("slurmops-check:quick:{w}:")))
+        .count();
+    assert_eq!(runs, 2, "one check job at registration, one after the cordon");
 }
 }

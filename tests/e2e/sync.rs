@@ -89,7 +89,7 @@ async fn condition(pods: &Api<Pod>, name: &str) -> Option<(String, String, Strin
     Some((c.status, c.reason?, c.message.unwrap_or_default()))
 }
 
-async fn cordon(env: &TestEnv, on: bool) {
+pub(crate) async fn cordon(env: &TestEnv, on: bool) {
     Api::<Node>::all(env.client.clone())
         .patch(
             &env.kubelet.node,

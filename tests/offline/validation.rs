@@ -1091,7 +1091,7 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
 fn active_checks_are_refused_with_their_positions() {
     let text = with(
         "  partitions:\n",
-        "  policy:\n    activeChecks:\n      - {name: gpu, builtin: gpu, level: 7}\n      - {name: gpu, script: 'true', builtin: ib}\n      - {name: Bad_Name, script: 'true', nodeSets: [h200], maxConcurrent: 0, schedule: \"0 3 * * 0\"}\n      - {name: idle, script: 'true', onRegister: false, timeout: 1s}\n  partitions:\n",
+        "  policy:\n    activeChecks:\n      - {name: gpu, builtin: gpu, level: 7}\n      - {name: gpu, script: 'true', builtin: ib}\n      - {name: Bad_Name, script: 'true', nodeSets: [h200], maxConcurrent: 0, schedule: \"0 3 * * 0\"}\n      - {name: idle, script: 'true', onRegister: false, timeout: 1s}\n      - {name: nvl, script: 'true', features: [nvlink]}\n  partitions:\n",
     );
     let e = errors(&text);
     let at = |path: &str| at(&e, path);
@@ -1135,4 +1135,6 @@ fn active_checks_are_refused_with_their_positions() {
             .message
             .contains("too short")
     );
+    let d = at("spec.policy.activeChecks[4].features");
+    assert!(d.message.contains("covers no NodeSet"), "{d}");
 }

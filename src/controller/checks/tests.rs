@@ -576,3 +576,76 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     assert_eq!(rc, 1);
     assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
 }
+
+#[test]
+fn a_job_cancelled_at_its_timeout_reads_so_even_before_its_mark_is_seen() {
+    let check = "{name: c, script: 'sleep 600', timeout: 15s, nodeSets: [gpu]}";
+    let mut j = check_job(9, "gpu-0", NOW - 600, "CANCELLED");
+    (j.start_time, j.end_time) = (Some(NOW - 40), Some(NOW - 20));
+    let reason = "slurmops: check c failed: job 9: ran past its timeout 15s, cancelled";
+    let c = run(
+        check,
+        vec![worker(0, &[])],
+        vec![node("gpu-0", &["IDLE", "DRAIN"], reason)],
+        vec![j],
+        &[],
+    );
+    assert_eq!(
+        steps(&c),
+        ["mark gpu-0 job=9 : ran past its timeout 15s, cancelled"]
+    );
+}
+
+#[test]
+fn with_the_job_queue_unknown_a_replaced_worker_a_check_must_pass_on_stays_drained() {
+    let spec = spec(REGISTER);
+    let workers = vec![worker(0, &[]), worker(1, &[("c", passed(NOW - 60))])];
+    let resumes = ["gpu-0".to_string(), "gpu-1".to_string()].into();
+    let keep = unchecked(&spec, &sets(workers), &resumes);
+    assert_eq!(keep, BTreeSet::from(["gpu-0".to_string()]));
+}
+
+#[test]
+fn a_worker_held_again_after_its_node_s_problem_cleared_runs_its_checks_again_then_is_resumed() {
+    // Passed when it registered; then its Kubernetes node had a problem, which cleared: sync
+    // held it `checks pending` (100 s before NOW).
+    let held = vec![node("gpu-0", &["IDLE", "DRAIN"], PENDING)];
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", passed(NOW - 500))])],
+        held.clone(),
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["submit gpu-0", "resume gpu-0"]);
+    let job = c.actions["gpu"].iter().find_map(|a| match a {
+        Action::CheckSubmit { job } => Some(job.name.clone()),
+        _ => None,
+    });
+    assert_eq!(job.unwrap(), job_name("c", "gpu-0", NOW - 100));
+    // Passed since it was held: only resumed.
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", passed(NOW - 50))])],
+        held,
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["resume gpu-0"]);
+}
+
+#[test]
+fn a_check_job_of_a_worker_resumed_for_it_is_judged_when_it_ends() {
+    // Held after its node's problem, resumed when its job was submitted: it is due no more
+    // (in service), and its job's result is still kept.
+    let mut j = check_job(12, "gpu-0", NOW - 100, "COMPLETED");
+    j.exit_code = Some(0);
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", passed(NOW - 500))])],
+        vec![node("gpu-0", &["IDLE"], "")],
+        vec![j],
+        &[],
+    );
+    assert_eq!(steps(&c), ["mark gpu-0 job=12 : passed"]);
+}

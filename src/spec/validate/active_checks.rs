@@ -77,7 +77,7 @@ impl Validator {
                 );
             }
         }
-        for n in s.node_sets.iter().filter(|n| c.covers(&n.name)) {
+        for n in s.node_sets.iter().filter(|n| c.covers(n)) {
             let in_partition = s
                 .partitions
                 .iter()
@@ -92,6 +92,17 @@ impl Validator {
                     "add the NodeSet to a partition in spec.partitions, or list only other NodeSets",
                 );
             }
+        }
+        if !s.node_sets.is_empty() && !s.node_sets.iter().any(|n| c.covers(n)) {
+            let at = match c.features.is_empty() {
+                true => p.key("nodeSets"),
+                false => p.key("features"),
+            };
+            self.err(
+                at,
+                format!("check {:?} covers no NodeSet", c.name),
+                "a NodeSet is covered when it is listed (or none is) and has every feature listed (its name counts)",
+            );
         }
         if !c.on_register && c.schedule.is_none() {
             self.err(
