@@ -247,7 +247,7 @@ fn worker(
         let fresh = cx
             .latest
             .get(&(c.name.as_str(), w.name.as_str()))
-            .filter(|(due, _)| mark.is_none_or(|m| *due >= m.at))
+            .filter(|(due, j)| mark.is_none_or(|m| *due > m.at && m.job != Some(j.id)))
             .map(|(due, j)| (*due, *j));
         let due = due_since(c, w, mark, pending_since, now);
         let Some(stamp) = due.or(fresh.map(|f| f.0)) else {
@@ -278,7 +278,10 @@ fn worker(
                         acts.push(hold(&c.name, &w.name, m.job, &m.text));
                     }
                 }
-                acts.push(mark_of(w, c, m));
+                // Kept once: a pass that writes nothing new does not act (nor wake the next).
+                if mark != Some(&m) {
+                    acts.push(mark_of(w, c, m));
+                }
             }
             Some(j) if !ended(j) => {
                 summary(out, cx.set, &c.name).running += 1;

@@ -500,8 +500,7 @@ fn record(
     state.held = out.next.reapply();
     state.wake_at = out.next.at();
     state.status.node_sets = crate::status::bound::progress(&out.progress);
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    state.status.checks = crate::status::show::checks(&out.progress, now);
+    state.status.checks = crate::status::show::checks(&out.progress);
     // A failed canary marks the commit: it applied, and its rollout is halted.
     let halted: Vec<String> = out
         .progress

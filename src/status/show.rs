@@ -144,7 +144,7 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
             out += &format!("  {}\n", waiting(w, now));
         }
         for c in &p.checks {
-            out += &format!("  {}\n", check(c, now));
+            out += &format!("  {}\n", check(c, Some(now)));
         }
         if let Some(line) = super::bound::omitted_line(&p.omitted) {
             out += &line;
@@ -156,14 +156,24 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
 
 /// One active check on a NodeSet's workers in words: `check NAME: 7 passed, 1 failed (NODE: job
 /// N: ERROR), 1 running, 0 waiting; next …`.
-pub fn check(c: &crate::controller::checks::Summary, now: i64) -> String {
+/// NOW: the next pass's time also counted from now (None: the time alone, as the status key
+/// keeps it, so that it changes only when something does).
+pub fn check(c: &crate::controller::checks::Summary, now: Option<i64>) -> String {
     let failures = match c.failures.is_empty() {
         true => String::new(),
         false => format!(" ({})", c.failures.join("; ")),
     };
     let next = c
         .next
-        .map(|t| format!("; next pass for it {}", when(t, now)))
+        .map(|t| match now {
+            Some(now) => format!("; next pass for it {}", when(t, now)),
+            None => format!(
+                "; next pass for it {}",
+                k8s_openapi::jiff::Timestamp::from_second(t)
+                    .map(|x| x.to_string())
+                    .unwrap_or_else(|_| t.to_string())
+            ),
+        })
         .unwrap_or_default();
     format!(
         "check {}: {} passed, {} failed{failures}, {} running, {} waiting{next}",
@@ -172,12 +182,12 @@ pub fn check(c: &crate::controller::checks::Summary, now: i64) -> String {
 }
 
 /// The active checks of every NodeSet, one line each (the status key `checks`).
-pub fn checks(ps: &[Progress], now: i64) -> String {
+pub fn checks(ps: &[Progress]) -> String {
     ps.iter()
         .flat_map(|p| {
             p.checks
                 .iter()
-                .map(move |c| format!("{}: {}", p.node_set, check(c, now)))
+                .map(move |c| format!("{}: {}", p.node_set, check(c, None)))
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -649,3 +649,29 @@ fn a_check_job_of_a_worker_resumed_for_it_is_judged_when_it_ends() {
     );
     assert_eq!(steps(&c), ["mark gpu-0 job=12 : passed"]);
 }
+
+#[test]
+fn a_job_that_ended_in_the_second_of_its_tick_is_judged_once() {
+    // Seen on the bed: a job of tick T ended within T's second; its mark (at T) made the job
+    // look newer than the result, and every pass wrote the same mark again at once.
+    let every =
+        "{name: c, script: 'true', onRegister: false, schedule: '*/10 * * * *', nodeSets: [gpu]}";
+    let tick = 999_600;
+    let mut j = check_job(35, "gpu-0", tick, "COMPLETED");
+    (j.exit_code, j.start_time, j.end_time) = (Some(0), Some(tick), Some(tick));
+    let mark = Mark {
+        passed: true,
+        at: tick,
+        job: Some(35),
+        value: None,
+        text: "passed".into(),
+    };
+    let c = run(
+        every,
+        vec![worker(0, &[("c", mark)])],
+        vec![node("gpu-0", &["IDLE"], "")],
+        vec![j],
+        &[],
+    );
+    assert!(steps(&c).is_empty(), "{:?}", steps(&c));
+}
