@@ -426,8 +426,8 @@ pub fn wrap(job: &str, check: &str) -> String {
 
 /// The batch script around an active check (see `wrap`): it also reports the figure the check
 /// printed (`slurmops-value: X`), fails when the figure is below MIN (or missing), and, when
-/// DRAIN names the check, drains its own node as it fails, so that no user's job starts there
-/// before the controller's next pass.
+/// DRAIN names the check, drains its own nodes (all of a job across nodes) as it fails, so that
+/// no user's job starts there before the controller's next pass.
 pub fn wrap_check(
     job: &str,
     check: &str,
@@ -450,7 +450,8 @@ fi
     };
     let drain = match drain {
         Some(name) => format!(
-            r#"[ "$rc" = 0 ] || [ -z "$SLURMD_NODENAME" ] || scontrol update NodeName="$SLURMD_NODENAME" State=DRAIN Reason="{REASON_PREFIX} {REASON_CHECK} {name} failed: job $SLURM_JOB_ID: $err" >/dev/null 2>&1
+            r#"nodes="${{SLURM_JOB_NODELIST:-$SLURMD_NODENAME}}"
+[ "$rc" = 0 ] || [ -z "$nodes" ] || scontrol update NodeName="$nodes" State=DRAIN Reason="{REASON_PREFIX} {REASON_CHECK} {name} failed: job $SLURM_JOB_ID: $err" >/dev/null 2>&1
 "#
         ),
         None => String::new(),

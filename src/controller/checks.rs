@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::decide::{Action, SetView, SlurmView, Worker};
 pub use super::mark::{Mark, Summary, marks};
 use crate::slurm::{Job, JobRequest, Node};
-use crate::spec::active_checks::{ActiveCheck, CheckBuiltin, OnFailure};
+use crate::spec::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan, OnFailure};
 use crate::spec::types::ClusterSpec;
 use crate::vocab::{CHECK_JOB_PREFIX, REASON_CHECK, REASON_CHECKS_PENDING, REASON_PREFIX};
 
@@ -79,6 +79,7 @@ pub fn assess(
     spec: &ClusterSpec,
     sets: &BTreeMap<String, SetView>,
     slurm: &SlurmView,
+    host_blocks: &BTreeMap<String, String>,
     rollout_resumes: &BTreeSet<String>,
     now: i64,
 ) -> Checked {
@@ -131,6 +132,17 @@ pub fn assess(
                 resumed_by_rollout: rollout_resumes.contains(&w.name),
             };
             worker(&cx, &mine, &mut room, now, &mut out);
+        }
+        for c in mine.iter().filter(|c| c.across_nodes()) {
+            let on = groups::On {
+                set,
+                latest: &latest,
+                partition: &partition,
+                gpus,
+            };
+            for g in groups::of(c, set, slurm, host_blocks) {
+                groups::run(&on, c, &g, checks, &mut room, now, &mut out);
+            }
         }
     }
     out
@@ -242,6 +254,11 @@ fn worker(
     for c in checks {
         let drains = c.on_failure == OnFailure::Drain;
         let mark = w.checks.get(&c.name);
+        if c.across_nodes() {
+            // Run and counted by its group (groups.rs); a failure keeps the worker drained.
+            failed |= drains && mark.is_some_and(|m| !m.passed);
+            continue;
+        }
         // Its newest job, when newer than its last result: in flight, or ended and not judged
         // yet (a worker resumed for it is due no more, and still needs its verdict).
         let fresh = cx
@@ -251,19 +268,7 @@ fn worker(
             .map(|(due, j)| (*due, *j));
         let due = due_since(c, w, mark, pending_since, now);
         let Some(stamp) = due.or(fresh.map(|f| f.0)) else {
-            match mark {
-                Some(m) if m.passed => summary(out, cx.set, &c.name).passed += 1,
-                Some(m) => {
-                    failed |= drains;
-                    let job = m.job.map(|j| format!("job {j}: ")).unwrap_or_default();
-                    let s = summary(out, cx.set, &c.name);
-                    s.failed += 1;
-                    if s.failures.len() < MAX_FAILURES {
-                        s.failures.push(format!("{}: {job}{}", w.name, m.text));
-                    }
-                }
-                None => {}
-            }
+            failed |= count(out, cx.set, c, w);
             continue;
         };
         let name = job_name(&c.name, &w.name, stamp);
@@ -346,7 +351,13 @@ fn worker(
         if !failed && (all || !held) && go(d, room) {
             *room.get_mut(d.check.name.as_str()).expect("room") -= 1;
             acts.push(Action::CheckSubmit {
-                job: request(d.check, &d.name, &w.name, cx.partition, cx.gpus),
+                job: request(
+                    d.check,
+                    &d.name,
+                    vec![w.name.clone()],
+                    cx.partition,
+                    cx.gpus,
+                ),
             });
             summary(out, cx.set, &d.check.name).running += 1;
         } else {
@@ -370,6 +381,29 @@ fn worker(
             .entry(cx.set.to_string())
             .or_default()
             .extend(acts);
+    }
+}
+
+/// Counts W's standing result of C in its summary: whether it failed and drains the worker.
+fn count(out: &mut Checked, set: &str, c: &ActiveCheck, w: &Worker) -> bool {
+    let Some(m) = w.checks.get(&c.name) else {
+        return false;
+    };
+    tally(out, set, c, w, m);
+    !m.passed && c.on_failure == OnFailure::Drain
+}
+
+/// Counts W's result M of C.
+fn tally(out: &mut Checked, set: &str, c: &ActiveCheck, w: &Worker, m: &Mark) {
+    let s = summary(out, set, &c.name);
+    if m.passed {
+        s.passed += 1;
+    } else {
+        s.failed += 1;
+        if s.failures.len() < MAX_FAILURES {
+            let job = m.job.map(|j| format!("job {j}: ")).unwrap_or_default();
+            s.failures.push(format!("{}: {job}{}", w.name, m.text));
+        }
     }
 }
 
@@ -456,15 +490,21 @@ fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
     }
 }
 
-/// The submission of check C's job NAME on NODE.
-fn request(c: &ActiveCheck, name: &str, node: &str, partition: &str, gpus: u32) -> JobRequest {
+/// The submission of check C's job NAME on NODES.
+fn request(
+    c: &ActiveCheck,
+    name: &str,
+    nodes: Vec<String>,
+    partition: &str,
+    gpus: u32,
+) -> JobRequest {
     let script = script_of(c, gpus);
     let drain = (c.on_failure == OnFailure::Drain).then_some(c.name.as_str());
     JobRequest {
         name: name.into(),
         script: super::canary::wrap_check(name, &script, c.min_value, c.unit.as_deref(), drain),
         partition: partition.into(),
-        nodes: vec![node.into()],
+        nodes,
         // Slurm's limit is a backstop: the pass cancels a job at its timeout.
         time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1).clamp(1, 1 << 20) as u32,
         exclusive: !c.while_jobs_run,
@@ -479,8 +519,9 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
         for n in spec.node_sets.iter().filter(|n| c.covers(n)) {
             let gpus = n.gpus.as_ref().map_or(0, |g| g.count);
             let partition = partition_of(spec, &n.name).unwrap_or_default();
-            let name = job_name(&c.name, &format!("{}-N", n.name), 0);
-            let job = request(c, &name, &format!("{}-N", n.name), &partition, gpus);
+            let node = format!("{}-N", n.name);
+            let name = job_name(&c.name, &node, 0);
+            let job = request(c, &name, vec![node], &partition, gpus);
             out.push((c.name.clone(), n.name.clone(), job.script));
         }
     }
@@ -490,17 +531,46 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
 /// The script of check C on a worker with GPUS GPUs.
 pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {
     match (c.builtin, &c.script) {
-        (Some(b), _) => builtin(b, c.level.unwrap_or(1), gpus),
+        (Some(b), _) => builtin(b, c.level.unwrap_or(1), gpus, c.span),
         (None, Some(s)) => s.clone(),
         (None, None) => "echo 'no check script' >&2; exit 1".into(),
     }
 }
 
-/// The checks slurmops ships, as a GPU node runs them. Each prints its figure as
-/// `slurmops-value: X`.
-pub fn builtin(b: CheckBuiltin, level: u8, gpus: u32) -> String {
+/// The checks slurmops ships, as a GPU node runs them (SPAN: alone, or across the nodes of the
+/// job). Each prints its figure as `slurmops-value: X`.
+pub fn builtin(b: CheckBuiltin, level: u8, gpus: u32, span: CheckSpan) -> String {
     let want = gpus.max(1);
-    let body = match b {
+    let body = match (b, span) {
+        // One MPI rank per GPU on every node of the job (nccl-tests built with MPI=1).
+        (CheckBuiltin::Nccl, CheckSpan::Block | CheckSpan::Pair) => format!(
+            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+out=$(srun --mpi=pmix --ntasks-per-node={want} all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
+bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
+[ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf across $SLURM_JOB_NODELIST failed" >&2; exit 1; }}
+echo "slurmops-value: $bw""#
+        ),
+        // RDMA write bandwidth from the second node to the first (perftest's ib_write_bw).
+        (CheckBuiltin::Ib, CheckSpan::Pair) => r#"command -v ib_write_bw >/dev/null || { echo "ib_write_bw not found on $(hostname)" >&2; exit 1; }
+nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+[ "${#nodes[@]}" = 2 ] || { echo "the pair check needs 2 nodes, got ${#nodes[@]}" >&2; exit 1; }
+addr=$(scontrol show node "${nodes[0]}" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
+srun -N1 -n1 -w "${nodes[0]}" ib_write_bw --report_gbits -D 10 >/dev/null 2>&1 & server=$!
+sleep 2
+out=$(srun -N1 -n1 -w "${nodes[1]}" ib_write_bw --report_gbits -D 10 "${addr:-${nodes[0]}}" 2>&1); rc=$?; echo "$out"
+wait $server
+bw=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 } END { print v }')
+[ "$rc" = 0 ] && [ -n "$bw" ] || { echo "ib_write_bw from ${nodes[1]} to ${nodes[0]} failed" >&2; exit 1; }
+echo "slurmops-value: $bw""#
+            .to_string(),
+        (b, _) => per_node(b, level, want),
+    };
+    format!("#!/bin/bash\n{body}\n")
+}
+
+/// The checks of one node.
+fn per_node(b: CheckBuiltin, level: u8, want: u32) -> String {
+    match b {
         CheckBuiltin::Gpu => format!(
             r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
 n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
@@ -524,9 +594,9 @@ down=$(echo "$out" | grep -c '^[[:space:]]*State: ' ); active=$(echo "$out" | gr
 rate=$(echo "$out" | sed -n 's/^[[:space:]]*Rate: *\([0-9.]*\).*/\1/p' | sort -n | head -n1)
 echo "slurmops-value: $rate""#
             .to_string(),
-    };
-    format!("#!/bin/bash\n{body}\n")
+    }
 }
 
+mod groups;
 #[cfg(test)]
 mod tests;

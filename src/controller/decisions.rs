@@ -115,7 +115,11 @@ fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<Strin
         })
         .collect();
     let mut checked = match view.jobs_error {
-        None => checks::assess(&c.spec, &obs.sets, view, &resumes, obs.now),
+        None => {
+            let none = BTreeMap::new();
+            let blocks = obs.blocks.as_ref().unwrap_or(&none);
+            checks::assess(&c.spec, &obs.sets, view, blocks, &resumes, obs.now)
+        }
         Some(_) => checks::Checked {
             keep_drained: checks::unchecked(&c.spec, &obs.sets, &resumes),
             ..checks::Checked::default()

@@ -70,9 +70,12 @@ fn what(c: &ActiveCheck, head: &ClusterFile) -> String {
         .min_value
         .map(|m| format!(", a figure of at least {m}{}", unit(c)))
         .unwrap_or_default();
-    let failure = match c.on_failure {
-        OnFailure::Drain => "a failure drains the worker until the check passes again",
-        OnFailure::Report => "a failure is reported, the worker stays in service",
+    let failure = match (c.on_failure, c.across_nodes()) {
+        (OnFailure::Drain, false) => "a failure drains the worker until the check passes again",
+        (OnFailure::Drain, true) => {
+            "a failure drains every worker of its job until the check passes again"
+        }
+        (OnFailure::Report, _) => "a failure is reported, the workers stay in service",
     };
     format!(
         "{}{threshold} on NodeSet{} {} ({workers}), at most {} at once, each job up to {}; {}; {failure}",

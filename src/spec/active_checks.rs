@@ -66,6 +66,32 @@ pub struct ActiveCheck {
     /// only on a node with no job.
     #[serde(default)]
     pub while_jobs_run: bool,
+    /// What one job checks: `node` (default: each worker alone), `block` (one job across all
+    /// the workers of a topology block, e.g. NCCL over NVLink), `pair` (one job across two
+    /// workers, e.g. InfiniBand bandwidth between them). A check across nodes runs on its
+    /// schedule only, when every worker of the group is free, and its result counts for each
+    /// of them: a failure drains them all (`onFailure: report` only reports).
+    #[serde(default, skip_serializing_if = "super::types::is_default")]
+    pub span: CheckSpan,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckSpan {
+    #[default]
+    Node,
+    Block,
+    Pair,
+}
+
+impl CheckSpan {
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckSpan::Node => "node",
+            CheckSpan::Block => "block",
+            CheckSpan::Pair => "pair",
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -140,16 +166,28 @@ impl ActiveCheck {
 
     /// How plans and status name what runs.
     pub fn describe(&self) -> String {
-        match (&self.builtin, &self.script) {
+        let what = match (&self.builtin, &self.script) {
             (Some(b), _) => format!("the built-in {} check", b.name()),
             _ => "its script".into(),
+        };
+        match self.span {
+            CheckSpan::Node => what,
+            CheckSpan::Block => format!("{what} across the workers of each topology block"),
+            CheckSpan::Pair => format!("{what} across each pair of workers"),
         }
+    }
+
+    /// Whether one job checks several workers together.
+    pub fn across_nodes(&self) -> bool {
+        self.span != CheckSpan::Node
     }
 }
 
 /// Whether any check holds the workers of NODE_SET until it passed (they register drained).
 pub fn holds_new_workers(checks: &[ActiveCheck], node_set: &NodeSet) -> bool {
-    checks.iter().any(|c| c.on_register && c.covers(node_set))
+    checks
+        .iter()
+        .any(|c| c.on_register && !c.across_nodes() && c.covers(node_set))
 }
 
 #[cfg(test)]

@@ -173,8 +173,13 @@ impl<'s> Checker<'s> {
             .iter()
             .any(|b| self.resolve(b).get("x-slurmops-secret-ref").is_some());
         match best {
+            // The branch of the node's shape: its own findings (a field missing) say more than
+            // "expected X, found a mapping".
             Some((value, findings, total))
-                if secret || findings.iter().all(|f| f.path != *path) =>
+                if secret
+                    || findings.iter().all(|f| {
+                        f.path != *path || f.message.starts_with("missing required field")
+                    }) =>
             {
                 let dropped = total - findings.len();
                 for f in findings {

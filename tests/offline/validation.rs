@@ -1138,3 +1138,57 @@ fn active_checks_are_refused_with_their_positions() {
     let d = at("spec.policy.activeChecks[4].features");
     assert!(d.message.contains("covers no NodeSet"), "{d}");
 }
+
+/// A check across nodes: scheduled only, a built-in that runs across nodes, and blocks only
+/// where there is block topology.
+#[test]
+fn checks_across_nodes_are_refused_where_they_cannot_run() {
+    let text = with(
+        "  partitions:\n",
+        "  policy:\n    activeChecks:\n      - {name: a, builtin: gpu, span: pair, schedule: '0 3 * * *'}\n      - {name: b, builtin: ib, span: block, onRegister: false, schedule: '0 3 * * *'}\n      - {name: c, builtin: nccl, span: pair, onRegister: false, schedule: '0 3 * * *'}\n  partitions:\n",
+    );
+    let e = errors(&text);
+    let at = |path: &str| at(&e, path);
+    let d = at("spec.policy.activeChecks[0].onRegister");
+    assert!(d.message.contains("cannot hold a new worker"), "{d}");
+    assert_eq!(d.line, line_of(&text, "name: a,"));
+    let d = at("spec.policy.activeChecks[0].span");
+    assert!(
+        d.message
+            .contains("built-in gpu check does not run across nodes"),
+        "{d}"
+    );
+    let spans: Vec<&str> = e
+        .iter()
+        .filter(|d| d.path == "spec.policy.activeChecks[1].span")
+        .map(|d| d.message.as_str())
+        .collect();
+    assert!(
+        spans
+            .iter()
+            .any(|m| m.contains("built-in ib check does not run across nodes as span block")),
+        "{spans:?}"
+    );
+    assert!(
+        spans.iter().any(|m| m.contains("is not in block topology")),
+        "{spans:?}"
+    );
+    assert!(
+        e.iter()
+            .all(|d| !d.path.starts_with("spec.policy.activeChecks[2]")),
+        "nccl across a pair is fine: {e:#?}"
+    );
+}
+
+/// A mapping that misses a field inside an optional one names the field, not "expected a
+/// mapping, found a mapping".
+#[test]
+fn a_field_missing_in_an_optional_mapping_is_named() {
+    let text = with(
+        "      replicas: 2\n",
+        "      replicas: 2\n      gpus: {count: 4}\n",
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].gpus");
+    assert!(d.message.contains("missing required field `type`"), "{d}");
+}

@@ -2,7 +2,7 @@ use super::*;
 use crate::controller::decide::tests::{NOW, node};
 
 /// NodeSet `gpu` of workers gpu-0.., in partition `p`, checked by CHECK (YAML flow mapping).
-fn spec(check: &str) -> ClusterSpec {
+pub(super) fn spec(check: &str) -> ClusterSpec {
     let yaml = format!(
         r#"apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster
@@ -29,7 +29,7 @@ spec:
 
 const REGISTER: &str = "{name: c, script: 'true', maxConcurrent: 1, nodeSets: [gpu]}";
 
-fn worker(i: u32, marks: &[(&str, Mark)]) -> Worker {
+pub(super) fn worker(i: u32, marks: &[(&str, Mark)]) -> Worker {
     Worker {
         name: format!("gpu-{i}"),
         uid: format!("u{i}"),
@@ -46,7 +46,7 @@ fn worker(i: u32, marks: &[(&str, Mark)]) -> Worker {
     }
 }
 
-fn sets(workers: Vec<Worker>) -> BTreeMap<String, SetView> {
+pub(super) fn sets(workers: Vec<Worker>) -> BTreeMap<String, SetView> {
     BTreeMap::from([(
         "gpu".to_string(),
         SetView {
@@ -61,9 +61,9 @@ fn sets(workers: Vec<Worker>) -> BTreeMap<String, SetView> {
     )])
 }
 
-const PENDING: &str = "slurmops: checks pending";
+pub(super) const PENDING: &str = "slurmops: checks pending";
 
-fn passed(at: i64) -> Mark {
+pub(super) fn passed(at: i64) -> Mark {
     Mark {
         passed: true,
         at,
@@ -73,7 +73,7 @@ fn passed(at: i64) -> Mark {
     }
 }
 
-fn check_job(id: u64, node: &str, due: i64, state: &str) -> Job {
+pub(super) fn check_job(id: u64, node: &str, due: i64, state: &str) -> Job {
     Job {
         id,
         name: job_name("c", node, due),
@@ -87,7 +87,7 @@ fn check_job(id: u64, node: &str, due: i64, state: &str) -> Job {
     }
 }
 
-fn run(
+pub(super) fn run(
     check: &str,
     workers: Vec<Worker>,
     nodes: Vec<Node>,
@@ -99,13 +99,14 @@ fn run(
         &spec(check),
         &sets(workers),
         &SlurmView::new(nodes, jobs),
+        &BTreeMap::new(),
         &resumes,
         NOW,
     )
 }
 
 /// The steps on NodeSet gpu, in words: `submit gpu-0`, `resume gpu-0`, `hold gpu-1: REASON`...
-fn steps(c: &Checked) -> Vec<String> {
+pub(super) fn steps(c: &Checked) -> Vec<String> {
     c.actions
         .get("gpu")
         .into_iter()
@@ -506,6 +507,16 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
 /// Runs built-in check B (8 GPUs) against stand-ins of the GPU tools, which log their arguments
 /// and print what the real tools print: (exit code, stdout, the tools' arguments).
 fn run_builtin(b: CheckBuiltin, tools: &[(&str, &str)]) -> (i32, String, String) {
+    run_builtin_across(b, CheckSpan::Node, tools)
+}
+
+/// As `run_builtin`, for check B across nodes (SPAN); a tool's output that starts with `#!` is
+/// its script instead.
+fn run_builtin_across(
+    b: CheckBuiltin,
+    span: CheckSpan,
+    tools: &[(&str, &str)],
+) -> (i32, String, String) {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("slurmops-tools-{}-{n}", std::process::id()));
@@ -513,10 +524,16 @@ fn run_builtin(b: CheckBuiltin, tools: &[(&str, &str)]) -> (i32, String, String)
     let log = dir.join("args");
     for (tool, output) in tools {
         let path = dir.join(tool);
-        let text = format!(
-            "#!/bin/sh\necho \"{tool} $*\" >> '{}'\ncat <<'OUT'\n{output}\nOUT\n",
-            log.display()
-        );
+        let text = match output.strip_prefix("#!") {
+            Some(script) => format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> '{}'\n{script}\n",
+                log.display()
+            ),
+            None => format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> '{}'\ncat <<'OUT'\n{output}\nOUT\n",
+                log.display()
+            ),
+        };
         std::fs::write(&path, text).unwrap();
         std::process::Command::new("chmod")
             .arg("+x")
@@ -526,7 +543,8 @@ fn run_builtin(b: CheckBuiltin, tools: &[(&str, &str)]) -> (i32, String, String)
     }
     let out = std::process::Command::new("bash")
         .arg("-c")
-        .arg(builtin(b, 2, 8))
+        .arg(builtin(b, 2, 8, span))
+        .env("SLURM_JOB_NODELIST", "gpu-[0-1]")
         .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
         .output()
         .unwrap();
@@ -575,6 +593,56 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     let (rc, out, _) = run_builtin(CheckBuiltin::Ib, &[("ibstat", &down)]);
     assert_eq!(rc, 1);
     assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
+}
+
+#[test]
+fn the_built_in_checks_across_nodes_run_their_tools_on_every_node_of_the_job() {
+    // nccl across nodes: one MPI rank per GPU on each node (-g 1 per rank), through srun.
+    let nccl = "#!echo '# Avg bus bandwidth    : 371.2 '";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Nccl,
+        CheckSpan::Block,
+        &[("all_reduce_perf", ""), ("srun", nccl)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        args,
+        "srun --mpi=pmix --ntasks-per-node=8 all_reduce_perf -b 8M -e 1G -f 2 -g 1\n"
+    );
+    assert!(out.contains("slurmops-value: 371.2"), "{out}");
+    // ib across a pair: ib_write_bw's server on the first node, its client on the second
+    // (--report_gbits, -D seconds, the server's address); the average column is the figure.
+    let scontrol = r#"#!case "$2" in hostnames) printf 'gpu-0\ngpu-1\n';; node) echo '   NodeAddr=10.0.0.5 NodeHostName=gpu-0';; esac"#;
+    let bw = "#!echo ' #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]'; echo ' 65536      1852741          0.00               388.42              0.740862'";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[("ib_write_bw", ""), ("scontrol", scontrol), ("srun", bw)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("slurmops-value: 388.42"), "{out}");
+    for call in [
+        "scontrol show hostnames gpu-[0-1]",
+        "scontrol show node gpu-0",
+        "srun -N1 -n1 -w gpu-0 ib_write_bw --report_gbits -D 10\n",
+        "srun -N1 -n1 -w gpu-1 ib_write_bw --report_gbits -D 10 10.0.0.5",
+    ] {
+        assert!(args.contains(call), "{call} in {args}");
+    }
+    let (rc, out, _) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[
+            ("ib_write_bw", ""),
+            ("scontrol", scontrol),
+            ("srun", "#!exit 1"),
+        ],
+    );
+    assert_eq!(rc, 1);
+    assert!(
+        out.contains("ib_write_bw from gpu-1 to gpu-0 failed"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::super::active_checks::{ActiveCheck, CheckBuiltin};
+use super::super::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
 use super::super::canary::SCRIPT_END;
 use super::super::diag::Path;
 use super::super::types::*;
@@ -122,6 +122,7 @@ impl Validator {
             };
             self.err(p.key(field), e, hint);
         }
+        self.span(c, s, p);
         if c.max_concurrent == 0 {
             self.err(
                 p.key("maxConcurrent"),
@@ -142,6 +143,55 @@ impl Validator {
                 "the threshold is not a number",
                 "e.g. 350",
             );
+        }
+    }
+
+    /// A check across nodes: scheduled only, a built-in that runs across nodes, and (`block`)
+    /// NodeSets in block topology.
+    fn span(&mut self, c: &ActiveCheck, s: &ClusterSpec, p: &Path) {
+        if !c.across_nodes() {
+            return;
+        }
+        let span = c.span.name();
+        if c.on_register {
+            self.err(
+                p.key("onRegister"),
+                format!("a check across nodes ({span}) cannot hold a new worker: it would wait for the other workers of its group to be free"),
+                "set onRegister: false and give it a schedule; a per-node check (span: node) can hold new workers",
+            );
+        }
+        let fits = match c.builtin {
+            Some(CheckBuiltin::Gpu) => false,
+            Some(CheckBuiltin::Ib) => c.span == CheckSpan::Pair,
+            _ => true,
+        };
+        if !fits {
+            let b = c.builtin.map_or("", |b| b.name());
+            self.err(
+                p.key("span"),
+                format!("the built-in {b} check does not run across nodes as span {span}"),
+                "gpu runs per node; ib runs per node or across a pair (span: pair); nccl runs per node, per pair or per block",
+            );
+        }
+        if c.span != CheckSpan::Block {
+            return;
+        }
+        let in_blocks = |n: &str| {
+            s.topology
+                .as_ref()
+                .is_some_and(|t| t.block.node_sets.iter().any(|x| x == n))
+        };
+        for n in s.node_sets.iter().filter(|n| c.covers(n)) {
+            if !in_blocks(&n.name) {
+                self.err(
+                    p.key("span"),
+                    format!(
+                        "NodeSet {:?} is not in block topology, so check {:?} finds no block there",
+                        n.name, c.name
+                    ),
+                    "add it to spec.topology.block.nodeSets, or use span: pair",
+                );
+            }
         }
     }
 
