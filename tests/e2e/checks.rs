@@ -8,7 +8,8 @@
 //! than `maxConcurrent` jobs of a check run at once; a failing check drains its worker with the
 //! check's name, the job and the figure, a hanging one is cancelled at its timeout and counts as
 //! failed; the results are on the pods, in status and in Events; a scheduled run never lands on
-//! a worker that runs a user's job, which keeps running.
+//! a worker that runs a user's job, which keeps running; a check across nodes runs one job over
+//! its workers and a failure drains them all.
 
 use crate::support;
 
@@ -348,5 +349,69 @@ async fn a_worker_drained_for_its_node_s_problem_is_checked_again_before_it_is_r
         .filter(|j| j.name.starts_with(&format!("slurmops-check:quick:{w}:")))
         .count();
     assert_eq!(runs, 2, "one check job at registration, one after the cordon");
+}
+}
+
+on_each_slurm! {
+async fn a_pair_check_runs_one_job_across_its_workers_and_a_failing_one_drains_them_all() {
+    let t = Bed::new("checks-pair").await;
+    let set = t.env.name("cp");
+    // 5 workers: pairs (0,1) and (2,3,4) (the odd last worker joins the last pair). The job
+    // prints 10 per node it spans; a pair holding worker 3 prints 5 (10 needed).
+    let pairs = r#"      - name: pair
+        span: pair
+        onRegister: false
+        schedule: "* * * * *"
+        minValue: 10
+        unit: Gb/s
+        maxConcurrent: 1
+        script: |
+          nodes=" $(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr '\n' ' ')"
+          case "$nodes" in *-3\ *) echo "slurmops-value: 5" ;; *) echo "slurmops-value: $((SLURM_JOB_NUM_NODES * 10))" ;; esac
+"#;
+    let text = cluster(&t.env.ns, &set, 5, pairs);
+    let _daemon = t.deployed(&text, "d", &[(&set, 5)]).await;
+    let s = support::slurm::client();
+    let w = |i: usize| format!("{set}-{i}");
+    let (_, msg) = eventually("worker 0's pair passed", Duration::from_secs(150), async || {
+        condition(&t.env, &w(0), "pair").await.filter(|c| c.0 == "True")
+    })
+    .await;
+    assert!(msg.contains("value=20 "), "one job across the two workers: {msg}");
+    let job_of = |msg: &str| msg.strip_prefix("job=").and_then(|m| m.split(' ').next()).unwrap_or_default().to_string();
+    let jobs = s.jobs().await.unwrap();
+    let first = jobs.iter().find(|j| j.id.to_string() == job_of(&msg)).expect("its job");
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(first.nodes.clone()), [w(0), w(1)], "{first:?}");
+    assert_eq!(condition(&t.env, &w(1), "pair").await.map(|c| c.1), Some(msg.clone()), "one result for both");
+    // The group holding worker 3 failed: its three workers drained, naming the job and figure.
+    for i in [2, 3, 4] {
+        let n = eventually(&format!("worker {i} drained for its pair"), Duration::from_secs(150), async || {
+            let n = s.get(&w(i)).await.ok()?;
+            (n.state.has("DRAIN") && n.reason.contains("check pair failed")).then_some(n)
+        })
+        .await;
+        assert!(n.reason.ends_with("figure 5 Gb/s below 10 Gb/s"), "{}", n.reason);
+    }
+    let all = s.jobs().await.unwrap();
+    let bad = all
+        .iter()
+        .filter(|j| j.name.starts_with(&format!("slurmops-check:pair:@{}:", w(2))))
+        .max_by_key(|j| j.id)
+        .expect("the failing group's job");
+    assert_eq!(sorted(bad.nodes.clone()), [w(2), w(3), w(4)]);
+    // Workers 0 and 1 stay in service; the status counts workers.
+    for i in [0, 1] {
+        let n = s.get(&w(i)).await.unwrap();
+        assert!(!n.state.has("DRAIN"), "worker {i}: {:?} {}", n.state, n.reason);
+    }
+    eventually("the status counts the pair check", Duration::from_secs(60), async || {
+        let st = status(&t.env).await?;
+        st.checks.contains("check pair: 2 passed, 3 failed").then_some(())
+    })
+    .await;
 }
 }

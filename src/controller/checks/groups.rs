@@ -35,7 +35,7 @@ pub(super) struct On<'a> {
 
 /// The groups of check C among SET's registered workers, in order: by the block of each
 /// worker's Kubernetes node (HOST_BLOCKS; a worker on an unlabelled node is in none), or in
-/// pairs by ordinal (an odd last worker pairs with the one before it).
+/// pairs by ordinal (an odd last worker joins the last pair).
 pub(super) fn of<'a>(
     c: &ActiveCheck,
     set: &'a SetView,
@@ -66,22 +66,21 @@ pub(super) fn of<'a>(
                 .collect()
         }
         CheckSpan::Pair => {
-            let mut out: Vec<Group> = ws
-                .chunks(2)
-                .filter(|p| p.len() == 2)
-                .map(|p| Group {
-                    key: format!("@{}", p[0].0.name),
-                    members: p.to_vec(),
-                })
-                .collect();
-            if ws.len() % 2 == 1 && ws.len() > 1 {
-                let last = &ws[ws.len() - 2..];
-                out.push(Group {
-                    key: format!("@{}", last[0].0.name),
-                    members: last.to_vec(),
-                });
+            // An odd last worker joins the last pair: no worker is in two groups, so one
+            // group's result never clears another's.
+            let mut pairs: Vec<Vec<(&Worker, &Node)>> = ws.chunks(2).map(<[_]>::to_vec).collect();
+            if pairs.len() > 1 && pairs.last().is_some_and(|p| p.len() == 1) {
+                let odd = pairs.pop().expect("a last pair");
+                pairs.last_mut().expect("a pair before").extend(odd);
             }
-            out
+            pairs
+                .into_iter()
+                .filter(|p| p.len() >= 2)
+                .map(|members| Group {
+                    key: format!("@{}", members[0].0.name),
+                    members,
+                })
+                .collect()
         }
     }
 }

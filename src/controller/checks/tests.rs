@@ -629,6 +629,24 @@ fn the_built_in_checks_across_nodes_run_their_tools_on_every_node_of_the_job() {
     ] {
         assert!(args.contains(call), "{call} in {args}");
     }
+    // An odd last worker makes the last pair three: each other node to the first, the lowest.
+    let three = scontrol.replace("gpu-1\\n", "gpu-1\\ngpu-2\\n");
+    let slow_third = "#!if [ \"$4\" = gpu-2 ]; then echo ' 65536 1 0.00 120.5 0.2'; else echo ' 65536 1 0.00 388.42 0.7'; fi";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[
+            ("ib_write_bw", ""),
+            ("scontrol", &three),
+            ("srun", slow_third),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("slurmops-value: 120.5"), "{out}");
+    assert!(
+        args.contains("srun -N1 -n1 -w gpu-2 ib_write_bw --report_gbits -D 10 10.0.0.5"),
+        "{args}"
+    );
     let (rc, out, _) = run_builtin_across(
         CheckBuiltin::Ib,
         CheckSpan::Pair,

@@ -23,9 +23,25 @@ fn checked_before_the_tick(n: u32) -> Vec<crate::controller::decide::Worker> {
 
 #[test]
 fn pairs_of_idle_workers_are_checked_together_one_job_each_under_the_cap() {
+    // Pairs by ordinal, the odd last worker in the last pair; 2 jobs at once.
+    let c = run(
+        PAIR.replace("maxConcurrent: 2", "maxConcurrent: 1")
+            .as_str(),
+        checked_before_the_tick(5),
+        idle(5),
+        vec![],
+        &[],
+    );
+    assert_eq!(steps(&c), ["submit gpu-0,gpu-1"]);
+    assert_eq!(
+        (c.summary["gpu"][0].running, c.summary["gpu"][0].waiting),
+        (2, 3)
+    );
     let c = run(PAIR, checked_before_the_tick(5), idle(5), vec![], &[]);
-    // Pairs by ordinal, the odd last worker with the one before it; 2 jobs at once.
-    assert_eq!(steps(&c), ["submit gpu-0,gpu-1", "submit gpu-2,gpu-3"]);
+    assert_eq!(
+        steps(&c),
+        ["submit gpu-0,gpu-1", "submit gpu-2,gpu-3,gpu-4"]
+    );
     let names: Vec<String> = c.actions["gpu"]
         .iter()
         .filter_map(|a| match a {
@@ -41,7 +57,7 @@ fn pairs_of_idle_workers_are_checked_together_one_job_each_under_the_cap() {
         ]
     );
     let s = &c.summary["gpu"][0];
-    assert_eq!((s.running, s.waiting), (4, 2));
+    assert_eq!((s.running, s.waiting), (5, 0));
     assert!(
         c.busy.is_empty(),
         "a scheduled run keeps no command waiting"
@@ -51,7 +67,10 @@ fn pairs_of_idle_workers_are_checked_together_one_job_each_under_the_cap() {
     let mut nodes = idle(5);
     nodes[1] = node("gpu-1", &["ALLOCATED"], "");
     let c = run(PAIR, checked_before_the_tick(5), nodes, vec![], &[]);
-    assert_eq!(steps(&c), ["submit gpu-2,gpu-3", "submit gpu-3,gpu-4"]);
+    assert_eq!(steps(&c), ["submit gpu-2,gpu-3,gpu-4"]);
+    // A single worker has no pair.
+    let c = run(PAIR, checked_before_the_tick(1), idle(1), vec![], &[]);
+    assert!(steps(&c).is_empty());
 }
 
 #[test]
