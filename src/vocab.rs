@@ -129,6 +129,8 @@ vocabulary! {
         CANARY_JOB_PREFIX = "slurmops-canary";
         /// Prefix of an active check's job name (`slurmops-check:CHECK:NODE:DUE`).
         CHECK_JOB_PREFIX = "slurmops-check";
+        /// Prefix of the Slurm license capping an active check's jobs (slurm.conf `Licenses`).
+        CHECK_LICENSE_PREFIX = "slurmops-check-";
     }
     DrainReason {
         /// Prefix of every Slurm drain reason slurmops sets; only those it ever resumes.
@@ -189,6 +191,8 @@ vocabulary! {
         EVENT_CHECK_FAILED = "CheckFailed";
         /// An active check passed on a worker that was held or drained for it.
         EVENT_CHECK_PASSED = "CheckPassed";
+        /// An active check's job waits for slurmctld to learn its license (next reconfigure).
+        EVENT_CHECK_DEFERRED = "CheckDeferred";
     }
     Condition {
         /// Slurm's view of a worker, as a pod condition (Idle, Allocated, Draining, Drained, ...).

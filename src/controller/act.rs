@@ -73,9 +73,16 @@ pub async fn act<S: SlurmNodes>(
     observer: &Observer,
 ) -> Result<Acted, PassError> {
     let mut out = Acted::default();
+    // Workers whose check job waits for its license: held until a later pass submits it.
+    let mut deferred: Vec<&str> = Vec::new();
     for a in actions {
         if !fence() {
             return Err(PassError::Fenced);
+        }
+        if let Action::Resume { node } = a
+            && deferred.contains(&node.as_str())
+        {
+            continue;
         }
         let event = match a {
             Action::Drain { node, reason } => match slurm.drain(node, reason).await {
@@ -145,6 +152,15 @@ pub async fn act<S: SlurmNodes>(
                     job: id,
                     name: job.name.clone(),
                 },
+                // slurmctld does not know the check's license yet (a check just added: its
+                // slurm.conf reaches slurmctld by the next reconfigure): a later pass submits.
+                Err(e) if e.has_errno(crate::slurm::client::errno::INVALID_LICENSES) => {
+                    deferred.extend(job.nodes.iter().map(String::as_str));
+                    Event::CheckDeferred {
+                        name: job.name.clone(),
+                        license: job.licenses.clone().unwrap_or_default(),
+                    }
+                }
                 Err(e) => {
                     out.slurm_error = Some(e);
                     break;

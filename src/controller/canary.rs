@@ -413,6 +413,7 @@ fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
             nodes: nodes.to_vec(),
             time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,
             exclusive: false,
+            licenses: None,
         },
         from,
     }

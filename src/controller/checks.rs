@@ -508,6 +508,7 @@ fn request(
         // Slurm's limit is a backstop: the pass cancels a job at its timeout.
         time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1).clamp(1, 1 << 20) as u32,
         exclusive: !c.while_jobs_run,
+        licenses: Some(format!("{}:1", c.license())),
     }
 }
 

@@ -280,6 +280,7 @@ impl Metrics {
             Event::Unreserved { .. } => "unreserve",
             Event::CheckSubmitted { .. } => "check_submit",
             Event::CheckCancelled { .. } => "check_cancel",
+            Event::CheckDeferred { .. } => "check_deferred",
             Event::Checked { passed: true, .. } => "check_passed",
             Event::Checked { passed: false, .. } => "check_failed",
         };

@@ -127,6 +127,7 @@ pub(super) async fn rollout_events(
                 E::Reserved { .. } => vocab::EVENT_MAINTENANCE_RESERVED,
                 E::Checked { passed: true, .. } => vocab::EVENT_CHECK_PASSED,
                 E::Checked { passed: false, .. } => vocab::EVENT_CHECK_FAILED,
+                E::CheckDeferred { .. } => vocab::EVENT_CHECK_DEFERRED,
                 _ => return None,
             };
             Some((set.clone(), reason, e.to_string()))

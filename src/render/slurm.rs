@@ -24,6 +24,7 @@ pub const STATE_SAVE: &str = "/var/spool/slurmctld";
 /// slurm.conf parameters whose value is a comma-separated list: user values are merged with
 /// the generated ones instead of replacing them.
 const LIST_PARAMS: &[&str] = &[
+    "Licenses",
     "SlurmctldParameters",
     "SlurmdParameters",
     "AuthInfo",
@@ -256,6 +257,16 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
         if !states.is_empty() {
             set("HealthCheckNodeState", states.join(","));
         }
+    }
+    // Each active check's cap, enforced by slurmctld: its jobs take one license each.
+    let licenses: Vec<String> = s
+        .policy
+        .active_checks
+        .iter()
+        .map(|c| format!("{}:{}", c.license(), c.max_concurrent))
+        .collect();
+    if !licenses.is_empty() {
+        set("Licenses", licenses.join(","));
     }
     for (k, v) in &s.controller.slurm_conf {
         merge(&mut p, k, v);

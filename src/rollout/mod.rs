@@ -107,6 +107,11 @@ pub enum Event {
         job: u64,
         name: String,
     },
+    /// An active check's job waits: slurmctld does not know its LICENSE yet.
+    CheckDeferred {
+        name: String,
+        license: String,
+    },
     /// An active check's job was cancelled.
     CheckCancelled {
         job: u64,
@@ -181,6 +186,10 @@ impl std::fmt::Display for Event {
             ),
             Event::CanaryCancelled { job } => write!(f, "canary validation job {job} cancelled"),
             Event::CheckSubmitted { job, name } => write!(f, "check job {job} submitted ({name})"),
+            Event::CheckDeferred { name, license } => write!(
+                f,
+                "check job {name} waits: slurmctld does not know license {license} yet (slurm.conf declares it; it arrives with the next reconfigure)"
+            ),
             Event::CheckCancelled { job } => write!(f, "check job {job} cancelled"),
             Event::Checked {
                 node,

@@ -33,6 +33,8 @@ pub mod errno {
     /// The job is gone from slurmctld (purged), or ended already: nothing to cancel.
     pub const INVALID_JOB_ID: i64 = 2017;
     pub const ALREADY_DONE: i64 = 2021;
+    /// A job names a license slurmctld does not know (ESLURM_INVALID_LICENSES).
+    pub const INVALID_LICENSES: i64 = 2048;
 }
 
 #[derive(Clone, Debug)]

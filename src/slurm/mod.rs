@@ -115,6 +115,11 @@ impl SlurmError {
             _ => false,
         }
     }
+
+    /// slurmctld answered with error number N.
+    pub fn has_errno(&self, n: i64) -> bool {
+        matches!(self, SlurmError::Api { errors, .. } if errors.iter().any(|e| e.error_number == Some(n)))
+    }
 }
 
 /// What `drain` did.

@@ -185,6 +185,9 @@ pub struct JobRequest {
     pub time_limit_minutes: u32,
     /// Its nodes whole: no other job shares them while it runs (an active check).
     pub exclusive: bool,
+    /// Slurm licenses it takes while it runs (`NAME:COUNT`): an active check's cap, enforced
+    /// by slurmctld.
+    pub licenses: Option<String>,
 }
 
 impl JobRequest {
@@ -212,6 +215,9 @@ impl JobRequest {
         });
         if self.exclusive {
             body["job"]["shared"] = serde_json::json!(["none"]);
+        }
+        if let Some(l) = &self.licenses {
+            body["job"]["licenses"] = serde_json::json!(l);
         }
         body
     }

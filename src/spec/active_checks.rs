@@ -177,6 +177,12 @@ impl ActiveCheck {
         }
     }
 
+    /// The Slurm license that caps its jobs: slurm.conf declares `maxConcurrent` of it and each
+    /// job takes one, so slurmctld runs no more at once whatever submitted them.
+    pub fn license(&self) -> String {
+        format!("{}{}", crate::vocab::CHECK_LICENSE_PREFIX, self.name)
+    }
+
     /// Whether one job checks several workers together.
     pub fn across_nodes(&self) -> bool {
         self.span != CheckSpan::Node

@@ -136,6 +136,9 @@ async fn a_new_worker_takes_no_users_job_until_its_checks_pass_and_a_failing_one
     eprintln!("[checks] at most {max_slow} `slow` jobs ran at once (maxConcurrent 2)");
     assert!(max_slow <= 2, "{max_slow} `slow` check jobs ran at once; the cap is 2");
     assert!(max_slow >= 1);
+    // slurmctld enforces the cap too: each job takes one of the check's 2 licenses.
+    let license = support::slurm::scontrol(&["show", "license", "slurmops-check-slow", "-o"]);
+    assert!(license.contains("Total=2"), "{license}");
 
     // Worker 1 failed its figure, worker 3 hung: drained with the check, the job and why.
     let jobs = s.jobs().await.unwrap();
@@ -147,6 +150,9 @@ async fn a_new_worker_takes_no_users_job_until_its_checks_pass_and_a_failing_one
             .cloned()
             .unwrap_or_else(|| panic!("no {check} job on {node}"))
     };
+    let slow = check_job("slow", &names[0]);
+    let shown = support::slurm::scontrol(&["show", "job", &slow.id.to_string(), "-o"]);
+    assert!(shown.contains("Licenses=slurmops-check-slow"), "{shown}");
     let figure = check_job("figure", &names[1]);
     let n1 = eventually("worker 1 drained for its figure", Duration::from_secs(30), async || {
         let n = s.get(&names[1]).await.ok()?;
@@ -413,5 +419,37 @@ async fn a_pair_check_runs_one_job_across_its_workers_and_a_failing_one_drains_t
         st.checks.contains("check pair: 2 passed, 3 failed").then_some(())
     })
     .await;
+}
+}
+
+on_each_slurm! {
+async fn a_check_whose_license_slurmctld_does_not_know_yet_waits_and_its_worker_stays_held() {
+    let t = Bed::new("checks-license").await;
+    let set = t.env.name("cl");
+    // The bed's slurmctld declares no license for `unlicensed`, as slurmctld before the
+    // reconfigure that brings it a check just added.
+    let check = "      - name: unlicensed\n        script: \"true\"\n";
+    let text = cluster(&t.env.ns, &set, 1, check);
+    let commit = t.repo.push(&text, "checks");
+    let _daemon = t.daemon("d");
+    applied(&t.env, &commit, Duration::from_secs(60)).await;
+    let w = format!("{set}-0");
+    let s = support::slurm::client();
+    let message = eventually("a CheckDeferred Event", Duration::from_secs(90), async || {
+        let events = Api::<Event>::namespaced(t.env.client.clone(), &t.env.ns).list(&Default::default()).await.ok()?;
+        events.items.into_iter().find(|e| e.reason.as_deref() == Some(slurmops::vocab::EVENT_CHECK_DEFERRED))?.message
+    })
+    .await;
+    eprintln!("[checks] {message}");
+    assert!(message.contains("license slurmops-check-unlicensed"), "{message}");
+    // No job, no error: the worker stays held for its check, and the pass goes on.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let n = s.get(&w).await.unwrap();
+    assert!(n.state.has("DRAIN") && n.reason == "slurmops: checks pending", "{:?} {}", n.state, n.reason);
+    let jobs = s.jobs().await.unwrap();
+    assert!(!jobs.iter().any(|j| j.name.starts_with("slurmops-check:unlicensed:")), "a job ran without its license");
+    let st = status(&t.env).await.unwrap();
+    assert!(st.errors.is_empty(), "{}", st.errors);
+    assert!(st.checks.contains("check unlicensed: 0 passed, 0 failed, 0 running, 1 waiting") || st.checks.contains("check unlicensed: 0 passed, 0 failed, 1 running"), "{}", st.checks);
 }
 }
