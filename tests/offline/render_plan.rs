@@ -1234,3 +1234,36 @@ fn ten_thousand_workers_render_configmaps_under_a_mebibyte() {
     assert!(huge.len() > 1 << 20);
     assert!(slurmops::apply::applyset::kept(&huge).is_empty());
 }
+
+/// Each active check's cap is a Slurm license in slurm.conf, merged with the site's own
+/// licenses; a cap changed is a reconfigure, never a restart or a roll.
+#[test]
+fn active_checks_declare_their_licenses_beside_the_site_s() {
+    let (_, text) = example("examples/gpu-checks");
+    let site = text.replace(
+        "  nodeSets:\n",
+        "  controller:\n    slurmConf:\n      Licenses: \"matlab:10\"\n  nodeSets:\n",
+    );
+    let rendered = slurmops::render::render(&load_text(&site));
+    let conf = &rendered.slurm["slurm.conf"];
+    let line = conf
+        .lines()
+        .find(|l| l.starts_with("Licenses="))
+        .expect("a Licenses line");
+    assert_eq!(
+        line,
+        "Licenses=slurmops-check-gpu-diag:8,slurmops-check-nccl:8,slurmops-check-ib:16,slurmops-check-ib-pairs:4,matlab:10"
+    );
+    let raised = site.replace("maxConcurrent: 4", "maxConcurrent: 6");
+    let p = plan_of(&site, &raised);
+    let t = format::text(&p, "cluster gpu (from main)");
+    assert!(t.contains("+Licenses=slurmops-check-gpu-diag:8,slurmops-check-nccl:8,slurmops-check-ib:16,slurmops-check-ib-pairs:6,matlab:10"), "{t}");
+    assert!(
+        t.contains("slurmctld reconfigures in place, no restart"),
+        "{t}"
+    );
+    assert!(
+        t.contains("0 to replace") && !t.contains("drained and replaced"),
+        "{t}"
+    );
+}
