@@ -399,16 +399,26 @@ const TAG_CHECK: &str = "slurmops-check";
 /// The submission of one validation job (the script of a ConfigMap is read when it is sent).
 fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
     let v = &cx.canary.validate;
-    let (text, from) = match v.source() {
-        Some(ScriptSource::Builtin(b)) => (builtin(b, v.nodes, cx.gpus), None),
-        Some(ScriptSource::Inline(s)) => (s, None),
-        Some(ScriptSource::ConfigMap(r)) => (String::new(), Some(r)),
-        None => ("echo 'no validation script' >&2; exit 1".into(), None),
+    let missing = || wrap(name, "echo 'no validation script' >&2; exit 1");
+    let (script, from) = match v.source() {
+        Some(ScriptSource::Builtin(b)) => (wrap(name, &builtin(b, v.nodes, cx.gpus)), None),
+        Some(ScriptSource::Inline(s)) => (wrap(name, &s), None),
+        Some(ScriptSource::ConfigMap(r)) => (wrap(name, ""), Some(r)),
+        // The active check's own script and threshold; a failure is the canary's to handle.
+        Some(ScriptSource::Check(_)) => match &cx.check {
+            Some(c) => {
+                let text = super::check_scripts::script_of(c, cx.gpus);
+                let unit = c.unit.as_deref();
+                (wrap_check(name, &text, c.min_value, unit, None), None)
+            }
+            None => (missing(), None),
+        },
+        None => (missing(), None),
     };
     Action::Submit {
         job: JobRequest {
             name: name.into(),
-            script: wrap(name, &text),
+            script,
             partition: cx.partition.clone(),
             nodes: nodes.to_vec(),
             time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,

@@ -17,6 +17,7 @@
 pub mod act;
 pub mod blocks;
 pub mod canary;
+pub mod check_scripts;
 pub mod checks;
 pub mod decide;
 mod decisions;

@@ -42,6 +42,11 @@ pub struct Validate {
     /// A script in a ConfigMap of the cluster's namespace, read when the job is submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ScriptRef>,
+    /// An active check of `policy.activeChecks`, by name: the canaries must pass it (its
+    /// script or built-in, judged against its `minValue`), as every worker does later. A check
+    /// across nodes runs as one job on all the canaries (`nodes: allCanaries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
     /// The job's time limit; a job not done by then (pending included) fails the canary.
     #[serde(default = "default_timeout")]
     pub timeout: Duration,
@@ -94,15 +99,23 @@ pub enum ScriptSource {
     Builtin(Builtin),
     Inline(String),
     ConfigMap(ScriptRef),
+    /// An active check, by name.
+    Check(String),
 }
 
 impl Validate {
     /// The one source set (validation refuses none or several).
     pub fn source(&self) -> Option<ScriptSource> {
-        match (&self.builtin, &self.script, &self.config_map_ref) {
-            (Some(b), None, None) => Some(ScriptSource::Builtin(*b)),
-            (None, Some(s), None) => Some(ScriptSource::Inline(s.clone())),
-            (None, None, Some(r)) => Some(ScriptSource::ConfigMap(r.clone())),
+        match (
+            &self.builtin,
+            &self.script,
+            &self.config_map_ref,
+            &self.check,
+        ) {
+            (Some(b), None, None, None) => Some(ScriptSource::Builtin(*b)),
+            (None, Some(s), None, None) => Some(ScriptSource::Inline(s.clone())),
+            (None, None, Some(r), None) => Some(ScriptSource::ConfigMap(r.clone())),
+            (None, None, None, Some(c)) => Some(ScriptSource::Check(c.clone())),
             _ => None,
         }
     }
@@ -115,6 +128,7 @@ impl Validate {
             Some(ScriptSource::ConfigMap(r)) => {
                 format!("the script in ConfigMap {} key {}", r.name, r.key)
             }
+            Some(ScriptSource::Check(c)) => format!("active check {c}"),
             None => "no script".into(),
         }
     }
@@ -128,6 +142,8 @@ pub struct Validation {
     pub partition: String,
     /// GPUs per worker (the gpu and nccl checks compare with it).
     pub gpus: u32,
+    /// The active check the validation runs (`validate.check`), once cluster.yaml is valid.
+    pub check: Option<super::active_checks::ActiveCheck>,
 }
 
 impl Validation {
@@ -145,10 +161,18 @@ impl Validation {
             })?
             .name
             .clone();
+        let check = canary.validate.check.as_ref().and_then(|name| {
+            spec.policy
+                .active_checks
+                .iter()
+                .find(|c| &c.name == name)
+                .cloned()
+        });
         Some(Validation {
             canary,
             partition,
             gpus: node_set.gpus.as_ref().map_or(0, |g| g.count),
+            check,
         })
     }
 }

@@ -321,3 +321,48 @@ async fn a_canary_that_never_starts_fails_after_its_ready_timeout_and_a_revert_r
     t.env.cleanup().await;
 }
 }
+
+on_each_slurm! {
+async fn a_canary_validated_by_an_active_check_fails_on_the_check_s_figure() {
+    let t = Bed::new("canary-check").await;
+    let set = t.env.name("cq");
+    // A check declared for the canary alone: its figure (5) is below its threshold (10).
+    let text = |image: &str| {
+        support::cluster_head("c", &t.env.ns)
+            + &format!(
+                r#"  policy:
+    activeChecks:
+      - name: bandwidth
+        onRegister: false
+        minValue: 10
+        unit: GB/s
+        script: "echo checking; echo slurmops-value: 5"
+  nodeSets:
+    - name: {set}
+      replicas: 2
+      cpu: "1"
+      memory: 256Mi
+      image: {image}
+      update:
+        maxUnavailable: 2
+        canary: {{replicas: 1, validate: {{check: bandwidth, timeout: 2m}}}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+"#
+            )
+    };
+    let _daemon = t.deployed(&text("img:1"), "d", &[(&set, 2)]).await;
+    let bad = t.repo.push(&text("img:2"), "img:2");
+    let st = canary_failed(&t.env, &bad, 120).await;
+    let p = st.progress().into_iter().find(|p| p.node_set == set).unwrap();
+    let c = p.canary.clone().expect("canary progress");
+    let job = *c.jobs.first().expect("the validation job");
+    let canary = c.canaries[0].clone();
+    assert!(st.errors.contains("figure 5 GB/s below 10 GB/s"), "{}", st.errors);
+    let n = support::slurm::client().get(&canary).await.unwrap();
+    assert!(n.state.has("DRAIN"), "{canary}: {}", n.state);
+    assert_eq!(n.reason, format!("slurmops: canary failed: job {job}: figure 5 GB/s below 10 GB/s"));
+    let names = jobs_named(&format!("slurmops-canary:{set}:")).await;
+    assert!(names.iter().any(|(id, _)| *id == job), "the check ran as the canary's job: {names:?}");
+}
+}

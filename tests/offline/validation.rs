@@ -820,7 +820,7 @@ fn a_canary_needs_one_script_a_real_time_limit_and_canaries() {
     let v = at("spec.nodeSets[0].update.canary.validate");
     assert!(
         v.message
-            .contains("exactly one of builtin, script and configMapRef"),
+            .contains("exactly one of builtin, script, configMapRef and check"),
         "{v}"
     );
     let t = at("spec.nodeSets[0].update.canary.validate.timeout");
@@ -1191,4 +1191,50 @@ fn a_field_missing_in_an_optional_mapping_is_named() {
     let d = one(&text);
     assert_eq!(d.path, "spec.nodeSets[0].gpus");
     assert!(d.message.contains("missing required field `type`"), "{d}");
+}
+
+/// A canary validated by an active check: the check exists, and the canaries take it as it runs
+/// (one job each for a check of one node, one across them all for a check across nodes).
+#[test]
+fn a_canary_validated_by_a_check_names_one_that_exists_and_takes_it_as_it_runs() {
+    let canary = |validate: &str| {
+        with(
+            "      memory: 1Gi\n",
+            &format!(
+                "      memory: 1Gi\n      update:\n        canary: {{replicas: 2, validate: {validate}}}\n"
+            ),
+        )
+    };
+    let d = one(&canary("{check: nccl}"));
+    assert_eq!(d.path, "spec.nodeSets[0].update.canary.validate.check");
+    assert!(
+        d.message.contains("no active check is named \"nccl\""),
+        "{d}"
+    );
+    assert!(
+        d.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("spec.policy.activeChecks"),
+        "{d}"
+    );
+    let checks = "  policy:\n    activeChecks:\n      - {name: pairs, script: 'true', span: pair, onRegister: false, schedule: '0 3 * * *'}\n      - {name: quick, script: 'true'}\n  partitions:\n";
+    let text = canary("{check: pairs}").replace("  partitions:\n", checks);
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].update.canary.validate.nodes");
+    assert!(
+        d.message
+            .contains("nodes: allCanaries: it runs across nodes"),
+        "{d}"
+    );
+    let fine = canary("{check: pairs, nodes: allCanaries}").replace("  partitions:\n", checks);
+    assert!(load("cluster.yaml", &fine).is_ok());
+    let fine = canary("{check: quick}").replace("  partitions:\n", checks);
+    assert!(load("cluster.yaml", &fine).is_ok());
+    let both = canary("{check: quick, builtin: hostname}").replace("  partitions:\n", checks);
+    assert!(
+        one(&both)
+            .message
+            .contains("exactly one of builtin, script, configMapRef and check")
+    );
 }

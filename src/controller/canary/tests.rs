@@ -43,6 +43,7 @@ fn validation(replicas: u32, nodes: ValidateNodes) -> Validation {
                 builtin: Some(Builtin::Hostname),
                 script: None,
                 config_map_ref: None,
+                check: None,
                 timeout: Duration::from_secs(300),
                 nodes,
             },
@@ -50,6 +51,7 @@ fn validation(replicas: u32, nodes: ValidateNodes) -> Validation {
         },
         partition: "gpu".into(),
         gpus: 8,
+        check: None,
     }
 }
 
@@ -494,5 +496,51 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
             .unwrap()
             .ends_with("its Slurm node is DOWN"),
         "{r:?}"
+    );
+}
+
+#[test]
+fn a_canary_validated_by_an_active_check_runs_its_script_and_fails_on_its_figure() {
+    let check: crate::spec::active_checks::ActiveCheck = serde_json::from_value(serde_json::json!(
+        {"name": "nccl", "builtin": "nccl", "minValue": 350, "unit": "GB/s"}
+    ))
+    .unwrap();
+    let mut v = validation(1, ValidateNodes::PerNode);
+    v.canary.validate.builtin = None;
+    v.canary.validate.check = Some("nccl".into());
+    v.check = Some(check);
+    let s = set(&["new", "old"], None);
+    let mut nodes = idle(&["w-1"]);
+    nodes.push(node("w-0", &["IDLE", "DRAIN"], "slurmops: rollout"));
+    let d = run(&s, &v, &slurm(nodes.clone(), vec![]), 1);
+    let Some(Action::Submit { job, from: None }) = d.actions.first() else {
+        panic!("{:?}", d.actions)
+    };
+    // The check's own script (all_reduce_perf across the node's 8 GPUs), judged at 350 GB/s;
+    // the canary's timeout and its own hold on failure (the job drains nothing itself).
+    assert!(
+        job.script.contains("all_reduce_perf -b 8M -e 1G -f 2 -g 8"),
+        "{}",
+        job.script
+    );
+    assert!(job.script.contains("m=\"350\""), "{}", job.script);
+    assert!(!job.script.contains("State=DRAIN"), "{}", job.script);
+    assert_eq!(job.time_limit_minutes, 5);
+    // Its figure below the threshold fails the canary with the figure.
+    let failed = validation_job(
+        8,
+        "w-0",
+        "FAILED",
+        Some(1),
+        "slurmops-check rc=1; value: 180; error: figure 180 GB/s below 350 GB/s; tail: ",
+    );
+    let d = run(&s, &v, &slurm(idle(&["w-0", "w-1"]), vec![failed]), 1);
+    assert!(
+        d.actions.contains(&Action::Hold {
+            node: "w-0".into(),
+            reason: "canary failed: job 8: figure 180 GB/s below 350 GB/s".into()
+        }),
+        "{:?}",
+        d.actions
     );
 }

@@ -104,11 +104,17 @@ impl Validator {
                 "a NodeSet is covered when it is listed (or none is) and has every feature listed (its name counts)",
             );
         }
-        if !c.on_register && c.schedule.is_none() {
+        let a_canary_runs_it = s.node_sets.iter().any(|n| {
+            n.update
+                .canary
+                .as_ref()
+                .is_some_and(|k| k.validate.check.as_ref() == Some(&c.name))
+        });
+        if !c.on_register && c.schedule.is_none() && !a_canary_runs_it {
             self.err(
                 p.clone(),
                 format!("check {:?} never runs", c.name),
-                "set onRegister: true, or a schedule",
+                "set onRegister: true, a schedule, or name it in a canary's validate.check",
             );
         }
         if let Some(Err(e)) = c.parsed_schedule() {
@@ -195,7 +201,8 @@ impl Validator {
         }
     }
 
-    fn check_script(&mut self, text: &str, p: &Path) {
+    /// A script slurmops wraps into a job: not empty, not too long, without the wrapper's end.
+    pub(super) fn check_script(&mut self, text: &str, p: &Path) {
         if text.trim().is_empty() {
             self.err(p.clone(), "the script is empty", "write the check to run");
         } else if text.len() > MAX_SCRIPT_BYTES {

@@ -1,7 +1,7 @@
 //! Checks of a NodeSet's canary (`update.canary`): one script source, a script that can be
 //! wrapped into a job, and a partition for the job to run in.
 
-use super::super::canary::{SCRIPT_END, Validate};
+use super::super::canary::{Validate, ValidateNodes};
 use super::super::diag::Path;
 use super::super::types::*;
 use super::{Validator, is_dns_subdomain};
@@ -46,46 +46,28 @@ impl Validator {
                 "give the time a worker takes to pull its image and register, e.g. 30m",
             );
         }
-        self.validate_job(&c.validate, &cp.key("validate"));
+        self.validate_job(&c.validate, s, &cp.key("validate"));
     }
 
-    fn validate_job(&mut self, v: &Validate, p: &Path) {
+    fn validate_job(&mut self, v: &Validate, s: &ClusterSpec, p: &Path) {
         let set = [
             v.builtin.is_some(),
             v.script.is_some(),
             v.config_map_ref.is_some(),
+            v.check.is_some(),
         ];
         if set.iter().filter(|x| **x).count() != 1 {
             self.err(
                 p.clone(),
-                "the validation needs exactly one of builtin, script and configMapRef",
-                "e.g. builtin: hostname, or script: with the check to run",
+                "the validation needs exactly one of builtin, script, configMapRef and check",
+                "e.g. builtin: hostname, script: with the check to run, or check: NAME of policy.activeChecks",
             );
         }
         if let Some(text) = &v.script {
-            if text.trim().is_empty() {
-                self.err(
-                    p.key("script"),
-                    "the script is empty",
-                    "write the check to run",
-                );
-            } else if text.len() > MAX_SCRIPT_BYTES {
-                self.err(
-                    p.key("script"),
-                    format!(
-                        "the script has {} bytes, more than {MAX_SCRIPT_BYTES}",
-                        text.len()
-                    ),
-                    "keep it short, or put it in the worker image and call it",
-                );
-            }
-            if text.lines().any(|l| l.trim() == SCRIPT_END) {
-                self.err(
-                    p.key("script"),
-                    format!("the script contains the line {SCRIPT_END}, which ends it in the job"),
-                    "rename that line",
-                );
-            }
+            self.check_script(text, &p.key("script"));
+        }
+        if let Some(name) = &v.check {
+            self.canary_check(name, v, s, p);
         }
         if let Some(r) = &v.config_map_ref {
             if !is_dns_subdomain(&r.name) {
@@ -108,6 +90,42 @@ impl Validator {
                 p.key("timeout"),
                 format!("{} is shorter than Slurm's smallest time limit", v.timeout),
                 "use 1m or more",
+            );
+        }
+    }
+
+    /// `validate.check`: an active check that exists, run as the canaries take it (one job per
+    /// canary for a check of one node, one across them all for a check across nodes).
+    fn canary_check(&mut self, name: &str, v: &Validate, s: &ClusterSpec, p: &Path) {
+        let Some(c) = s.policy.active_checks.iter().find(|c| c.name == name) else {
+            let known: Vec<&str> = s
+                .policy
+                .active_checks
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            self.err(
+                p.key("check"),
+                format!("no active check is named {name:?}"),
+                match known.is_empty() {
+                    true => "declare it in spec.policy.activeChecks".to_string(),
+                    false => format!("name one of spec.policy.activeChecks: {}", known.join(", ")),
+                },
+            );
+            return;
+        };
+        let all = v.nodes == ValidateNodes::AllCanaries;
+        if c.across_nodes() != all {
+            let (want, why) = match c.across_nodes() {
+                true => ("allCanaries", "it runs across nodes"),
+                false => ("perNode", "it checks one node"),
+            };
+            self.err(
+                p.key("nodes"),
+                format!(
+                    "check {name:?} runs as the canaries' validation with nodes: {want}: {why}"
+                ),
+                format!("set nodes: {want}"),
             );
         }
     }

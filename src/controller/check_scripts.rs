@@ -1,0 +1,83 @@
+//! The scripts of active checks (`policy.activeChecks`): a site's own, or one slurmops ships —
+//! `gpu`, `nccl` and `ib` — as a GPU node runs it, alone or across the nodes of its job. Each
+//! prints its figure as `slurmops-value: X`; the job's wrapper judges it. Shared by the checks'
+//! jobs and a canary validated by a check.
+
+use crate::spec::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
+
+/// The script of check C on a worker with GPUS GPUs.
+pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {
+    match (c.builtin, &c.script) {
+        (Some(b), _) => builtin(b, c.level.unwrap_or(1), gpus, c.span),
+        (None, Some(s)) => s.clone(),
+        (None, None) => "echo 'no check script' >&2; exit 1".into(),
+    }
+}
+
+/// The checks slurmops ships, as a GPU node runs them (SPAN: alone, or across the nodes of the
+/// job). Each prints its figure as `slurmops-value: X`.
+pub fn builtin(b: CheckBuiltin, level: u8, gpus: u32, span: CheckSpan) -> String {
+    let want = gpus.max(1);
+    let body = match (b, span) {
+        // One MPI rank per GPU on every node of the job (nccl-tests built with MPI=1).
+        (CheckBuiltin::Nccl, CheckSpan::Block | CheckSpan::Pair) => format!(
+            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+out=$(srun --mpi=pmix --ntasks-per-node={want} all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
+bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
+[ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf across $SLURM_JOB_NODELIST failed" >&2; exit 1; }}
+echo "slurmops-value: $bw""#
+        ),
+        // RDMA write bandwidth from each other node of the job to the first (perftest's
+        // ib_write_bw); the lowest is the figure.
+        (CheckBuiltin::Ib, CheckSpan::Pair) => r#"command -v ib_write_bw >/dev/null || { echo "ib_write_bw not found on $(hostname)" >&2; exit 1; }
+nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+[ "${#nodes[@]}" -ge 2 ] || { echo "the pair check needs 2 nodes, got ${#nodes[@]}" >&2; exit 1; }
+addr=$(scontrol show node "${nodes[0]}" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
+low=
+for peer in "${nodes[@]:1}"; do
+  srun -N1 -n1 -w "${nodes[0]}" ib_write_bw --report_gbits -D 10 >/dev/null 2>&1 & server=$!
+  sleep 2
+  out=$(srun -N1 -n1 -w "$peer" ib_write_bw --report_gbits -D 10 "${addr:-${nodes[0]}}" 2>&1); rc=$?; echo "$out"
+  wait $server
+  bw=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 } END { print v }')
+  [ "$rc" = 0 ] && [ -n "$bw" ] || { echo "ib_write_bw from $peer to ${nodes[0]} failed" >&2; exit 1; }
+  low=$(awk -v a="$low" -v b="$bw" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }')
+done
+echo "slurmops-value: $low""#
+            .to_string(),
+        (b, _) => per_node(b, level, want),
+    };
+    format!("#!/bin/bash\n{body}\n")
+}
+
+/// The checks of one node.
+fn per_node(b: CheckBuiltin, level: u8, want: u32) -> String {
+    match b {
+        CheckBuiltin::Gpu => format!(
+            r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
+n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
+[ "$n" -ge {want} ] || {{ echo "$(hostname) sees $n GPUs, expected {want}" >&2; exit 1; }}
+command -v dcgmi >/dev/null || {{ echo "dcgmi not found on $(hostname)" >&2; exit 1; }}
+dcgmi diag -r {level} || {{ echo "dcgmi diag -r {level} failed on $(hostname)" >&2; exit 1; }}
+echo "slurmops-value: $n""#
+        ),
+        CheckBuiltin::Nccl => format!(
+            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+out=$(all_reduce_perf -b 8M -e 1G -f 2 -g {want} 2>&1); rc=$?; echo "$out"
+bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
+[ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}
+echo "slurmops-value: $bw""#
+        ),
+        CheckBuiltin::Ib => r#"command -v ibstat >/dev/null || { echo "ibstat not found on $(hostname)" >&2; exit 1; }
+out=$(ibstat) || { echo "ibstat failed on $(hostname)" >&2; exit 1; }; echo "$out"
+down=$(echo "$out" | grep -c '^[[:space:]]*State: ' ); active=$(echo "$out" | grep -c '^[[:space:]]*State: Active')
+[ "$down" -gt 0 ] || { echo "no InfiniBand port on $(hostname)" >&2; exit 1; }
+[ "$active" = "$down" ] || { echo "$((down - active)) of $down InfiniBand ports not Active on $(hostname)" >&2; exit 1; }
+rate=$(echo "$out" | sed -n 's/^[[:space:]]*Rate: *\([0-9.]*\).*/\1/p' | sort -n | head -n1)
+echo "slurmops-value: $rate""#
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

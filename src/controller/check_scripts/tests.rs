@@ -1,0 +1,160 @@
+use super::*;
+
+/// Runs built-in check B (8 GPUs) against stand-ins of the GPU tools, which log their arguments
+/// and print what the real tools print: (exit code, stdout, the tools' arguments).
+fn run_builtin(b: CheckBuiltin, tools: &[(&str, &str)]) -> (i32, String, String) {
+    run_builtin_across(b, CheckSpan::Node, tools)
+}
+
+/// As `run_builtin`, for check B across nodes (SPAN); a tool's output that starts with `#!` is
+/// its script instead.
+fn run_builtin_across(
+    b: CheckBuiltin,
+    span: CheckSpan,
+    tools: &[(&str, &str)],
+) -> (i32, String, String) {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slurmops-tools-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args");
+    for (tool, output) in tools {
+        let path = dir.join(tool);
+        let text = match output.strip_prefix("#!") {
+            Some(script) => format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> '{}'\n{script}\n",
+                log.display()
+            ),
+            None => format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> '{}'\ncat <<'OUT'\n{output}\nOUT\n",
+                log.display()
+            ),
+        };
+        std::fs::write(&path, text).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&path)
+            .status()
+            .unwrap();
+    }
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(builtin(b, 2, 8, span))
+        .env("SLURM_JOB_NODELIST", "gpu-[0-1]")
+        .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+        .output()
+        .unwrap();
+    let args = std::fs::read_to_string(&log).unwrap_or_default();
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), stdout, args)
+}
+
+#[test]
+fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_their_output() {
+    let gpus: String = (0..8)
+        .map(|i| format!("GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n"))
+        .collect();
+    // dcgmi diag: -r LEVEL (1 to 4); its exit code says whether every test passed.
+    let (rc, out, args) = run_builtin(
+        CheckBuiltin::Gpu,
+        &[("nvidia-smi", &gpus), ("dcgmi", "| Diagnostic | Result |")],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "nvidia-smi -L\ndcgmi diag -r 2\n");
+    assert!(out.contains("slurmops-value: 8"), "{out}");
+    let (rc, out, _) = run_builtin(
+        CheckBuiltin::Gpu,
+        &[("nvidia-smi", &gpus[..gpus.len() / 2]), ("dcgmi", "")],
+    );
+    assert_eq!(rc, 1);
+    assert!(out.contains("sees 4 GPUs, expected 8"), "{out}");
+    // all_reduce_perf: -b min bytes, -e max bytes, -f step factor, -g GPUs; its summary line.
+    let nccl = "#       size         count      type   redop    root     time   algbw   busbw\n\
+                  1073741824     268435456     float     sum      -1   4710.3  227.96  398.93\n\
+                # Out of bounds values : 0 OK\n# Avg bus bandwidth    : 397.512 \n#";
+    let (rc, out, args) = run_builtin(CheckBuiltin::Nccl, &[("all_reduce_perf", nccl)]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "all_reduce_perf -b 8M -e 1G -f 2 -g 8\n");
+    assert!(out.contains("slurmops-value: 397.512"), "{out}");
+    // ibstat: every port's State and Rate (Gb/s); the lowest rate is the figure.
+    let ib = "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\
+              CA 'mlx5_1'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 200";
+    let (rc, out, args) = run_builtin(CheckBuiltin::Ib, &[("ibstat", ib)]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "ibstat \n");
+    assert!(out.contains("slurmops-value: 200"), "{out}");
+    let down = ib.replacen("State: Active", "State: Down", 1);
+    let (rc, out, _) = run_builtin(CheckBuiltin::Ib, &[("ibstat", &down)]);
+    assert_eq!(rc, 1);
+    assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
+}
+
+#[test]
+fn the_built_in_checks_across_nodes_run_their_tools_on_every_node_of_the_job() {
+    // nccl across nodes: one MPI rank per GPU on each node (-g 1 per rank), through srun.
+    let nccl = "#!echo '# Avg bus bandwidth    : 371.2 '";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Nccl,
+        CheckSpan::Block,
+        &[("all_reduce_perf", ""), ("srun", nccl)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        args,
+        "srun --mpi=pmix --ntasks-per-node=8 all_reduce_perf -b 8M -e 1G -f 2 -g 1\n"
+    );
+    assert!(out.contains("slurmops-value: 371.2"), "{out}");
+    // ib across a pair: ib_write_bw's server on the first node, its client on the second
+    // (--report_gbits, -D seconds, the server's address); the average column is the figure.
+    let scontrol = r#"#!case "$2" in hostnames) printf 'gpu-0\ngpu-1\n';; node) echo '   NodeAddr=10.0.0.5 NodeHostName=gpu-0';; esac"#;
+    let bw = "#!echo ' #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]'; echo ' 65536      1852741          0.00               388.42              0.740862'";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[("ib_write_bw", ""), ("scontrol", scontrol), ("srun", bw)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("slurmops-value: 388.42"), "{out}");
+    for call in [
+        "scontrol show hostnames gpu-[0-1]",
+        "scontrol show node gpu-0",
+        "srun -N1 -n1 -w gpu-0 ib_write_bw --report_gbits -D 10\n",
+        "srun -N1 -n1 -w gpu-1 ib_write_bw --report_gbits -D 10 10.0.0.5",
+    ] {
+        assert!(args.contains(call), "{call} in {args}");
+    }
+    // An odd last worker makes the last pair three: each other node to the first, the lowest.
+    let three = scontrol.replace("gpu-1\\n", "gpu-1\\ngpu-2\\n");
+    let slow_third = "#!if [ \"$4\" = gpu-2 ]; then echo ' 65536 1 0.00 120.5 0.2'; else echo ' 65536 1 0.00 388.42 0.7'; fi";
+    let (rc, out, args) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[
+            ("ib_write_bw", ""),
+            ("scontrol", &three),
+            ("srun", slow_third),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("slurmops-value: 120.5"), "{out}");
+    assert!(
+        args.contains("srun -N1 -n1 -w gpu-2 ib_write_bw --report_gbits -D 10 10.0.0.5"),
+        "{args}"
+    );
+    let (rc, out, _) = run_builtin_across(
+        CheckBuiltin::Ib,
+        CheckSpan::Pair,
+        &[
+            ("ib_write_bw", ""),
+            ("scontrol", scontrol),
+            ("srun", "#!exit 1"),
+        ],
+    );
+    assert_eq!(rc, 1);
+    assert!(
+        out.contains("ib_write_bw from gpu-1 to gpu-0 failed"),
+        "{out}"
+    );
+}
