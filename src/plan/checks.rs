@@ -1,6 +1,6 @@
 //! The active checks a change adds, changes or removes (`policy.activeChecks`), in the plan's
 //! Slurm terms: what runs, on how many workers, how many at once, when, and what a failure does.
-//! Pure: the schedule is shown as written (a plan between two revisions has no clock).
+//! Pure: the schedule is shown as written, and `at` adds its next time against the plan's.
 
 use crate::spec::active_checks::{ActiveCheck, OnFailure, holds_new_workers};
 use crate::spec::types::ClusterFile;
@@ -41,6 +41,27 @@ pub fn changes(base: &ClusterFile, head: &ClusterFile) -> Vec<String> {
         }
     }
     out
+}
+
+/// Adds to each line of LINES (from `changes`) for a scheduled check of C when it next runs
+/// after NOW, in its time zone.
+pub fn at(lines: &mut [String], c: &ClusterFile, now: i64) {
+    for check in &c.spec.policy.active_checks {
+        let Some(next) = check.next_tick(now) else {
+            continue;
+        };
+        let heads = [
+            format!("check {} added: ", check.name),
+            format!("check {} changed: ", check.name),
+        ];
+        let told = crate::spec::window::told_at(next, &check.time_zone);
+        for l in lines
+            .iter_mut()
+            .filter(|l| heads.iter().any(|h| l.starts_with(h.as_str())))
+        {
+            l.push_str(&format!("; its next scheduled run: {told}"));
+        }
+    }
 }
 
 /// What check C of HEAD does, in one sentence.

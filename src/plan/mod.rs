@@ -712,6 +712,7 @@ pub fn at(p: &mut Plan, c: &ClusterFile, now: i64) {
         w.time_zone = zone.map(str::to_string);
         w.now = Some(now);
     }
+    checks::at(&mut p.slurm.checks, c, now);
 }
 
 fn slurm_conf(r: &Rendered) -> &str {

@@ -976,6 +976,14 @@ fn active_checks_are_planned_with_their_workers_cap_schedule_and_failure() {
     );
     golden("checks.plan.txt", &t);
     golden("checks.plan.json", &format::json(&p));
+    // Against the plan's time (Friday 2026-11-27 12:00 UTC): when each changed check next runs.
+    let mut timed = p.clone();
+    slurmops::plan::at(&mut timed, &load_text(&head_text), 1_795_780_800);
+    let t = format::text(&timed, "cluster gpu (from main)");
+    assert!(
+        t.contains("on idle workers; a failure drains the worker until the check passes again; its next scheduled run: Sun 2026-11-29 04:00 Europe/Amsterdam (2026-11-29T03:00:00Z)"),
+        "{t}"
+    );
     // The first check on a NodeSet: its new workers register drained, so the NodeSet rolls.
     let start = text.find("    activeChecks:").unwrap();
     let end = text.find("\n  nodeSets:").unwrap() + 1;
