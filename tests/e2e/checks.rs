@@ -453,3 +453,59 @@ async fn a_check_whose_license_slurmctld_does_not_know_yet_waits_and_its_worker_
     assert!(st.checks.contains("check unlicensed: 0 passed, 0 failed, 0 running, 1 waiting") || st.checks.contains("check unlicensed: 0 passed, 0 failed, 1 running"), "{}", st.checks);
 }
 }
+
+/// Block topology is Slurm 26.05's (validation refuses it before): a check across a block runs
+/// there. Workers w-0 and w-2 run on rack-a's Kubernetes node, w-1 and w-3 on rack-b's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_block_check_runs_one_job_across_the_workers_of_each_block() {
+    use crate::support::bed::{BLOCK_LABEL, BLOCKS};
+    support::select_slurm("26.05");
+    let (a, b) = (BLOCKS[0], BLOCKS[1]);
+    let env =
+        support::TestEnv::on_nodes("checks-block", &[&[(BLOCK_LABEL, a)], &[(BLOCK_LABEL, b)]])
+            .await;
+    env.grant_node_reader().await;
+    let t = Bed::with(env).await;
+    let set = t.env.name("cb");
+    let check = r#"      - name: block
+        span: block
+        onRegister: false
+        schedule: "* * * * *"
+        maxConcurrent: 2
+        script: "echo slurmops-value: $SLURM_JOB_NUM_NODES"
+"#;
+    let text = cluster(&t.env.ns, &set, 4, check)
+        + &format!(
+            "  topology:\n    block:\n      nodeLabel: {BLOCK_LABEL}\n      blocks: [{}]\n      nodeSets: [{set}]\n      blockSize: 2\n",
+            BLOCKS.join(", ")
+        );
+    let _daemon = t.deployed(&text, "d", &[(&set, 4)]).await;
+    let w = |i: usize| format!("{set}-{i}");
+    for i in 0..4 {
+        let (st, msg) = eventually(
+            &format!("worker {i}'s block checked"),
+            Duration::from_secs(150),
+            async || condition(&t.env, &w(i), "block").await,
+        )
+        .await;
+        assert_eq!(st, "True", "{msg}");
+        assert!(
+            msg.contains("value=2 "),
+            "one job across the block's two workers: {msg}"
+        );
+    }
+    let jobs = support::slurm::client().jobs().await.unwrap();
+    for (block, members) in [(a, [w(0), w(2)]), (b, [w(1), w(3)])] {
+        let job = jobs
+            .iter()
+            .filter(|j| {
+                j.name
+                    .starts_with(&format!("slurmops-check:block:@{block}:"))
+            })
+            .max_by_key(|j| j.id)
+            .unwrap_or_else(|| panic!("no job for block {block}"));
+        let mut nodes = job.nodes.clone();
+        nodes.sort();
+        assert_eq!(nodes, members, "block {block}: {job:?}");
+    }
+}
