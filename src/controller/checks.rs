@@ -98,7 +98,7 @@ pub fn assess(
             Some(ns) => checks.iter().filter(|c| c.covers(ns)).collect(),
             None => Vec::new(),
         };
-        let partition = partition_of(spec, &set.name);
+        let partition = spec.partition_of(&set.name).map(|p| p.name.clone());
         let (false, Some(partition)) = (mine.is_empty(), partition) else {
             release(set, slurm, &mut out);
             continue;
@@ -446,16 +446,6 @@ fn hold(check: &str, node: &str, job: Option<u64>, error: &str) -> Action {
     }
 }
 
-/// The first partition holding NODE_SET (the job runs there).
-fn partition_of(spec: &ClusterSpec, node_set: &str) -> Option<String> {
-    let holds = |p: &&crate::spec::types::Partition, n: &str| p.node_sets.iter().any(|x| x == n);
-    spec.partitions
-        .iter()
-        .find(|p| holds(p, node_set))
-        .or_else(|| spec.partitions.iter().find(|p| holds(p, "ALL")))
-        .map(|p| p.name.clone())
-}
-
 fn ended(j: &Job) -> bool {
     super::canary::ended(j)
 }
@@ -519,7 +509,10 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
     for c in &spec.policy.active_checks {
         for n in spec.node_sets.iter().filter(|n| c.covers(n)) {
             let gpus = n.gpus.as_ref().map_or(0, |g| g.count);
-            let partition = partition_of(spec, &n.name).unwrap_or_default();
+            let partition = spec
+                .partition_of(&n.name)
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
             let node = format!("{}-N", n.name);
             let name = job_name(&c.name, &node, 0);
             let job = request(c, &name, vec![node], &partition, gpus);

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::values::Duration;
 
 /// The line that ends the script inside the job's wrapper: a script may not contain it.
-pub const SCRIPT_END: &str = "SLURMOPS_CANARY_SCRIPT_END";
+pub const SCRIPT_END: &str = "SLURMOPS_SCRIPT_END";
 
 /// Replace REPLICAS workers first and validate them with a Slurm job before the others roll.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -150,17 +150,7 @@ impl Validation {
     /// The canary of NODE_SET in SPEC, when it has one.
     pub fn of(spec: &super::types::ClusterSpec, node_set: &super::types::NodeSet) -> Option<Self> {
         let canary = node_set.update.canary.clone()?;
-        let partition = spec
-            .partitions
-            .iter()
-            .find(|p| p.node_sets.contains(&node_set.name))
-            .or_else(|| {
-                spec.partitions
-                    .iter()
-                    .find(|p| p.node_sets.iter().any(|x| x == "ALL"))
-            })?
-            .name
-            .clone();
+        let partition = spec.partition_of(&node_set.name)?.name.clone();
         let check = canary.validate.check.as_ref().and_then(|name| {
             spec.policy
                 .active_checks

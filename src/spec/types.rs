@@ -658,6 +658,18 @@ impl ServiceType {
     }
 }
 
+impl ClusterSpec {
+    /// The partition a job on NODE_SET's workers runs in: the first that lists the NodeSet,
+    /// else the first of `ALL` (canary validations and active checks).
+    pub fn partition_of(&self, node_set: &str) -> Option<&Partition> {
+        let holds = |p: &&Partition, n: &str| p.node_sets.iter().any(|x| x == n);
+        let mut ps = self.partitions.iter();
+        ps.clone()
+            .find(|p| holds(p, node_set))
+            .or_else(|| ps.find(|p| holds(p, "ALL")))
+    }
+}
+
 /// A Slurm partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -434,7 +434,9 @@ fn the_wrapper_runs_the_script_verbatim_and_reports_through_the_comment() {
         "slurmops-canary:w:new:w-0",
         "#!/usr/bin/python3\nprint('x')",
     );
-    assert!(w.contains("<<'SLURMOPS_CANARY_SCRIPT_END'\n#!/usr/bin/python3\nprint('x')\nSLURMOPS_CANARY_SCRIPT_END\n"));
+    assert!(w.contains(
+        "<<'SLURMOPS_SCRIPT_END'\n#!/usr/bin/python3\nprint('x')\nSLURMOPS_SCRIPT_END\n"
+    ));
     assert!(w.contains("scontrol update JobId=\"$SLURM_JOB_ID\" Comment="));
     assert!(builtin(Builtin::Gpu, ValidateNodes::PerNode, 8).contains("expected 8"));
 }

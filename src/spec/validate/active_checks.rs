@@ -78,11 +78,7 @@ impl Validator {
             }
         }
         for n in s.node_sets.iter().filter(|n| c.covers(n)) {
-            let in_partition = s
-                .partitions
-                .iter()
-                .any(|part| part.node_sets.iter().any(|x| x == &n.name || x == "ALL"));
-            if !in_partition {
+            if s.partition_of(&n.name).is_none() {
                 self.err(
                     p.clone(),
                     format!(

@@ -22,11 +22,7 @@ impl Validator {
                 "use 1 or more, or remove update.canary",
             );
         }
-        let in_partition = s
-            .partitions
-            .iter()
-            .any(|part| part.node_sets.iter().any(|x| x == &n.name || x == "ALL"));
-        if !in_partition {
+        if s.partition_of(&n.name).is_none() {
             self.err(
                 cp.clone(),
                 format!(
