@@ -248,6 +248,9 @@ fn worker(
     let mut dues: Vec<Due> = Vec::new();
     // A check failed and drains the worker: it stays out until that check passes again.
     let mut failed = false;
+    // A check across nodes failed here: the worker stays drained for it (its group runs it
+    // again), though its own checks may run.
+    let mut group_failed: Option<(&str, &Mark)> = None;
     // Jobs submitted and not started: a failed worker's are cancelled (they would wait on a
     // drained node, and hold room under their check's cap, for ever).
     let mut pending: Vec<(&str, u64)> = Vec::new();
@@ -256,7 +259,9 @@ fn worker(
         let mark = w.checks.get(&c.name);
         if c.across_nodes() {
             // Run and counted by its group (groups.rs); a failure keeps the worker drained.
-            failed |= drains && mark.is_some_and(|m| !m.passed);
+            if let Some(m) = mark.filter(|m| drains && !m.passed) {
+                group_failed = group_failed.or(Some((c.name.as_str(), m)));
+            }
             continue;
         }
         // Its newest job, when newer than its last result: in flight, or ended and not judged
@@ -366,9 +371,16 @@ fn worker(
         }
     }
     if held {
-        if failed || waiting {
+        if failed || waiting || group_failed.is_some() {
             if cx.resumed_by_rollout {
                 out.keep_drained.insert(w.name.clone());
+            }
+            // Its own checks passed, a group's failed: drained for that group's check, which
+            // resumes it when the group passes (held `checks pending`, no group would run it).
+            if let (false, false, Some((c, m))) = (failed, waiting, group_failed)
+                && drain.is_some_and(|d| d != c)
+            {
+                acts.push(hold(c, &w.name, m.job, &m.text));
             }
         } else if drain.is_some() && answers {
             acts.push(Action::Resume {

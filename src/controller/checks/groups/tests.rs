@@ -220,3 +220,30 @@ spec:
             .contains("srun --mpi=pmix --ntasks-per-node=4 all_reduce_perf -b 8M -e 1G -f 2 -g 1"),
     );
 }
+
+#[test]
+fn a_worker_held_for_its_own_checks_after_a_group_failed_is_drained_for_the_group_not_resumed() {
+    // gpu-0 failed its pair, then its node's problem cleared: held `checks pending` (since
+    // NOW - 100). Its own check (on register) passed since: it is drained for the pair again,
+    // so the pair's next run takes it, and it is not resumed before.
+    let both = "{name: own, script: 'true', nodeSets: [gpu]}\n      - {name: c, script: 'true', span: pair, onRegister: false, schedule: '*/10 * * * *', nodeSets: [gpu]}";
+    let failed = Mark {
+        passed: false,
+        at: 999_700,
+        job: Some(7),
+        value: None,
+        text: "link down".into(),
+    };
+    let w0 = worker(0, &[("c", failed.clone()), ("own", passed(NOW - 50))]);
+    let w1 = worker(1, &[("c", failed), ("own", passed(999_000))]);
+    let nodes = vec![
+        node("gpu-0", &["IDLE", "DRAIN"], "slurmops: checks pending"),
+        node(
+            "gpu-1",
+            &["IDLE", "DRAIN"],
+            "slurmops: check c failed: job 7: link down",
+        ),
+    ];
+    let c = run(both, vec![w0, w1], nodes, vec![], &[]);
+    assert_eq!(steps(&c), ["hold gpu-0: check c failed: job 7: link down"]);
+}
