@@ -431,7 +431,7 @@ async fn reconcile(
                 &mut state.waiting_told,
             )
             .await;
-            let acted = !out.events.is_empty();
+            let acted = out.events.iter().any(|(_, e)| e.changed());
             if let (Some(s), Some(view)) = (&slurm, out.slurm) {
                 keep_workers(cluster, s, &t.c, view, &out.sets, state).await;
             }

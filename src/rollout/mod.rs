@@ -131,6 +131,15 @@ pub enum Event {
     SlurmBack,
 }
 
+impl Event {
+    /// Whether it changed something in the cluster or in Slurm (the next pass follows at once):
+    /// a check job refused for a license slurmctld does not know yet did not, and waiting for
+    /// the reconfigure at once would submit it again and again.
+    pub fn changed(&self) -> bool {
+        !matches!(self, Event::CheckDeferred { .. })
+    }
+}
+
 impl std::fmt::Display for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

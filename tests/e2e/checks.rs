@@ -435,15 +435,20 @@ async fn a_check_whose_license_slurmctld_does_not_know_yet_waits_and_its_worker_
     applied(&t.env, &commit, Duration::from_secs(60)).await;
     let w = format!("{set}-0");
     let s = support::slurm::client();
-    let message = eventually("a CheckDeferred Event", Duration::from_secs(90), async || {
+    let deferred = async || {
         let events = Api::<Event>::namespaced(t.env.client.clone(), &t.env.ns).list(&Default::default()).await.ok()?;
-        events.items.into_iter().find(|e| e.reason.as_deref() == Some(slurmops::vocab::EVENT_CHECK_DEFERRED))?.message
-    })
-    .await;
+        events.items.into_iter().find(|e| e.reason.as_deref() == Some(slurmops::vocab::EVENT_CHECK_DEFERRED))
+    };
+    let first = eventually("a CheckDeferred Event", Duration::from_secs(90), deferred).await;
+    let message = first.message.clone().unwrap_or_default();
     eprintln!("[checks] {message}");
     assert!(message.contains("license slurmops-check-unlicensed"), "{message}");
-    // No job, no error: the worker stays held for its check, and the pass goes on.
+    // No job, no error: the worker stays held for its check, and the pass goes on. A refused
+    // submission is no action: passes keep their pace rather than follow each other at once.
     tokio::time::sleep(Duration::from_secs(5)).await;
+    let tries = deferred().await.and_then(|e| e.count).unwrap_or(0) - first.count.unwrap_or(0);
+    eprintln!("[checks] {tries} more deferred submissions in 5 s");
+    assert!(tries <= 6, "{tries} submissions refused in 5 s: the daemon retries in a loop");
     let n = s.get(&w).await.unwrap();
     assert!(n.state.has("DRAIN") && n.reason == "slurmops: checks pending", "{:?} {}", n.state, n.reason);
     let jobs = s.jobs().await.unwrap();
