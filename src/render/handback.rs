@@ -14,22 +14,29 @@
 //! - the `reconfigure` sidecar of the backup in control (`sidecar`) sees the request and has
 //!   its slurmctld save its state and stop (`scontrol shutdown slurmctld`, through slurmctld's
 //!   own authentication socket in the pod's shared /run/slurmctld; Slurm sends it to every
-//!   controller, so a standby backup stops too); the kubelet starts them again, in standby.
+//!   controller, so a standby backup stops too); the kubelet starts them again, in standby;
+//! - the sidecar then waits for slurmctld's pid file to go (slurmctld removes it as it exits,
+//!   after its last heartbeat) and says so in the state directory (`slurmops-stopped`, holding
+//!   the time of that last heartbeat), so the primary starts at once instead of waiting for the
+//!   heartbeat to go stale (up to SlurmctldTimeout/4 + 3 s, 10 s as rendered: with the
+//!   primary's own start, longer than a client's MessageTimeout, 10 s, for which it waits for a
+//!   controller; a bed run saw one submission refused so).
 
 /// Reading slurm.conf (`$SLURM_CONF`, else /etc/slurm/slurm.conf) and the heartbeat: two
 /// big-endian 64-bit numbers, when it was written and the index of the controller in control
-/// (0: the primary). `beat DIR` prints "AGE INDEX", nothing without a heartbeat.
+/// (0: the primary). `beat DIR` sets `at` (when), `inx` (who) and `age` (seconds since); false
+/// without a heartbeat.
 const READ: &str = r#"conf=${SLURM_CONF:-/etc/slurm/slurm.conf}
 setting() { sed -n "s/^$1=//p" "$conf" | head -n 1; }
 beat() {
   set -- $(od -An -v -tu1 -N16 "$1/heartbeat" 2>/dev/null)
-  [ $# -eq 16 ] || return 0
-  t=0 i=0 n=0
+  [ $# -eq 16 ] || return 1
+  at=0 inx=0 n=0
   for b do
     n=$((n + 1))
-    if [ $n -le 8 ]; then t=$((t * 256 + b)); else i=$((i * 256 + b)); fi
+    if [ $n -le 8 ]; then at=$((at * 256 + b)); else inx=$((inx * 256 + b)); fi
   done
-  echo "$(($(date +%s) - t)) $i"
+  age=$(($(date +%s) - at))
 }
 state=$(setting StateSaveLocation)
 timeout=$(setting SlurmctldTimeout)
@@ -40,37 +47,55 @@ stale=$((stale + 3))
 "#;
 
 /// The primary's container: run as `/bin/sh -c PRIMARY slurmctld ARGS...`; it ends by
-/// `exec slurmctld ARGS`.
+/// `exec slurmctld ARGS`. It waits while a backup's heartbeat is fresh and that backup's
+/// sidecar has not said it stopped after that beat.
 const PRIMARY: &str = r#"primary=$(setting SlurmctldHost | sed 's/(.*//')
 if [ "$(uname -n)" = "$primary" ]; then
-  told=
-  while hb=$(beat "$state") && [ -n "$hb" ] && [ "${hb#* }" -gt 0 ] && [ "${hb% *}" -lt "$stale" ]; do
+  told= why=
+  while beat "$state" && [ "$inx" -gt 0 ]; do
+    why="its heartbeat went stale"
+    [ "$age" -lt "$stale" ] || break
+    why="its sidecar saw it stop"
+    [ "$(cat "$state/slurmops-stopped" 2>/dev/null)" != "$at" ] || break
     if [ -z "$told" ]; then
-      echo "slurmops: backup controller ${hb#* } has control: its reconfigure sidecar hands control back (it saves its state and stops) before this primary starts"
+      echo "slurmops: backup controller $inx has control: its reconfigure sidecar hands control back (it saves its state and stops) before this primary starts"
       told=1
     fi
     date +%s > "$state/slurmops-return"
     sleep 1
+    why="its heartbeat is gone"
   done
-  rm -f "$state/slurmops-return"
-  [ -z "$told" ] || echo "slurmops: the backup has saved its state and stopped: starting the primary"
+  rm -f "$state/slurmops-return" "$state/slurmops-stopped"
+  [ -z "$told" ] || echo "slurmops: the backup has saved its state and stopped ($why): starting the primary"
 fi
 exec slurmctld "$@"
 "#;
 
 /// The sidecar's step: when the primary asked within the last 10 s and this pod's slurmctld
-/// has control (the heartbeat names its index), shut it down.
+/// has control (the heartbeat names its index), shut it down, and once it has exited (its pid
+/// file gone, at most 60 s) tell the primary.
 const SIDECAR_STEP: &str = r#"handback() {
   [ -f "$state/slurmops-return" ] || return 0
   asked=$(cat "$state/slurmops-return" 2>/dev/null)
   case "$asked" in '' | *[!0-9]*) return 0 ;; esac
   [ $(($(date +%s) - asked)) -lt 10 ] || return 0
   me=$(sed -n 's/^SlurmctldHost=//p' "$conf" | sed 's/(.*//' | grep -n -x "$(uname -n)" | cut -d: -f1)
-  hb=$(beat "$state")
-  [ -n "$me" ] && [ -n "$hb" ] && [ "${hb#* }" -eq $((me - 1)) ] && [ "$me" -gt 1 ] || return 0
-  [ "${hb% *}" -lt "$stale" ] || return 0
+  [ -n "$me" ] && [ "$me" -gt 1 ] && beat "$state" && [ "$inx" -eq $((me - 1)) ] || return 0
+  [ "$age" -lt "$stale" ] || return 0
+  pid=$(setting SlurmctldPidFile)
+  pid=${pid:-/var/run/slurmctld.pid}
   echo "the primary is back: this backup saves its state and stops, and hands control back"
+  # It fails for a controller that does not answer (the primary, not started yet): its own
+  # stop shows in its pid file.
   scontrol shutdown slurmctld
+  waited=0
+  while [ -e "$pid" ] && [ "$waited" -lt 600 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  [ ! -e "$pid" ] && beat "$state" && [ "$inx" -eq $((me - 1)) ] || return 0
+  echo "$at" > "$state/slurmops-stopped"
+  echo "its slurmctld has stopped after its last heartbeat: the primary starts now"
 }
 "#;
 
@@ -113,5 +138,85 @@ mod tests {
     fn without_backups_slurmctld_runs_as_it_is() {
         assert_eq!(command(0), ["slurmctld"]);
         assert!(command(1)[2].ends_with("exec slurmctld \"$@\"\n"));
+    }
+
+    /// The primary's script, run by sh on this host as the primary, with a backup's fresh
+    /// heartbeat in the state directory and, 1 s in, STOPPED (if any: the beat's time plus it)
+    /// as the sidecar's word; a stand-in
+    /// `slurmctld` on PATH prints that it started. Its output once it ended or after 3 s, and
+    /// whether it asked for control back.
+    fn primary_with(stopped: Option<i64>) -> (String, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let host = std::process::Command::new("uname")
+            .arg("-n")
+            .output()
+            .unwrap();
+        let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let conf = dir.path().join("slurm.conf");
+        let conf_text = format!(
+            "SlurmctldHost={host}\nSlurmctldHost=backup\nStateSaveLocation={}\nSlurmctldTimeout=30\n",
+            state.display()
+        );
+        std::fs::write(&conf, conf_text).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let at = now - 1;
+        let mut beat = at.to_be_bytes().to_vec();
+        beat.extend(1u64.to_be_bytes());
+        std::fs::write(state.join("heartbeat"), beat).unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let ctld = bin.join("slurmctld");
+        std::fs::write(&ctld, "#!/bin/sh\necho started \"$@\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ctld, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = dir.path().join("out");
+        let c = command(1);
+        let mut child = std::process::Command::new(&c[0])
+            .args(&c[1..])
+            .arg("-D")
+            .env("SLURM_CONF", &conf)
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .stdout(std::fs::File::create(&out).unwrap())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if let Some(t) = stopped {
+            std::fs::write(state.join("slurmops-stopped"), format!("{}\n", at + t)).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let asked = state.join("slurmops-return").exists();
+        (std::fs::read_to_string(&out).unwrap(), asked)
+    }
+
+    #[test]
+    fn the_primary_starts_as_soon_as_the_backup_s_sidecar_says_it_stopped_after_its_last_beat() {
+        let (out, asked) = primary_with(Some(0));
+        assert!(out.contains("backup controller 1 has control"), "{out}");
+        assert!(!asked, "it still asks for control: {out}");
+        assert!(
+            out.contains("(its sidecar saw it stop): starting the primary"),
+            "{out}"
+        );
+        assert!(out.ends_with("started -D\n"), "{out}");
+    }
+
+    #[test]
+    fn the_primary_waits_while_the_backup_beats_and_its_sidecar_has_said_nothing_of_this_beat() {
+        for stopped in [None, Some(-7)] {
+            let (out, asked) = primary_with(stopped);
+            assert!(out.contains("backup controller 1 has control"), "{out}");
+            assert!(!out.contains("started"), "{stopped:?}: {out}");
+            assert!(asked, "{stopped:?}: it asked for control back");
+        }
     }
 }
