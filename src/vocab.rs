@@ -123,6 +123,10 @@ vocabulary! {
         STATUS_CONFIGMAP = "slurmops-status";
         /// The source component of the Events slurmops records.
         EVENT_COMPONENT = "slurmops";
+        /// The live view's document (`apiVersion` of `GET /api/v1/cluster`, kind `ClusterView`).
+        VIEW_API_VERSION = "slurmops.dev/v1";
+        /// Where the daemon serves the live view's document.
+        VIEW_API_PATH = "/api/v1/cluster";
         /// Prefix of a maintenance window's Slurm reservation (`slurmops-maint-NODESET`).
         RESERVATION_PREFIX = "slurmops-maint-";
         /// Prefix of a canary's validation job name in Slurm.

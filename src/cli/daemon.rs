@@ -128,6 +128,13 @@ pub struct RunArgs {
     /// Fetch and report, but apply nothing (as spec.policy.suspend).
     #[arg(long, env = "SLURMOPS_SUSPEND")]
     suspend: bool,
+    /// Serve no live view (`/` and `/api/v1/cluster` are then 404).
+    #[arg(long, env = "SLURMOPS_NO_UI")]
+    no_ui: bool,
+    /// File holding the bearer token the live view's data asks for
+    /// (`Authorization: Bearer TOKEN`); without it anyone who reaches the port may read it.
+    #[arg(long, env = "SLURMOPS_UI_TOKEN_FILE", conflicts_with = "no_ui")]
+    ui_token_file: Option<PathBuf>,
     /// A small config file of `key: value` lines (`repo: https://...`, `interval: 30s`, ...), one
     /// per flag of this command; flags and environment variables given as well win.
     #[arg(long, env = "SLURMOPS_CONFIG")]
@@ -335,6 +342,22 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         allow_force_push: a.allow_force_push,
         once: a.once,
         suspend: a.suspend,
+        ui: !a.no_ui,
+        ui_token: match &a.ui_token_file {
+            Some(f) => {
+                let t = read_secret(f, "UI token file")?;
+                let t = String::from_utf8(t)
+                    .map_err(|_| format!("{}: the UI token file is not text", f.display()))?;
+                if t.trim().len() < 16 {
+                    return Err(format!(
+                        "{}: the UI token is shorter than 16 characters: write a longer one (e.g. `openssl rand -hex 24`)",
+                        f.display()
+                    ));
+                }
+                Some(secrecy::SecretSlice::from(t.trim().as_bytes().to_vec()))
+            }
+            None => None,
+        },
     })
 }
 
@@ -463,6 +486,10 @@ pub struct InstallArgs {
     /// Secret with the webhook HMAC key under `secret`.
     #[arg(long)]
     webhook_secret: Option<String>,
+    /// Secret with the live view's bearer token under `token` (the daemon's --ui-token-file):
+    /// for a port that faces more than its operators.
+    #[arg(long)]
+    ui_token_secret: Option<String>,
     /// Leave out the ClusterRole that lets the daemon read Nodes (cordoned Kubernetes nodes then
     /// do not drain their workers; the daemon says so).
     #[arg(long)]
@@ -532,6 +559,7 @@ pub fn install(a: InstallArgs) -> Outcome {
         replicas: a.replicas,
         git_secret: a.git_secret,
         webhook_secret: a.webhook_secret,
+        ui_token_secret: a.ui_token_secret,
         node_reader: !a.no_node_reader,
         jwt_secrets: if a.no_slurm {
             Vec::new()

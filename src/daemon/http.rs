@@ -1,5 +1,6 @@
 //! The daemon's HTTP side: the webhook receiver (a signed push triggers a sync at once),
-//! `/healthz` (fails when the loop is stuck), `/readyz` and Prometheus `/metrics` (OpenMetrics).
+//! `/healthz` (fails when the loop is stuck), `/readyz`, Prometheus `/metrics` (OpenMetrics) and
+//! the live view (`/`, `/api/v1/cluster`: `view.rs`).
 //!
 //! Webhook signatures are HMAC-SHA256 of the raw body with the shared secret, hex, prefixed
 //! `sha256=`: GitHub's `X-Hub-Signature-256`, or `X-Slurmops-Signature` for any other sender.
@@ -57,6 +58,29 @@ pub struct Shared {
     pub fetch_stuck: std::time::Duration,
     /// The webhook's gate: bodies read at once, deliveries already taken.
     pub deliveries: Deliveries,
+    /// The live view (`/`, `/api/v1/cluster`): what the last pass published.
+    pub view: super::view::View,
+}
+
+impl Shared {
+    /// What a server of the live view alone needs (no webhook, a loop that never stalls): for
+    /// the browser tests, which serve a view made up of hostile names.
+    pub fn view_only(view: super::view::View) -> Shared {
+        Shared {
+            secret: None,
+            branch: String::new(),
+            sync_now: Arc::new(Notify::new()),
+            fetch_now: AtomicBool::new(false),
+            became_leader: AtomicBool::new(false),
+            metrics: Mutex::new(Metrics::for_cluster(None)),
+            last_pass: Mutex::new(None),
+            stale_after: Duration::MAX,
+            fetching_since: Mutex::new(None),
+            fetch_stuck: Duration::MAX,
+            deliveries: Deliveries::default(),
+            view,
+        }
+    }
 }
 
 /// Webhook bodies read at once: a body is buffered (up to MAX_BODY) before its signature can be
@@ -171,6 +195,7 @@ async fn handle(
             r
         }
         (Method::POST, "/webhook") => webhook(&shared, req).await,
+        (Method::GET, p) if shared.view.serves(p) => shared.view.get(&req),
         _ => reply(StatusCode::NOT_FOUND, "not found"),
     })
 }

@@ -48,6 +48,8 @@ pub struct Install {
     pub git_secret: Option<String>,
     /// Secret with the webhook HMAC key under `secret`.
     pub webhook_secret: Option<String>,
+    /// Secret with the live view's bearer token under `token`.
+    pub ui_token_secret: Option<String>,
     /// The ClusterRole (and binding) to read Nodes, so that cordons drain workers.
     pub node_reader: bool,
     /// The JWT key Secrets (`spec.auth.jwtKey.name`) the daemon may read; empty: no Slurm.
@@ -278,6 +280,9 @@ fn args(i: &Install) -> Vec<String> {
     if i.webhook_secret.is_some() {
         a.push("--webhook-secret-file=/etc/slurmops/webhook/secret".into());
     }
+    if i.ui_token_secret.is_some() {
+        a.push("--ui-token-file=/etc/slurmops/ui/token".into());
+    }
     if i.allowed_signers.is_some() {
         a.push("--allowed-signers=/etc/slurmops/signers/allowed_signers".into());
     }
@@ -402,6 +407,7 @@ fn deployment(i: &Install) -> Deployment {
     for (name, secret, mount) in [
         ("git", &i.git_secret, "/etc/slurmops/git"),
         ("webhook", &i.webhook_secret, "/etc/slurmops/webhook"),
+        ("ui", &i.ui_token_secret, "/etc/slurmops/ui"),
     ] {
         if let Some(s) = secret {
             let (v, m) = secret_volume(name, s, mount);
@@ -535,6 +541,7 @@ mod tests {
             replicas: 2,
             git_secret: None,
             webhook_secret: None,
+            ui_token_secret: None,
             node_reader: true,
             jwt_secrets: vec!["slurm-jwt".into()],
             allowed_signers: None,

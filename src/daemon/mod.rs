@@ -18,6 +18,7 @@ mod pass;
 mod replicas;
 pub use pass::QUEUE_WAIT;
 mod report;
+pub mod view;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,6 +77,10 @@ pub struct Config {
     pub once: bool,
     /// Fetch, validate and report, apply nothing.
     pub suspend: bool,
+    /// Serve the live view (`/` and `/api/v1/cluster`).
+    pub ui: bool,
+    /// The bearer token the live view's data asks for, if any.
+    pub ui_token: Option<secrecy::SecretSlice<u8>>,
 }
 
 /// A valid commit: its cluster.yaml parsed and rendered.
@@ -138,6 +143,12 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
         fetching_since: std::sync::Mutex::new(None),
         fetch_stuck: cfg.remote.deadline() + cfg.remote.timeout + Duration::from_secs(60),
         deliveries: Default::default(),
+        view: view::View::new(
+            cfg.ui,
+            cfg.ui_token
+                .as_ref()
+                .map(secrecy::ExposeSecret::expose_secret),
+        ),
     });
     if let Some(addr) = cfg.listen {
         let listener = http::bind(addr).await?;

@@ -105,7 +105,7 @@ async fn pass_inner(
             .is_some_and(|t| t.c.spec.policy.suspend)
     {
         suspended(cfg, state);
-        super::report::write_status(cluster, cfg, state).await;
+        super::report::write_status(cluster, cfg, shared, state).await;
         return false;
     }
     let drift_due = state
@@ -126,7 +126,7 @@ async fn pass_inner(
         return false;
     }
     let writing = Instant::now();
-    super::report::write_status(cluster, cfg, state).await;
+    super::report::write_status(cluster, cfg, shared, state).await;
     shared
         .metrics
         .lock()

@@ -18,7 +18,20 @@ pub(super) fn count(shared: &Shared, result: Verdict, started: Instant) {
         .reconciled(result, started.elapsed().as_secs_f64());
 }
 
-pub(super) async fn write_status(cluster: &Connection, cfg: &Config, state: &mut State) {
+pub(super) async fn write_status(
+    cluster: &Connection,
+    cfg: &Config,
+    shared: &Shared,
+    state: &mut State,
+) {
+    shared.view.publish(
+        &state.status,
+        &super::view::Facts {
+            cluster: cfg.cluster.as_deref(),
+            namespace: &cfg.namespace,
+            events: &state.events,
+        },
+    );
     // lastAttempt and lastFetch change every pass: write when anything else changed, or once a
     // minute so that their age tells how fresh the daemon's view is.
     let facts = |s: &Status| Status {

@@ -58,6 +58,31 @@ const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
 #[derive(Default)]
 pub struct Recorder {
     recent: Mutex<HashMap<String, Recent>>,
+    /// The last [`SHOWN`] Events recorded, oldest first, for the live view.
+    shown: Mutex<Shown>,
+}
+
+/// How many recent Events the live view shows.
+pub const SHOWN: usize = 50;
+
+#[derive(Default)]
+struct Shown {
+    /// Counts every Event recorded: the view rebuilds its copy when it moved.
+    generation: u64,
+    events: std::collections::VecDeque<Posted>,
+}
+
+/// An Event as the live view shows it.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    /// RFC 3339.
+    pub at: String,
+    /// `Kind/name`.
+    pub object: String,
+    pub reason: String,
+    pub warning: bool,
+    pub count: i32,
+    pub message: String,
 }
 
 struct Recent {
@@ -88,6 +113,7 @@ impl Recorder {
                 .await
             {
                 Ok(_) => {
+                    self.show(&note, count + 1);
                     self.remember(key, name, count + 1);
                     return Ok(());
                 }
@@ -96,6 +122,7 @@ impl Recorder {
                 Err(e) => return Err(e),
             }
         }
+        self.show(&note, 1);
         let ev = Event {
             metadata: ObjectMeta {
                 generate_name: Some(format!("{object}.")),
@@ -122,6 +149,45 @@ impl Recorder {
         Ok(())
     }
 
+    /// The Events recorded lately, oldest first (at most [`SHOWN`]; a repeat updates its entry).
+    pub fn recent(&self) -> Vec<Posted> {
+        let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        shown.events.iter().cloned().collect()
+    }
+
+    /// Moves whenever an Event is recorded.
+    pub fn generation(&self) -> u64 {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation
+    }
+
+    /// Shows NOTE in the live view's recent Events (COUNT: how often it happened in its series).
+    pub fn show(&self, note: &Note<'_>, count: i32) {
+        let object = format!(
+            "{}/{}",
+            note.involved.kind.as_deref().unwrap_or_default(),
+            note.involved.name.as_deref().unwrap_or_default()
+        );
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        shown.generation += 1;
+        shown.events.retain(|e| {
+            !(e.object == object && e.reason == note.reason && e.warning == note.warning)
+        });
+        if shown.events.len() == SHOWN {
+            shown.events.pop_front();
+        }
+        shown.events.push_back(Posted {
+            at: k8s_openapi::jiff::Timestamp::now().to_string(),
+            object,
+            reason: note.reason.to_string(),
+            warning: note.warning,
+            count,
+            message: cut(&note.message, 1024),
+        });
+    }
+
     fn remember(&self, key: String, name: String, count: i32) {
         let at = Instant::now();
         let mut recent = self.recent.lock().expect("events");
@@ -132,4 +198,16 @@ impl Recorder {
 /// Records NOTE as a new Event: for one-off Events (a command's, a scale change).
 pub async fn record(client: &kube::Client, note: Note<'_>) -> Result<(), kube::Error> {
     Recorder::default().record(client, note).await
+}
+
+/// TEXT cut to at most MAX bytes on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    match end < text.len() {
+        true => format!("{}…", &text[..end]),
+        false => text.to_string(),
+    }
 }
