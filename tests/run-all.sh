@@ -101,4 +101,11 @@ linkage=$(ldd "$static" 2>&1 || true)
 echo "ldd $static: $linkage"
 echo "$linkage" | grep -Eq "statically linked|not a dynamic executable"
 "$static" --version
+
+step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs)"
+shots="${CARGO_TARGET_DIR:-target}/artifacts/page"
+for f in bed-idle bed-waiting bed-canary-failed bed-canary-failed-phone-dark view-1280-light view-1280-dark view-phone-light view-phone-dark; do
+  [ -s "$shots/$f.png" ] || { echo "missing screenshot $shots/$f.png" >&2; exit 1; }
+done
+ls -l "$shots"
 echo "all checks passed"

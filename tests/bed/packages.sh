@@ -14,6 +14,8 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 # man renders the generated manual pages (tests/offline/cli.rs).
 command -v man >/dev/null || need+=(man-db)
 command -v groff >/dev/null || need+=(groff-base)
+# Debian's Chromium, headless, loads the live view in the browser tests (tests/offline/page.rs).
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi

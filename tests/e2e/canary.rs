@@ -24,7 +24,7 @@ use slurmops::status::configmap::Status;
 
 /// One NodeSet of three workers running IMAGE, all three allowed out at once, under a canary
 /// of one worker validated by VALIDATE (a YAML flow mapping).
-fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> String {
+pub(crate) fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> String {
     support::cluster_head("c", ns)
         + &format!(
             r#"  nodeSets:
@@ -43,12 +43,12 @@ fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> String {
 }
 
 /// A check that fails, kept in a ConfigMap (`make_check` creates it), as a platform team would.
-const FAILING: &str = "{configMapRef: {name: gpu-check, key: check.sh}, timeout: 2m}";
+pub(crate) const FAILING: &str = "{configMapRef: {name: gpu-check, key: check.sh}, timeout: 2m}";
 const CHECK: &str =
     "#!/bin/sh\necho checking $(hostname)\necho \"GPU 0 missing on $(hostname)\" >&2\nexit 1\n";
 const PASSING: &str = "{builtin: hostname, timeout: 2m}";
 
-async fn make_check(env: &support::TestEnv) {
+pub(crate) async fn make_check(env: &support::TestEnv) {
     let cm = k8s_openapi::api::core::v1::ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some("gpu-check".into()),

@@ -30,4 +30,5 @@ mod sync;
 mod topology;
 mod trust;
 mod upgrade;
+mod view;
 mod window;
