@@ -4,6 +4,7 @@
 
 pub mod hostile;
 pub mod live;
+mod viewers;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -332,6 +333,7 @@ pub fn offline(exe: &Path) -> Vec<Figure> {
     out.extend(render_scaling());
     out.extend(parser_throughput());
     out.extend(hostile_worst());
+    out.extend(viewers::viewers());
     out.extend(footprint(exe));
     out
 }
