@@ -135,14 +135,17 @@ fn every_relative_link_leads_to_a_file_and_a_heading_that_exist() {
                 "" => path.clone(),
                 f => path.parent().unwrap().join(f),
             };
-            let Ok(dest_text) = std::fs::read_to_string(&dest) else {
+            // Read as bytes: a link may lead to an image.
+            let Ok(dest_bytes) = std::fs::read(&dest) else {
                 if !dest.is_dir() {
                     broken.push(format!("{}: {target} (no such file)", path.display()));
                 }
                 continue;
             };
             if let Some(a) = anchor
-                && !anchors(&dest_text).iter().any(|x| x == a)
+                && !anchors(&String::from_utf8_lossy(&dest_bytes))
+                    .iter()
+                    .any(|x| x == a)
             {
                 broken.push(format!("{}: {target} (no such heading)", path.display()));
             }
