@@ -3,13 +3,14 @@
 # shared Slurm instance per release the bed runs (slurm.sh), each with slurmctld and slurmrestd:
 # "bed" runs Slurm 24.11, "bed2511" Slurm 25.11 (built from source), "bed2605" Slurm 26.05.
 #   bed.sh prepare            build or fetch every slow part (cached): every Slurm chroot, kube
-#                             binaries, openssh-server. Fails loudly, naming the part.
+#                             binaries, openssh-server, the real node's containerd (node.sh).
+#                             Fails loudly, naming the part.
 #   bed.sh up CONF_24_11 CONF_25_11 CONF_26_05
 #                             start whatever is not running (idempotent, serialized by a lock) and
 #                             print the env lines tests read. Each CONF dir holds the slurm.conf the
 #                             tests rendered from tests/bed/cluster.yaml for that release, with the
 #                             test-host overlay.
-#   bed.sh down               stop everything by PID.
+#   bed.sh down               stop everything by PID, the real node (node.sh) too.
 # MariaDB (accounting tests: each starts its own slurmdbd and slurmctld against it) on 13306.
 # Ports: apiserver 16443; Slurm 24.11 slurmctld 16817, slurmrestd 16820; Slurm 26.05 slurmctld
 # 16827, slurmrestd 16830; Slurm 25.11 slurmctld 16837, slurmrestd 16840; git 19418 / 18080 / 12222.
@@ -51,6 +52,7 @@ case "${1:-}" in
     done
     part "kube-apiserver + kube-controller-manager"; "$HERE/kube-build.sh" >/dev/null || { part "FAILED: kube binaries"; exit 1; }
     part "git servers"; "$HERE/git.sh" prepare || { part "FAILED: openssh-server"; exit 1; }
+    part "real node (containerd, runc, CNI plugins)"; "$HERE/node.sh" prepare || { part "FAILED: the real node's packages"; exit 1; }
     ;;
   up)
     shift
@@ -78,6 +80,7 @@ case "${1:-}" in
     cat "$env_file"
     ;;
   down)
+    "$HERE/node.sh" down || true
     "$HERE/slurm.sh" down || true
     "$HERE/git.sh" down || true
     "$HERE/kube.sh" down || true

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds (once) kube-apiserver and kube-controller-manager v1.20.2 from Debian bookworm's own
-# `kubernetes` source package (the full upstream tree with vendor/), with bookworm's Go 1.19, offline
-# from the Debian archive. Cached under $SLURMOPS_CACHE (default /var/cache/slurmops), keyed by this
-# script's content: only the first run on a machine pays the ~4 min build. Prints the bin directory.
+# Builds (once) the Kubernetes 1.20.2 binaries the bed runs from Debian bookworm's own `kubernetes`
+# source package (the full upstream tree with vendor/), with bookworm's Go 1.19, offline from the
+# Debian archive: kube-apiserver and kube-controller-manager (every bed), kube-scheduler, kubelet and
+# kube-proxy (the real node, node.sh), and the pause program of a pod sandbox (built static from the
+# tree's build/pause/linux/pause.c: node.sh packs it as the node's pause image). Cached under
+# $SLURMOPS_CACHE (default /var/cache/slurmops), keyed by this script's content: only the first run on
+# a machine pays the build (~9 min on 2 cores). Prints the bin directory.
 # Needs root (apt). See ../shared/notes/real-kube-apiserver.md for why each step is there.
 set -euo pipefail
 CACHE=${SLURMOPS_CACHE:-/var/cache/slurmops}
@@ -14,7 +17,9 @@ fail() { log "FAILED: $*"; exit 1; }
 packages="golang-1.19-go golang-github-modern-go-reflect2-dev etcd-server etcd-client make rsync dpkg-dev openssl ca-certificates"
 need_apt() { for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || return 0; done; return 1; }
 
-if [ -x "$OUT/bin/kube-apiserver" ] && [ -x "$OUT/bin/kube-controller-manager" ] && command -v etcd >/dev/null; then
+BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"
+built() { for b in $BINARIES pause; do [ -x "$OUT/bin/$b" ] || return 1; done; }
+if built && command -v etcd >/dev/null; then
   echo "$OUT/bin"; exit 0
 fi
 src_list=/etc/apt/sources.list.d/slurmops-bookworm-src.sources
@@ -28,7 +33,7 @@ if need_apt || [ -n "${need_update:-}" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $packages >&2 \
     || fail "apt-get install $packages"
 fi
-if [ -x "$OUT/bin/kube-apiserver" ] && [ -x "$OUT/bin/kube-controller-manager" ]; then
+if built; then
   echo "$OUT/bin"; exit 0
 fi
 B="$OUT.build"
@@ -44,11 +49,12 @@ rm -f "$R"/*_test.go
 export PATH=/usr/lib/go-1.19/bin:$PATH GOPATH=$PWD/.go GOCACHE=$B/gocache GOPROXY=off GOFLAGS=-mod=vendor CGO_ENABLED=0 HOME=$B
 mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
 export KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_MAJOR=1 KUBE_GIT_MINOR=20 KUBE_GIT_TREE_STATE=clean KUBE_GIT_COMMIT=faecb196815e248d3ecfb03c680a4507229c2a56
-log "make kube-apiserver kube-controller-manager (~4 min on 2 cores; log: $B/make.log)"
+log "make $BINARIES (~9 min on 2 cores; log: $B/make.log)"
 unset GOFLAGS
-make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" > "$B/make.log" 2>&1 || { tail -30 "$B/make.log" >&2; fail "make"; }
-mkdir -p "$OUT.tmp/bin"
-cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$OUT.tmp/bin/"
+make WHAT="$(printf 'cmd/%s ' $BINARIES)" > "$B/make.log" 2>&1 || { tail -30 "$B/make.log" >&2; fail "make"; }
+rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp/bin"
+for b in $BINARIES; do cp "_output/bin/$b" "$OUT.tmp/bin/"; done
+gcc -Os -static -o "$OUT.tmp/bin/pause" build/pause/linux/pause.c || fail "gcc build/pause/linux/pause.c"
 rm -rf "$OUT"; mv "$OUT.tmp" "$OUT"
 cd /; rm -rf "$B"
 "$OUT/bin/kube-apiserver" --version >&2

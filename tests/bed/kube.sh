@@ -3,7 +3,9 @@
 # kube-controller-manager v1.20.2 (built by kube-build.sh from Debian's source package).
 #   kube.sh up      start etcd, apiserver (RBAC, static tokens), controller-manager; print env lines
 #   kube.sh down    stop them by PID
-# The controller-manager may send 100 requests a second (its default, 20, makes the pods of a
+# SLURMOPS_KUBE_MORE_CONTROLLERS adds controllers (node.sh: nodelifecycle, which a real kubelet's
+# Node needs to lose its not-ready taint; the test kubelet's Nodes send no heartbeat, so the shared
+# bed runs without it). The controller-manager may send 100 requests a second (its default, 20, makes the pods of a
 # 10,000-worker scale run take a quarter of an hour). Two identities (static tokens):
 # `slurmops-admin` (system:masters) and `slurmops-restricted` (no rights until a test binds a Role
 # to it), so least-privilege RBAC can be tested.
@@ -93,7 +95,7 @@ up() {
       --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$RUN/pki/sa.pub" \
       --service-account-signing-key-file="$RUN/pki/sa.key" --api-audiences=https://kubernetes.default.svc \
       --service-cluster-ip-range=10.0.0.0/24 --endpoint-reconciler-type=none \
-      --enable-priority-and-fairness=false --profiling=false \
+      --enable-priority-and-fairness=false --profiling=false --kubelet-preferred-address-types=InternalIP \
       > "$RUN/apiserver.log" 2>&1 < /dev/null &
     echo $! > "$RUN/apiserver.pid"
   fi
@@ -101,7 +103,7 @@ up() {
   curl -sf "${auth[@]}" "https://127.0.0.1:$API_PORT/readyz" >/dev/null || fail "kube-apiserver did not become ready" apiserver
   if ! alive kcm; then
     "$BIN/kube-controller-manager" --kubeconfig="$RUN/pki/admin.kubeconfig" \
-      --controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,replicaset,disruption,endpoint \
+      --controllers="namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,replicaset,disruption,endpoint${SLURMOPS_KUBE_MORE_CONTROLLERS:+,$SLURMOPS_KUBE_MORE_CONTROLLERS}" \
       --service-account-private-key-file="$RUN/pki/sa.key" --root-ca-file="$RUN/pki/ca.crt" \
       --use-service-account-credentials=false --leader-elect=false \
       --kube-api-qps=100 --kube-api-burst=200 \

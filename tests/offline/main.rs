@@ -11,6 +11,7 @@ mod page;
 mod pod_security;
 mod property;
 mod readme;
+mod release;
 mod render_plan;
 mod signatures;
 mod slurm_faults;

@@ -58,6 +58,7 @@ pub mod gitops;
 pub mod jobs_axis;
 pub mod kubelet;
 pub mod login_pod;
+pub mod real_node;
 pub mod scale;
 pub mod slurm;
 
