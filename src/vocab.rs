@@ -83,6 +83,8 @@ vocabulary! {
         LABEL_STATUS = "slurmops.dev/status";
         /// The cluster of a daemon run with `--cluster` (its pods, its status ConfigMap).
         LABEL_CLUSTER = "slurmops.dev/cluster";
+        /// `true` on the daemon's pod holding the leader Lease: its Service selects it (never a standby).
+        LABEL_LEADER = "slurmops.dev/leader";
         /// KEP-3659: the id of the ApplySet, on its parent ConfigMap `NAME-applyset`.
         LABEL_APPLYSET_ID = "applyset.kubernetes.io/id";
         /// KEP-3659: on every member of the ApplySet; only members are ever pruned.

@@ -174,6 +174,8 @@ pub fn home_role(name: &str, namespace: &str, lease: &str, status: &str) -> Role
                 Some(vec![status.to_string()]),
             ),
             named("", "events", &["create", "patch"], None),
+            // The leader labels its own pod (`slurmops.dev/leader`), which its Service selects.
+            named("", "pods", &["patch"], None),
         ]),
     }
 }

@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// This replica's name in the leader Lease.
     #[arg(long, env = "HOSTNAME", default_value = "slurmops")]
     identity: String,
+    /// This replica's own pod, labelled `slurmops.dev/leader=true` while it leads (the installed
+    /// Deployment sets it from the downward API).
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
     #[command(flatten)]
     kube: KubeArgs,
     /// slurmrestd URL (default: the slurmrestd Service cluster.yaml renders, with tokens minted
@@ -333,6 +337,7 @@ fn config(a: &RunArgs) -> Result<Config, String> {
         guard: a.guard.guardrails(Some(&a.namespace))?,
         cluster: a.cluster.clone(),
         identity: a.identity.clone(),
+        pod: a.pod_name.clone(),
         slurm,
         apply: Options {
             detect_only: a.detect_only,

@@ -174,8 +174,14 @@ async fn handle(
     Ok(match (req.method().clone(), path.as_str()) {
         (Method::GET, "/healthz") => healthz(&shared),
         (Method::GET, "/readyz") => {
-            if shared.metrics.lock().expect("metrics").ready {
+            let (ready, standby) = {
+                let m = shared.metrics.lock().expect("metrics");
+                (m.ready, m.standby)
+            };
+            if ready {
                 reply(StatusCode::OK, "ready")
+            } else if standby {
+                reply(StatusCode::OK, "ready: a standby (another replica leads)")
             } else {
                 reply(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -239,10 +239,13 @@ pub fn objects(i: &Install) -> Vec<Json> {
         }),
         ..PodDisruptionBudget::default()
     }));
+    // The leader alone: a webhook, the view and metrics never reach a standby.
+    let mut leader = labels(i);
+    leader.insert(crate::vocab::LABEL_LEADER.into(), "true".into());
     out.push(to_json(&Service {
         metadata: meta(i, &i.namespace),
         spec: Some(ServiceSpec {
-            selector: Some(labels(i)),
+            selector: Some(leader),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: PORT,
@@ -393,6 +396,21 @@ fn secret_volume(name: &str, secret: &str, mount: &str) -> (Volume, VolumeMount)
     mounted(volume, mount)
 }
 
+/// The environment variable NAME holding the pod's field PATH (the downward API).
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
 fn deployment(i: &Install) -> Deployment {
     let mut volumes = vec![Volume {
         name: "state".into(),
@@ -445,17 +463,10 @@ fn deployment(i: &Install) -> Deployment {
         name: NAME.into(),
         image: Some(i.image.clone()),
         args: Some(args(i)),
-        env: Some(vec![EnvVar {
-            name: "POD_NAMESPACE".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.namespace".into(),
-                    ..ObjectFieldSelector::default()
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        }]),
+        env: Some(vec![
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+            field_env("POD_NAME", "metadata.name"),
+        ]),
         ports: Some(vec![ContainerPort {
             name: Some("http".into()),
             container_port: PORT,
@@ -636,10 +647,19 @@ mod tests {
             let ok = match resources.as_str() {
                 r#"["leases"]"# | r#"["configmaps"]"# => verbs == r#"["create"]"# || named,
                 r#"["events"]"# => true,
+                // The leader's label on its own pod: no pod is made, read or deleted there.
+                r#"["pods"]"# => verbs == r#"["patch"]"#,
                 _ => false,
             };
             assert!(ok, "{rule}");
         }
+        // The Service selects the leader's label: a request never reaches a standby.
+        let service = &find(&objs, "Service")[0]["spec"]["selector"];
+        assert_eq!(service[crate::vocab::LABEL_LEADER], "true");
+        assert_eq!(service["app.kubernetes.io/name"], "slurmops");
+        let env = find(&objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+            .to_string();
+        assert!(env.contains(r#""fieldPath":"metadata.name""#), "{env}");
         let args =
             find(&objs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
                 .to_string();

@@ -11,6 +11,7 @@ use kube::api::{Api, PostParams};
 
 pub struct Elector {
     api: Api<Lease>,
+    pods: Api<k8s_openapi::api::core::v1::Pod>,
     /// The Lease (`rbac::lease_for` the daemon's cluster).
     pub name: String,
     pub identity: String,
@@ -30,7 +31,8 @@ impl Elector {
         duration: Duration,
     ) -> Self {
         Elector {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(client.clone(), namespace),
+            pods: Api::namespaced(client, namespace),
             name,
             identity,
             duration,
@@ -45,6 +47,30 @@ impl Elector {
             renew_time: Some(now()),
             lease_transitions: Some(transitions),
             ..LeaseSpec::default()
+        }
+    }
+
+    /// Labels POD (this replica's own) `slurmops.dev/leader=true` when LEADING, else removes
+    /// the label: the daemon's Service selects the label, so webhooks, the view and metrics reach
+    /// the leader alone. False (and a warning) when the write failed; the next renewal retries.
+    pub async fn label_leader(&self, pod: &str, leading: bool) -> bool {
+        let value = leading.then_some("true");
+        let patch =
+            serde_json::json!({"metadata": {"labels": {crate::vocab::LABEL_LEADER: value}}});
+        match self
+            .pods
+            .patch(
+                pod,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(identity = %self.identity, "cannot label pod {pod} as {}: {e}", if leading { "the leader" } else { "a standby" });
+                false
+            }
         }
     }
 

@@ -51,6 +51,8 @@ pub struct Metrics {
     kube_told: std::sync::Mutex<crate::k8s::Requests>,
     /// The first pass finished (`/readyz`).
     pub ready: bool,
+    /// A standby: its last leader election was answered and another replica leads (`/readyz`).
+    pub standby: bool,
 }
 
 impl Default for Metrics {
@@ -97,6 +99,7 @@ impl Metrics {
             kube_requests: Family::default(),
             kube_told: Default::default(),
             ready: false,
+            standby: false,
         };
         let r = &mut m.registry;
         r.register(

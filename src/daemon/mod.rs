@@ -66,6 +66,9 @@ pub struct Config {
     /// naming another cluster is refused.
     pub cluster: Option<String>,
     pub identity: String,
+    /// This replica's own pod (`POD_NAME`, set by the installed Deployment): the leader labels it
+    /// `slurmops.dev/leader=true` so the Service routes to it alone. None outside a pod.
+    pub pod: Option<String>,
     pub slurm: SlurmSource,
     pub apply: Options,
     /// Apply only commits signed by one of these keys.
@@ -183,6 +186,7 @@ pub async fn run(cluster: Connection, cfg: Config) -> Result<(), String> {
             leading.clone(),
             renewed.clone(),
             shared.clone(),
+            cfg.pod.clone(),
         ));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -278,12 +282,25 @@ async fn keep_leading(
     leading: Arc<AtomicBool>,
     renewed: Arc<std::sync::Mutex<Option<Instant>>>,
     shared: Arc<Shared>,
+    pod: Option<String>,
 ) {
+    // Whether our pod's leader label is known to say what we are (None: not written yet).
+    let mut labelled: Option<bool> = None;
     loop {
-        let now = elector.try_lead().await.unwrap_or_else(|e| {
+        let answer = elector.try_lead().await;
+        let now = *answer.as_ref().unwrap_or_else(|e| {
             tracing::warn!(identity = %elector.identity, "{}: leader election: {e}", elector.identity);
-            false
+            &false
         });
+        // A standby that follows the Lease is ready too (the Deployment's rollouts wait for
+        // Ready pods: a standby that never is would hold every upgrade of the daemon for ever).
+        shared.metrics.lock().expect("metrics").standby = matches!(answer, Ok(false));
+        if let Some(pod) = &pod
+            && answer.is_ok()
+            && labelled != Some(now)
+        {
+            labelled = elector.label_leader(pod, now).await.then_some(now);
+        }
         if now {
             *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
