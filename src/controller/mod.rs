@@ -23,6 +23,7 @@ pub mod decide;
 mod decisions;
 pub mod drive;
 pub mod gate;
+pub mod kube_only;
 pub mod maint;
 pub mod mark;
 pub mod observation;
@@ -228,6 +229,11 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             out.applied =
                 Some(apply::apply(env.cluster, c, t.text, t.rendered, opts, &NoSlurm).await?);
         }
+        // Every NodeSet, from Kubernetes alone, so the status and the view show them meanwhile.
+        let live = kube_only::observe(&env.cluster.client, c)
+            .await
+            .map_err(kube_err("the NodeSets' workloads"))?;
+        out.progress = kube_only::progress(c, &live);
         out.next = Next::Done;
         return Ok(out);
     };

@@ -584,6 +584,9 @@ pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 /// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
 /// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
+/// How the status's Slurm line begins when the daemon runs without Slurm (`--no-slurm`).
+pub const SLURM_OFF: &str = "off";
+
 async fn connect(
     cluster: &Connection,
     cfg: &Config,
@@ -592,9 +595,9 @@ async fn connect(
 ) -> Option<Arc<Client>> {
     let (url, user, allow_http) = match &cfg.slurm {
         SlurmSource::Off => {
-            state.status.slurm =
-                "off (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
-                    .into();
+            state.status.slurm = format!(
+                "{SLURM_OFF} (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
+            );
             return None;
         }
         SlurmSource::Static(client) => return Some(client.clone()),

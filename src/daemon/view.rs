@@ -286,7 +286,11 @@ pub fn document(s: &Status, f: &Facts<'_>) -> Value {
         "summary": lines(&s.summary),
         "lastFetch": s.last_fetch,
         "lastAttempt": s.last_attempt,
-        "slurm": {"reachable": s.slurm.trim().is_empty(), "problem": redact(s.slurm.trim())},
+        "slurm": {
+            "reachable": s.slurm.trim().is_empty(),
+            "state": slurm_state(&s.slurm),
+            "problem": redact(s.slurm.trim()),
+        },
         "held": lines(&s.held),
         "controllers": lines(&s.controllers),
         "slurmrestd": lines(&s.slurmrestd),
@@ -365,6 +369,19 @@ fn unjwt(text: &str) -> String {
     }
     flush(&mut word, &mut out);
     out
+}
+
+/// Slurm as the view names it: `reachable`, `off` (the daemon runs with `--no-slurm`) or
+/// `unreachable` (it should answer and does not; `problem` says why).
+fn slurm_state(line: &str) -> &'static str {
+    let line = line.trim();
+    if line.is_empty() {
+        "reachable"
+    } else if line.starts_with(&format!("{} (", super::pass::SLURM_OFF)) {
+        "off"
+    } else {
+        "unreachable"
+    }
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ function badge(text, kind) {
   return el('span', 'badge ' + kind, text);
 }
 
+function slurmBadge(slurm) {
+  if (slurm.state === 'off') return badge('off', 'info');
+  return slurm.reachable ? badge('reachable', 'ok') : badge('unreachable', 'bad');
+}
+
 function verdictKind(result) {
   if (result === 'applied') return 'ok';
   if (result === 'suspended' || result === '') return 'warn';
@@ -69,7 +74,7 @@ function summary(v) {
     ['result', add(el('span'), badge(v.result || 'no result yet', verdictKind(v.result)))],
     ['applied', el('code', null, short(v.lastAppliedCommit))],
     ['pending', pending ? el('code', 'warn-text', short(v.lastSeenCommit)) : el('span', 'muted', 'none')],
-    ['Slurm', v.slurm.reachable ? badge('reachable', 'ok') : badge('unreachable', 'bad')],
+    ['Slurm', slurmBadge(v.slurm)],
     ['branch', el('span', null, v.branch)],
     ['last pass', el('span', null, since(v.lastAttempt))],
     ['last fetch', el('span', null, since(v.lastFetch))],

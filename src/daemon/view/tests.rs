@@ -254,3 +254,19 @@ fn a_pass_that_only_moves_the_pass_time_makes_no_new_copy() {
         StatusCode::OK
     );
 }
+
+#[test]
+fn slurm_reads_off_when_the_daemon_runs_without_it_and_unreachable_when_it_should_answer() {
+    assert_eq!(super::slurm_state(""), "reachable");
+    assert_eq!(
+        super::slurm_state(
+            "off (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
+        ),
+        "off"
+    );
+    assert_eq!(
+        super::slurm_state("unreachable or failing, destructive steps wait: dns error"),
+        "unreachable"
+    );
+    assert_eq!(super::slurm_state("offline node list"), "unreachable");
+}
