@@ -16,6 +16,7 @@ mod checks;
 mod confinement;
 mod controller;
 mod daemon;
+mod deployed;
 mod ha;
 mod import;
 mod login;
