@@ -11,7 +11,18 @@ export CARGO_TERM_COLOR=never
 step "system packages"
 bash tests/bed/packages.sh
 
-step "test bed: build or reuse every part (Slurm chroot, kube-apiserver, git servers)"
+step "tools: cargo-deny and mdbook, built in the background while the bed is prepared"
+# Debug builds: a few minutes less on a cold machine than release ones, and both tools run for
+# seconds. Their output is shown if they fail; the steps that use them wait for them.
+tools_log=$(mktemp)
+(
+  command -v cargo-deny >/dev/null || cargo install -q cargo-deny --locked --debug
+  command -v mdbook >/dev/null || cargo install -q mdbook --no-default-features --locked --version 0.5.4 --debug
+) > "$tools_log" 2>&1 &
+tools=$!
+tools_ready() { wait "$tools" || { cat "$tools_log" >&2; echo "building cargo-deny or mdbook failed (above)" >&2; exit 1; }; }
+
+step "test bed: build or reuse every part (Slurm chroots, Kubernetes binaries, git servers, the real node)"
 # The bed (tests/bed/bed.sh) is started by the first test that needs it and stopped here, by PID,
 # whatever the outcome. A bed left over from an earlier run is stopped first.
 bash tests/bed/bed.sh down >/dev/null 2>&1 || true
@@ -25,7 +36,7 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets -- -D warnings
 
 step "cargo deny check (advisories, bans, licenses, sources)"
-command -v cargo-deny >/dev/null || cargo install cargo-deny --locked
+tools_ready
 # Advisories are checked against the RustSec database in .advisory-db (deny.toml's db-path): from
 # the snapshot in ../shared/advisory-db when there is one (where GitHub, the database's home, is
 # out of reach), refreshed on every run; otherwise fetched from GitHub as cargo-deny does.
@@ -49,10 +60,20 @@ fi
 echo "advisory database: $(git -C "$db" log -1 --format='%s (committed %cs)')"
 cargo deny $offline check advisories bans licenses sources
 
+step "static binary (what the release ships; the daemon's image the deployed test runs is made of it)"
+RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
+static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
+linkage=$(ldd "$static" 2>&1 || true)
+echo "ldd $static: $linkage"
+echo "$linkage" | grep -Eq "statically linked|not a dynamic executable"
+"$static" --version
+
 step "tests"
 # The scale test (a thousand Nodes and worker pods on the shared apiserver, twenty thousand jobs)
 # runs alone, after the others, so that its load slows no other test and its figures are its own.
-cargo nextest run --no-fail-fast -E 'not test(/^scale::/)'
+# Twice as many tests at once as cores: a bed test spends most of its time waiting for Slurm, the
+# kubelets and its daemon (a cold run on 2 cores measured the test step's CPU mostly idle).
+cargo nextest run --no-fail-fast --test-threads "$(( $(nproc) * 2 ))" -E 'not test(/^scale::/)'
 
 step "scale goals: 1,000 workers, 20,000 jobs (tests/e2e/scale.rs; each goal of issue 32 within 2x)"
 cargo nextest run --no-fail-fast -E 'test(/^scale::/)'
@@ -88,19 +109,11 @@ echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
 rm -f "$install"
 
 step "the docs as a book (mdbook build docs), every link of it leading somewhere"
-command -v mdbook >/dev/null || cargo install mdbook --no-default-features --locked --version 0.5.4
 book=$(mktemp -d)
 mdbook build docs --dest-dir "$book"
 python3 tests/book-links.py "$book"
 rm -rf "$book"
 
-step "static binary"
-RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
-static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
-linkage=$(ldd "$static" 2>&1 || true)
-echo "ldd $static: $linkage"
-echo "$linkage" | grep -Eq "statically linked|not a dynamic executable"
-"$static" --version
 
 step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs)"
 shots="${CARGO_TARGET_DIR:-target}/artifacts/page"
