@@ -86,13 +86,24 @@ pub struct Imported {
 /// The config digest of the single-platform image in the OCI archive ARCHIVE.
 fn image_id(archive: &Path) -> String {
     let read = |member: &str| {
-        let out = Command::new("tar").arg("-xOf").arg(archive).arg(member).output().unwrap();
+        let out = Command::new("tar")
+            .arg("-xOf")
+            .arg(archive)
+            .arg(member)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{member} in {}", archive.display());
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let index = read("index.json");
-    let manifest = index["manifests"][0]["digest"].as_str().unwrap().to_string();
-    let manifest = read(&format!("blobs/sha256/{}", manifest.trim_start_matches("sha256:")));
+    let manifest = index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let manifest = read(&format!(
+        "blobs/sha256/{}",
+        manifest.trim_start_matches("sha256:")
+    ));
     manifest["config"]["digest"].as_str().unwrap().to_string()
 }
 
