@@ -4,7 +4,7 @@ binaries of one or more architectures, or any image from a root filesystem direc
 
     scripts/image.py daemon --binary amd64=target/x86_64-unknown-linux-gnu/release/slurmops \\
         [--binary arm64=PATH] --tag ghcr.io/slurmops/slurmops:VERSION --output slurmops.oci.tar
-    scripts/image.py rootfs DIR --entrypoint /pause [--user 65535:65535] --tag REF --output FILE
+    scripts/image.py rootfs DIR --entrypoint /pause [--user 65535:65535] --tag REF [--tag REF...] --output FILE
 
 The daemon's image holds the binary (/usr/local/bin/slurmops), the CA certificates of this machine
 (/etc/ssl/certs/ca-certificates.crt, also named by SSL_CERT_FILE), and /etc/passwd and /etc/group
@@ -16,6 +16,10 @@ The archive is an OCI image layout (oci-layout, index.json, blobs/sha256/...) pa
 docker://REF` publishes it (.github/workflows/release.yml). With several --binary, index.json names
 one image index whose manifests are the platforms. Reproducible: every file's time is 0 and its
 owner numeric, so the same binaries give the same digests.
+
+`rootfs` packs a directory as it is (modes, numeric owners, symbolic and hard links; devices,
+sockets and FIFOs are left out: a runtime makes /dev) into one layer. With several --tag, the one
+archive names the same image by each reference (tests/bed/images.sh: every Slurm daemon's name).
 """
 
 import argparse
@@ -25,6 +29,7 @@ import io
 import json
 import os
 import struct
+import stat
 import sys
 import tarfile
 
@@ -46,10 +51,11 @@ def fail(msg):
 class Layer:
     """A deterministic tar of the files an image holds."""
 
-    def __init__(self):
+    def __init__(self, level=9):
         self.buf = io.BytesIO()
         self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
         self.dirs = set()
+        self.level = level
 
     def _info(self, path, kind, mode, uid=0, gid=0):
         info = tarfile.TarInfo(path.lstrip("/"))
@@ -74,30 +80,41 @@ class Layer:
         self.tar.addfile(info, io.BytesIO(data))
 
     def tree(self, root):
-        """Every file, directory and symbolic link under ROOT, owned by root, in name order."""
+        """Every directory, file and link under ROOT with its mode and numeric owner, in name order."""
+        seen = {}
         for base, dirs, files in os.walk(root):
             dirs.sort()
             rel = os.path.relpath(base, root)
             if rel != ".":
                 st = os.lstat(base)
-                self.dir(rel, st.st_mode & 0o7777)
-            for name in sorted(files):
+                self.dir(rel, st.st_mode & 0o7777, st.st_uid, st.st_gid)
+            # os.walk lists links to directories among the directories.
+            for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(base, d))]):
                 full = os.path.join(base, name)
                 path = os.path.normpath(os.path.join(rel, name))
                 st = os.lstat(full)
-                if os.path.islink(full):
-                    info = self._info(path, tarfile.SYMTYPE, 0o777)
+                if stat.S_ISLNK(st.st_mode):
+                    info = self._info(path, tarfile.SYMTYPE, 0o777, st.st_uid, st.st_gid)
                     info.linkname = os.readlink(full)
                     self.tar.addfile(info)
+                elif not stat.S_ISREG(st.st_mode):
+                    continue
+                elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in seen:
+                    info = self._info(path, tarfile.LNKTYPE, st.st_mode & 0o7777, st.st_uid, st.st_gid)
+                    info.linkname = seen[(st.st_dev, st.st_ino)]
+                    self.tar.addfile(info)
                 else:
+                    seen[(st.st_dev, st.st_ino)] = path
+                    info = self._info(path, tarfile.REGTYPE, st.st_mode & 0o7777, st.st_uid, st.st_gid)
+                    info.size = st.st_size
                     with open(full, "rb") as f:
-                        self.file(path, f.read(), st.st_mode & 0o7777)
+                        self.tar.addfile(info, f)
 
     def finish(self):
         self.tar.close()
         raw = self.buf.getvalue()
         out = io.BytesIO()
-        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=9) as gz:
+        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=self.level) as gz:
             gz.write(raw)
         return raw, out.getvalue()
 
@@ -137,13 +154,14 @@ class Layout:
         desc["platform"] = {"architecture": arch, "os": "linux"}
         return desc, len(gz)
 
-    def write(self, manifests, tag, output):
+    def write(self, manifests, tags, output):
         if len(manifests) == 1:
             top = dict(manifests[0])
         else:
             top = self.add_json({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": manifests}, MEDIA_INDEX)
-        top["annotations"] = {"io.containerd.image.name": tag, "org.opencontainers.image.ref.name": tag}
-        index = {"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": [top]}
+        named = [dict(top, annotations={"io.containerd.image.name": t, "org.opencontainers.image.ref.name": t})
+                 for t in tags]
+        index = {"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": named}
         tmp = output + ".tmp"
         with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as t:
             def put(name, data):
@@ -201,7 +219,7 @@ def daemon(args, layout):
             layer, arch, [DAEMON_BINARY], ["run"], f"{NONROOT}:{NONROOT}",
             ["PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],
             ["8080/tcp"])
-        print(f"{args.tag} linux/{arch}: {desc['digest']}, layer {size / 1048576:.1f} MiB compressed", file=sys.stderr)
+        print(f"{args.tag[0]} linux/{arch}: {desc['digest']}, layer {size / 1048576:.1f} MiB compressed", file=sys.stderr)
         manifests.append(desc)
     return manifests
 
@@ -209,11 +227,12 @@ def daemon(args, layout):
 def rootfs(args, layout):
     if not os.path.isdir(args.dir):
         fail(f"{args.dir}: not a directory")
-    layer = Layer()
+    # Level 6: a root filesystem of some hundred MiB packs in seconds, not a minute.
+    layer = Layer(level=6)
     layer.tree(args.dir)
     desc, size = layout.image(layer, args.arch, [args.entrypoint], args.cmd, args.user,
                               ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], [])
-    print(f"{args.tag} linux/{args.arch}: {desc['digest']}, layer {size / 1048576:.1f} MiB compressed", file=sys.stderr)
+    print(f"{' '.join(args.tag)} linux/{args.arch}: {desc['digest']}, layer {size / 1048576:.1f} MiB compressed", file=sys.stderr)
     return [desc]
 
 
@@ -229,13 +248,14 @@ def main():
     r.add_argument("--user", default="0:0")
     r.add_argument("--arch", default="amd64")
     for s in (d, r):
-        s.add_argument("--tag", required=True, help="the image's reference, e.g. ghcr.io/slurmops/slurmops:0.1.0")
+        s.add_argument("--tag", action="append", required=True,
+                       help="the image's reference, e.g. ghcr.io/slurmops/slurmops:0.1.0 (repeat for more names)")
         s.add_argument("--output", required=True, help="the OCI archive to write")
     args = p.parse_args()
     layout = Layout()
     manifests = daemon(args, layout) if args.kind == "daemon" else rootfs(args, layout)
     digest = layout.write(manifests, args.tag, args.output)
-    print(f"wrote {args.output}: {args.tag} ({digest}, {os.path.getsize(args.output) / 1048576:.1f} MiB)", file=sys.stderr)
+    print(f"wrote {args.output}: {' '.join(args.tag)} ({digest}, {os.path.getsize(args.output) / 1048576:.1f} MiB)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # shared Slurm instance per release the bed runs (slurm.sh), each with slurmctld and slurmrestd:
 # "bed" runs Slurm 24.11, "bed2511" Slurm 25.11 (built from source), "bed2605" Slurm 26.05.
 #   bed.sh prepare            build or fetch every slow part (cached): every Slurm chroot, kube
-#                             binaries, openssh-server, the real node's containerd (node.sh).
+#                             binaries, openssh-server, the real node's containerd (node.sh) and
+#                             the images its pods run (images.sh).
 #                             Fails loudly, naming the part.
 #   bed.sh up CONF_24_11 CONF_25_11 CONF_26_05
 #                             start whatever is not running (idempotent, serialized by a lock) and
@@ -59,6 +60,8 @@ case "${1:-}" in
     done
     { part "Kubernetes binaries"; "$HERE/kube-build.sh" >/dev/null || { part "FAILED: kube binaries"; exit 1; }; } &
     jobs+=("$!:Kubernetes binaries")
+    { part "images (Slurm 24.11, MariaDB)"; "$HERE/images.sh" >/dev/null || { part "FAILED: images"; exit 1; }; } &
+    jobs+=("$!:images")
     failed=
     for j in "${jobs[@]}"; do wait "${j%%:*}" || failed="$failed, ${j#*:}"; done
     [ -z "$failed" ] || { part "FAILED: ${failed#, }"; exit 1; }

@@ -12,22 +12,13 @@
 # Output and data under $SLURMOPS_BED_RUN/kube (default /tmp/slurmops-bed/kube).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 RUN=${SLURMOPS_BED_RUN:-/tmp/slurmops-bed}/kube
 API_PORT=${SLURMOPS_KUBE_PORT:-16443}
 ETCD_PORT=${SLURMOPS_ETCD_PORT:-12379}
 mkdir -p "$RUN"
 log() { echo "[kube] $*" >&2; }
 
-kill_pidfile() {
-  local f=$1 p
-  [ -f "$f" ] || return 0
-  p=$(cat "$f")
-  if kill "$p" 2>/dev/null; then
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 fail() { log "FAILED: $1; last lines of $RUN/$2.log:"; tail -25 "$RUN/$2.log" >&2; exit 1; }
 

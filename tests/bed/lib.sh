@@ -9,3 +9,16 @@ put() {
   cat > "$tmp"
   if cmp -s "$tmp" "$f"; then rm -f "$tmp"; else chmod 644 "$tmp"; mv -f "$tmp" "$f"; fi
 }
+
+# `kill_pidfile FILE`: stops the process whose PID FILE holds (TERM, up to 10 s, then KILL) and
+# removes FILE; nothing when FILE is absent.
+kill_pidfile() {
+  local f=$1 p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  if kill "$p" 2>/dev/null; then
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}

@@ -4,8 +4,9 @@
 # control plane of its own (kube.sh on port 26443, data under $SLURMOPS_BED_RUN/real), so that the
 # scheduler never places the pods other tests run under the test kubelet on the shared apiserver.
 #   node.sh prepare         install containerd, runc, the CNI plugins and iptables when missing
-#   node.sh up              start the control plane, containerd, the kubelet and the scheduler
-#                           (idempotent, under a lock); import the pause image; print env lines
+#   node.sh up              start the control plane, containerd, the kubelet, the scheduler,
+#                           kube-proxy and the cluster DNS (idempotent, under a lock); import the
+#                           pause image; offer volumes; print env lines
 #   node.sh import FILE     import an OCI image archive into the node's containerd
 #   node.sh down            stop everything by PID; remove the bridge and the bed's NAT rules
 #
@@ -15,7 +16,17 @@
 # the machine). Two NAT rules of the bed, on packets coming in from the bridge only: the `kubernetes`
 # Service (10.0.0.1:443) goes to this control plane's apiserver on 127.0.0.1, and the bridge's own
 # address 10.231.0.1 reaches the bed's loopback services on their ports (git servers, Slurm), so a
-# pod uses `http://10.231.0.1:18080/...` where a test on the host uses 127.0.0.1.
+# pod uses `http://10.231.0.1:18080/...` where a test on the host uses 127.0.0.1. Packets from the
+# bridge are forwarded only back to the bridge (a privileged pod that adds a route finds no way out).
+#
+# Services: kube-proxy 1.20.2 (iptables mode, --masquerade-all: a pod reaching a Service whose
+# endpoint is on the same bridge gets its answers back through the host). Cluster DNS: Debian's
+# dnsmasq on 127.0.0.1:$DNS_PORT, reached by pods at 10.231.0.1:53 (the kubelet's --cluster-dns),
+# answering cluster.local from the records cluster-dns.py writes from the API (Service addresses,
+# the hostnames of StatefulSet pods), nothing else (no upstream server). Storage: PersistentVolumes
+# on host directories (0777, as a local-path provisioner makes them), bound by the
+# persistentvolume-binder controller to claims that name no StorageClass. kube-proxy reads
+# EndpointSlices: the endpointslice controller runs too.
 #
 # containerd pulls nothing (its registry requests go to a proxy on loopback where nothing listens):
 # every image a pod runs is built here and imported (`node.sh import`).
@@ -36,20 +47,12 @@ SUBNET=10.231.0.0/24
 GATEWAY=10.231.0.1
 SERVICE_IP=10.0.0.1
 PAUSE_IMAGE=registry.k8s.io/pause:3.2
+DNS_PORT=20053
+VOLUMES=6
 mkdir -p "$RUN"
 log() { echo "[node] $*" >&2; }
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 fail() { log "FAILED: $1; last lines of $RUN/$2.log:"; tail -25 "$RUN/$2.log" >&2; exit 1; }
-kill_pidfile() {
-  local f=$1 p
-  [ -f "$f" ] || return 0
-  p=$(cat "$f")
-  if kill "$p" 2>/dev/null; then
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
 ctr_() { ctr --address "$RUN/containerd.sock" -n k8s.io "$@"; }
 kubectl_() { kubectl --kubeconfig "$KUBE/pki/admin.kubeconfig" "$@"; }
 
@@ -59,6 +62,8 @@ prepare() {
   command -v runc >/dev/null || need+=(runc)
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   command -v iptables >/dev/null || need+=(iptables)
+  command -v dnsmasq >/dev/null || need+=(dnsmasq-base)
+  command -v conntrack >/dev/null || need+=(conntrack)
   [ ${#need[@]} -eq 0 ] && return 0
   log "apt-get install ${need[*]}"
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
@@ -98,6 +103,13 @@ network() {
 ]}
 JSON
   nat_rule() { iptables -t nat -C PREROUTING "$@" 2>/dev/null || iptables -t nat -A PREROUTING "$@"; }
+  forward_rule() { iptables -C FORWARD "$@" 2>/dev/null || iptables -I FORWARD "$@"; }
+  forward_rule -i "$BRIDGE" ! -o "$BRIDGE" -m comment --comment slurmops-bed -j DROP
+  local proto
+  for proto in udp tcp; do
+    nat_rule -i "$BRIDGE" -d "$GATEWAY/32" -p $proto --dport 53 -m comment --comment slurmops-bed \
+      -j DNAT --to-destination "127.0.0.1:$DNS_PORT"
+  done
   nat_rule -i "$BRIDGE" -d "$SERVICE_IP/32" -p tcp --dport 443 -m comment --comment slurmops-bed \
     -j DNAT --to-destination "127.0.0.1:$API_PORT"
   nat_rule -i "$BRIDGE" -d "$GATEWAY/32" -p tcp -m comment --comment slurmops-bed -j DNAT --to-destination 127.0.0.1
@@ -149,7 +161,7 @@ kubelet_up() {
     --root-dir="$RUN/kubelet" --cert-dir="$RUN/kubelet/pki" --address="$GATEWAY" --port=20250 \
     --read-only-port=0 --healthz-bind-address=127.0.0.1 --healthz-port=20248 \
     --authentication-token-webhook=false --authorization-mode=AlwaysAllow \
-    --cluster-domain=cluster.local --resolv-conf=/etc/resolv.conf \
+    --cluster-domain=cluster.local --cluster-dns="$GATEWAY" --resolv-conf=/etc/resolv.conf \
     --eviction-hard='memory.available<100Mi' --image-gc-high-threshold=100 \
     --serialize-image-pulls=false --node-status-update-frequency=4s \
     --pod-max-pids=-1 --max-pods=40 --v=1 \
@@ -175,17 +187,80 @@ scheduler_up() {
   fail "kube-scheduler did not become healthy" scheduler
 }
 
+# Cluster DNS: dnsmasq answering cluster.local from the records cluster-dns.py keeps.
+dns_up() {
+  mkdir -p "$RUN/dns"
+  [ -f "$RUN/dns/hosts" ] || : > "$RUN/dns/hosts"
+  if ! alive dnsmasq; then
+    setsid dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --no-poll \
+      --user=root --listen-address=127.0.0.1 --bind-interfaces --port="$DNS_PORT" \
+      --local=/cluster.local/ --no-negcache --addn-hosts="$RUN/dns/hosts" --log-facility=- \
+      > "$RUN/dnsmasq.log" 2>&1 < /dev/null &
+    echo $! > "$RUN/dnsmasq.pid"
+  fi
+  if ! alive cluster-dns; then
+    setsid python3 "$HERE/cluster-dns.py" "https://127.0.0.1:$API_PORT" "$KUBE/pki/admin.token" \
+      "$KUBE/pki/ca.crt" "$RUN/dns/hosts" "$RUN/dnsmasq.pid" > "$RUN/cluster-dns.log" 2>&1 < /dev/null &
+    echo $! > "$RUN/cluster-dns.pid"
+  fi
+  # Up once the `kubernetes` Service's record is written and dnsmasq runs.
+  for _ in $(seq 1 100); do
+    grep -q ' kubernetes.default.svc.cluster.local$' "$RUN/dns/hosts" && alive dnsmasq && return 0
+    alive dnsmasq || fail "dnsmasq stopped" dnsmasq
+    alive cluster-dns || fail "cluster-dns.py stopped" cluster-dns
+    sleep 0.1
+  done
+  fail "the cluster DNS did not answer kubernetes.default.svc.cluster.local" cluster-dns
+}
+
+proxy_up() {
+  local bin=$1
+  alive proxy && return 0
+  # No conntrack table sizes or timeouts changed (0), no OOM score: this sandbox may refuse them.
+  setsid "$bin/kube-proxy" --kubeconfig="$KUBE/pki/admin.kubeconfig" --proxy-mode=iptables \
+    --masquerade-all --cluster-cidr="$SUBNET" --hostname-override="$NODE" --bind-address=127.0.0.1 \
+    --healthz-bind-address=127.0.0.1:20256 --metrics-bind-address=127.0.0.1:20249 \
+    --conntrack-max-per-core=0 --conntrack-min=0 --conntrack-tcp-timeout-established=0 \
+    --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 --v=1 \
+    > "$RUN/proxy.log" 2>&1 < /dev/null &
+  echo $! > "$RUN/proxy.pid"
+  echo "$bin/kube-proxy" > "$RUN/proxy.bin"
+  for _ in $(seq 1 200); do curl -sf http://127.0.0.1:20256/healthz >/dev/null && return 0; alive proxy || break; sleep 0.1; done
+  fail "kube-proxy did not become healthy" proxy
+}
+
+volumes() {
+  local i docs=
+  for i in $(seq 0 $((VOLUMES - 1))); do
+    mkdir -p "$RUN/pv/$i"; chmod 0777 "$RUN/pv/$i"
+    docs+="---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: bed-pv-$i}
+spec:
+  capacity: {storage: 50Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: $RUN/pv/$i, type: Directory}
+"
+  done
+  echo "$docs" | kubectl_ apply -f - > /dev/null || { log "FAILED: the PersistentVolumes"; exit 1; }
+}
+
 up() {
   local bin env
   bin=$("$HERE/kube-build.sh") || { log "FAILED: building the kube binaries (see above)"; exit 1; }
   env=$(SLURMOPS_BED_RUN=$BASE/real SLURMOPS_KUBE_PORT=$API_PORT SLURMOPS_ETCD_PORT=$ETCD_PORT \
-    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle "$HERE/kube.sh" up) \
+    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle,persistentvolume-binder,endpointslice "$HERE/kube.sh" up) \
     || { log "FAILED: the real node's control plane (logs in $KUBE)"; exit 1; }
   network
   containerd_up
   pause_image "$bin"
+  dns_up
+  proxy_up "$bin"
   kubelet_up "$bin"
   scheduler_up "$bin"
+  volumes
   echo "$env" | sed 's/^/REAL_/'
   echo "REAL_NODE=$NODE"
   echo "REAL_CONTAINERD_SOCK=$RUN/containerd.sock"
@@ -197,6 +272,9 @@ down() {
   local p
   kill_pidfile "$RUN/scheduler.pid"
   kill_pidfile "$RUN/kubelet.pid"
+  kill_pidfile "$RUN/proxy.pid"
+  kill_pidfile "$RUN/cluster-dns.pid"
+  kill_pidfile "$RUN/dnsmasq.pid"
   # The pods' containers are children of containerd's shims, not of containerd: stop them first.
   if alive containerd; then
     for p in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$p" >/dev/null 2>&1 || true; done
@@ -205,6 +283,12 @@ down() {
   pkill -f "containerd-shim-runc-v2 -namespace k8s.io -address $RUN/containerd.sock" 2>/dev/null || true
   # The kubelet's mounts (tmpfs of Secrets and tokens, containerd's overlays).
   grep -o " $RUN/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  # kube-proxy's own chains and rules.
+  [ -f "$RUN/proxy.bin" ] && { "$(cat "$RUN/proxy.bin")" --cleanup > /dev/null 2>&1 || true; }
+  while iptables -S FORWARD 2>/dev/null | grep -q 'slurmops-bed'; do
+    iptables -S FORWARD | grep 'slurmops-bed' | head -1 | sed 's/^-A/-D/' | xargs -r iptables || break
+  done
+  rm -rf "$RUN/pv" "$RUN/dns"
   while iptables -t nat -S PREROUTING 2>/dev/null | grep -q 'slurmops-bed'; do
     iptables -t nat -S PREROUTING | grep 'slurmops-bed' | head -1 | sed 's/^-A/-D/' | xargs -r iptables -t nat || break
   done

@@ -78,8 +78,10 @@ else
     mkdir -p /usr/src/slurm /etc/slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd
     tar xJf /tmp/$TARBALL -C /usr/src/slurm --strip-components=1
     cd /usr/src/slurm
+    # The default build's flags (-ggdb3 -g -O1) less the debug information, which no test reads:
+    # the same code, compiled in less time.
     ./configure --prefix=/usr --sysconfdir=/etc/slurm --enable-slurmrestd --with-jwt --with-json \
-      --with-yaml --with-http-parser
+      --with-yaml --with-http-parser --disable-debug CFLAGS='-O1 -fno-strict-aliasing'
     make -j\$(nproc) && make install
     cd / && rm -rf /usr/src/slurm /tmp/$TARBALL
     ldconfig" >> "$ROOT.log" 2>&1 \

@@ -1,15 +1,20 @@
 //! As users deploy it: the README's install steps, line for line, against the real node
 //! (tests/bed/node.sh: kube-scheduler, kubelet, containerd and runc 1.20.2 / 1.6 / 1.1), with the
-//! daemon's image built by the repository's image script from the static release binary.
+//! daemon's image built by the repository's image script from a static build of slurmops.
 //!
 //! What runs for real here: the scheduler places the daemon's pods, the kubelet pulls nothing
 //! (the image is imported), mounts the ServiceAccount token and the git Secret, applies the
 //! securityContext (non-root 65532, read-only root, no capability), runs the HTTP probes; the
 //! daemon reaches the apiserver through the `kubernetes` Service address with its own token and
 //! only the rights `install` renders, follows the bed's git server and applies the quickstart.
-//! What does not yet: the Slurm pods of the quickstart start from no image here (Slinky-layout
-//! Slurm images are not built yet), so Slurm stays unreachable; the view must still show every
-//! NodeSet from Kubernetes alone.
+//! The quickstart's Slurm runs from images too (tests/bed/images.sh: Slurm 24.11 and MariaDB 11.8
+//! from Debian, named and laid out as the images slurmops renders by default), through the
+//! scheduler, the kubelet, kube-proxy and the cluster DNS: first without them on the node (every
+//! Slurm pod waits on its image; the view shows the NodeSets from Kubernetes alone, Slurm
+//! unreachable), then with them: every pod Ready, the worker IDLE after configless registration,
+//! `srun` and `sbatch` from a pod, and a push of a new worker image rolled through the kubelet
+//! while a job runs (the busy PDB refuses an eviction; the job completes; then the pod is
+//! replaced).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -23,6 +28,9 @@ use slurmops::status::configmap;
 use crate::support::daemon::Repo;
 use crate::support::real_node::{
     ctr, default_daemon_image, import_daemon_image, real_node, static_binary,
+};
+use crate::support::slurm_images::{
+    all_ready_and_idle, archives, evict, import, in_pod, kubectl_ok, pods, sinfo, workers,
 };
 use crate::support::{bed, client, eventually};
 
@@ -118,6 +126,8 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
  {
     let node = real_node();
     let kube = client(&node.kubeconfig).await;
+    // The node starts without the Slurm images: they arrive after the first apply.
+    crate::support::slurm_images::forget();
     let image = default_daemon_image();
     let imported = import_daemon_image(&static_binary(), &image);
     eprintln!(
@@ -152,7 +162,8 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
         let step = step
             .replace("ssh://git@git.example/infra.git", &url)
             .replace("=deploy_key", &format!("={}", bed().git.ssh_key.display()))
-            .replace("8080:8080", &format!("{local_port}:8080"));
+            .replace("8080:8080", &format!("{local_port}:8080"))
+            .replace("label node NODE ", &format!("label node {} ", node.node));
         eprintln!("README step: {step}");
         let t0 = Instant::now();
         if step.starts_with("ssh-keyscan git.example") {
@@ -402,6 +413,11 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
         "the quickstart's NodeSets, before Slurm answers"
     );
     drop(forward);
+    let waiting = crate::support::slurm_images::pods("slurm");
+    assert!(
+        !waiting.is_empty() && waiting.iter().all(|(_, ready, _)| !ready),
+        "without their images on the node, no Slurm pod is Ready: {waiting:?}"
+    );
 
     // An upgrade of the daemon (a new ReplicaSet): the new standby is Ready, so the rollout ends
     // and a new pod leads; the status still names the commit.
@@ -433,6 +449,7 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
         (names.len() == 1 && !old.contains(&names[0])).then_some(())
     })
     .await;
+    slurm_from_images(&repo, &quickstart, &commit, dir.path()).await;
     eprintln!(
         "README steps: {}",
         timings
@@ -441,4 +458,194 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
             .collect::<String>()
     );
     eprintln!("total {:.1?}", started.elapsed());
+}
+
+const NS: &str = "slurm";
+const CONTROLLER: &str = "quick-controller-0";
+/// The second name of the bed's slurmd image (tests/bed/images.sh).
+const NEXT_SLURMD: &str = "bed.local/slurm/slurmd:24.11-next";
+
+/// `sacct`'s State and ExitCode of JOB, from slurmctld's pod.
+fn job_state(job: &str) -> Option<String> {
+    in_pod(
+        NS,
+        CONTROLLER,
+        "slurmctld",
+        &format!("sacct -X -n -P -j {job} -o State,ExitCode"),
+    )
+    .ok()
+    .map(|s| s.trim().to_string())
+}
+
+async fn slurm_from_images(repo: &Repo, quickstart: &str, applied: &str, dir: &Path) {
+    // The images arrive on the node. The kubelet retries a pull only after its back-off (up to
+    // five minutes): the pods that gave up are deleted, and their StatefulSets, Deployment and
+    // the daemon (the per-node worker) make them again at once.
+    let built = archives();
+    for a in &built {
+        import(a);
+        eprintln!(
+            "image {}: {:.1} MiB (OCI archive)",
+            a.file_name().unwrap().to_string_lossy(),
+            std::fs::metadata(a).unwrap().len() as f64 / 1048576.0
+        );
+    }
+    kubectl_ok(&["-n", NS, "delete", "pods", "--all", "--wait=false"]);
+    let took = all_ready_and_idle(NS, CONTROLLER, Duration::from_secs(300)).await;
+    // The old pods' deletion takes its time; the figure users see is from the pods being made.
+    eprintln!(
+        "the Slurm images on the node -> every pod Ready, every worker IDLE: {took:.1?}; from the \
+         oldest pod made: {} s (each pod, made -> Ready: {})",
+        crate::support::slurm_images::since_made(NS),
+        crate::support::slurm_images::ready_after(NS).join(", ")
+    );
+
+    // A user's jobs, from a worker pod (the quickstart has no login pod): srun and sbatch.
+    let (worker, old_uid, image) = workers(NS).remove(0);
+    assert_eq!(image, "ghcr.io/slinkyproject/slurmd:24.11-ubuntu24.04");
+    let out = in_pod(NS, &worker, "slurmd", "srun hostname").unwrap();
+    assert_eq!(out.trim(), worker, "srun ran on the worker");
+    let job = in_pod(
+        NS,
+        &worker,
+        "slurmd",
+        "cd /tmp && sbatch --wait --parsable -o /tmp/job.out --wrap 'echo ran on $(hostname)'",
+    )
+    .unwrap();
+    let job = job.trim().to_string();
+    assert_eq!(
+        in_pod(NS, &worker, "slurmd", "cat /tmp/job.out")
+            .unwrap()
+            .trim(),
+        format!("ran on {worker}")
+    );
+    // slurmctld sends the job's end to slurmdbd on its own time (its agent queue): accounting
+    // says COMPLETED within seconds, not at the instant sbatch --wait returns.
+    let mut seen = None;
+    eventually(
+        "the sbatch job COMPLETED|0:0 in accounting",
+        Duration::from_secs(30),
+        async || {
+            let s = job_state(&job);
+            if s != seen {
+                eprintln!("sacct: job {job}: {s:?}");
+                seen = s.clone();
+            }
+            (s.as_deref() == Some("COMPLETED|0:0")).then_some(())
+        },
+    )
+    .await;
+
+    // A push changes the workers' image while a job runs on the worker.
+    let long = in_pod(
+        NS,
+        &worker,
+        "slurmd",
+        "cd /tmp && sbatch --parsable -o /dev/null --wrap 'sleep 100'",
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    eventually("the long job to run", Duration::from_secs(30), async || {
+        (job_state(&long)?.starts_with("RUNNING|")).then_some(())
+    })
+    .await;
+    let next = quickstart.replace(
+        "  slurmVersion: \"24.11\"\n",
+        &format!("  slurmVersion: \"24.11\"\n  images:\n    slurmd: {NEXT_SLURMD}\n"),
+    );
+    assert_ne!(next, quickstart);
+    let pushed = repo.push(&next, "workers: a new slurmd image");
+    assert_ne!(pushed, applied);
+    let t0 = Instant::now();
+    // The daemon follows it (its poll: one minute) and marks the busy worker for its PDB.
+    eventually(
+        "the daemon to apply the push and mark the worker busy",
+        Duration::from_secs(150),
+        async || {
+            let status = run("slurmops status --namespace slurmops", dir);
+            let busy = kubectl_ok(&[
+                "-n",
+                NS,
+                "get",
+                "pod",
+                &worker,
+                "-o",
+                "jsonpath={.metadata.labels.slurmops\\.dev/busy}",
+            ]);
+            let applied = status
+                .lines()
+                .any(|l| l.starts_with("applied:") && l.contains(&pushed[..12]));
+            if !(applied && busy == "true") {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            (applied && busy == "true").then_some(())
+        },
+    )
+    .await;
+    // `kubectl drain` would be refused: the busy worker's PDB allows no disruption.
+    let refused = evict(NS, &worker).expect_err("the eviction of a busy worker is refused");
+    assert!(
+        refused.contains("disruption budget"),
+        "refused for its PDB: {refused}"
+    );
+    // The job runs on; the worker pod is the same.
+    assert!(job_state(&long).unwrap().starts_with("RUNNING|"));
+    assert_eq!(workers(NS)[0].1, old_uid, "the busy worker is not replaced");
+
+    // The job ends by itself; then the worker is drained, deleted (the kubelet stops its
+    // container), and replaced from the new image; it registers and is IDLE.
+    eventually(
+        "the long job to complete",
+        Duration::from_secs(150),
+        async || {
+            let s = job_state(&long)?;
+            if s.starts_with("RUNNING|") || s.starts_with("PENDING|") {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return None;
+            }
+            assert_eq!(s, "COMPLETED|0:0", "the running job was not killed");
+            Some(())
+        },
+    )
+    .await;
+    let replaced = eventually(
+        "the worker replaced from the new image, IDLE",
+        Duration::from_secs(180),
+        async || {
+            let now = workers(NS);
+            let fresh = now.len() == 1 && now[0].1 != old_uid && now[0].2 == NEXT_SLURMD;
+            let ready = pods(NS).iter().all(|(_, r, _)| *r);
+            let idle = fresh
+                && ready
+                && sinfo(NS, CONTROLLER)?
+                    .lines()
+                    .any(|l| l == format!("{} idle", now[0].0));
+            if !idle {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            idle.then(|| now[0].0.clone())
+        },
+    )
+    .await;
+    eprintln!(
+        "push of a new worker image -> the busy worker replaced and IDLE: {:.1?} (its job had 100 s to run)",
+        t0.elapsed()
+    );
+    let killing = kubectl_ok(&[
+        "-n",
+        NS,
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.uid={old_uid},reason=Killing"),
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(
+        killing.contains("Stopping container slurmd"),
+        "the kubelet stopped the old worker's container: {killing:?}"
+    );
+    let out = in_pod(NS, &replaced, "slurmd", "srun hostname").unwrap();
+    assert_eq!(out.trim(), replaced, "the new worker runs jobs");
 }

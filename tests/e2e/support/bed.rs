@@ -90,6 +90,27 @@ pub fn bed_topology() -> slurmops::spec::types::Topology {
     }
 }
 
+/// Runs the bed script SCRIPT with ARGS and returns the `KEY=VALUE` lines it prints; panics
+/// with its output, naming WHAT, when it fails.
+pub fn script_env(script: &str, args: &[&std::ffi::OsStr], what: &str) -> BTreeMap<String, String> {
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} did not start ({script}):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// The running bed; starts it on first use in this process.
 pub fn bed() -> &'static Bed {
     static BED: OnceLock<Bed> = OnceLock::new();
@@ -115,22 +136,10 @@ fn start() -> Bed {
             conf
         })
         .collect();
-    let out = Command::new("bash")
-        .args(["tests/bed/bed.sh", "up"])
-        .args(confs.iter().map(|c| c.path()))
-        .output()
-        .expect("run tests/bed/bed.sh");
-    assert!(
-        out.status.success(),
-        "the test bed did not start (tests/bed/bed.sh up):\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let env: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+    let args: Vec<&std::ffi::OsStr> = std::iter::once("up".as_ref())
+        .chain(confs.iter().map(|c| c.path().as_os_str()))
         .collect();
+    let env = script_env("tests/bed/bed.sh", &args, "the test bed");
     let get = |k: &str| {
         env.get(k)
             .cloned()

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::Client;
@@ -36,6 +36,14 @@ mod containers;
 mod pod_status;
 use containers::{Target, pre_stop, start_slurmd, unpullable};
 use pod_status::now;
+
+/// A controller pod's slurmctld, of several, stopped: from its SIGTERM until it had exited.
+#[derive(Debug, Clone)]
+pub struct ControllerStop {
+    pub pod: String,
+    pub began: Instant,
+    pub ended: Instant,
+}
 
 /// What the kubelet did, in order, for assertions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +142,7 @@ pub struct Kubelet {
     instance: String,
     nodes: Vec<String>,
     events: Arc<Mutex<Vec<Event>>>,
+    stops: Arc<Mutex<Vec<ControllerStop>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
     closed: Arc<std::sync::atomic::AtomicBool>,
@@ -171,6 +180,7 @@ impl Kubelet {
             .map(|(n, _)| n.to_string())
             .unwrap_or_default();
         let events = Arc::new(Mutex::new(Vec::new()));
+        let stops = Arc::new(Mutex::new(Vec::new()));
         let readied = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(Mutex::new(BTreeMap::new()));
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -181,6 +191,7 @@ impl Kubelet {
             pods: Api::namespaced(client, ns),
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events: events.clone(),
+            stops: stops.clone(),
             readied: readied.clone(),
             running: running.clone(),
             ready: Arc::default(),
@@ -195,6 +206,7 @@ impl Kubelet {
             instance,
             nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(),
             events,
+            stops,
             readied,
             running,
             closed,
@@ -209,6 +221,11 @@ impl Kubelet {
 
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().unwrap().clone()
+    }
+
+    /// When each controller pod's slurmctld (of several) was stopped, in order.
+    pub fn controller_stops(&self) -> Vec<ControllerStop> {
+        self.stops.lock().unwrap().clone()
     }
 
     /// Every time a pod was marked Ready, in order.
@@ -286,6 +303,7 @@ struct State {
     /// The nodes this kubelet runs; pods are bound by ordinal.
     nodes: Vec<String>,
     events: Arc<Mutex<Vec<Event>>>,
+    stops: Arc<Mutex<Vec<ControllerStop>>>,
     readied: Arc<Mutex<Vec<Readied>>>,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
     ready: Arc<Mutex<BTreeSet<String>>>,
@@ -737,8 +755,14 @@ impl State {
                 && self.own.as_ref().is_some_and(|o| !o.controllers.is_empty())
             {
                 let h = r.hostname.clone();
+                let began = Instant::now();
                 let _ =
                     tokio::task::spawn_blocking(move || slurm::sh(&["stop-ctld", &i, &h])).await;
+                self.stops.lock().unwrap().push(ControllerStop {
+                    pod: r.hostname.clone(),
+                    began,
+                    ended: Instant::now(),
+                });
                 self.event(Event::ControllerStopped { pod: r.hostname });
                 return;
             }

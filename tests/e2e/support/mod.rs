@@ -61,6 +61,7 @@ pub mod login_pod;
 pub mod real_node;
 pub mod scale;
 pub mod slurm;
+pub mod slurm_images;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

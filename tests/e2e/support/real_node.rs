@@ -3,7 +3,6 @@
 //! needs it, stopped with the bed (`bed.sh down`). And the images those pods run, built here with
 //! the repository's own image script (scripts/image.py) and imported into the node's containerd.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -23,21 +22,7 @@ pub struct RealNode {
 pub fn real_node() -> &'static RealNode {
     static NODE: OnceLock<RealNode> = OnceLock::new();
     NODE.get_or_init(|| {
-        let out = Command::new("bash")
-            .args(["tests/bed/node.sh", "up"])
-            .output()
-            .expect("run tests/bed/node.sh");
-        assert!(
-            out.status.success(),
-            "the real node did not start (tests/bed/node.sh up):\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env = super::bed::script_env("tests/bed/node.sh", &["up".as_ref()], "the real node");
         let get = |k: &str| {
             env.get(k)
                 .cloned()
@@ -53,22 +38,50 @@ pub fn real_node() -> &'static RealNode {
     })
 }
 
-/// The static release binary the daemon's image is made of: `$SLURMOPS_STATIC_BIN`, else where
-/// tests/run-all.sh builds it (its "static binary" step runs before the tests).
+/// The static binary the daemon's image is made of: `$SLURMOPS_STATIC_BIN`, else this build's
+/// own slurmops when it is statically linked (tests/run-all.sh builds the tests so), else the
+/// static release binary.
 pub fn static_binary() -> PathBuf {
     if let Ok(p) = std::env::var("SLURMOPS_STATIC_BIN") {
         return p.into();
     }
+    let own = PathBuf::from(env!("CARGO_BIN_EXE_slurmops"));
+    if is_static(&own) {
+        return own;
+    }
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let p = Path::new(&target).join("x86_64-unknown-linux-gnu/release/slurmops");
     assert!(
-        p.is_file(),
-        "no static slurmops at {} to build the daemon's image from: build it as tests/run-all.sh \
-         does (RUSTFLAGS=\"-C target-feature=+crt-static\" OPENSSL_STATIC=1 cargo build --release \
-         --target x86_64-unknown-linux-gnu) or set SLURMOPS_STATIC_BIN",
+        p.is_file() && is_static(&p),
+        "no static slurmops to build the daemon's image from: {} is dynamically linked and {} is \
+         missing or dynamic. Build the tests as tests/run-all.sh does (RUSTFLAGS=\"-C \
+         target-feature=+crt-static\" OPENSSL_STATIC=1 cargo nextest run --target \
+         x86_64-unknown-linux-gnu), or a static release binary, or set SLURMOPS_STATIC_BIN",
+        own.display(),
         p.display()
     );
     p
+}
+
+/// Whether the ELF executable at PATH is statically linked: it names no program interpreter (no
+/// `PT_INTERP` program header), so it runs in an image with no libc.
+fn is_static(path: &Path) -> bool {
+    let Ok(elf) = std::fs::read(path) else {
+        return false;
+    };
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let b = elf.get(at..at + n)?;
+        Some(b.iter().rev().fold(0, |v, &x| (v << 8) | u64::from(x)))
+    };
+    // A little-endian ELF64 file: program headers at e_phoff, e_phnum of e_phentsize bytes each.
+    if elf.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return false;
+    }
+    let (Some(phoff), Some(size), Some(count)) = (word(0x20, 8), word(0x36, 2), word(0x38, 2))
+    else {
+        return false;
+    };
+    (0..count).all(|i| word((phoff + i * size) as usize, 4).is_some_and(|kind| kind != 3))
 }
 
 /// The reference `slurmops install` defaults to: the release workflow publishes the image there.
