@@ -329,6 +329,29 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
         .iter()
         .filter(|n| t.scope.includes(&n.name))
         .all(|n| obs.sets.contains_key(&n.name));
+    if out.slurm_error.is_some() {
+        // Slurm does not answer (a new cluster's first passes): a NodeSet nothing was decided
+        // for (its workload applied by this very pass, its perNode workers not made without
+        // Slurm) still shows, from Kubernetes alone.
+        let missing: Vec<String> = c
+            .spec
+            .node_sets
+            .iter()
+            .filter(|n| t.scope.includes(&n.name))
+            .filter(|n| !out.progress.iter().any(|p| p.node_set == n.name))
+            .map(|n| n.name.clone())
+            .collect();
+        if !missing.is_empty() {
+            let live = kube_only::observe(&env.cluster.client, c)
+                .await
+                .map_err(kube_err("the NodeSets' workloads"))?;
+            out.progress.extend(
+                kube_only::progress(c, &live)
+                    .into_iter()
+                    .filter(|p| missing.contains(&p.node_set)),
+            );
+        }
+    }
     out.next = next.finish(all_done && out.events.is_empty());
     phases.act = acted.elapsed();
     out.phases = phases;

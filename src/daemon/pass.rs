@@ -409,11 +409,6 @@ async fn reconcile(
             });
             state.cost = Some((out.phases, out.slurm_traffic, jobs));
             record(shared, state, t, &out, started, slurm.is_some());
-            state.status.slurmrestd = slurm
-                .as_ref()
-                .and_then(|s| s.answered())
-                .map(|a| a.line())
-                .unwrap_or_default();
             state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
                 (None, _) => String::new(),
                 // Which controller has control: one small request, only with backups.
@@ -423,6 +418,13 @@ async fn reconcile(
                 },
                 (Some(_), None) => "unknown: Slurm is not connected".into(),
             };
+            // After the pass's last request (the ping): a replica this pass moved on from is
+            // named whichever of its requests that was.
+            state.status.slurmrestd = slurm
+                .as_ref()
+                .and_then(|s| s.take_answered())
+                .map(|a| a.line())
+                .unwrap_or_default();
             super::report::rollout_events(
                 cluster,
                 &t.c.metadata.namespace,
@@ -499,6 +501,13 @@ fn record(
     }
     state.held = out.next.reapply();
     state.wake_at = out.next.at();
+    if out.slurm_error.is_some() {
+        // Slurm does not answer (a new cluster starting, slurmrestd restarting): pass again soon
+        // rather than at the next poll, so perNode workers are made and waiting steps resume
+        // within seconds of Slurm answering.
+        let soon = k8s_openapi::jiff::Timestamp::now().as_second() + SLURM_RETRY_S;
+        state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
+    }
     state.status.node_sets = crate::status::bound::progress(&out.progress);
     state.status.checks = crate::status::show::checks(&out.progress);
     // A failed canary marks the commit: it applied, and its rollout is halted.
@@ -582,11 +591,14 @@ fn find_replicas(
 /// the jobs (the read goes on in the background; a later pass takes it).
 pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
-/// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
-/// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
+/// While Slurm does not answer, the next pass comes at most this many seconds later.
+const SLURM_RETRY_S: i64 = 10;
+
 /// How the status's Slurm line begins when the daemon runs without Slurm (`--no-slurm`).
 pub const SLURM_OFF: &str = "off";
 
+/// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
+/// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.
 async fn connect(
     cluster: &Connection,
     cfg: &Config,

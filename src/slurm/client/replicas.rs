@@ -49,6 +49,39 @@ pub(super) struct Replicas {
     source: Option<Source>,
     preferred: Option<String>,
     answered: Option<Answered>,
+    /// Replicas that could not be reached since the last `take_answered`, and why (the
+    /// latest): one that answered since is not among them.
+    missed: Vec<(String, String)>,
+}
+
+impl Replicas {
+    /// Records a request's outcome: BY answered it (None: none could be reached), UNREACHABLE
+    /// could not be reached before.
+    fn outcome(&mut self, by: Option<&str>, unreachable: Vec<(String, String)>) {
+        for (name, why) in &unreachable {
+            match self.missed.iter_mut().find(|(n, _)| n == name) {
+                Some(m) => m.1 = why.clone(),
+                None => self.missed.push((name.clone(), why.clone())),
+            }
+        }
+        if let Some(by) = by {
+            self.missed.retain(|(n, _)| n != by);
+            self.preferred = Some(by.to_string());
+        }
+        self.answered = Some(Answered {
+            by: by.map(str::to_string),
+            unreachable,
+        });
+    }
+
+    /// The last request's replica and the replicas missed since the last take.
+    fn take(&mut self) -> Option<Answered> {
+        let missed = std::mem::take(&mut self.missed);
+        self.answered.as_ref().map(|a| Answered {
+            by: a.by.clone(),
+            unreachable: missed,
+        })
+    }
 }
 
 /// The replicas as they are now (the daemon's watch of the Service's Endpoints).
@@ -80,10 +113,13 @@ impl Client {
         source.map_or_else(Vec::new, |s| ordered(s(), preferred.as_deref()))
     }
 
-    /// Which replica answered the last request sent to replicas (None without replicas).
-    pub fn answered(&self) -> Option<Answered> {
-        let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        r.answered.clone()
+    /// Which replica answered the last request, and every replica that could not be reached
+    /// since the last call and has not answered since (a pass's status: a replica that stopped
+    /// is named in the pass that moved on from it, whichever of its requests that was). None
+    /// without replicas.
+    pub fn take_answered(&self) -> Option<Answered> {
+        let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        r.take()
     }
 
     /// The base URL a streamed read goes to: the replica tried first, else the Service.
@@ -116,20 +152,13 @@ impl Client {
                 }
                 other => {
                     let mut s = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-                    s.preferred = Some(r.name.clone());
-                    s.answered = Some(Answered {
-                        by: Some(r.name.clone()),
-                        unreachable,
-                    });
+                    s.outcome(Some(&r.name), unreachable);
                     return Some(other);
                 }
             }
         }
         let mut s = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        s.answered = Some(Answered {
-            by: None,
-            unreachable,
-        });
+        s.outcome(None, unreachable);
         None
     }
 }
@@ -155,6 +184,32 @@ mod tests {
         assert_eq!(
             none.line(),
             "no replica answered (the Service was asked); r-a did not answer (timed out)"
+        );
+    }
+
+    #[test]
+    fn a_replica_that_could_not_be_reached_is_named_until_the_next_take_or_until_it_answers() {
+        let mut r = Replicas::default();
+        let refused = || vec![("a".to_string(), "connection refused".to_string())];
+        // A pass: its first request moves from a to b, the next ones go to b at once.
+        r.outcome(Some("b"), refused());
+        r.outcome(Some("b"), vec![]);
+        assert_eq!(
+            r.take().unwrap().line(),
+            "b answered; a did not answer (connection refused)"
+        );
+        // The next pass, a not tried again: b answered, no one else is named.
+        r.outcome(Some("b"), vec![]);
+        assert_eq!(r.take().unwrap().line(), "b answered");
+        // a could not be reached, then answered itself: not named.
+        r.outcome(Some("b"), refused());
+        r.outcome(Some("a"), vec![]);
+        assert_eq!(r.take().unwrap().line(), "a answered");
+        // None reached: the Service was asked.
+        r.outcome(None, refused());
+        assert_eq!(
+            r.take().unwrap().line(),
+            "no replica answered (the Service was asked); a did not answer (connection refused)"
         );
     }
 
