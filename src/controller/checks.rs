@@ -63,6 +63,13 @@ fn check_drain(n: &Node) -> Option<&str> {
     rest.split_once(" failed").map(|(name, _)| name)
 }
 
+/// The job a check drain of N names (`… failed: job N: …`), when the drain is a check's.
+fn check_drain_job(n: &Node) -> Option<u64> {
+    check_drain(n)?;
+    let (_, rest) = n.reason.split_once(" failed: job ")?;
+    rest.split(':').next()?.parse().ok()
+}
+
 pub fn job_name(check: &str, node: &str, due: i64) -> String {
     format!("{CHECK_JOB_PREFIX}:{check}:{node}:{due}")
 }
@@ -293,6 +300,15 @@ fn worker(
                     acts.push(mark_of(w, c, m));
                 }
             }
+            // The job failed and drained its own node on its way out; Slurm does not list it
+            // ended yet. Its verdict comes when it ends: the worker stays drained until then.
+            Some(j)
+                if !ended(j)
+                    && drain == Some(c.name.as_str())
+                    && check_drain_job(n) == Some(j.id) =>
+            {
+                failed |= drains;
+            }
             Some(j) if !ended(j) => {
                 summary(out, cx.set, &c.name).running += 1;
                 // A new worker's first result: `apply` and `rollout` wait for it.
@@ -303,11 +319,13 @@ fn worker(
                 match j.start_time.filter(|s| *s > 0) {
                     Some(s) if now - s >= limit => {
                         let text = format!("ran past its timeout {}, cancelled", c.timeout);
-                        acts.push(Action::CheckCancel { job: j.id });
+                        // Drained first: a job cancelled frees the worker, and Slurm would
+                        // start a user's job there before a later drain (seen in CI).
                         if drains {
                             failed = true;
                             acts.push(hold(&c.name, &w.name, Some(j.id), &text));
                         }
+                        acts.push(Action::CheckCancel { job: j.id });
                         let m = Mark {
                             passed: false,
                             at: now,

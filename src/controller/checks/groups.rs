@@ -152,11 +152,15 @@ pub(super) fn run(
             match j.start_time.filter(|s| *s > 0) {
                 Some(s) if now - s >= limit => {
                     let text = format!("ran past its timeout {}, cancelled", c.timeout);
-                    acts.push(Action::CheckCancel { job: j.id });
-                    for (w, _) in &g.members {
-                        if drains {
+                    // Drained first: a job cancelled frees its workers, and Slurm would start
+                    // a user's job there before a later drain.
+                    if drains {
+                        for (w, _) in &g.members {
                             acts.push(hold(&c.name, &w.name, Some(j.id), &text));
                         }
+                    }
+                    acts.push(Action::CheckCancel { job: j.id });
+                    for (w, _) in &g.members {
                         acts.push(mark_of(w, c, on_job(j.id, &text)));
                     }
                 }

@@ -223,8 +223,9 @@ fn a_job_running_past_its_timeout_is_cancelled_and_counts_as_failed() {
     assert_eq!(
         steps(&c),
         [
-            "cancel 9",
+            // Drained before the cancel frees it: no user's job starts there in between.
             "hold gpu-0: check c failed: job 9: ran past its timeout 15s, cancelled",
+            "cancel 9",
             "mark gpu-0 job=9 : ran past its timeout 15s, cancelled",
         ]
     );
@@ -502,6 +503,30 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
         &[],
     );
     assert!(steps(&c).is_empty(), "{:?}", steps(&c));
+}
+
+#[test]
+fn a_worker_its_failing_job_drained_stays_drained_while_slurm_still_lists_the_job_running() {
+    // Seen in CI: the job drains its node as it fails, the pass reads the drain before Slurm
+    // lists the job ended, and the worker was resumed with nothing due: a user's job took it.
+    let reason = "slurmops: check c failed: job 8: figure 5 below 10";
+    let pass = |id: u64, state: &str| {
+        let job = check_job(id, "gpu-0", NOW - 600, state);
+        let drained = node("gpu-0", &["IDLE", "DRAIN"], reason);
+        steps(&run(
+            REGISTER,
+            vec![worker(0, &[])],
+            vec![drained],
+            vec![job],
+            &[],
+        ))
+    };
+    for state in ["RUNNING", "COMPLETING"] {
+        assert!(pass(8, state).is_empty(), "{state}: {:?}", pass(8, state));
+    }
+    // Drained for a job of its before (a re-run now running): resumed as before, the re-run
+    // being the job that takes the worker first.
+    assert_eq!(pass(9, "RUNNING"), ["resume gpu-0"]);
 }
 
 #[test]

@@ -147,10 +147,11 @@ fn a_pair_job_past_its_timeout_is_cancelled_and_fails_both_and_a_stuck_one_frees
     assert_eq!(
         steps(&c),
         [
-            "cancel 7",
+            // Both drained before the cancel frees them: no user's job starts there between.
             "hold gpu-0: check c failed: job 7: ran past its timeout 10m, cancelled",
-            "mark gpu-0 job=7 : ran past its timeout 10m, cancelled",
             "hold gpu-1: check c failed: job 7: ran past its timeout 10m, cancelled",
+            "cancel 7",
+            "mark gpu-0 job=7 : ran past its timeout 10m, cancelled",
             "mark gpu-1 job=7 : ran past its timeout 10m, cancelled",
         ]
     );
