@@ -9,6 +9,18 @@ const BUDGET: usize = crate::spec::yaml::MAX_BYTES - 4096;
 const HEAD: &str = "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata:\n  name: evil\n  namespace: slurm\n";
 const SPEC: &str = "spec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: k, key: k}\n    jwtKey: {name: j, key: j}\n  nodeSets:\n    - name: cpu\n      replicas: 1\n  partitions:\n    - name: p\n      nodeSets: [ALL]\n";
 
+/// A cluster's head, valid up to its NodeSets (`spec.nodeSets` follows).
+const CLUSTER: &str = "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata:\n  name: evil\n  namespace: slurm\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: k, key: k}\n    jwtKey: {name: j, key: j}\n";
+
+/// `nodeSets:` with N NodeSets `set-I` of one replica, each with EXTRA fields (`, features: [f]`).
+fn node_sets(n: usize, extra: &str) -> String {
+    let mut s = String::from("  nodeSets:\n");
+    for i in 0..n {
+        s.push_str(&format!("    - {{name: set-{i}, replicas: 1{extra}}}\n"));
+    }
+    s
+}
+
 /// Appends LINE(0), LINE(1), ... until the budget is reached.
 fn fill(s: String, tail: &str, line: impl FnMut(usize) -> String) -> String {
     fill_n(s, tail, usize::MAX, line)
@@ -131,6 +143,72 @@ pub fn corpus() -> Vec<(&'static str, String)> {
                 |i| format!("    - {{name: Bad_{i}, replicas: -1, cpuz: 1}}\n"),
             ),
         ),
+        // What validation makes of a file the parser accepts (each within its node limit, and
+        // valid in structure, so that the semantic checks run). Many NodeSets and many
+        // references to none of them: a hint per reference named every NodeSet (a 2.3 MB file
+        // of this shape took validation past 3.4 GB in 10 minutes).
+        (
+            "node-sets-times-bad-references",
+            fill(
+                format!(
+                    "{CLUSTER}{}  partitions:\n    - name: p\n      nodeSets:\n",
+                    node_sets(20_000, "")
+                ),
+                "",
+                |i| format!("        - nosuch-{i}\n"),
+            ),
+        ),
+        // The same within the NodeSets slurmops takes: every reference looked up, every hint
+        // a comparison with each NodeSet.
+        (
+            "bad-references-to-a-thousand-node-sets",
+            fill(
+                format!(
+                    "{CLUSTER}{}  partitions:\n    - name: p\n      nodeSets:\n",
+                    node_sets(1_000, "")
+                ),
+                "",
+                |i| format!("        - set-{i}x\n"),
+            ),
+        ),
+        // One cycle through every account: each account's walk up named the whole cycle.
+        ("an-account-cycle-through-every-account", {
+            let n = 60_000;
+            fill_n(
+                format!(
+                    "{CLUSTER}{}  partitions: [{{name: p, nodeSets: [ALL]}}]\n  accounting:\n    enabled: true\n    accounts:\n",
+                    node_sets(1, "")
+                ),
+                "",
+                n,
+                |i| format!("      - {{name: a{i}, parent: a{}}}\n", (i + 1) % n),
+            )
+        }),
+        // Users charging accounts that do not exist, among many that do.
+        ("users-of-unknown-accounts", {
+            let mut s = format!(
+                "{CLUSTER}{}  partitions: [{{name: p, nodeSets: [ALL]}}]\n  accounting:\n    enabled: true\n    accounts:\n",
+                node_sets(1, "")
+            );
+            for i in 0..20_000 {
+                s.push_str(&format!("      - {{name: acct-{i}}}\n"));
+            }
+            s.push_str("    users:\n");
+            fill_n(s, "", 40_000, |i| {
+                format!("      - {{name: u{i}, accounts: [{{name: acct-{i}x}}]}}\n")
+            })
+        }),
+        // Every check against every NodeSet, none in a partition: a finding per pair.
+        ("checks-times-node-sets", {
+            let mut s = format!("{CLUSTER}{}", node_sets(1_000, ", features: [f]"));
+            s.push_str("  partitions:\n    - {name: p, nodeSets: [nosuch]}\n  policy:\n    activeChecks:\n");
+            for i in 0..100 {
+                s.push_str(&format!(
+                    "      - {{name: c{i}, script: 'true', onRegister: true, features: [f]}}\n"
+                ));
+            }
+            s
+        }),
         // Many merge keys pulling in an anchored mapping.
         (
             "many-merges",

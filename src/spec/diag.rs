@@ -130,21 +130,42 @@ impl Finding {
     }
 }
 
-/// The closest candidate to `word`, if it is close enough to be a likely typo.
+/// Longest word, and longest candidate, a suggestion is looked for (every name slurmops takes
+/// is at most 64 characters; a longer one is no typo of a name).
+const SUGGEST_MAX_LEN: usize = 64;
+/// Most candidates a word is compared with: a hint costs the same for any list.
+const SUGGEST_MAX_CANDIDATES: usize = 1_000;
+
+/// The closest candidate to `word`, if it is close enough to be a likely typo. Bounded: words
+/// and candidates longer than 64 characters are left out, and only the first 1,000 candidates
+/// are compared.
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    if word.len() > SUGGEST_MAX_LEN {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()
-        .map(|c| (edit_distance(&lower, &c.to_ascii_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .take(SUGGEST_MAX_CANDIDATES)
+        .filter(|c| c.len() <= SUGGEST_MAX_LEN)
+        .filter_map(|c| {
+            let max = (c.len() / 3).max(2);
+            let d = edit_distance(&lower, &c.to_ascii_lowercase(), max)?;
+            Some((d, c))
+        })
         .min_by_key(|(d, c)| (*d, *c))
         .map(|(_, c)| c)
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// The edit distance of A and B when it is at most MAX (None past it: a row whose every cell
+/// is past MAX ends the comparison).
+fn edit_distance(a: &str, b: &str, max: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -153,9 +174,54 @@ fn edit_distance(a: &str, b: &str) -> usize {
             let cost = usize::from(ca != *cb);
             cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
+        if cur.iter().all(|d| *d > max) {
+            return None;
+        }
         prev = cur;
     }
-    prev[b.len()]
+    Some(prev[b.len()]).filter(|d| *d <= max)
+}
+
+/// Most names a hint lists.
+const LISTED: usize = 10;
+
+/// NAMES for a hint: at most ten, each clipped, and how many there are in all past ten
+/// (`a, b, c`; `a, b, …, j, and 40 more`).
+pub fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut shown = Vec::new();
+    let mut more = 0usize;
+    for n in names {
+        if shown.len() < LISTED {
+            shown.push(clip(n));
+        } else {
+            more += 1;
+        }
+    }
+    match more {
+        0 => shown.join(", "),
+        _ => format!("{}, and {more} more", shown.join(", ")),
+    }
+}
+
+/// Longest value a message quotes whole.
+const CLIP: usize = 64;
+
+/// S for a message: whole when short, else its start and its length (`"xxxx…" (1048576 bytes)`
+/// reads as the start of the value).
+pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= CLIP {
+        return s.into();
+    }
+    format!("{}… ({} bytes)", start(s, CLIP), s.len()).into()
+}
+
+/// The longest start of S of at most MAX bytes that ends at a character.
+pub fn start(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -188,5 +254,34 @@ mod tests {
             Some("replicas")
         );
         assert_eq!(did_you_mean("zzzzzz", ["replicas", "image"]), None);
+    }
+
+    #[test]
+    fn suggestions_and_lists_stay_bounded() {
+        // A word no name can be, and candidates past the first thousand: no comparison.
+        let long = "x".repeat(1 << 20);
+        assert_eq!(did_you_mean(&long, ["x"]), None);
+        let many: Vec<String> = (0..5_000).map(|i| format!("set-{i}")).collect();
+        assert_eq!(
+            did_you_mean("set-12", many.iter().map(|s| s.as_str())),
+            Some("set-12")
+        );
+        assert_eq!(
+            did_you_mean("set-4999", many.iter().map(|s| s.as_str())),
+            Some("set-499")
+        );
+        assert_eq!(
+            listed(many.iter().map(|s| s.as_str())),
+            "set-0, set-1, set-2, set-3, set-4, set-5, set-6, set-7, set-8, set-9, and 4990 more"
+        );
+        assert_eq!(listed(["a", "b"]), "a, b");
+        assert_eq!(clip(&long), format!("{}… (1048576 bytes)", "x".repeat(64)));
+        assert_eq!(
+            clip("é".repeat(40).as_str()).chars().count(),
+            32 + 1 + " (80 bytes)".len()
+        );
+        // The distance is exact within its bound.
+        assert_eq!(edit_distance("kitten", "sitting", 3), Some(3));
+        assert_eq!(edit_distance("kitten", "sitting", 2), None);
     }
 }

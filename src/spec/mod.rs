@@ -65,8 +65,8 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
     match cluster {
         Ok(cluster) => {
             let mut all = findings;
-            let semantic = validate::validate(&cluster);
-            let total = total + semantic.len();
+            let (semantic, counted) = validate::validate(&cluster);
+            let total = total + counted;
             all.extend(semantic);
             if all.is_empty() {
                 Ok(cluster)

@@ -2,14 +2,14 @@
 //! exists, the account tree has no cycle, defaults are among the allowed, and TRES lists, times
 //! and QOS flags parse the way Slurm writes them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 
 use super::super::accounts::{BUILT_IN_QOS, ROOT};
-use super::super::diag::{Path, did_you_mean};
+use super::super::diag::{Path, clip, did_you_mean, listed};
 use super::super::types::*;
 use super::super::values::parse_quantity;
 use super::super::words::{QOS_FLAGS, parse_minutes, parse_tres};
-use super::Validator;
+use super::{Known, Validator};
 
 fn is_slurm_name(s: &str) -> bool {
     !s.is_empty()
@@ -28,9 +28,9 @@ impl Validator {
                 "set accounting.enabled: true (with accounting.database), or remove them",
             );
         }
-        let mut qos: Vec<&str> = vec![BUILT_IN_QOS];
-        qos.extend(a.qos.iter().map(|q| q.name.as_str()));
-        let accounts: Vec<&str> = a.accounts.iter().map(|x| x.name.as_str()).collect();
+        let qos =
+            Known::new(std::iter::once(BUILT_IN_QOS).chain(a.qos.iter().map(|q| q.name.as_str())));
+        let accounts = Known::new(a.accounts.iter().map(|x| x.name.as_str()));
         self.names(
             p.key("qos"),
             "QOS",
@@ -40,7 +40,7 @@ impl Validator {
         self.names(
             p.key("accounts"),
             "account",
-            accounts.iter().copied(),
+            a.accounts.iter().map(|x| x.name.as_str()),
             &[ROOT],
         );
         self.names(
@@ -70,8 +70,8 @@ impl Validator {
             }
             self.wall(lp.key("maxWall"), &l.max_wall);
         }
-        let mut with_accounts: Vec<&str> = vec![ROOT];
-        with_accounts.extend(accounts.iter().copied());
+        let with_accounts =
+            Known::new(std::iter::once(ROOT).chain(a.accounts.iter().map(|x| x.name.as_str())));
         for (i, acc) in a.accounts.iter().enumerate() {
             let ap = p.key("accounts").index(i);
             if let Some(parent) = &acc.parent {
@@ -169,14 +169,14 @@ impl Validator {
         }
     }
 
-    fn qos_ref(&mut self, p: Path, name: &str, known: &[&str]) {
-        if !known.contains(&name) {
+    fn qos_ref(&mut self, p: Path, name: &str, known: &Known) {
+        if !known.contains(name) {
             self.unknown_ref(p, "QOS", name, known);
         }
     }
 
-    fn account_ref(&mut self, p: Path, name: &str, known: &[&str]) {
-        if !known.contains(&name) {
+    fn account_ref(&mut self, p: Path, name: &str, known: &Known) {
+        if !known.contains(name) {
             self.unknown_ref(p, "account", name, known);
         }
     }
@@ -188,7 +188,7 @@ impl Validator {
         let names: Vec<&str> = QOS_FLAGS.iter().map(|(f, _)| *f).collect();
         let hint = match did_you_mean(flag, names.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
-            None => format!("known: {}", names.join(", ")),
+            None => format!("known: {}", listed(names.iter().copied())),
         };
         self.err(
             p,
@@ -209,7 +209,7 @@ impl Validator {
         }
     }
 
-    fn association(&mut self, p: &Path, a: &Association, qos: &[&str]) {
+    fn association(&mut self, p: &Path, a: &Association, qos: &Known) {
         for (j, q) in a.qos.iter().enumerate() {
             self.qos_ref(p.key("qos").index(j), q, qos);
         }
@@ -219,8 +219,9 @@ impl Validator {
                 self.err(
                     p.key("defaultQOS"),
                     format!(
-                        "default QOS {d:?} is not one of the allowed QOS ({})",
-                        a.qos.join(", ")
+                        "default QOS {:?} is not one of the allowed QOS ({})",
+                        clip(d),
+                        listed(a.qos.iter().map(|q| q.as_str()))
                     ),
                     format!("add {d} to qos, or choose one of them"),
                 );
@@ -238,35 +239,88 @@ impl Validator {
         self.wall(lp.key("maxWall"), &l.max_wall);
     }
 
+    /// Accounts whose parents lead round to themselves: one walk up from each account, none
+    /// walked twice (a chain of accounts costs its length, not its square), each account on a
+    /// cycle named at its parent with the cycle from it (its first names when it is long).
     fn account_cycles(&mut self, a: &Accounting, p: &Path) {
-        let parent: BTreeMap<&str, &str> = a
+        let index: HashMap<&str, usize> = a
             .accounts
             .iter()
-            .map(|x| (x.name.as_str(), x.parent.as_deref().unwrap_or(ROOT)))
+            .enumerate()
+            .map(|(i, x)| (x.name.as_str(), i))
             .collect();
-        for (i, acc) in a.accounts.iter().enumerate() {
-            let mut path = vec![acc.name.as_str()];
-            let mut at = acc.name.as_str();
-            while let Some(&up) = parent.get(at) {
-                if up == acc.name {
-                    path.push(up);
-                    self.err(
-                        p.index(i).key("parent"),
-                        format!("the account tree has a cycle: {}", path.join(" → ")),
-                        "every account must lead up to root: fix one of these parents",
-                    );
-                    break;
+        let parent = |i: usize| {
+            let up = a.accounts[i].parent.as_deref().unwrap_or(ROOT);
+            index.get(up).copied()
+        };
+        // 0: not walked yet; 1: on the walk now; 2: walked, on no cycle or its cycle found.
+        let mut state = vec![0u8; a.accounts.len()];
+        let mut cycles: Vec<Vec<usize>> = Vec::new();
+        let mut on_cycle: HashMap<usize, (usize, usize)> = HashMap::new();
+        for start in 0..a.accounts.len() {
+            let mut walk = Vec::new();
+            let mut at = Some(start);
+            while let Some(i) = at {
+                match state[i] {
+                    2 => break,
+                    1 => {
+                        let from = walk.iter().position(|w| *w == i).expect("on the walk");
+                        let cycle = walk[from..].to_vec();
+                        for (k, m) in cycle.iter().enumerate() {
+                            on_cycle.insert(*m, (cycles.len(), k));
+                        }
+                        cycles.push(cycle);
+                        break;
+                    }
+                    _ => {
+                        state[i] = 1;
+                        walk.push(i);
+                        at = parent(i);
+                    }
                 }
-                if path.contains(&up) || path.len() > a.accounts.len() {
-                    break;
-                }
-                path.push(up);
-                at = up;
             }
+            for w in walk {
+                state[w] = 2;
+            }
+        }
+        for i in 0..a.accounts.len() {
+            let Some(&(c, k)) = on_cycle.get(&i) else {
+                continue;
+            };
+            if self.counted_only() {
+                continue;
+            }
+            let cycle = &cycles[c];
+            // From this account round to it again.
+            let names: Vec<&str> = (0..=cycle.len())
+                .map(|s| a.accounts[cycle[(k + s) % cycle.len()]].name.as_str())
+                .collect();
+            let shown = match names.len() {
+                n if n <= 9 => names
+                    .iter()
+                    .map(|n| clip(n))
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                n => format!(
+                    "{} → … → {} ({} accounts)",
+                    names[..6]
+                        .iter()
+                        .map(|n| clip(n))
+                        .collect::<Vec<_>>()
+                        .join(" → "),
+                    clip(names[n - 1]),
+                    n - 1
+                ),
+            };
+            self.err(
+                p.index(i).key("parent"),
+                format!("the account tree has a cycle: {shown}"),
+                "every account must lead up to root: fix one of these parents",
+            );
         }
     }
 
-    fn user(&mut self, p: &Path, u: &User, accounts: &[&str], qos: &[&str]) {
+    fn user(&mut self, p: &Path, u: &User, accounts: &Known, qos: &Known) {
         if u.accounts.is_empty() {
             self.err(
                 p.key("accounts"),
@@ -290,7 +344,7 @@ impl Validator {
         if let Some(d) = &u.default_account
             && !u.accounts.iter().any(|m| m.name == *d)
         {
-            let names: Vec<&str> = u.accounts.iter().map(|m| m.name.as_str()).collect();
+            let names = Known::new(u.accounts.iter().map(|m| m.name.as_str()));
             self.unknown_ref(p.key("defaultAccount"), "account of this user", d, &names);
         }
     }

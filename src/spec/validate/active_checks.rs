@@ -2,11 +2,11 @@
 //! script source, NodeSets that exist and sit in a partition (the job must run somewhere), a
 //! schedule that parses, a cap and a timeout that can work.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::super::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
 use super::super::canary::SCRIPT_END;
-use super::super::diag::Path;
+use super::super::diag::{Path, clip};
 use super::super::types::*;
 use super::Validator;
 use super::canary::MAX_SCRIPT_BYTES;
@@ -14,12 +14,73 @@ use super::canary::MAX_SCRIPT_BYTES;
 /// Longest check name: it goes in job names, drain reasons and condition types.
 const MAX_NAME: usize = 40;
 
+/// What the checks are held against, looked up at once: a check costs what it names, times
+/// the NodeSets (bounded), not the NodeSets times the partitions.
+struct Index<'a> {
+    /// NodeSet names, and each NodeSet's features with its name.
+    features: HashMap<&'a str, HashSet<&'a str>>,
+    /// NodeSets a partition lists; whether one lists ALL.
+    in_partition: HashSet<&'a str>,
+    all_in_partition: bool,
+    /// Checks a canary runs.
+    canary_runs: HashSet<&'a str>,
+    /// NodeSets in block topology.
+    in_blocks: HashSet<&'a str>,
+}
+
+impl<'a> Index<'a> {
+    fn of(s: &'a ClusterSpec) -> Self {
+        let refs = s.partitions.iter().flat_map(|p| p.node_sets.iter());
+        Index {
+            features: s
+                .node_sets
+                .iter()
+                .map(|n| {
+                    let f = n
+                        .features
+                        .iter()
+                        .map(|f| f.as_str())
+                        .chain([n.name.as_str()]);
+                    (n.name.as_str(), f.collect())
+                })
+                .collect(),
+            in_partition: refs.clone().map(|r| r.as_str()).collect(),
+            all_in_partition: refs.clone().any(|r| r == "ALL"),
+            canary_runs: s
+                .node_sets
+                .iter()
+                .filter_map(|n| n.update.canary.as_ref()?.validate.check.as_deref())
+                .collect(),
+            in_blocks: s
+                .topology
+                .iter()
+                .flat_map(|t| t.block.node_sets.iter().map(|n| n.as_str()))
+                .collect(),
+        }
+    }
+
+    /// The NodeSets C covers, in order (`ActiveCheck::covers`, by lookups).
+    fn covered<'s>(
+        &'s self,
+        c: &'s ActiveCheck,
+        s: &'a ClusterSpec,
+    ) -> impl Iterator<Item = &'a NodeSet> + 's {
+        let listed: HashSet<&str> = c.node_sets.iter().map(|n| n.as_str()).collect();
+        s.node_sets.iter().filter(move |n| {
+            let has = &self.features[n.name.as_str()];
+            (listed.is_empty() || listed.contains(n.name.as_str()))
+                && c.features.iter().all(|f| has.contains(f.as_str()))
+        })
+    }
+}
+
 impl Validator {
     pub(super) fn active_checks(&mut self, s: &ClusterSpec, p: &Path) {
         let mut seen = BTreeSet::new();
+        let index = Index::of(s);
         for (i, c) in s.policy.active_checks.iter().enumerate() {
             let cp = p.key("activeChecks").index(i);
-            self.active_check(c, s, &cp);
+            self.active_check(c, s, &index, &cp);
             if !seen.insert(c.name.as_str()) {
                 self.err(
                     cp.key("name"),
@@ -30,7 +91,7 @@ impl Validator {
         }
     }
 
-    fn active_check(&mut self, c: &ActiveCheck, s: &ClusterSpec, p: &Path) {
+    fn active_check(&mut self, c: &ActiveCheck, s: &ClusterSpec, index: &Index, p: &Path) {
         let name_ok = !c.name.is_empty()
             && c.name.len() <= MAX_NAME
             && c.name
@@ -69,27 +130,30 @@ impl Validator {
             }
         }
         for (j, n) in c.node_sets.iter().enumerate() {
-            if !s.node_sets.iter().any(|x| &x.name == n) {
+            if !index.features.contains_key(n.as_str()) {
                 self.err(
                     p.key("nodeSets").index(j),
-                    format!("no NodeSet is named {n:?}"),
+                    format!("no NodeSet is named {:?}", clip(n)),
                     "name a NodeSet of spec.nodeSets, or leave nodeSets out for every NodeSet",
                 );
             }
         }
-        for n in s.node_sets.iter().filter(|n| c.covers(n)) {
-            if s.partition_of(&n.name).is_none() {
+        let mut covers_one = false;
+        for n in index.covered(c, s) {
+            covers_one = true;
+            if !index.all_in_partition && !index.in_partition.contains(n.name.as_str()) {
                 self.err(
                     p.clone(),
                     format!(
                         "NodeSet {:?} is in no partition, so check {:?} cannot run there",
-                        n.name, c.name
+                        clip(&n.name),
+                        clip(&c.name)
                     ),
                     "add the NodeSet to a partition in spec.partitions, or list only other NodeSets",
                 );
             }
         }
-        if !s.node_sets.is_empty() && !s.node_sets.iter().any(|n| c.covers(n)) {
+        if !s.node_sets.is_empty() && !covers_one {
             let at = match c.features.is_empty() {
                 true => p.key("nodeSets"),
                 false => p.key("features"),
@@ -100,12 +164,7 @@ impl Validator {
                 "a NodeSet is covered when it is listed (or none is) and has every feature listed (its name counts)",
             );
         }
-        let a_canary_runs_it = s.node_sets.iter().any(|n| {
-            n.update
-                .canary
-                .as_ref()
-                .is_some_and(|k| k.validate.check.as_ref() == Some(&c.name))
-        });
+        let a_canary_runs_it = index.canary_runs.contains(c.name.as_str());
         if !c.on_register && c.schedule.is_none() && !a_canary_runs_it {
             self.err(
                 p.clone(),
@@ -124,7 +183,7 @@ impl Validator {
             };
             self.err(p.key(field), e, hint);
         }
-        self.span(c, s, p);
+        self.span(c, s, index, p);
         if c.max_concurrent == 0 {
             self.err(
                 p.key("maxConcurrent"),
@@ -150,7 +209,7 @@ impl Validator {
 
     /// A check across nodes: scheduled only, a built-in that runs across nodes, and (`block`)
     /// NodeSets in block topology.
-    fn span(&mut self, c: &ActiveCheck, s: &ClusterSpec, p: &Path) {
+    fn span(&mut self, c: &ActiveCheck, s: &ClusterSpec, index: &Index, p: &Path) {
         if !c.across_nodes() {
             return;
         }
@@ -178,18 +237,14 @@ impl Validator {
         if c.span != CheckSpan::Block {
             return;
         }
-        let in_blocks = |n: &str| {
-            s.topology
-                .as_ref()
-                .is_some_and(|t| t.block.node_sets.iter().any(|x| x == n))
-        };
-        for n in s.node_sets.iter().filter(|n| c.covers(n)) {
-            if !in_blocks(&n.name) {
+        for n in index.covered(c, s) {
+            if !index.in_blocks.contains(n.name.as_str()) {
                 self.err(
                     p.key("span"),
                     format!(
                         "NodeSet {:?} is not in block topology, so check {:?} finds no block there",
-                        n.name, c.name
+                        clip(&n.name),
+                        clip(&c.name)
                     ),
                     "add it to spec.topology.block.nodeSets, or use span: pair",
                 );

@@ -2,7 +2,7 @@
 //! wrapped into a job, and a partition for the job to run in.
 
 use super::super::canary::{Validate, ValidateNodes};
-use super::super::diag::Path;
+use super::super::diag::{Path, clip, listed};
 use super::super::types::*;
 use super::{Validator, is_dns_subdomain};
 
@@ -94,18 +94,16 @@ impl Validator {
     /// canary for a check of one node, one across them all for a check across nodes).
     fn canary_check(&mut self, name: &str, v: &Validate, s: &ClusterSpec, p: &Path) {
         let Some(c) = s.policy.active_checks.iter().find(|c| c.name == name) else {
-            let known: Vec<&str> = s
-                .policy
-                .active_checks
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
+            let known = &s.policy.active_checks;
             self.err(
                 p.key("check"),
-                format!("no active check is named {name:?}"),
+                format!("no active check is named {:?}", clip(name)),
                 match known.is_empty() {
                     true => "declare it in spec.policy.activeChecks".to_string(),
-                    false => format!("name one of spec.policy.activeChecks: {}", known.join(", ")),
+                    false => format!(
+                        "name one of spec.policy.activeChecks: {}",
+                        listed(known.iter().map(|c| c.name.as_str()))
+                    ),
                 },
             );
             return;

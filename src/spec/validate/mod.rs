@@ -2,7 +2,7 @@
 //! depend on each other, and settings slurmops must own. Each check returns findings with the
 //! path of the offending value, so the caller can point at it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 mod accounting;
 mod active_checks;
@@ -15,7 +15,7 @@ mod window;
 
 use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};
 
-use super::diag::{Finding, Path, did_you_mean};
+use super::diag::{Finding, Path, clip, did_you_mean, listed};
 use super::release;
 use super::types::*;
 use super::values::{IntOrPercent, SlurmValue, parse_quantity};
@@ -71,17 +71,65 @@ pub fn reserved_suffixes() -> &'static [&'static str] {
     ]
 }
 
-pub fn validate(c: &ClusterFile) -> Vec<Finding> {
-    let mut v = Validator { out: Vec::new() };
+/// Most findings kept (the rest are counted): as many as a file's diagnostics show.
+const MAX_FINDINGS: usize = super::MAX_DIAGNOSTICS;
+/// Longest message or hint a finding keeps.
+const MAX_TEXT: usize = 1024;
+
+/// Most entries of the lists whose entries are checked against one another (which NodeSets a
+/// check covers, in which partition each sits): past them those checks are not made (a finding
+/// says so), so that no file within the parser's limits makes validation quadratic.
+const MAX_NODE_SETS: usize = 1_000;
+const MAX_PARTITIONS: usize = 1_000;
+const MAX_ACTIVE_CHECKS: usize = 100;
+/// Most features of a NodeSet or of a check (Slurm features: a few per node).
+const MAX_FEATURES: usize = 256;
+
+/// The semantic findings of C: the first ones made (at most as many as diagnostics show), and
+/// how many there are in all. Bounded in time and memory for any file the parser accepts.
+pub fn validate(c: &ClusterFile) -> (Vec<Finding>, usize) {
+    let mut v = Validator::default();
     v.header(c);
     let spec = Path::root().key("spec");
-    v.spec(&c.spec, &c.metadata, &spec);
+    if v.sizes(&c.spec, &spec) {
+        v.spec(&c.spec, &c.metadata, &spec);
+    }
     v.own_secrets(c);
-    v.out
+    (v.out, v.total)
 }
 
+#[derive(Default)]
 struct Validator {
     out: Vec<Finding>,
+    /// Every finding made, kept or not.
+    total: usize,
+}
+
+/// Names a reference may name: found at once, and named in a hint by the closest or a few.
+pub(super) struct Known<'a> {
+    list: Vec<&'a str>,
+    set: HashSet<&'a str>,
+}
+
+impl<'a> Known<'a> {
+    pub(super) fn new(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let list: Vec<&str> = names.into_iter().collect();
+        let set = list.iter().copied().collect();
+        Known { list, set }
+    }
+
+    pub(super) fn contains(&self, name: &str) -> bool {
+        self.set.contains(name)
+    }
+}
+
+/// S cut to MAX_TEXT bytes (at a character), marked when cut.
+fn bounded(mut s: String) -> String {
+    if s.len() > MAX_TEXT {
+        s.truncate(super::diag::start(&s, MAX_TEXT).len());
+        s.push('…');
+    }
+    s
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -206,8 +254,89 @@ impl Validator {
         }
     }
 
+    /// Keeps F while fewer than MAX_FINDINGS are kept (its texts bounded); counts it always.
+    fn push(&mut self, mut f: Finding) {
+        self.total += 1;
+        if self.full() {
+            return;
+        }
+        f.message = bounded(f.message);
+        f.hint = f.hint.map(bounded);
+        self.out.push(f);
+    }
+
+    /// Whether a finding made now would only be counted (a costly hint is not worth making).
+    fn full(&self) -> bool {
+        self.out.len() >= MAX_FINDINGS
+    }
+
+    /// When no finding more is kept, counts one without making it: true then.
+    fn counted_only(&mut self) -> bool {
+        let full = self.full();
+        self.total += usize::from(full);
+        full
+    }
+
     fn err(&mut self, path: Path, msg: impl Into<String>, hint: impl Into<String>) {
-        self.out.push(Finding::new(path, msg).hint(hint));
+        self.push(Finding::new(path, msg).hint(hint));
+    }
+
+    /// Whether the lists checked against one another are within their bounds (else a finding
+    /// per list past its bound, and the spec is not checked further).
+    fn sizes(&mut self, s: &ClusterSpec, p: &Path) -> bool {
+        let lists = [
+            (
+                s.node_sets.len(),
+                MAX_NODE_SETS,
+                p.key("nodeSets"),
+                "NodeSets",
+            ),
+            (
+                s.partitions.len(),
+                MAX_PARTITIONS,
+                p.key("partitions"),
+                "partitions",
+            ),
+            (
+                s.policy.active_checks.len(),
+                MAX_ACTIVE_CHECKS,
+                p.key("policy").key("activeChecks"),
+                "active checks",
+            ),
+        ];
+        let mut within = true;
+        for (n, max, at, what) in lists {
+            if n > max {
+                within = false;
+                self.err(
+                    at,
+                    format!("{n} {what}; slurmops takes at most {max}"),
+                    "split the cluster, or merge entries: the rest of spec is not checked until then",
+                );
+            }
+        }
+        let features = s
+            .node_sets
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.features.len(), p.key("nodeSets").index(i)))
+            .chain(s.policy.active_checks.iter().enumerate().map(|(i, c)| {
+                (
+                    c.features.len(),
+                    p.key("policy").key("activeChecks").index(i),
+                )
+            }));
+        for (n, at) in features {
+            if n > MAX_FEATURES {
+                within = false;
+                self.err(
+                    at.key("features"),
+                    format!("{n} features; slurmops takes at most {MAX_FEATURES}"),
+                    "list the features jobs select on: the rest of spec is not checked until then",
+                );
+            }
+        }
+        within
     }
 
     /// A finding about the map key KEY at PATH (a name), pointed at the key, not its value.
@@ -220,7 +349,7 @@ impl Validator {
     ) {
         let mut f = Finding::new(path, msg).hint(hint);
         f.at_key = Some(key.to_string());
-        self.out.push(f);
+        self.push(f);
     }
 
     fn dns_label(&mut self, path: Path, what: &str, value: &str, max: usize) {
@@ -671,7 +800,7 @@ impl Validator {
                 "add e.g. {name: all, nodeSets: [ALL], default: true}",
             );
         }
-        let names: Vec<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
+        let names = Known::new(s.node_sets.iter().map(|n| n.name.as_str()));
         let mut seen = BTreeSet::new();
         let mut defaults = 0;
         for (i, part) in s.partitions.iter().enumerate() {
@@ -705,7 +834,7 @@ impl Validator {
                 );
             }
             for (j, r) in part.node_sets.iter().enumerate() {
-                if r != "ALL" && !names.contains(&r.as_str()) {
+                if r != "ALL" && !names.contains(r) {
                     self.unknown_ref(pp.key("nodeSets").index(j), "NodeSet", r, &names);
                 }
             }
@@ -743,17 +872,20 @@ impl Validator {
         }
     }
 
-    fn unknown_ref(&mut self, path: Path, what: &str, name: &str, names: &[&str]) {
-        let mut f = Finding::new(path, format!("no {what} named {name:?}"));
-        f = match did_you_mean(name, names.iter().copied()) {
-            Some(s) => f.hint(format!("did you mean `{s}`?")),
-            None => f.hint(format!("known: {}", names.join(", "))),
+    fn unknown_ref(&mut self, path: Path, what: &str, name: &str, known: &Known) {
+        if self.counted_only() {
+            return;
+        }
+        let f = Finding::new(path, format!("no {what} named {:?}", clip(name)));
+        let hint = match did_you_mean(name, known.list.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!("known: {}", listed(known.list.iter().copied())),
         };
-        self.out.push(f);
+        self.push(f.hint(hint));
     }
 
     fn topology(&mut self, b: &BlockTopology, s: &ClusterSpec, p: &Path) {
-        let names: Vec<&str> = s.node_sets.iter().map(|n| n.name.as_str()).collect();
+        let names = Known::new(s.node_sets.iter().map(|n| n.name.as_str()));
         if b.block_size == 0 {
             self.err(
                 p.key("blockSize"),
@@ -776,7 +908,7 @@ impl Validator {
             );
         }
         for (j, r) in b.node_sets.iter().enumerate() {
-            if !names.contains(&r.as_str()) {
+            if !names.contains(r) {
                 self.unknown_ref(p.key("nodeSets").index(j), "NodeSet", r, &names);
             }
         }

@@ -107,7 +107,7 @@ impl Validator {
                     Some(s) => f.hint(format!("did you mean `{s}`?")),
                     None => f.hint("declare it in volumes"),
                 };
-                self.out.push(f);
+                self.push(f);
             }
         }
     }
