@@ -60,63 +60,75 @@ fi
 echo "advisory database: $(git -C "$db" log -1 --format='%s (committed %cs)')"
 cargo deny $offline check advisories bans licenses sources
 
-step "static binary (what the release ships; the daemon's image the deployed test runs is made of it)"
-RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
-static="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/slurmops"
+step "tests, in one static build (linked as the release's binary is; the deployed test's image is made of its slurmops)"
+# One build for the tests and the static binary: statically linked for x86_64 (glibc, OpenSSL,
+# libgit2 and libssh2 inside), as the release workflow builds what ships (there with the release
+# profile). The deployed test builds the daemon's image of this build's slurmops; a second,
+# release build of its own took 8.3 minutes of a cold run on 2 cores.
+export RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1
+triple=x86_64-unknown-linux-gnu
+cargo nextest run --no-run --cargo-quiet --target "$triple"
+static="${CARGO_TARGET_DIR:-target}/$triple/debug/slurmops"
 linkage=$(ldd "$static" 2>&1 || true)
 echo "ldd $static: $linkage"
 echo "$linkage" | grep -Eq "statically linked|not a dynamic executable"
 "$static" --version
+# Two checks that need no bed run beside the tests (whose CPU is mostly idle: a bed test spends
+# most of its time waiting for Slurm, the kubelets and its daemon); their output is shown after.
+side_log=$(mktemp)
+(
+  set -euo pipefail
+  echo "== rendered objects against the Kubernetes OpenAPI schemas (kubernetes-validate, strict)"
+  [ -x .venv/bin/kubernetes-validate ] || { python3 -m venv .venv && .venv/bin/pip install -q kubernetes-validate==1.37.0; }
+  # The tests' build renders the same objects as a release one (render is pure and deterministic).
+  bin=$static
+  for ex in examples/repo examples/minimal examples/quickstart examples/ha; do
+    out=$(mktemp -d)
+    "$bin" render "$ex" --output-dir "$out" 2>/dev/null
+    # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use
+    # them are checked against the newest schema only, everything else against 1.29 too.
+    for f in "$out"/*.yaml; do
+      versions="1.29.0 1.37.0"
+      grep -q 'resourceClaimTemplateName' "$f" && versions="1.37.0"
+      for v in $versions; do
+        .venv/bin/kubernetes-validate --strict -k "$v" "$f" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$f"; exit 1; }
+      done
+    done
+    echo "$ex: $(ls "$out"/*.yaml | wc -l) objects valid"
+    rm -rf "$out"
+  done
+  install=$(mktemp)
+  "$bin" install --print --repo https://git.example/infra.git --namespace slurmops \
+    --cluster-namespace slurm --git-secret git --webhook-secret webhook > "$install"
+  for v in 1.29.0 1.37.0; do
+    .venv/bin/kubernetes-validate --strict -k "$v" "$install" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$install"; exit 1; }
+  done
+  echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
+  rm -f "$install"
+  echo
+  echo "== the docs as a book (mdbook build docs), every link of it leading somewhere"
+  book=$(mktemp -d)
+  mdbook build docs --dest-dir "$book"
+  python3 tests/book-links.py "$book"
+  rm -rf "$book"
+) > "$side_log" 2>&1 &
+side=$!
 
-step "tests"
 # The scale test (a thousand Nodes and worker pods on the shared apiserver, twenty thousand jobs)
 # runs alone, after the others, so that its load slows no other test and its figures are its own.
 # Twice as many tests at once as cores: a bed test spends most of its time waiting for Slurm, the
 # kubelets and its daemon (a cold run on 2 cores measured the test step's CPU mostly idle).
-cargo nextest run --no-fail-fast --test-threads "$(( $(nproc) * 2 ))" -E 'not test(/^scale::/)'
+cargo nextest run --target "$triple" --no-fail-fast --test-threads "$(( $(nproc) * 2 ))" -E 'not test(/^scale::/)'
 
 step "scale goals: 1,000 workers, 20,000 jobs (tests/e2e/scale.rs; each goal of issue 32 within 2x)"
-cargo nextest run --no-fail-fast -E 'test(/^scale::/)'
+cargo nextest run --target "$triple" --no-fail-fast -E 'test(/^scale::/)'
 
-step "rendered objects against the Kubernetes OpenAPI schemas (kubernetes-validate, strict)"
-[ -x .venv/bin/kubernetes-validate ] || { python3 -m venv .venv && .venv/bin/pip install -q kubernetes-validate==1.37.0; }
-# The debug binary the tests built renders the same objects (render is pure and deterministic); a
-# release build here would add minutes to a cold run for nothing.
-cargo build -q
-bin="${CARGO_TARGET_DIR:-target}/debug/slurmops"
-for ex in examples/repo examples/minimal examples/quickstart examples/ha; do
-  out=$(mktemp -d)
-  "$bin" render "$ex" --output-dir "$out" 2>/dev/null
-  # DRA resource claims (IMEX) have their current shape since Kubernetes 1.31; objects that use
-  # them are checked against the newest schema only, everything else against 1.29 too.
-  for f in "$out"/*.yaml; do
-    versions="1.29.0 1.37.0"
-    grep -q 'resourceClaimTemplateName' "$f" && versions="1.37.0"
-    for v in $versions; do
-      .venv/bin/kubernetes-validate --strict -k "$v" "$f" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$f"; exit 1; }
-    done
-  done
-  echo "$ex: $(ls "$out"/*.yaml | wc -l) objects valid"
-  rm -rf "$out"
-done
-install=$(mktemp)
-"$bin" install --print --repo https://git.example/infra.git --namespace slurmops \
-  --cluster-namespace slurm --git-secret git --webhook-secret webhook > "$install"
-for v in 1.29.0 1.37.0; do
-  .venv/bin/kubernetes-validate --strict -k "$v" "$install" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$install"; exit 1; }
-done
-echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
-rm -f "$install"
-
-step "the docs as a book (mdbook build docs), every link of it leading somewhere"
-book=$(mktemp -d)
-mdbook build docs --dest-dir "$book"
-python3 tests/book-links.py "$book"
-rm -rf "$book"
-
+step "beside the tests: the rendered objects against the Kubernetes schemas, the docs as a book"
+wait "$side" && cat "$side_log" || { cat "$side_log"; echo "a check run beside the tests failed (above)" >&2; exit 1; }
 
 step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs)"
-shots="${CARGO_TARGET_DIR:-target}/artifacts/page"
+# Beside the build they come from: with --target, under target/TRIPLE/.
+shots="${CARGO_TARGET_DIR:-target}/$triple/artifacts/page"
 for f in bed-idle bed-waiting bed-canary-failed bed-canary-failed-phone-dark view-1280-light view-1280-dark view-phone-light view-phone-dark; do
   [ -s "$shots/$f.png" ] || { echo "missing screenshot $shots/$f.png" >&2; exit 1; }
 done

@@ -345,8 +345,9 @@ async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
         assert!(plan.contains(&format!("node {n} (NodeSet {w}) drains: idle")), "{plan}");
     }
     assert!(!plan.contains(&format!("node {busy} ")), "the busy worker stays:\n{plan}");
+    // What the autoscaler says goes with the test's output (shown when it fails).
     let mut autoscaler = slurmops(dir.path(), &["autoscale", "--interval", "1s"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();

@@ -4,8 +4,9 @@
 //! the NodeSet, then within a few seconds of the drain the worker that waits for a user's running
 //! job with that job's id, lose it once the worker is replaced, and show a failed canary with
 //! its validation job; with no console message and no uncaught error all along. A screenshot of
-//! each state goes to `target/artifacts/page/` (the idle cluster, the rollout waiting for a job,
-//! the failed canary), at 1280 px, and the failed canary also on a phone's width, dark.
+//! each state (the idle cluster, the rollout waiting for a job, the failed canary) goes to
+//! `artifacts/page/` beside the build (`target/artifacts/page/`, or under `target/TRIPLE/` with
+//! `--target`, as CI builds), at 1280 px, and the failed canary also on a phone's width, dark.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,8 @@
 //! daemon's own HTTP server (`daemon::http::serve`) serving a view whose names, reasons and
 //! messages are hostile markup. It must show them as text, run no script of theirs, log no
 //! console error (a CSP violation is one) and hold no secret; screenshots at 1280 px and at a
-//! phone's width, light and dark, go to `target/artifacts/page/` for people to look at.
+//! phone's width, light and dark, go to `artifacts/page/` beside the build (under
+//! `target/TRIPLE/` with `--target`) for people to look at.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -117,7 +117,9 @@ fn unsupported_or_malformed_options_are_refused_when_the_file_is_read() {
     }
 }
 
-/// `gpg` in HOME at the faked time AT (`YYYYMMDDThhmmss`); its stdout.
+/// `gpg` in HOME at the faked time AT (`YYYYMMDDThhmmss`), frozen: each run starts from AT, so a
+/// clock left running would make the second of two runs see what the first made a second
+/// "in the future" (seen in CI: `Key generation failed: Time conflict`); its stdout.
 fn gpg(home: &Path, at: &str, args: &[&str]) -> Vec<u8> {
     let out = Command::new("gpg")
         .env("GNUPGHOME", home)
@@ -129,7 +131,7 @@ fn gpg(home: &Path, at: &str, args: &[&str]) -> Vec<u8> {
             "--passphrase",
             "",
         ])
-        .args(["--faked-system-time", at])
+        .args(["--faked-system-time", &format!("{at}!")])
         .args(args)
         .output()
         .unwrap();
