@@ -539,6 +539,30 @@ pub struct InstallArgs {
     /// --allow-database-host).
     #[arg(long = "allow-database-host")]
     allow_database_hosts: Vec<String>,
+    /// `trusted`: the repository is the node administrator (the daemon's --trust; default
+    /// guarded).
+    #[arg(long, value_parser = ["guarded", "trusted"])]
+    trust: Option<String>,
+    /// Image repository cluster.yaml may take images from (repeat; the daemon's --allow-image).
+    #[arg(long = "allow-image")]
+    allow_images: Vec<String>,
+    /// Every image pinned by digest (the daemon's --require-digests).
+    #[arg(long)]
+    require_digests: bool,
+    /// Digest of inline code cluster.yaml may run (repeat; the daemon's --allow-program).
+    #[arg(long = "allow-program")]
+    allow_programs: Vec<String>,
+    /// slurm.conf or slurmdbd.conf key naming a program or where credentials go that
+    /// cluster.yaml may set (repeat; the daemon's --allow-slurm-key).
+    #[arg(long = "allow-slurm-key")]
+    allow_slurm_keys: Vec<String>,
+    /// PersistentVolumeClaim pods may mount (repeat; the daemon's --allow-volume-claim).
+    #[arg(long = "allow-volume-claim")]
+    allow_volume_claims: Vec<String>,
+    /// ConfigMap pods may mount and Slurm may run scripts from (repeat; the daemon's
+    /// --allow-config-map).
+    #[arg(long = "allow-config-map")]
+    allow_config_maps: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
@@ -581,6 +605,13 @@ pub fn install(a: InstallArgs) -> Outcome {
             control_plane: a.allow_control_plane,
             secrets: a.allow_secrets,
             database_hosts: a.allow_database_hosts,
+            trust: a.trust,
+            images: a.allow_images,
+            require_digests: a.require_digests,
+            programs: a.allow_programs,
+            slurm_keys: a.allow_slurm_keys,
+            volume_claims: a.allow_volume_claims,
+            config_maps: a.allow_config_maps,
         },
         workers: a.workers,
         jobs: a.jobs,

@@ -7,9 +7,10 @@ use crate::spec::guard_file::GuardFile;
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct GuardArgs {
-    /// A policy file (YAML: clusterNamespaces, allowHostPaths, allowPrivileged,
-    /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts) widening the
-    /// safe defaults as the flags do; the two add up.
+    /// A policy file (YAML: trust, clusterNamespaces, allowHostPaths, allowPrivileged,
+    /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts, allowImages,
+    /// requireDigests, allowPrograms, allowSlurmKeys, allowVolumeClaims, allowConfigMaps)
+    /// widening the safe defaults as the flags do; the two add up.
     #[arg(long, env = "SLURMOPS_POLICY", value_name = "FILE")]
     pub policy: Option<std::path::PathBuf>,
     /// A namespace cluster.yaml may name (repeat, or comma-separated in the environment); a
@@ -58,6 +59,51 @@ pub struct GuardArgs {
         value_delimiter = ','
     )]
     pub allow_database_hosts: Vec<String>,
+    /// `guarded` (default): every guardrail holds. `trusted`: the repository is the Slurm and
+    /// node administrator — a push is node root; only the namespaces are checked.
+    #[arg(long, env = "SLURMOPS_TRUST", value_parser = ["guarded", "trusted"])]
+    pub trust: Option<String>,
+    /// Allow images from REPOSITORY and below it (repeat), e.g. registry.example.com/hpc; by
+    /// default only the images slurmops renders (ghcr.io/slinkyproject, docker.io/library/mariadb).
+    #[arg(
+        long = "allow-image",
+        env = "SLURMOPS_ALLOW_IMAGES",
+        value_delimiter = ','
+    )]
+    pub allow_images: Vec<String>,
+    /// Refuse any image not pinned by a sha256 digest.
+    #[arg(long, env = "SLURMOPS_REQUIRE_DIGESTS")]
+    pub require_digests: bool,
+    /// Allow the inline code (script, health check, code-bearing config file) of this digest,
+    /// `sha256:HEX` (repeat); a refusal prints the digest of what it refused.
+    #[arg(
+        long = "allow-program",
+        env = "SLURMOPS_ALLOW_PROGRAMS",
+        value_delimiter = ','
+    )]
+    pub allow_programs: Vec<String>,
+    /// Allow cluster.yaml to set this slurm.conf or slurmdbd.conf key that names a program or
+    /// where credentials go (repeat), e.g. MailProg.
+    #[arg(
+        long = "allow-slurm-key",
+        env = "SLURMOPS_ALLOW_SLURM_KEYS",
+        value_delimiter = ','
+    )]
+    pub allow_slurm_keys: Vec<String>,
+    /// Allow pods to mount this PersistentVolumeClaim (repeat); by default none of cluster.yaml's.
+    #[arg(
+        long = "allow-volume-claim",
+        env = "SLURMOPS_ALLOW_VOLUME_CLAIMS",
+        value_delimiter = ','
+    )]
+    pub allow_volume_claims: Vec<String>,
+    /// Allow pods to mount, and Slurm to run scripts from, this ConfigMap (repeat).
+    #[arg(
+        long = "allow-config-map",
+        env = "SLURMOPS_ALLOW_CONFIG_MAPS",
+        value_delimiter = ','
+    )]
+    pub allow_config_maps: Vec<String>,
 }
 
 impl GuardArgs {
@@ -87,7 +133,22 @@ impl GuardArgs {
             (true, Some(h)) => Some(vec![h.to_string()]),
             (true, None) => None,
         };
+        if let Some(d) = self
+            .allow_programs
+            .iter()
+            .find(|d| !crate::spec::guard_file::is_digest(d))
+        {
+            return Err(format!(
+                "--allow-program {d}: a program is allowed by its digest, sha256: and 64 lowercase hex digits (validate --guardrails prints the digest of what it refuses)"
+            ));
+        }
+        let trusted = match self.trust.as_deref() {
+            Some(t) => t == "trusted",
+            None => file.trusted == Some(true),
+        };
         Ok(Guardrails {
+            // Trusted: the repository is node root; only the namespaces hold.
+            pods: !trusted,
             namespaces,
             host_paths: both(&self.allow_host_paths, &file.allow_host_paths),
             privileged: self.allow_privileged || file.allow_privileged,
@@ -95,7 +156,12 @@ impl GuardArgs {
             control_plane: self.allow_control_plane || file.allow_control_plane,
             secrets: both(&self.allow_secrets, &file.allow_secrets),
             database_hosts: both(&self.allow_database_hosts, &file.allow_database_hosts),
-            ..Guardrails::safe(Vec::new())
+            images: both(&self.allow_images, &file.allow_images),
+            require_digests: self.require_digests || file.require_digests,
+            programs: both(&self.allow_programs, &file.allow_programs),
+            slurm_keys: both(&self.allow_slurm_keys, &file.allow_slurm_keys),
+            volume_claims: both(&self.allow_volume_claims, &file.allow_volume_claims),
+            config_maps: both(&self.allow_config_maps, &file.allow_config_maps),
         })
     }
 }

@@ -119,6 +119,14 @@ pub struct Widened {
     pub control_plane: bool,
     pub secrets: Vec<String>,
     pub database_hosts: Vec<String>,
+    /// `guarded` or `trusted` (None: the daemon's default, guarded).
+    pub trust: Option<String>,
+    pub images: Vec<String>,
+    pub require_digests: bool,
+    pub programs: Vec<String>,
+    pub slurm_keys: Vec<String>,
+    pub volume_claims: Vec<String>,
+    pub config_maps: Vec<String>,
 }
 
 impl Install {
@@ -327,6 +335,21 @@ fn args(i: &Install) -> Vec<String> {
             .iter()
             .map(|h| format!("--allow-database-host={h}")),
     );
+    if let Some(t) = &g.trust {
+        a.push(format!("--trust={t}"));
+    }
+    if g.require_digests {
+        a.push("--require-digests".into());
+    }
+    for (flag, values) in [
+        ("allow-image", &g.images),
+        ("allow-program", &g.programs),
+        ("allow-slurm-key", &g.slurm_keys),
+        ("allow-volume-claim", &g.volume_claims),
+        ("allow-config-map", &g.config_maps),
+    ] {
+        a.extend(values.iter().map(|v| format!("--{flag}={v}")));
+    }
     a
 }
 

@@ -37,6 +37,28 @@ const BASELINE_CAPABILITIES: &[&str] = &[
     "SYS_CHROOT",
 ];
 
+/// SELinux types Pod Security "baseline" allows.
+const BASELINE_SELINUX_TYPES: &[&str] = &[
+    "container_t",
+    "container_init_t",
+    "container_kvm_t",
+    "container_engine_t",
+];
+
+/// Sysctls Pod Security "baseline" calls safe.
+const BASELINE_SYSCTLS: &[&str] = &[
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
 /// Taints of control-plane nodes (a pod tolerating them may run there).
 const CONTROL_PLANE_TAINTS: &[&str] = &[
     "node-role.kubernetes.io/control-plane",
@@ -77,6 +99,20 @@ pub struct Guardrails {
     pub secrets: Vec<String>,
     /// Hosts `accounting.database.host` may name: slurmdbd sends them the database password.
     pub database_hosts: Vec<String>,
+    /// Image repositories (and those below them) images may come from; empty: the images
+    /// slurmops renders by default (`guard_code::DEFAULT_IMAGES`).
+    pub images: Vec<String>,
+    /// Every image pinned by a sha256 digest.
+    pub require_digests: bool,
+    /// Digests (`sha256:HEX`) of the inline code the install reviewed: scripts, health check,
+    /// code-bearing config files.
+    pub programs: Vec<String>,
+    /// slurm.conf and slurmdbd.conf keys that name programs or where credentials go, allowed.
+    pub slurm_keys: Vec<String>,
+    /// PersistentVolumeClaims pods may mount.
+    pub volume_claims: Vec<String>,
+    /// ConfigMaps pods may mount and Slurm may run scripts from.
+    pub config_maps: Vec<String>,
 }
 
 impl Guardrails {
@@ -113,6 +149,7 @@ impl Guardrails {
             && let Ok(spec) = serde_json::to_value(&c.spec)
         {
             self.walk(&spec, &Path::root().key("spec"), &mut out);
+            super::guard_code::check(self, c, &spec, &mut out);
         }
         if self.pods {
             self.secrets(c, &mut out);
@@ -253,6 +290,87 @@ impl Guardrails {
                     }
                 }
             }
+            ("gitRepo", Value::Object(_)) => refuse(
+                at.clone(),
+                "a gitRepo volume runs git on the node as root (Pod Security baseline forbids it)"
+                    .into(),
+                "clone the repository in an init container into an emptyDir",
+            ),
+            ("hostPort", Value::Number(n)) if !self.privileged && n.as_u64() != Some(0) => {
+                refuse(
+                    at.clone(),
+                    format!(
+                        "hostPort {n}: the pod would take a port of the node's own network (beyond Pod Security baseline)"
+                    ),
+                    PRIVILEGED,
+                );
+            }
+            ("seccompProfile" | "appArmorProfile", Value::Object(p))
+                if !self.privileged
+                    && p.get("type").and_then(Value::as_str) == Some("Unconfined") =>
+            {
+                refuse(
+                    at.key("type"),
+                    format!(
+                        "{k} Unconfined: the container would run without the runtime's confinement (beyond Pod Security baseline)"
+                    ),
+                    PRIVILEGED,
+                );
+            }
+            ("seLinuxOptions", Value::Object(o)) if !self.privileged => {
+                let ty = o.get("type").and_then(Value::as_str).unwrap_or_default();
+                let own = |f: &str| {
+                    o.get(f)
+                        .and_then(Value::as_str)
+                        .is_some_and(|v| !v.is_empty())
+                };
+                if !(ty.is_empty() || BASELINE_SELINUX_TYPES.contains(&ty))
+                    || own("user")
+                    || own("role")
+                {
+                    refuse(
+                        at.clone(),
+                        "these SELinux options choose a label beyond Pod Security baseline (a type other than container_t and its kin, or a user or role)".into(),
+                        PRIVILEGED,
+                    );
+                }
+            }
+            ("procMount", Value::String(p)) if !self.privileged && p != "Default" => refuse(
+                at.clone(),
+                format!("procMount {p}: /proc unmasked (beyond Pod Security baseline)"),
+                PRIVILEGED,
+            ),
+            ("windowsOptions", Value::Object(o))
+                if !self.privileged && o.get("hostProcess") == Some(&Value::Bool(true)) =>
+            {
+                refuse(
+                    at.key("hostProcess"),
+                    "a host process container is the node's administrator".into(),
+                    PRIVILEGED,
+                );
+            }
+            ("sysctls", Value::Array(items)) if !self.privileged => {
+                for (i, s) in items.iter().enumerate() {
+                    let name = s.get("name").and_then(Value::as_str).unwrap_or_default();
+                    if !BASELINE_SYSCTLS.contains(&name) {
+                        refuse(
+                            at.index(i).key("name"),
+                            format!(
+                                "sysctl {}: not one Pod Security baseline calls safe",
+                                super::diag::clip(name)
+                            ),
+                            PRIVILEGED,
+                        );
+                    }
+                }
+            }
+            ("priorityClassName", Value::String(p)) if p.starts_with("system-") => refuse(
+                at.clone(),
+                format!(
+                    "priority class {p}: the system classes are for the cluster's own components, which it would preempt"
+                ),
+                "name a priority class of your own",
+            ),
             ("serviceAccountName", Value::String(sa)) if !self.service_accounts.contains(sa) => {
                 refuse(
                     at.clone(),
@@ -343,11 +461,11 @@ mod tests {
                 .any(|p| p.starts_with("spec.nodeSets") && p.ends_with(".privileged")),
             "{all:#?}"
         );
-        // The cluster's own Secrets where slurmops mounts them, and ConfigMaps, are no finding.
+        // The cluster's own Secrets where slurmops mounts them are no finding (ConfigMaps are
+        // the code guardrails' concern, guard_code).
         assert!(
-            !all.iter().any(|p| p.starts_with("spec.auth")
-                || p.contains("accounting.database.password")
-                || p.contains("configMapRef")),
+            !all.iter()
+                .any(|p| p.starts_with("spec.auth") || p.contains("accounting.database.password")),
             "{all:#?}"
         );
         // CHOWN is baseline; a label named `privileged` is the user's own word.
@@ -368,6 +486,23 @@ mod tests {
             control_plane: true,
             secrets: vec!["ghcr-pull".into(), "login-ssh".into(), "login-sssd".into()],
             database_hosts: vec!["mariadb.databases.svc.cluster.local".into()],
+            // What the example runs (guard_code's rules, issue 54).
+            images: vec![
+                "ghcr.io/slinkyproject".into(),
+                "nvcr.io/nvidia/k8s/dcgm-exporter".into(),
+                "s".into(),
+            ],
+            programs: {
+                let c = asking().spec.controller;
+                let mut code: Vec<String> = c.scripts.all().map(|s| s.content.clone()).collect();
+                code.extend(c.config_files.values().filter_map(|f| f.content.clone()));
+                code.extend(c.health_check.map(|h| h.program));
+                code.iter()
+                    .map(|c| super::super::guard_code::digest(c))
+                    .collect()
+            },
+            volume_claims: vec!["lustre-home".into()],
+            config_maps: vec!["slurm-oci".into()],
             ..safe.clone()
         };
         // `/` is under no listed prefix; `/data/../etc` climbs out of /data.

@@ -28,6 +28,14 @@ pub struct GuardFile {
     pub allow_control_plane: bool,
     pub allow_secrets: Vec<String>,
     pub allow_database_hosts: Vec<String>,
+    /// `trust: trusted` (the repository is the node administrator); None: not set (guarded).
+    pub trusted: Option<bool>,
+    pub allow_images: Vec<String>,
+    pub require_digests: bool,
+    pub allow_programs: Vec<String>,
+    pub allow_slurm_keys: Vec<String>,
+    pub allow_volume_claims: Vec<String>,
+    pub allow_config_maps: Vec<String>,
 }
 
 const KEYS: &[&str] = &[
@@ -40,6 +48,13 @@ const KEYS: &[&str] = &[
     "allowControlPlane",
     "allowSecrets",
     "allowDatabaseHosts",
+    "trust",
+    "allowImages",
+    "requireDigests",
+    "allowPrograms",
+    "allowSlurmKeys",
+    "allowVolumeClaims",
+    "allowConfigMaps",
 ];
 
 /// Reads the policy file at PATH: bounded in size, every problem reported.
@@ -133,7 +148,22 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
             "allowServiceAccounts" => list(&mut g.allow_service_accounts),
             "allowSecrets" => list(&mut g.allow_secrets),
             "allowDatabaseHosts" => list(&mut g.allow_database_hosts),
-            "allowPrivileged" | "allowControlPlane" => match scalar(v) {
+            "allowImages" => list(&mut g.allow_images),
+            "allowPrograms" => list(&mut g.allow_programs),
+            "allowSlurmKeys" => list(&mut g.allow_slurm_keys),
+            "allowVolumeClaims" => list(&mut g.allow_volume_claims),
+            "allowConfigMaps" => list(&mut g.allow_config_maps),
+            "trust" => match scalar(v) {
+                Some("guarded") if plain(v) => g.trusted = Some(false),
+                Some("trusted") if plain(v) => g.trusted = Some(true),
+                _ => problems.push(at(
+                    v.pos,
+                    key,
+                    "trust is guarded or trusted".into(),
+                    "trust: guarded (the default: the guardrails hold) or trust: trusted (the repository is the node administrator)",
+                )),
+            },
+            "allowPrivileged" | "allowControlPlane" | "requireDigests" => match scalar(v) {
                 Some("true") if plain(v) => flag(&mut g, key),
                 Some("false") if plain(v) => {}
                 _ => problems.push(at(
@@ -169,6 +199,22 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
             }
         }
     }
+    // A digest that is not one allows nothing it seems to: refused, as a prefix above.
+    if let Some((_, v)) = entries.iter().find(|(k, _)| k.text == "allowPrograms")
+        && let Value::Seq(items) = &v.value
+    {
+        for (i, item) in items.iter().enumerate() {
+            if scalar(item).is_some_and(|d| !is_digest(d)) {
+                problems.push(at(
+                    item.pos,
+                    &format!("allowPrograms[{i}]"),
+                    "a program is allowed by its digest, sha256: and 64 lowercase hex digits"
+                        .into(),
+                    "copy the digest from the refusal (validate --guardrails prints it)",
+                ));
+            }
+        }
+    }
     if problems.is_empty() {
         Ok(g)
     } else {
@@ -180,8 +226,18 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
 fn flag(g: &mut GuardFile, key: &str) {
     match key {
         "allowPrivileged" => g.allow_privileged = true,
+        "requireDigests" => g.require_digests = true,
         _ => g.allow_control_plane = true,
     }
+}
+
+/// `sha256:` and 64 lowercase hex digits.
+pub fn is_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 fn scalar(n: &Node) -> Option<&str> {

@@ -7,6 +7,7 @@ pub mod canary;
 pub mod check;
 pub mod diag;
 pub mod guard;
+pub mod guard_code;
 pub mod guard_file;
 pub mod nodeset;
 pub mod policy;

@@ -169,3 +169,92 @@ async fn node_root_asked_by_a_commit_is_refused_by_default() {
     drop(d);
     env.cleanup().await;
 }
+
+/// Issue 54: an image runs with its pod's rights — in slurmd's privileged container for
+/// workers. A pushed image outside the install's allowed repositories (by default the images
+/// slurmops renders) is refused at its position: the running cluster is untouched (the workers'
+/// StatefulSet keeps its image and generation), the status says why, naming the setting that
+/// would allow it, and so does a RefusedCommit Event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pushed_image_not_on_the_allow_list_leaves_the_running_cluster_untouched_and_says_why() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let (env, repo, url, dir) = gitops("image").await;
+    let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &["--interval", "1s", "--no-slurm"],
+    );
+    applied(&env, &c1, Duration::from_secs(60)).await;
+    let sets = Api::<StatefulSet>::namespaced(env.client.clone(), &env.ns);
+    let workers = async || {
+        // The NodeSet's StatefulSet is named after it.
+        let s = sets.get("w").await.unwrap();
+        let image = s
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .containers
+            .into_iter()
+            .find(|c| c.name == "slurmd")
+            .and_then(|c| c.image)
+            .unwrap();
+        (image, s.metadata.generation)
+    };
+    let before = workers().await;
+    assert!(
+        before.0.starts_with("ghcr.io/slinkyproject/slurmd:"),
+        "{before:?}"
+    );
+
+    let text = cluster_yaml(&env.ns, "1:00:00").replace(
+        "memory: 256Mi}",
+        "memory: 256Mi, image: \"evil.example/slurmd:24.11\"}",
+    );
+    let line = text
+        .lines()
+        .position(|l| l.contains("evil.example"))
+        .unwrap()
+        + 1;
+    let c2 = repo.push(&text, "workers: another image");
+    let s = eventually("the image refused", Duration::from_secs(60), async || {
+        status(&env)
+            .await
+            .filter(|s| s.result_commit == c2 && s.result == "refused")
+    })
+    .await;
+    assert!(
+        s.errors
+            .contains(&format!("{url}@{}:cluster.yaml:{line}:", &c2[..12]))
+            && s.errors.contains("spec.nodeSets[0].image")
+            && s.errors.contains("evil.example/slurmd")
+            && s.errors.contains("--allow-image evil.example/slurmd"),
+        "{}",
+        s.errors
+    );
+    // A few polls later: still refused, the cluster as it was.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(status(&env).await.unwrap().last_applied_commit, c1);
+    assert_eq!(workers().await, before);
+    let events = Api::<Event>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let said: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(slurmops::vocab::EVENT_REFUSED_COMMIT))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains(&c2[..12]) && m.contains("evil.example/slurmd")),
+        "no RefusedCommit Event naming the commit and the image: {said:#?}"
+    );
+    drop(d);
+    env.cleanup().await;
+}

@@ -6,6 +6,7 @@
 
 mod cli;
 mod git_remote;
+mod guarded;
 mod hostile;
 mod page;
 mod pod_security;

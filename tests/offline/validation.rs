@@ -970,6 +970,14 @@ fn the_quickstart_validates_on_slurm_25_05_and_25_11() {
     }
 }
 
+/// The digests of the repository example's prolog, epilog, plugstack.conf and health check.
+const REPO_PROGRAMS: [&str; 4] = [
+    "sha256:2e03ebd067bbae0add4d35fd98669fbd4975653e7fd07761ed12cdbd8188d22f",
+    "sha256:b410e301d55b4f2f4439f9d20ad0bfa6dc940e132e0052378f6b3d99b675a0d4",
+    "sha256:9c2264ab57025f55a13d927075863e263cbab99216ac0ff6307be2a6345d88d7",
+    "sha256:3a90e532dec5cd66251aeb89a4cc20e779d788d13cdf63593c590e14523ccded",
+];
+
 /// Issue 33: a pull request's CI refuses what the daemon will refuse. `validate --guardrails`
 /// and `plan --guardrails` check the daemon's safe defaults, widened by the same flags as the
 /// install's; the repository example asks for ServiceAccounts and a privileged login container
@@ -1017,14 +1025,22 @@ fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same
             err.contains("spec.accounting.database.host") && err.contains("--allow-database-host"),
             "{cmd}: {err}"
         );
-        // A ConfigMap reference is no Secret.
-        assert!(!err.contains("slurm-oci"), "{cmd}: {err}");
+        // A ConfigMap reference is no Secret (it is refused as a ConfigMap the install does not
+        // name, issue 54).
+        assert!(!err.contains("Secret slurm-oci"), "{cmd}: {err}");
+        assert!(err.contains("ConfigMap slurm-oci"), "{cmd}: {err}");
         let out = run(&[
             "--guardrails",
             "--allow-privileged",
             "--allow-service-account=slurmctld,slurm-login,slurm-worker",
             "--allow-secret=ghcr-pull,login-ssh,login-sssd",
             "--allow-database-host=mariadb.databases.svc.cluster.local",
+            // The code it runs (issue 54): images, the reviewed scripts, the claim, oci.conf's
+            // ConfigMap.
+            "--allow-image=ghcr.io/slinkyproject,nvcr.io/nvidia/k8s/dcgm-exporter",
+            &format!("--allow-program={}", REPO_PROGRAMS.join(",")),
+            "--allow-volume-claim=lustre-home",
+            "--allow-config-map=slurm-oci",
         ]);
         assert_eq!(
             out.status.code(),
@@ -1057,7 +1073,12 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
         "kind: Guardrails\n\
          allowServiceAccounts: [slurmctld, slurm-login, slurm-worker]\n\
          allowSecrets: [ghcr-pull, login-ssh, login-sssd]\n\
-         allowDatabaseHosts: [mariadb.databases.svc.cluster.local]\n",
+         allowDatabaseHosts: [mariadb.databases.svc.cluster.local]\n\
+         allowImages: [ghcr.io/slinkyproject, nvcr.io/nvidia/k8s/dcgm-exporter]\n\
+         allowVolumeClaims: [lustre-home]\n\
+         allowConfigMaps: [slurm-oci]\n"
+            .to_string()
+            + &format!("allowPrograms: [{}]\n", REPO_PROGRAMS.join(", ")),
     )
     .unwrap();
     // The file alone lacks the privileged login container; the flag adds it.
