@@ -419,7 +419,11 @@ async fn reconcile(
                 (Some(_), None) => "unknown: Slurm is not connected".into(),
             };
             // After the pass's last request (the ping): a replica this pass moved on from is
-            // named whichever of its requests that was.
+            // named whichever of its requests that was, and one that stopped before stays named
+            // until it answers its check again.
+            if let Some(s) = &slurm {
+                s.recheck_missed().await;
+            }
             state.status.slurmrestd = slurm
                 .as_ref()
                 .and_then(|s| s.take_answered())

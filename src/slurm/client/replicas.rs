@@ -49,8 +49,10 @@ pub(super) struct Replicas {
     source: Option<Source>,
     preferred: Option<String>,
     answered: Option<Answered>,
-    /// Replicas that could not be reached since the last `take_answered`, and why (the
-    /// latest): one that answered since is not among them.
+    /// Replicas that could not be reached, and why (the latest), until one answers again or
+    /// leaves the Service: a status is a snapshot, and a replica that stopped stays named while
+    /// it is down (`Client::recheck_missed` asks each of them once a pass), not only in the
+    /// pass that moved on from it.
     missed: Vec<(String, String)>,
 }
 
@@ -74,15 +76,26 @@ impl Replicas {
         });
     }
 
-    /// The last request's replica and the replicas missed since the last take.
-    fn take(&mut self) -> Option<Answered> {
-        let missed = std::mem::take(&mut self.missed);
+    /// The last request's replica and the replicas that are down, of those LISTED now.
+    fn take(&mut self, listed: Option<&[String]>) -> Option<Answered> {
+        if let Some(listed) = listed {
+            self.missed.retain(|(n, _)| listed.contains(n));
+        }
         self.answered.as_ref().map(|a| Answered {
             by: a.by.clone(),
-            unreachable: missed,
+            unreachable: self.missed.clone(),
         })
     }
+
+    /// NAME answered a check of its own (not a request of the pass's: it does not become the
+    /// one tried first).
+    fn back(&mut self, name: &str) {
+        self.missed.retain(|(n, _)| n != name);
+    }
 }
+
+/// How long a replica that could not be reached is given to answer its check.
+const RECHECK_DEADLINE: Duration = Duration::from_secs(3);
 
 /// The replicas as they are now (the daemon's watch of the Service's Endpoints).
 pub type Source = std::sync::Arc<dyn Fn() -> Vec<Replica> + Send + Sync>;
@@ -113,13 +126,54 @@ impl Client {
         source.map_or_else(Vec::new, |s| ordered(s(), preferred.as_deref()))
     }
 
-    /// Which replica answered the last request, and every replica that could not be reached
-    /// since the last call and has not answered since (a pass's status: a replica that stopped
-    /// is named in the pass that moved on from it, whichever of its requests that was). None
-    /// without replicas.
+    /// Which replica answered the last request, and every replica behind the Service now that
+    /// could not be reached and has not answered since (a pass's status). None without
+    /// replicas.
     pub fn take_answered(&self) -> Option<Answered> {
+        let listed: Option<Vec<String>> = {
+            let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+            r.source.clone()
+        }
+        .map(|s| s().into_iter().map(|r| r.name).collect());
         let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-        r.take()
+        r.take(listed.as_deref())
+    }
+
+    /// Asks each replica that could not be reached, and is still behind the Service, for
+    /// slurmrestd's ping, once: one that answers is no longer named (a pass's requests go to
+    /// the one that answered last, so nothing else would try it again). One small request per
+    /// replica that is down, each within a few seconds.
+    pub async fn recheck_missed(&self) {
+        let down: Vec<Replica> = {
+            let r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+            let names: Vec<String> = r.missed.iter().map(|(n, _)| n.clone()).collect();
+            let listed = r.source.clone().map(|s| s()).unwrap_or_default();
+            listed
+                .into_iter()
+                .filter(|x| names.contains(&x.name))
+                .collect()
+        };
+        if down.is_empty() {
+            return;
+        }
+        let Ok(p) = self.parser().await else {
+            return;
+        };
+        for x in down {
+            let url = format!("{}/slurm/{}/ping/", x.base, p.as_str());
+            let answer = self
+                .send_once(&Method::GET, &url, None, RECHECK_DEADLINE)
+                .await;
+            let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+            match answer {
+                Err(SlurmError::Unreachable { detail, .. }) => {
+                    if let Some(m) = r.missed.iter_mut().find(|(n, _)| *n == x.name) {
+                        m.1 = detail;
+                    }
+                }
+                _ => r.back(&x.name),
+            }
+        }
     }
 
     /// The base URL a streamed read goes to: the replica tried first, else the Service.
@@ -188,28 +242,36 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_that_could_not_be_reached_is_named_until_the_next_take_or_until_it_answers() {
+    fn a_replica_that_could_not_be_reached_is_named_until_it_answers_or_leaves_the_service() {
         let mut r = Replicas::default();
+        let both: Vec<String> = vec!["a".into(), "b".into()];
         let refused = || vec![("a".to_string(), "connection refused".to_string())];
         // A pass: its first request moves from a to b, the next ones go to b at once.
         r.outcome(Some("b"), refused());
         r.outcome(Some("b"), vec![]);
-        assert_eq!(
-            r.take().unwrap().line(),
-            "b answered; a did not answer (connection refused)"
-        );
-        // The next pass, a not tried again: b answered, no one else is named.
+        let down = "b answered; a did not answer (connection refused)";
+        assert_eq!(r.take(Some(&both)).unwrap().line(), down);
+        // The next pass, a not tried again by the pass's requests: still named, it is down.
         r.outcome(Some("b"), vec![]);
-        assert_eq!(r.take().unwrap().line(), "b answered");
-        // a could not be reached, then answered itself: not named.
+        assert_eq!(r.take(Some(&both)).unwrap().line(), down);
+        // Its check answered: not named, and b is still the one tried first.
+        r.back("a");
+        assert_eq!(r.take(Some(&both)).unwrap().line(), "b answered");
+        assert_eq!(r.preferred.as_deref(), Some("b"));
+        // a could not be reached, then answered a request itself: not named.
         r.outcome(Some("b"), refused());
         r.outcome(Some("a"), vec![]);
-        assert_eq!(r.take().unwrap().line(), "a answered");
+        assert_eq!(r.take(Some(&both)).unwrap().line(), "a answered");
         // None reached: the Service was asked.
         r.outcome(None, refused());
         assert_eq!(
-            r.take().unwrap().line(),
+            r.take(Some(&both)).unwrap().line(),
             "no replica answered (the Service was asked); a did not answer (connection refused)"
+        );
+        // a left the Service (its pod deleted): no longer named.
+        assert_eq!(
+            r.take(Some(&["b".to_string()])).unwrap().line(),
+            "no replica answered (the Service was asked)"
         );
     }
 
