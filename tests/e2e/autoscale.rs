@@ -351,8 +351,20 @@ async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    // Each worker's state and reason as Slurm shows them, printed when they change (what a
+    // timeout is read with: CI once waited 40 s for worker 0 on Slurm 24.11).
+    let seen = std::sync::Mutex::new(std::collections::BTreeMap::new());
     for n in &names[..2] {
         eventually(&format!("{n} drained by autoscale"), Duration::from_secs(40), async || {
+            for m in &names {
+                let now = match s.get(m).await {
+                    Ok(x) => format!("{:?} {:?}", x.state, x.reason),
+                    Err(e) => format!("unreadable: {e}"),
+                };
+                if seen.lock().unwrap().insert(m.clone(), now.clone()).as_ref() != Some(&now) {
+                    eprintln!("[autoscale] {m}: {now}");
+                }
+            }
             let x = s.get(n).await.ok()?;
             (x.state.has("DRAIN") && x.reason == "slurmops: autoscale").then_some(())
         })

@@ -31,7 +31,7 @@ fn cluster_yaml(ns: &str, max_time: &str) -> String {
 async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_allows_it() {
     let (env, repo, url, dir) = gitops("force-push").await;
     let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
-    let d = Daemon::start(
+    let d = Daemon::start_guarded(
         &env,
         dir.path(),
         &url,
@@ -77,7 +77,7 @@ async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_al
     drop(d);
 
     // The install allows force-pushes: the rewind is taken, and says so.
-    let d = Daemon::start(
+    let d = Daemon::start_guarded(
         &env,
         dir.path(),
         &url,
@@ -110,7 +110,7 @@ async fn a_branch_moved_back_to_an_older_commit_is_refused_unless_the_install_al
 /// A daemon with the install's defaults (no Slurm, polling every second), and its status once
 /// it refused COMMIT.
 async fn refused(env: &TestEnv, dir: &Path, url: &str, commit: &str) -> (Daemon, Status) {
-    let d = Daemon::start(env, dir, url, "a", &["--interval", "1s", "--no-slurm"]);
+    let d = Daemon::start_guarded(env, dir, url, "a", &["--interval", "1s", "--no-slurm"]);
     let s = eventually("the commit refused", Duration::from_secs(60), async || {
         status(env)
             .await
@@ -180,7 +180,7 @@ async fn a_pushed_image_not_on_the_allow_list_leaves_the_running_cluster_untouch
     use k8s_openapi::api::apps::v1::StatefulSet;
     let (env, repo, url, dir) = gitops("image").await;
     let c1 = repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
-    let d = Daemon::start(
+    let d = Daemon::start_guarded(
         &env,
         dir.path(),
         &url,

@@ -110,7 +110,24 @@ impl Daemon {
         kubeconfig: &Path,
     ) -> Daemon {
         let cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
-        Daemon::spawn(cmd, ns, dir, repo_url, identity, extra, kubeconfig)
+        Daemon::spawn(cmd, ns, dir, repo_url, identity, extra, kubeconfig, false)
+    }
+
+    /// As `start`, with the install's default trust level, `guarded` (the other daemons of the
+    /// tests run `--trust trusted`: the test's own repositories are the node administrator, as
+    /// their scripts, images and claims need; the guardrails' tests run as users install).
+    pub fn start_guarded(
+        env: &TestEnv,
+        dir: &Path,
+        repo_url: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Daemon {
+        let cmd = Command::new(env!("CARGO_BIN_EXE_slurmops"));
+        let kubeconfig = &bed().kubeconfig_restricted;
+        Daemon::spawn(
+            cmd, &env.ns, dir, repo_url, identity, extra, kubeconfig, true,
+        )
     }
 
     /// As `start`, with at most NOFILE open descriptors (prlimit; the daemon's PID is the child's).
@@ -126,9 +143,10 @@ impl Daemon {
             .arg("--")
             .arg(env!("CARGO_BIN_EXE_slurmops"));
         let kubeconfig = &bed().kubeconfig_restricted;
-        Daemon::spawn(cmd, &env.ns, dir, repo_url, "a", extra, kubeconfig)
+        Daemon::spawn(cmd, &env.ns, dir, repo_url, "a", extra, kubeconfig, false)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn spawn(
         mut cmd: Command,
         ns: &str,
@@ -137,7 +155,13 @@ impl Daemon {
         identity: &str,
         extra: &[&str],
         kubeconfig: &Path,
+        guarded: bool,
     ) -> Daemon {
+        let trust: &[&str] = if guarded {
+            &[]
+        } else {
+            &["--trust", "trusted"]
+        };
         let port = free_port();
         let log = dir.join(format!("{identity}.log"));
         let child = cmd
@@ -151,6 +175,7 @@ impl Daemon {
             .arg("--mirror")
             .arg(dir.join(format!("mirror-{identity}")))
             .args(extra)
+            .args(trust)
             .env("KUBECONFIG", kubeconfig)
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(Stdio::inherit())
