@@ -124,10 +124,10 @@ pub enum ApplyError {
     #[error("timed out after {after:?} waiting for: {pending}")]
     Timeout { after: Duration, pending: String },
     #[error(
-        "{} in {namespace} already exist and are not this cluster's (no label {}={instance}, no {}={set}): slurmops does not take over objects it did not make. Delete or rename them, or rename what cluster.yaml names; nothing was changed",
+        "{} in {namespace} already exist and are not this cluster's (no {}={set}, not written by field manager {}/{instance}): slurmops does not take over objects it did not make, whatever their labels. Delete or rename them, or rename what cluster.yaml names; nothing was changed",
         objects.join(", "),
-        crate::vocab::LABEL_INSTANCE,
-        crate::vocab::LABEL_APPLYSET_PART_OF
+        crate::vocab::LABEL_APPLYSET_PART_OF,
+        crate::vocab::MANAGER_APPLY
     )]
     Foreign {
         objects: Vec<String>,

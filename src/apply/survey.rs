@@ -166,9 +166,9 @@ pub async fn survey(
 }
 
 /// Refuses to create what already exists and is not this cluster's: an object cluster.yaml names
-/// that is no member of the ApplySet (LIVE) is read by name, and one found without this cluster's
-/// instance label or ApplySet label is someone else's (another cluster's daemon, a hand-made
-/// object, another tool). Server-side apply would take it over. Reads only what is created.
+/// that is no member of the ApplySet (LIVE) is read by name, and one found that is no member of
+/// this cluster's ApplySet and was not written by slurmops for this cluster is someone else's
+/// (another cluster's daemon, a hand-made object, another tool that labels what it makes). Server-side apply would take it over. Reads only what is created.
 async fn refuse_foreign(
     cluster: &Connection,
     c: &ClusterFile,
@@ -219,12 +219,26 @@ async fn foreign_one(
     let Some(existing) = existing else {
         return Ok(None);
     };
+    // A label alone never makes an object ours (Helm and Argo CD put the instance label on
+    // everything they make): it is a member of this cluster's ApplySet, or was written by this
+    // cluster's field manager, or by the one name all clusters shared before and labelled
+    // for this cluster (handed over by the first apply).
     let labels = existing.metadata.labels.unwrap_or_default();
-    let ours = labels.get(crate::vocab::LABEL_INSTANCE).map(String::as_str) == Some(instance)
-        || labels
-            .get(crate::vocab::LABEL_APPLYSET_PART_OF)
-            .map(String::as_str)
-            == Some(set);
+    let managers: Vec<String> = existing
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    let by = |m: &str| managers.iter().any(|x| x == m);
+    let labelled = labels.get(crate::vocab::LABEL_INSTANCE).map(String::as_str) == Some(instance);
+    let ours = labels
+        .get(crate::vocab::LABEL_APPLYSET_PART_OF)
+        .map(String::as_str)
+        == Some(set)
+        || by(&crate::vocab::apply_manager(instance))
+        || (labelled && by(super::LEGACY_MANAGER));
     Ok((!ours).then(|| key(&o.kind, &o.name)))
 }
 

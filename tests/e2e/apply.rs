@@ -432,12 +432,20 @@ async fn an_object_of_the_same_name_that_is_not_this_clusters_is_refused_not_tak
     }))
     .unwrap();
     sts.create(&PostParams::default(), &theirs).await.unwrap();
-    // And a hand-made ConfigMap with the name of the one holding slurm.conf.
+    // And a ConfigMap with the name of the one holding slurm.conf, made by another tool that
+    // puts the instance label on everything it makes (as Helm and Argo CD do): a label alone
+    // never makes an object ours.
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
-    let notes: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "c-config"}, "data": {"mine": "x"}}))
-            .unwrap();
-    cms.create(&PostParams::default(), &notes).await.unwrap();
+    let notes: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "c-config", "labels": {"app.kubernetes.io/instance": "c"}},
+        "data": {"mine": "x"}
+    }))
+    .unwrap();
+    let helm = PostParams {
+        field_manager: Some("helm".into()),
+        ..PostParams::default()
+    };
+    cms.create(&helm, &notes).await.unwrap();
     let repo = temp_repo();
     write(repo.path(), &small_cluster(&env.ns, &node_set(&a, 0), ""));
     let (code, out, err) = slurmops(&["apply", repo.path().to_str().unwrap(), "--wait", "0s"]);
@@ -449,7 +457,11 @@ async fn an_object_of_the_same_name_that_is_not_this_clusters_is_refused_not_tak
         "{err}"
     );
     let kept = cms.get("c-config").await.unwrap();
-    assert_eq!(kept.metadata.labels, None, "their ConfigMap was taken over");
+    assert_eq!(
+        kept.metadata.labels.unwrap_or_default().len(),
+        1,
+        "their ConfigMap was taken over"
+    );
     assert_eq!(kept.data.unwrap().len(), 1);
     let after = sts.get(&a).await.unwrap();
     let image = after.spec.unwrap().template.spec.unwrap().containers[0]
