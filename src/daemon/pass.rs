@@ -438,7 +438,9 @@ async fn reconcile(
             )
             .await;
             let acted = out.events.iter().any(|(_, e)| e.changed());
-            if let (Some(s), Some(view)) = (&slurm, out.slurm) {
+            // Sync and autoscale write too: not once the lease has moved during the pass (the
+            // new leader's pass does them).
+            if let (Some(s), Some(view), true) = (&slurm, out.slurm, fence()) {
                 keep_workers(cluster, s, &t.c, view, &out.sets, state).await;
             }
             acted
