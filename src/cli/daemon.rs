@@ -563,6 +563,10 @@ pub struct InstallArgs {
     /// --allow-config-map).
     #[arg(long = "allow-config-map")]
     allow_config_maps: Vec<String>,
+    /// Secret cluster.yaml may name as the cluster's own (repeat; the daemon's
+    /// --cluster-secret; by default slurm-auth, slurm-jwt and slurm-db).
+    #[arg(long = "cluster-secret")]
+    cluster_secrets: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
@@ -612,6 +616,7 @@ pub fn install(a: InstallArgs) -> Outcome {
             slurm_keys: a.allow_slurm_keys,
             volume_claims: a.allow_volume_claims,
             config_maps: a.allow_config_maps,
+            cluster_secrets: a.cluster_secrets,
         },
         workers: a.workers,
         jobs: a.jobs,

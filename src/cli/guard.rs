@@ -9,7 +9,8 @@ use crate::spec::guard_file::GuardFile;
 pub struct GuardArgs {
     /// A policy file (YAML: trust, clusterNamespaces, allowHostPaths, allowPrivileged,
     /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts, allowImages,
-    /// requireDigests, allowPrograms, allowSlurmKeys, allowVolumeClaims, allowConfigMaps)
+    /// requireDigests, allowPrograms, allowSlurmKeys, allowVolumeClaims, allowConfigMaps,
+    /// clusterSecrets)
     /// widening the safe defaults as the flags do; the two add up.
     #[arg(long, env = "SLURMOPS_POLICY", value_name = "FILE")]
     pub policy: Option<std::path::PathBuf>,
@@ -104,6 +105,14 @@ pub struct GuardArgs {
         value_delimiter = ','
     )]
     pub allow_config_maps: Vec<String>,
+    /// A Secret cluster.yaml may name as the cluster's own (auth.slurmKey, auth.jwtKey, the
+    /// database password; repeat); by default slurm-auth, slurm-jwt and slurm-db.
+    #[arg(
+        long = "cluster-secret",
+        env = "SLURMOPS_CLUSTER_SECRETS",
+        value_delimiter = ','
+    )]
+    pub cluster_secrets: Vec<String>,
 }
 
 impl GuardArgs {
@@ -162,6 +171,7 @@ impl GuardArgs {
             slurm_keys: both(&self.allow_slurm_keys, &file.allow_slurm_keys),
             volume_claims: both(&self.allow_volume_claims, &file.allow_volume_claims),
             config_maps: both(&self.allow_config_maps, &file.allow_config_maps),
+            cluster_secrets: both(&self.cluster_secrets, &file.cluster_secrets),
         })
     }
 }

@@ -127,6 +127,7 @@ pub struct Widened {
     pub slurm_keys: Vec<String>,
     pub volume_claims: Vec<String>,
     pub config_maps: Vec<String>,
+    pub cluster_secrets: Vec<String>,
 }
 
 impl Install {
@@ -347,6 +348,7 @@ fn args(i: &Install) -> Vec<String> {
         ("allow-slurm-key", &g.slurm_keys),
         ("allow-volume-claim", &g.volume_claims),
         ("allow-config-map", &g.config_maps),
+        ("cluster-secret", &g.cluster_secrets),
     ] {
         a.extend(values.iter().map(|v| format!("--{flag}={v}")));
     }

@@ -113,7 +113,14 @@ pub struct Guardrails {
     pub volume_claims: Vec<String>,
     /// ConfigMaps pods may mount and Slurm may run scripts from.
     pub config_maps: Vec<String>,
+    /// Secrets cluster.yaml may name as the cluster's own (`auth.slurmKey`, `auth.jwtKey`, the
+    /// database password): slurmops mounts them into Slurm's pods. Empty: the names the README
+    /// creates (`DEFAULT_CLUSTER_SECRETS`).
+    pub cluster_secrets: Vec<String>,
 }
+
+/// The cluster's own Secrets an install assigns when it names none: those the README creates.
+pub const DEFAULT_CLUSTER_SECRETS: &[&str] = &["slurm-auth", "slurm-jwt", "slurm-db"];
 
 impl Guardrails {
     /// The daemon's defaults: no node root, the namespace given.
@@ -173,19 +180,43 @@ impl Guardrails {
         ];
         if let Some(d) = &c.spec.accounting.database {
             own.push((&d.password.name, db.key("password").key("name")));
-            if let Some(host) = d.host.as_ref().filter(|h| !self.database_hosts.contains(h)) {
+        }
+        // The cluster's own are the ones the install assigned to it: naming another (the
+        // daemon's git token, another cluster's key) would mount it into every Slurm pod.
+        let assigned: Vec<&str> = match self.cluster_secrets.is_empty() {
+            true => DEFAULT_CLUSTER_SECRETS.to_vec(),
+            false => self.cluster_secrets.iter().map(String::as_str).collect(),
+        };
+        for (name, at) in &own {
+            if !assigned.contains(&name.as_str()) {
                 out.push(
                     Finding::new(
-                        db.key("host"),
+                        at.clone(),
                         format!(
-                            "database host {host}: slurmdbd sends it the database password, and this install lists no such host"
+                            "Secret {name} as the cluster's own: slurmops mounts it into Slurm's pods, and this install assigned this cluster {}",
+                            super::diag::listed(assigned.iter().copied())
                         ),
                     )
-                    .hint(
-                        "the install allows it with the daemon's --allow-database-host HOST (slurmops install --allow-database-host)",
-                    ),
+                    .hint(format!(
+                        "name one of those, or the install assigns it with the daemon's --cluster-secret {name} (policy clusterSecrets)"
+                    )),
                 );
             }
+        }
+        if let Some(d) = &c.spec.accounting.database
+            && let Some(host) = d.host.as_ref().filter(|h| !self.database_hosts.contains(h))
+        {
+            out.push(
+                Finding::new(
+                    db.key("host"),
+                    format!(
+                        "database host {host}: slurmdbd sends it the database password, and this install lists no such host"
+                    ),
+                )
+                .hint(
+                    "the install allows it with the daemon's --allow-database-host HOST (slurmops install --allow-database-host)",
+                ),
+            );
         }
         let Ok(tree) = serde_json::to_value(c) else {
             return;

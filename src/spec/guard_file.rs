@@ -36,6 +36,7 @@ pub struct GuardFile {
     pub allow_slurm_keys: Vec<String>,
     pub allow_volume_claims: Vec<String>,
     pub allow_config_maps: Vec<String>,
+    pub cluster_secrets: Vec<String>,
 }
 
 const KEYS: &[&str] = &[
@@ -55,6 +56,7 @@ const KEYS: &[&str] = &[
     "allowSlurmKeys",
     "allowVolumeClaims",
     "allowConfigMaps",
+    "clusterSecrets",
 ];
 
 /// Reads the policy file at PATH: bounded in size, every problem reported.
@@ -153,6 +155,7 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
             "allowSlurmKeys" => list(&mut g.allow_slurm_keys),
             "allowVolumeClaims" => list(&mut g.allow_volume_claims),
             "allowConfigMaps" => list(&mut g.allow_config_maps),
+            "clusterSecrets" => list(&mut g.cluster_secrets),
             "trust" => match scalar(v) {
                 Some("guarded") if plain(v) => g.trusted = Some(false),
                 Some("trusted") if plain(v) => g.trusted = Some(true),

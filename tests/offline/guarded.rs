@@ -1,7 +1,7 @@
 //! Issue 54: a push is not node root. Under the install's `guarded` trust level (the default)
 //! the guardrails hold on the code a commit makes run — images, scripts, program-valued Slurm
-//! keys, mounted claims and ConfigMaps, slurmops's own volumes and labels, Pod Security
-//! baseline — each refusal at its `FILE:LINE:COL` with the setting that allows it; under
+//! keys, mounted claims and ConfigMaps, slurmops's own volumes and labels, a Secret the install
+//! did not assign as the cluster's own, Pod Security baseline — each refusal at its `FILE:LINE:COL` with the setting that allows it; under
 //! `trusted` the repository is node root. Every example validates under `guarded` with the
 //! policy the documentation shows.
 
@@ -24,6 +24,8 @@ fn hostile() -> String {
             .collect::<String>()
     };
     MINIMAL
+        // The daemon's git token Secret, named as the cluster's slurm.key.
+        .replace("slurmKey: {name: slurm-auth", "slurmKey: {name: git")
         .replace(
             "  nodeSets:\n",
             &format!(
@@ -117,6 +119,12 @@ fn classes(text: &str) -> Vec<(&'static str, usize, &'static str)> {
             "spec.accounting.slurmdbdConf.StorageHost",
             l("StorageHost"),
             "--allow-slurm-key StorageHost",
+        ),
+        // A Secret the install did not assign to this cluster, as its own.
+        (
+            "spec.auth.slurmKey.name",
+            l("name: git"),
+            "--cluster-secret git",
         ),
         // Claims and ConfigMaps the install does not name; slurmops's own volume in a sidecar.
         (
@@ -230,6 +238,7 @@ fn each_allowance_lets_exactly_its_own_through() {
         slurm_keys: vec!["mailprog".into(), "PluginDir".into(), "StorageHost".into()],
         volume_claims: vec!["other-cluster-state".into(), "other-home".into()],
         config_maps: vec!["someone-elses".into(), "root-keys".into()],
+        cluster_secrets: vec!["git".into(), "slurm-jwt".into(), "slurm-db".into()],
         privileged: true,
         database_hosts: vec!["mariadb.slurm.svc".into()],
         ..guarded()
