@@ -321,6 +321,24 @@ impl Guardrails {
                     }
                 }
             }
+            ("annotations", Value::Object(a)) if !self.privileged => {
+                for (key, v) in a {
+                    let profile = v.as_str().unwrap_or_default();
+                    if key.starts_with("container.apparmor.security.beta.kubernetes.io/")
+                        && profile != "runtime/default"
+                        && !profile.starts_with("localhost/")
+                    {
+                        refuse(
+                            at.key(key),
+                            format!(
+                                "AppArmor profile {}: the container would run without the runtime's confinement (beyond Pod Security baseline)",
+                                super::diag::clip(profile)
+                            ),
+                            PRIVILEGED,
+                        );
+                    }
+                }
+            }
             ("gitRepo", Value::Object(_)) => refuse(
                 at.clone(),
                 "a gitRepo volume runs git on the node as root (Pod Security baseline forbids it)"

@@ -38,7 +38,7 @@ fn hostile() -> String {
         )
         .replace(
             "      memory: 1Gi\n",
-            "      memory: 1Gi\n      image: evil.example/slurmd:1\n      volumes:\n        - {name: home, persistentVolumeClaim: {claimName: other-home}}\n        - {name: keys, configMap: {name: root-keys}}\n        - {name: src, gitRepo: {repository: \"https://evil.example/x\"}}\n      podTemplate:\n        labels: {app.kubernetes.io/name: slurmops, team: a}\n        extraContainers:\n          - name: side\n            image: busybox\n            ports: [{containerPort: 80, hostPort: 80}]\n            securityContext: {seccompProfile: {type: Unconfined}}\n            volumeMounts: [{name: home, mountPath: /h}, {name: slurm-config, mountPath: /s}]\n",
+            "      memory: 1Gi\n      image: evil.example/slurmd:1\n      volumes:\n        - {name: home, persistentVolumeClaim: {claimName: other-home}}\n        - {name: keys, configMap: {name: root-keys}}\n        - {name: src, gitRepo: {repository: \"https://evil.example/x\"}}\n      podTemplate:\n        labels: {app.kubernetes.io/name: slurmops, team: a}\n        annotations: {container.apparmor.security.beta.kubernetes.io/side: unconfined}\n        extraContainers:\n          - name: side\n            image: busybox\n            ports: [{containerPort: 80, hostPort: 80}]\n            securityContext: {seccompProfile: {type: Unconfined}}\n            volumeMounts: [{name: home, mountPath: /h}, {name: slurm-config, mountPath: /s}]\n",
         )
 }
 
@@ -167,6 +167,11 @@ fn classes(text: &str) -> Vec<(&'static str, usize, &'static str)> {
         (
             "spec.nodeSets[0].podTemplate.extraContainers[0].securityContext.seccompProfile.type",
             l("Unconfined"),
+            "--allow-privileged",
+        ),
+        (
+            "spec.nodeSets[0].podTemplate.annotations.container.apparmor.security.beta.kubernetes.io/side",
+            l("apparmor"),
             "--allow-privileged",
         ),
         (
