@@ -428,7 +428,7 @@ async fn update_parent(
         "metadata": {
             "name": name, "namespace": ns,
             "labels": {applyset::LABEL_ID: applyset::id(&name, ns),
-                       "app.kubernetes.io/managed-by": "slurmops"},
+                       crate::vocab::LABEL_MANAGED_BY: "slurmops"},
             "annotations": {
                 applyset::ANNOTATION_TOOLING: concat!("slurmops/v", env!("CARGO_PKG_VERSION")),
                 applyset::ANNOTATION_GROUP_KINDS: gk_value,

@@ -100,7 +100,7 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         name: Some(name.into()),
         namespace: namespace.map(str::to_string),
         labels: Some(BTreeMap::from([(
-            "app.kubernetes.io/managed-by".to_string(),
+            crate::vocab::LABEL_MANAGED_BY.to_string(),
             "slurmops".to_string(),
         )])),
         ..ObjectMeta::default()

@@ -131,7 +131,7 @@ impl Default for Policy {
             max_unavailable: 1,
             drain_timeout: None,
             force: false,
-            registration_grace: 300,
+            registration_grace: super::drive::REGISTRATION_GRACE,
             gate: Gate::Open,
             window: WindowGate::Open,
         }

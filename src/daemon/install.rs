@@ -153,8 +153,8 @@ fn meta(i: &Install, namespace: &str) -> ObjectMeta {
 /// cluster, so that two in one namespace select only their own pods.
 fn labels(i: &Install) -> BTreeMap<String, String> {
     let mut l = BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), NAME.to_string()),
-        ("app.kubernetes.io/managed-by".to_string(), NAME.to_string()),
+        (crate::vocab::LABEL_NAME.to_string(), NAME.to_string()),
+        (crate::vocab::LABEL_MANAGED_BY.to_string(), NAME.to_string()),
     ]);
     if let Some(c) = &i.cluster {
         l.insert(

@@ -383,7 +383,7 @@ async fn reconcile(
         cache: state.cache.as_ref(),
         fence,
         observer: &observer,
-        registration_grace: 300,
+        registration_grace: crate::controller::drive::REGISTRATION_GRACE,
     };
     let target = Target {
         c: &t.c,
@@ -710,9 +710,11 @@ async fn keep_workers(
         }
         Err(e) => tracing::warn!("autoscale: {e}"),
     }
-    let syncer = state
-        .syncer
-        .get_or_insert_with(|| crate::sync::Syncer::new(Duration::from_secs(300)));
+    let syncer = state.syncer.get_or_insert_with(|| {
+        crate::sync::Syncer::new(Duration::from_secs(
+            crate::controller::drive::REGISTRATION_GRACE.unsigned_abs(),
+        ))
+    });
     // The workers and nodes from the watch caches: an idle pass sends no LIST.
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     let cache = state.cache.as_ref();

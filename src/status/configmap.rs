@@ -126,7 +126,7 @@ pub async fn write(
     status: &Status,
 ) -> Result<(), kube::Error> {
     let name = name_for(cluster);
-    let mut labels = json!({"app.kubernetes.io/managed-by": "slurmops", LABEL_STATUS: "true"});
+    let mut labels = json!({crate::vocab::LABEL_MANAGED_BY: "slurmops", LABEL_STATUS: "true"});
     if let Some(c) = cluster {
         labels[LABEL_CLUSTER] = c.into();
     }
