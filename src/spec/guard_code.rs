@@ -16,8 +16,9 @@
 //!   cluster's state volume, an `authorized_keys` file);
 //! - a volume slurmops renders (the Slurm config with its key, the database password) in a
 //!   container slurmops did not render;
-//! - a label of slurmops's own (`app.kubernetes.io/*`, `slurmops.dev/*`), on which Services,
-//!   selectors and adoption rely.
+//! - a label slurmops sets (`app.kubernetes.io/name`, `instance`, `component`, `managed-by`,
+//!   `slurmops.dev/*`, `applyset.kubernetes.io/*`), on which Services, selectors, prune and
+//!   adoption rely.
 //!
 //! Under `trusted` none of this is checked: the repository is the node administrator.
 
@@ -110,13 +111,28 @@ const GUARDED_KEYS: &[&str] = &[
     "FederationParameters",
 ];
 
-/// The prefix of K when it is one of the label prefixes slurmops selects and adopts on (those of
-/// the recommended labels and of its own).
-fn own_prefix(k: &str) -> Option<&'static str> {
-    [crate::vocab::LABEL_NAME, crate::vocab::LABEL_NODESET]
-        .into_iter()
-        .filter_map(|l| l.split_once('/').map(|(p, _)| p))
-        .find(|p| k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
+/// Whether K is a label slurmops sets and selects, prunes or adopts on: the recommended labels
+/// it sets, and every label under its own prefix and the ApplySet's (a pod or object carrying
+/// another set's `applyset.kubernetes.io/part-of` would be pruned by that set's apply). Other
+/// recommended labels (`app.kubernetes.io/part-of`, `version`) are the user's.
+fn own_label(k: &str) -> bool {
+    use crate::vocab::{
+        LABEL_APPLYSET_PART_OF, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME,
+        LABEL_NODESET,
+    };
+    let under = |l: &str| {
+        l.split_once('/')
+            .is_some_and(|(p, _)| k.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+    };
+    [
+        LABEL_NAME,
+        LABEL_INSTANCE,
+        LABEL_COMPONENT,
+        LABEL_MANAGED_BY,
+    ]
+    .contains(&k)
+        || under(LABEL_NODESET)
+        || under(LABEL_APPLYSET_PART_OF)
 }
 
 /// Every way C (SPEC: its spec as JSON) makes code run that the install G did not allow.
@@ -455,12 +471,12 @@ impl Walk<'_> {
     /// Labels L at AT: none of slurmops's own.
     fn labels(&mut self, l: &std::collections::BTreeMap<String, String>, at: &Path) {
         for k in l.keys() {
-            if let Some(p) = own_prefix(k) {
+            if own_label(k) {
                 self.out.push(
                     Finding::new(
                         at.key(k),
                         format!(
-                            "label {}: labels under {p}/ are slurmops's own; Services, selectors and adoption rely on them",
+                            "label {}: slurmops sets this label itself; Services, selectors, prune and adoption rely on it",
                             super::diag::clip(k)
                         ),
                     )

