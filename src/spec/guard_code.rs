@@ -66,6 +66,9 @@ const GUARDED_KEYS: &[&str] = &[
     "UnkillableStepProgram",
     "SlurmctldPrimaryOnProg",
     "SlurmctldPrimaryOffProg",
+    "ResvProlog",
+    "ResvEpilog",
+    "ArchiveScript",
     // Site code loaded into Slurm's daemons and clients.
     "PluginDir",
     "PlugStackConfig",
@@ -74,6 +77,8 @@ const GUARDED_KEYS: &[&str] = &[
     "PrEpPlugins",
     "JobCompType",
     "JobCompLoc",
+    "BurstBufferType",
+    "NodeFeaturesPlugins",
     // Where credentials and Slurm's traffic go; who the daemons run as.
     "StorageHost",
     "StorageBackupHost",
@@ -83,6 +88,7 @@ const GUARDED_KEYS: &[&str] = &[
     "StorageLoc",
     "StorageParameters",
     "StorageType",
+    "ArchiveDir",
     "AccountingStorageHost",
     "AccountingStorageBackupHost",
     "AccountingStorageExternalHost",
