@@ -106,6 +106,11 @@ pub struct RunArgs {
     /// Slurm user of minted tokens: a Slurm admin (the SlurmUser or root).
     #[arg(long, env = "SLURMOPS_SLURM_USER", default_value = "slurm")]
     slurm_user: String,
+    /// The Slurm user the jobs slurmops submits run as (active checks, canaries' validations):
+    /// unprivileged, known to slurmctld and every worker (LDAP, sssd or the images), never the
+    /// administrator of --slurm-user nor root. Where associations are enforced it needs one.
+    #[arg(long, env = "SLURMOPS_JOB_USER", default_value = crate::slurm::client::DEFAULT_JOB_USER)]
+    job_user: String,
     /// Run without Slurm: nothing rolls, and scale-ins or prunes over workers are refused.
     #[arg(long, env = "SLURMOPS_NO_SLURM", conflicts_with_all = ["slurmrestd_url", "slurm_jwt", "slurm_jwt_file", "slurm_jwt_key_file"])]
     no_slurm: bool,
@@ -222,6 +227,16 @@ fn read_secret(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
 /// Where the daemon's Slurm client comes from.
 fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
     use crate::slurm::auth::{Credentials, KeyBytes, Secret};
+    let refused = crate::slurm::client::REFUSED_JOB_USERS;
+    let u = a.job_user.trim();
+    if !a.no_slurm && (u.is_empty() || u == a.slurm_user || refused.contains(&u)) {
+        return Err(format!(
+            "--job-user {:?}: the jobs slurmops submits (checks, canaries' validations) never run as the Slurm administrator ({}) or root, nor as nobody (Slurm refuses its jobs); name an unprivileged user that slurmctld and every worker know (default {})",
+            a.job_user,
+            a.slurm_user,
+            crate::slurm::client::DEFAULT_JOB_USER
+        ));
+    }
     let credentials = match (&a.slurm_jwt, &a.slurm_jwt_file, &a.slurm_jwt_key_file) {
         _ if a.no_slurm => return Ok(SlurmSource::Off),
         (Some(t), _, _) => Credentials::Token {
@@ -244,6 +259,7 @@ fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
             return Ok(SlurmSource::Cluster {
                 url: a.slurmrestd_url.clone(),
                 user: a.slurm_user.clone(),
+                job_user: a.job_user.clone(),
                 allow_http: a.allow_http,
             });
         }
@@ -252,6 +268,7 @@ fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
     let mut config = crate::slurm::Config::new(url, credentials);
     config.allow_http = a.allow_http;
     config.queue_wait = crate::daemon::QUEUE_WAIT;
+    config.job_user = a.job_user.clone();
     let client = crate::slurm::Client::new(config).map_err(|e| e.to_string())?;
     Ok(SlurmSource::Static(std::sync::Arc::new(client)))
 }
@@ -503,6 +520,12 @@ pub struct InstallArgs {
     /// may read, to mint Slurm tokens (repeat for several).
     #[arg(long = "jwt-secret", default_value = "slurm-jwt")]
     jwt_secrets: Vec<String>,
+    /// The Slurm user the daemon's jobs (active checks, canaries' validations) run as: an
+    /// unprivileged user slurmctld and every worker know (default `daemon`, in every image;
+    /// never `nobody`, whose jobs Slurm refuses);
+    /// where associations are enforced, give it one in cluster.yaml's accounting.users.
+    #[arg(long)]
+    job_user: Option<String>,
     /// The daemon runs without Slurm (and may read no Secret at all).
     #[arg(long)]
     no_slurm: bool,
@@ -599,6 +622,7 @@ pub fn install(a: InstallArgs) -> Outcome {
         } else {
             a.jwt_secrets
         },
+        job_user: a.job_user,
         allowed_signers: a.allowed_signers,
         allowed_gpg_keys: a.allowed_gpg_keys,
         guard: crate::daemon::install::Widened {

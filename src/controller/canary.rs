@@ -15,7 +15,6 @@ use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
 pub use super::gate::{CanaryProgress, Gate, REASON_CANARY_FAILED, Record, Verdict};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
-use crate::vocab::{REASON_CHECK, REASON_PREFIX};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;
@@ -358,6 +357,8 @@ fn parse_comment(c: &str) -> Option<(String, String)> {
 /// What a wrapped job reported through its comment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// The exit code it reports (after the figure was judged): 0 passed.
+    pub rc: i32,
     /// The first error line (or `exit code N`).
     pub error: String,
     pub tail: String,
@@ -386,6 +387,7 @@ impl Report {
             e => e.chars().take(MAX_ERROR).collect(),
         };
         Some(Report {
+            rc: rc.trim().parse().unwrap_or(1),
             error,
             tail: tail.replace('|', "\n").trim().to_string(),
             value,
@@ -436,9 +438,10 @@ pub fn wrap(job: &str, check: &str) -> String {
 }
 
 /// The batch script around an active check (see `wrap`): it also reports the figure the check
-/// printed (`slurmops-value: X`), fails when the figure is below MIN (or missing), and, when
-/// DRAIN names the check, drains its own nodes (all of a job across nodes) as it fails, so that
-/// no user's job starts there before the controller's next pass.
+/// printed (`slurmops-value: X`) and fails when the figure is below MIN (or missing). When DRAIN
+/// names the check, a failed job keeps its worker until slurmops has drained it (the job runs as
+/// an unprivileged user and may not drain it itself; slurmops judges it from its report while it
+/// waits), at most [`HOLD_SECS`]: no user's job starts there in between.
 pub fn wrap_check(
     job: &str,
     check: &str,
@@ -459,16 +462,25 @@ fi
         ),
         None => String::new(),
     };
-    let drain = match drain {
-        Some(name) => format!(
-            r#"nodes="${{SLURM_JOB_NODELIST:-$SLURMD_NODENAME}}"
-[ "$rc" = 0 ] || [ -z "$nodes" ] || scontrol update NodeName="$nodes" State=DRAIN Reason="{REASON_PREFIX} {REASON_CHECK} {name} failed: job $SLURM_JOB_ID: $err" >/dev/null 2>&1
-"#
+    let hold = match drain {
+        Some(_) => format!(
+            r#"if [ "$rc" != 0 ] && [ -n "$SLURMD_NODENAME" ]; then
+  for _ in $(seq {}); do
+    scontrol show node "$SLURMD_NODENAME" 2>/dev/null | grep -q 'State=[A-Z_+]*DRAIN' && break
+    sleep {HOLD_POLL_SECS}
+  done
+fi
+"#,
+            HOLD_SECS / HOLD_POLL_SECS
         ),
         None => String::new(),
     };
-    wrapper(job, check, TAG_CHECK, &judge, &drain)
+    wrapper(job, check, TAG_CHECK, &judge, &hold)
 }
+
+/// The longest a failed check's job waits for slurmops to drain its worker.
+pub const HOLD_SECS: u64 = 300;
+const HOLD_POLL_SECS: u64 = 2;
 
 /// A safe shell word of S (a unit in a message).
 fn shell_word(s: &str) -> String {
@@ -477,7 +489,7 @@ fn shell_word(s: &str) -> String {
         .collect()
 }
 
-fn wrapper(job: &str, check: &str, tag: &str, judge: &str, drain: &str) -> String {
+fn wrapper(job: &str, check: &str, tag: &str, judge: &str, hold: &str) -> String {
     format!(
         r#"#!/bin/bash
 # {job}: run by slurmops
@@ -493,9 +505,9 @@ err=$(grep -m1 . "$dir/err" | clean | cut -c1-{MAX_ERROR})
 [ -n "$err" ] || [ "$rc" = 0 ] || err=$(grep . "$dir/out" | tail -n1 | clean | cut -c1-{MAX_ERROR})
 value=$(sed -n 's/^slurmops-value: *\([-+0-9.eE]*\).*/\1/p' "$dir/out" | tail -n1)
 {judge}tail=$(cat "$dir/out" "$dir/err" | grep . | tail -n 8 | clean | cut -c1-120 | paste -sd'|')
-{drain}scontrol update JobId="$SLURM_JOB_ID" Comment="{tag} rc=$rc; value: $value; error: $err; tail: $tail" >/dev/null 2>&1
+scontrol update JobId="$SLURM_JOB_ID" Comment="{tag} rc=$rc; value: $value; error: $err; tail: $tail" >/dev/null 2>&1
 rm -rf "$dir"
-exit $rc
+{hold}exit $rc
 "#
     )
 }

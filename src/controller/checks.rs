@@ -11,12 +11,15 @@
 //!
 //! A job that ended is judged (exit code, and its figure against `minValue`) and the result kept
 //! on the pod as condition `checks.slurmops.dev/CHECK`. A failure drains the worker with
-//! `slurmops: check CHECK failed: job N: ERROR` (the job drains its own node as it fails, so no
-//! user's job starts there in between); a later pass of the check resumes it. A job running past
+//! `slurmops: check CHECK failed: job N: ERROR`: the job, an unprivileged user's, cannot drain
+//! it, so a failed one reports through its comment and keeps the worker until a pass has
+//! judged it from that report and drained it (no user's job starts there in between); a later
+//! pass of the check resumes it. A job running past
 //! its timeout is cancelled and counts as failed. Only slurmops' own drains are ever resumed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::canary::HOLD_SECS;
 use super::decide::{Action, SetView, SlurmView, Worker};
 pub use super::mark::{Mark, Summary, marks};
 use crate::slurm::{Job, JobRequest, Node};
@@ -61,13 +64,6 @@ fn check_drain(n: &Node) -> Option<&str> {
     }
     let rest = r.strip_prefix(REASON_CHECK)?.strip_prefix(' ')?;
     rest.split_once(" failed").map(|(name, _)| name)
-}
-
-/// The job a check drain of N names (`… failed: job N: …`), when the drain is a check's.
-fn check_drain_job(n: &Node) -> Option<u64> {
-    check_drain(n)?;
-    let (_, rest) = n.reason.split_once(" failed: job ")?;
-    rest.split(':').next()?.parse().ok()
 }
 
 pub fn job_name(check: &str, node: &str, due: i64) -> String {
@@ -286,8 +282,8 @@ fn worker(
         let name = job_name(&c.name, &w.name, stamp);
         let job = fresh.filter(|f| f.0 >= stamp).map(|f| f.1);
         match job {
-            // Ended after it ran (one cancelled while pending has no nodes).
-            Some(j) if ended(j) && !j.nodes.is_empty() => {
+            // Ended after it ran, or failed and waits to be drained.
+            Some(j) if judgeable(j) => {
                 let m = judge(c, j, now);
                 if !m.passed && drains {
                     failed = true;
@@ -299,15 +295,6 @@ fn worker(
                 if mark != Some(&m) {
                     acts.push(mark_of(w, c, m));
                 }
-            }
-            // The job failed and drained its own node on its way out; Slurm does not list it
-            // ended yet. Its verdict comes when it ends: the worker stays drained until then.
-            Some(j)
-                if !ended(j)
-                    && drain == Some(c.name.as_str())
-                    && check_drain_job(n) == Some(j.id) =>
-            {
-                failed |= drains;
             }
             Some(j) if !ended(j) => {
                 summary(out, cx.set, &c.name).running += 1;
@@ -480,6 +467,15 @@ fn ended(j: &Job) -> bool {
     super::canary::ended(j)
 }
 
+/// Whether J is to be judged now: it ended after it ran (one cancelled while pending has no
+/// nodes), or it still runs and reports a failure (it waits for its worker to be drained).
+fn judgeable(j: &Job) -> bool {
+    if ended(j) {
+        return !j.nodes.is_empty();
+    }
+    super::canary::Report::of(&j.comment).is_some_and(|r| r.rc != 0)
+}
+
 /// The result of job J of check C, which ended.
 fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
     let report = super::canary::Report::of(&j.comment);
@@ -525,8 +521,10 @@ fn request(
         script: super::canary::wrap_check(name, &script, c.min_value, c.unit.as_deref(), drain),
         partition: partition.into(),
         nodes,
-        // Slurm's limit is a backstop: the pass cancels a job at its timeout.
-        time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1).clamp(1, 1 << 20) as u32,
+        // Slurm's limit is a backstop: the pass cancels a job at its timeout. A failed job
+        // waits for its drain on top (`canary::HOLD_SECS`).
+        time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1 + HOLD_SECS.div_ceil(60))
+            .clamp(1, 1 << 20) as u32,
         exclusive: !c.while_jobs_run,
         licenses: Some(format!("{}:1", c.license())),
     }

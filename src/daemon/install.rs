@@ -54,6 +54,8 @@ pub struct Install {
     pub node_reader: bool,
     /// The JWT key Secrets (`spec.auth.jwtKey.name`) the daemon may read; empty: no Slurm.
     pub jwt_secrets: Vec<String>,
+    /// The Slurm user its jobs run as, when not the default (`daemon`).
+    pub job_user: Option<String>,
     /// ConfigMap with `allowed_signers` (SSH keys allowed to sign commits).
     pub allowed_signers: Option<String>,
     /// ConfigMap with `allowed_gpg_keys` (armored OpenPGP keys allowed to sign commits).
@@ -303,6 +305,8 @@ fn args(i: &Install) -> Vec<String> {
     }
     if i.jwt_secrets.is_empty() {
         a.push("--no-slurm".into());
+    } else if let Some(u) = &i.job_user {
+        a.push(format!("--job-user={u}"));
     }
     if let Some(c) = &i.cluster {
         a.push(format!("--cluster={c}"));
@@ -580,6 +584,7 @@ mod tests {
             ui_token_secret: None,
             node_reader: true,
             jwt_secrets: vec!["slurm-jwt".into()],
+            job_user: None,
             allowed_signers: None,
             allowed_gpg_keys: None,
             guard: Widened::default(),

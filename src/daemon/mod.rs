@@ -44,6 +44,8 @@ pub enum SlurmSource {
     Cluster {
         url: Option<String>,
         user: String,
+        /// The user slurmops' jobs run as (`slurm::Config::job_user`).
+        job_user: String,
         allow_http: bool,
     },
 }

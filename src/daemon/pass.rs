@@ -611,7 +611,7 @@ async fn connect(
     state: &mut State,
     c: &spec::ClusterFile,
 ) -> Option<Arc<Client>> {
-    let (url, user, allow_http) = match &cfg.slurm {
+    let (url, user, job_user, allow_http) = match &cfg.slurm {
         SlurmSource::Off => {
             state.status.slurm = format!(
                 "{SLURM_OFF} (--no-slurm): nothing rolls; scale-ins and prunes over workers are refused"
@@ -622,8 +622,9 @@ async fn connect(
         SlurmSource::Cluster {
             url,
             user,
+            job_user,
             allow_http,
-        } => (url, user, *allow_http),
+        } => (url, user, job_user, *allow_http),
     };
     let ns = &c.metadata.namespace;
     let key = format!(
@@ -643,6 +644,7 @@ async fn connect(
     {
         Ok(mut client) => {
             client.set_queue_wait(QUEUE_WAIT);
+            client.set_job_user(job_user);
             // The same slurmrestd with the Secret read again: what the last client read of the
             // queue and the nodes goes on (a large queue takes minutes to read whole).
             if let Some((k, old, _)) = &state.slurm

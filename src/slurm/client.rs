@@ -49,7 +49,23 @@ pub struct Config {
     pub queue_wait: Duration,
     /// Most jobs a whole-queue read keeps ([`MAX_JOBS`], or `SLURMOPS_SLURM_MAX_JOBS`).
     pub max_jobs: usize,
+    /// The Slurm user the jobs slurmops submits run as (checks, canaries' validations): an
+    /// unprivileged user that exists on slurmctld and every worker, never the administrator
+    /// whose token drains nodes ([`DEFAULT_JOB_USER`], or `SLURMOPS_JOB_USER`).
+    pub job_user: String,
 }
+
+/// The user slurmops' jobs run as unless the install names another: an unprivileged system
+/// account every image has (Debian, Ubuntu, RHEL and Alpine alike); `nobody` cannot be it, Slurm
+/// refuses jobs of `nobody` since 25.05.
+pub const DEFAULT_JOB_USER: &str = "daemon";
+
+/// Users the jobs slurmops submits never run as, whatever the install says (besides the
+/// administrator its token speaks for): root, and `nobody`, whose jobs Slurm 25.05+ refuses.
+pub const REFUSED_JOB_USERS: [&str; 2] = ["root", "nobody"];
+
+/// The setting that names the user slurmops' jobs run as, for every command and the daemon.
+pub const JOB_USER_ENV: &str = "SLURMOPS_JOB_USER";
 
 impl Config {
     pub fn new(url: impl Into<String>, credentials: Credentials) -> Config {
@@ -66,6 +82,11 @@ impl Config {
             queue_timeout: QUEUE_TIMEOUT,
             queue_wait: QUEUE_TIMEOUT,
             max_jobs: queue::max_jobs_from(std::env::var(MAX_JOBS_ENV).ok().as_deref()),
+            job_user: std::env::var(JOB_USER_ENV)
+                .ok()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| DEFAULT_JOB_USER.into()),
         }
     }
 }
@@ -410,21 +431,55 @@ impl Client {
         Ok(())
     }
 
-    /// Submits a batch job; its id.
+    /// Submits a batch job as the job user (`Config::job_user`, never the administrator whose
+    /// token this client holds), then gives it the top priority with that token (Slurm keeps a
+    /// priority only from an operator); its id. A job whose priority could not be set is
+    /// cancelled and the error returned: a later pass submits it again.
     pub async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
         #[derive(serde::Deserialize)]
         struct Submitted {
             job_id: Option<u64>,
         }
+        let user = self.job_user()?;
         let p = self.parser().await?;
         self.jobs_changed().await;
+        let url = format!("{}/slurm/{}/job/submit", self.base, p.as_str());
         let body = self
-            .send(p, Method::POST, "job/submit", Some(job.body()))
+            .send_url_within(
+                Method::POST,
+                url,
+                Some(job.body()),
+                self.config.timeout,
+                Some(user),
+            )
             .await?;
         let s: Submitted = serde_json::from_slice(&body)
             .map_err(|e| self.parse_error("job/submit", e.to_string()))?;
-        s.job_id
-            .ok_or_else(|| self.parse_error("job/submit", "no job_id in the answer".into()))
+        let id = s
+            .job_id
+            .ok_or_else(|| self.parse_error("job/submit", "no job_id in the answer".into()))?;
+        let priority = serde_json::json!({ "priority": JobRequest::priority() });
+        if let Err(e) = self
+            .send(p, Method::POST, &format!("job/{id}"), Some(priority))
+            .await
+        {
+            let _ = self.cancel(id).await;
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// The user jobs are submitted as, when it is not the administrator this client's token
+    /// speaks for (nor root): jobs slurmops submits never hold the administrator's rights.
+    pub fn job_user(&self) -> Result<&str, SlurmError> {
+        let u = self.config.job_user.as_str();
+        let admin = self.credentials_user();
+        if u.is_empty() || REFUSED_JOB_USERS.contains(&u) || admin.as_deref() == Some(u) {
+            return Err(SlurmError::Config(format!(
+                "the jobs slurmops submits (checks, canaries' validations) cannot run as {u:?} (the Slurm administrator, root, or nobody, whose jobs Slurm refuses); name an unprivileged user that exists on slurmctld and every worker with --job-user (or {JOB_USER_ENV}; default {DEFAULT_JOB_USER})"
+            )));
+        }
+        Ok(u)
     }
 
     /// Cancels job ID (a job already ended is no error).
@@ -498,7 +553,7 @@ impl Client {
         let p = self.parser().await?;
         let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
         let body = self
-            .send_url_within(Method::GET, url, None, self.config.queue_timeout)
+            .send_url_within(Method::GET, url, None, self.config.queue_timeout, None)
             .await?;
         serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
     }
@@ -562,27 +617,32 @@ impl Client {
         url: String,
         body: Option<serde_json::Value>,
     ) -> Result<Vec<u8>, SlurmError> {
-        self.send_url_within(method, url, body, self.config.timeout)
+        self.send_url_within(method, url, body, self.config.timeout, None)
             .await
     }
 
-    /// As `send_url`, each attempt within DEADLINE.
+    /// As `send_url`, each attempt within DEADLINE; AS_USER: run as that Slurm user instead
+    /// (X-SLURM-USER-NAME with this client's administrator token).
     async fn send_url_within(
         &self,
         method: Method,
         url: String,
         body: Option<serde_json::Value>,
         deadline: Duration,
+        as_user: Option<&str>,
     ) -> Result<Vec<u8>, SlurmError> {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {
             let result = match self
-                .to_replicas(&method, &url, body.as_ref(), deadline)
+                .to_replicas(&method, &url, body.as_ref(), deadline, as_user)
                 .await
             {
                 Some(r) => r,
-                None => self.send_once(&method, &url, body.as_ref(), deadline).await,
+                None => {
+                    self.send_once(&method, &url, body.as_ref(), deadline, as_user)
+                        .await
+                }
             };
             match result {
                 Err(e) if e.is_transient() && attempt < self.config.attempts => {
@@ -601,9 +661,10 @@ impl Client {
         url: &str,
         body: Option<&serde_json::Value>,
         deadline: Duration,
+        as_user: Option<&str>,
     ) -> Result<Vec<u8>, SlurmError> {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut req = self.authorized(method, url).timeout(deadline);
+        let mut req = self.authorized(method, url, as_user).timeout(deadline);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -623,14 +684,20 @@ impl Client {
         }
     }
 
-    /// A request to URL with this client's credentials.
-    fn authorized(&self, method: &Method, url: &str) -> reqwest::RequestBuilder {
+    /// A request to URL with this client's credentials; AS_USER names the Slurm user it runs as
+    /// instead of the token's (slurmctld allows it to a token of SlurmUser or root only).
+    fn authorized(
+        &self,
+        method: &Method,
+        url: &str,
+        as_user: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         let creds = self.credentials();
         let mut req = self
             .http
             .request(method.clone(), url)
             .header("X-SLURM-USER-TOKEN", creds.token.expose());
-        if let Some(u) = &creds.user {
+        if let Some(u) = as_user.or(creds.user.as_deref()) {
             req = req.header("X-SLURM-USER-NAME", u);
         }
         req
@@ -724,6 +791,30 @@ mod tests {
 
     use super::*;
     use crate::slurm::auth::Secret;
+
+    #[test]
+    fn jobs_are_never_submitted_as_the_administrator_the_token_speaks_for_nor_root() {
+        let client = |job_user: &str| {
+            let creds = Credentials::Key {
+                key: crate::slurm::auth::KeyBytes(b"k".to_vec()),
+                user: "slurm".into(),
+                lifetime: Duration::from_secs(60),
+            };
+            let mut c = Config::new("http://127.0.0.1:9", creds);
+            c.job_user = job_user.into();
+            Client::new(c).unwrap()
+        };
+        for admin in ["slurm", "root", "nobody", ""] {
+            let e = client(admin).job_user().unwrap_err().to_string();
+            assert!(e.contains("--job-user"), "{admin}: {e}");
+        }
+        assert_eq!(client("daemon").job_user().unwrap(), "daemon");
+        let c = client("hpc-checks");
+        assert_eq!(
+            crate::slurm::SlurmNodes::submitter(&c).as_deref(),
+            Some("hpc-checks")
+        );
+    }
 
     /// A server that answers every request with a redirect to TARGET.
     fn redirecting(target: String) -> u16 {

@@ -174,8 +174,8 @@ pub trait SlurmNodes: Send + Sync {
         node: &str,
         topology: &str,
     ) -> impl Future<Output = Result<(), SlurmError>> + Send;
-    /// The Slurm user slurmops' requests run as (its token's), when known: the owner of every
-    /// job it submits.
+    /// The Slurm user the jobs slurmops submits run as (`Config::job_user`), when known: the
+    /// owner of every job it submits.
     fn submitter(&self) -> Option<String> {
         None
     }
@@ -212,7 +212,7 @@ pub fn is_ours(node: &Node) -> bool {
 
 impl SlurmNodes for Client {
     fn submitter(&self) -> Option<String> {
-        self.credentials_user()
+        self.job_user().ok().map(str::to_string)
     }
 
     async fn drain(&self, node: &str, reason: &str) -> Result<Drain, SlurmError> {

@@ -191,9 +191,14 @@ pub struct JobRequest {
 }
 
 impl JobRequest {
+    /// The priority of slurmops' jobs: the highest a job can be given (an operator's to set).
+    pub fn priority() -> serde_json::Value {
+        serde_json::json!({"set": true, "infinite": false, "number": 4_294_967_293u32})
+    }
+
     /// The `job/submit` body (the same in v0.0.42 to v0.0.45). The job is submitted while its
-    /// nodes are still drained; the highest priority lets it start before any user job once they
-    /// are resumed. Its output goes nowhere: the job reports through its comment.
+    /// nodes are still drained; the highest priority (`priority`, set by the administrator right
+    /// after, see `Client::submit`) lets it start before any user job once they are resumed. Its output goes nowhere: the job reports through its comment.
     pub fn body(&self) -> serde_json::Value {
         let n = self.nodes.len().max(1);
         let mut body = serde_json::json!({
@@ -206,7 +211,6 @@ impl JobRequest {
                 "maximum_nodes": n,
                 "tasks": n,
                 "time_limit": {"set": true, "infinite": false, "number": self.time_limit_minutes},
-                "priority": {"set": true, "infinite": false, "number": 4_294_967_293u32},
                 "current_working_directory": "/tmp",
                 "environment": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                 "standard_output": "/dev/null",

@@ -43,10 +43,13 @@ fn cluster(ns: &str, set: &str, replicas: u32, checks: &str) -> String {
         )
 }
 
-/// Three checks on every new worker: `slow` passes in 4 s with figure 42 (at most 2 at once),
-/// `figure` prints 5 on worker 1 (10 needed), `hang` sleeps past its 15 s timeout on worker 3.
+/// Three checks on every new worker: `slow` passes in 4 s with figure 42 (at most 2 at once)
+/// after trying to drain its own worker (a check job holds no administrator's rights), `figure`
+/// prints 5 on worker 1 (10 needed), `hang` sleeps past its 15 s timeout on worker 3.
 const REGISTER_CHECKS: &str = r#"      - name: slow
-        script: "sleep 4; echo slurmops-value: 42"
+        script: |
+          scontrol update NodeName="$SLURMD_NODENAME" State=DRAIN Reason=drained-by-its-check >/dev/null 2>&1
+          sleep 4; echo slurmops-value: 42
         minValue: 10
         unit: GB/s
         maxConcurrent: 2
@@ -151,6 +154,10 @@ async fn a_new_worker_takes_no_users_job_until_its_checks_pass_and_a_failing_one
             .unwrap_or_else(|| panic!("no {check} job on {node}"))
     };
     let slow = check_job("slow", &names[0]);
+    // Jobs slurmops submits run as the install's unprivileged job user, not as Slurm's
+    // administrator: the `slow` check's attempt to drain its worker changed nothing (below,
+    // the workers it passed on run their user's job).
+    assert_eq!(slow.user, "daemon", "{slow:?}");
     let shown = support::slurm::scontrol(&["show", "job", &slow.id.to_string(), "-o"]);
     assert!(shown.contains("Licenses=slurmops-check-slow"), "{shown}");
     let figure = check_job("figure", &names[1]);

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    Checked, Latest, Mark, check_drain, count, ended, hold, job_name, judge, mark_of, request,
-    summary, tally,
+    Checked, Latest, Mark, check_drain, count, ended, hold, job_name, judge, judgeable, mark_of,
+    request, summary, tally,
 };
 use crate::controller::decide::{Action, SetView, SlurmView, Worker};
 use crate::slurm::Node;
@@ -131,7 +131,7 @@ pub(super) fn run(
         text: text.into(),
     };
     match fresh.filter(|f| f.0 >= stamp).map(|f| f.1) {
-        Some(j) if ended(j) && !j.nodes.is_empty() => {
+        Some(j) if judgeable(j) => {
             let m = judge(c, j, now);
             for (w, n) in &g.members {
                 if !j.nodes.contains(&w.name) {

@@ -406,7 +406,11 @@ fn run_wrapped(check: &str, min: Option<f64>) -> (i32, String) {
     let shim = dir.join("scontrol");
     std::fs::write(
         &shim,
-        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+        // Logs its arguments; `show node` says DRAIN from its second answer on.
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{0}'\nif [ \"$1\" = show ]; then\n  if [ -e '{0}.asked' ]; then echo 'NodeName=gpu-0 State=ALLOCATED+DRAIN'; else touch '{0}.asked'; echo 'NodeName=gpu-0 State=ALLOCATED'; fi\nfi\n",
+            log.display()
+        ),
     )
     .unwrap();
     std::process::Command::new("chmod")
@@ -430,35 +434,46 @@ fn run_wrapped(check: &str, min: Option<f64>) -> (i32, String) {
 }
 
 #[test]
-fn the_job_judges_its_figure_and_drains_its_own_node_when_it_fails() {
+fn the_job_judges_its_figure_and_on_failure_waits_for_its_drain_without_draining_itself() {
     let (rc, log) = run_wrapped("echo busbw; echo 'slurmops-value: 412.5'", Some(350.0));
     assert_eq!(rc, 0, "{log}");
-    assert!(!log.contains("State=DRAIN"), "{log}");
+    assert!(!log.contains("show node"), "a pass does not wait: {log}");
     let report = crate::controller::canary::Report::of(
         log.lines()
             .find_map(|l| l.split_once("Comment=").map(|x| x.1))
             .unwrap_or_else(|| panic!("no comment in {log:?}")),
     )
     .unwrap();
-    assert_eq!(report.value, Some(412.5));
+    assert_eq!((report.rc, report.value), (0, Some(412.5)));
 
     let (rc, log) = run_wrapped("echo 'slurmops-value: 180'", Some(350.0));
     assert_eq!(rc, 1);
+    let report = |log: &str| {
+        crate::controller::canary::Report::of(
+            log.lines()
+                .find_map(|l| l.split_once("Comment=").map(|x| x.1))
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(report(&log).error, "figure 180 GB/s below 350 GB/s");
+    assert_eq!(report(&log).rc, 1);
+    // It reported first, then asked for its node until slurmops drained it (the stand-in says
+    // so on its second answer), and never changed a node itself.
+    let asked: Vec<&str> = log.lines().filter(|l| l.starts_with("show node")).collect();
+    assert_eq!(asked, ["show node gpu-0", "show node gpu-0"], "{log}");
     assert!(
-        log.contains(
-            "NodeName=gpu-0 State=DRAIN Reason=slurmops: check nccl failed: job 42: figure 180 GB/s below 350 GB/s"
-        ),
+        log.find("Comment=").unwrap() < log.find("show node").unwrap(),
         "{log}"
     );
+    assert!(!log.contains("NodeName="), "{log}");
     let (rc, log) = run_wrapped("echo no figure", Some(350.0));
     assert_eq!(rc, 1);
     assert!(log.contains("printed no figure"), "{log}");
     let (rc, log) = run_wrapped("echo 'GPU 3 fell off the bus' >&2; exit 3", None);
     assert_eq!(rc, 3);
-    assert!(
-        log.contains("check nccl failed: job 42: GPU 3 fell off the bus"),
-        "{log}"
-    );
+    assert_eq!(report(&log).error, "GPU 3 fell off the bus");
+    assert_eq!(report(&log).rc, 3);
 }
 
 #[test]
@@ -506,27 +521,56 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
 }
 
 #[test]
-fn a_worker_its_failing_job_drained_stays_drained_while_slurm_still_lists_the_job_running() {
-    // Seen in CI: the job drains its node as it fails, the pass reads the drain before Slurm
-    // lists the job ended, and the worker was resumed with nothing due: a user's job took it.
-    let reason = "slurmops: check c failed: job 8: figure 5 below 10";
-    let pass = |id: u64, state: &str| {
-        let job = check_job(id, "gpu-0", NOW - 600, state);
-        let drained = node("gpu-0", &["IDLE", "DRAIN"], reason);
-        steps(&run(
-            REGISTER,
-            vec![worker(0, &[])],
-            vec![drained],
-            vec![job],
-            &[],
-        ))
+fn a_failed_job_waiting_on_its_worker_is_judged_at_once_and_its_worker_drained() {
+    // The job runs as an unprivileged user: it reports its failure and keeps the worker until
+    // the pass has drained it, so no user's job takes the worker in between.
+    let failing = "slurmops-check rc=1; value: 5; error: figure 5 below 10; tail: x";
+    let job = |state: &str, comment: &str| {
+        let mut j = check_job(8, "gpu-0", NOW - 600, state);
+        j.comment = comment.into();
+        j.end_time = None;
+        j
     };
-    for state in ["RUNNING", "COMPLETING"] {
-        assert!(pass(8, state).is_empty(), "{state}: {:?}", pass(8, state));
+    let pass = |n: Node, j: Job| steps(&run(REGISTER, vec![worker(0, &[])], vec![n], vec![j], &[]));
+    let held = node("gpu-0", &["ALLOCATED", "DRAIN"], PENDING);
+    assert_eq!(
+        pass(held.clone(), job("RUNNING", failing)),
+        [
+            "hold gpu-0: check c failed: job 8: figure 5 below 10",
+            "mark gpu-0 job=8 value=5 : figure 5 below 10"
+        ]
+    );
+    // Still running, its report not written yet, or a pass: nothing is judged before it ends.
+    let busy = node("gpu-0", &["ALLOCATED"], "");
+    for comment in ["", "slurmops-check rc=0; value: 12; error: ; tail: x"] {
+        assert_eq!(
+            pass(busy.clone(), job("RUNNING", comment)),
+            Vec::<String>::new()
+        );
     }
-    // Drained for a job of its before (a re-run now running): resumed as before, the re-run
-    // being the job that takes the worker first.
-    assert_eq!(pass(9, "RUNNING"), ["resume gpu-0"]);
+    // The next pass, the job still waiting for the drain it now sees: the worker stays out.
+    let mut w = worker(0, &[]);
+    let m = Mark {
+        passed: false,
+        at: NOW,
+        job: Some(8),
+        value: Some(5.0),
+        text: "figure 5 below 10".into(),
+    };
+    w.checks.insert("c".into(), m);
+    let drained = node(
+        "gpu-0",
+        &["ALLOCATED", "DRAIN"],
+        "slurmops: check c failed: job 8: figure 5 below 10",
+    );
+    let c = run(
+        REGISTER,
+        vec![w],
+        vec![drained],
+        vec![job("RUNNING", failing)],
+        &[],
+    );
+    assert!(steps(&c).is_empty(), "{:?}", steps(&c));
 }
 
 #[test]

@@ -419,7 +419,7 @@ impl Client {
         let url = format!("{base}/slurm/{}/{path}", p.as_str());
         self.sent.fetch_add(1, Ordering::Relaxed);
         let req = self
-            .authorized(&Method::GET, &url)
+            .authorized(&Method::GET, &url, None)
             .timeout(self.config.queue_timeout);
         let stream = Stream {
             base,
@@ -500,9 +500,19 @@ impl Client {
     /// How long a job read waits for a refresh (see `Config::queue_wait`). Only before the
     /// client is shared.
     pub fn set_queue_wait(&mut self, wait: Duration) {
+        self.configure(|c| c.queue_wait = wait);
+    }
+
+    /// The user the jobs it submits run as (see `Config::job_user`). Only before the client is
+    /// shared.
+    pub fn set_job_user(&mut self, user: &str) {
+        self.configure(|c| c.job_user = user.to_string());
+    }
+
+    fn configure(&mut self, f: impl FnOnce(&mut super::Config)) {
         match std::sync::Arc::get_mut(&mut self.0) {
-            Some(inner) => inner.config.queue_wait = wait,
-            None => tracing::warn!("set_queue_wait on a shared client: ignored"),
+            Some(inner) => f(&mut inner.config),
+            None => tracing::warn!("a shared client's settings stay as they are"),
         }
     }
 

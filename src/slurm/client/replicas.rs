@@ -162,7 +162,7 @@ impl Client {
         for x in down {
             let url = format!("{}/slurm/{}/ping/", x.base, p.as_str());
             let answer = self
-                .send_once(&Method::GET, &url, None, RECHECK_DEADLINE)
+                .send_once(&Method::GET, &url, None, RECHECK_DEADLINE, None)
                 .await;
             let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
             match answer {
@@ -191,6 +191,7 @@ impl Client {
         url: &str,
         body: Option<&serde_json::Value>,
         deadline: Duration,
+        as_user: Option<&str>,
     ) -> Option<Result<Vec<u8>, SlurmError>> {
         let list = self.replicas();
         if list.is_empty() {
@@ -200,7 +201,7 @@ impl Client {
         let mut unreachable = Vec::new();
         for r in &list {
             let url = format!("{}{path}", r.base);
-            match self.send_once(method, &url, body, deadline).await {
+            match self.send_once(method, &url, body, deadline, as_user).await {
                 Err(SlurmError::Unreachable { detail, .. }) => {
                     unreachable.push((r.name.clone(), detail));
                 }
