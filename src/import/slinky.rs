@@ -9,6 +9,7 @@
 use serde_json::{Map, Value as Json, json};
 
 mod control;
+mod generated;
 mod workers;
 
 use super::values::{P, Values};
@@ -97,6 +98,9 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
     }
     let mut controller = control::controller(&v);
     dcgm(&v, &mut controller);
+    let mut sets = workers::node_sets(&v, &images);
+    generated::keys(&v, &mut controller);
+    generated::files(&v, &mut sets);
     spec.insert("controller".into(), controller.into());
     if let Some(r) = control::restapi(&v) {
         spec.insert("restapi".into(), r.into());
@@ -108,7 +112,6 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
     if !login.is_empty() {
         spec.insert("loginSets".into(), login.into());
     }
-    let sets = workers::node_sets(&v, &images);
     let names: Vec<String> = sets
         .iter()
         .filter_map(|s| s["name"].as_str().map(String::from))

@@ -243,6 +243,98 @@ fn validate_prints_one_json_document_for_scripts_whatever_the_verdict() {
     );
 }
 
+/// `slurmops import slinky` on GPU overlays as people write them (tests/fixtures/slinky-overlays:
+/// GKE A3 Mega and A3 Ultra shapes, a site's GPU sharing), each over the chart's own values of
+/// each version: a cluster.yaml that validates (exit 2, NEEDS lines only for what has no field),
+/// the GPUs in `nodeSets[].gpus`, `GresTypes` and `gres.conf` told as rendered from them, a
+/// device-file gres.conf carried as `autodetect: files`.
+#[test]
+fn import_slinky_takes_gpu_overlays_to_a_cluster_yaml_that_validates() {
+    let chart = std::path::Path::new("../shared/anchors/slinky-values");
+    let overlays = std::path::Path::new("tests/fixtures/slinky-overlays");
+    let tmp = tempfile::tempdir().unwrap();
+    // (overlay, NodeSet, count, type, autodetect, what the report must say needs a person)
+    let cases = [
+        ("gke-a3-mega", "a3mega", 8, "h100", None, &[][..]),
+        ("gke-a3-ultra", "a3ultra", 8, "h200", Some("files"), &[][..]),
+        (
+            "site-gpu-shard",
+            "l40s",
+            4,
+            "l40s",
+            None,
+            &[
+                "GresTypes=gpu,shard",
+                "Name=shard Count=32",
+                "cgroup.conf is rendered",
+                "ClusterName=site",
+            ][..],
+        ),
+    ];
+    for version in ["v1.1.2", "v1.2.1", "main-2026-08-20"] {
+        for (overlay, set, count, ty, detect, needed) in cases {
+            let values = chart.join(format!("values-{version}.yaml"));
+            let file = overlays.join(format!("{overlay}.yaml"));
+            let out = slurmops(&[
+                "import",
+                "slinky",
+                values.to_str().unwrap(),
+                file.to_str().unwrap(),
+            ]);
+            let report = String::from_utf8_lossy(&out.stderr).to_string();
+            assert_eq!(out.status.code(), Some(2), "{version} {overlay}:\n{report}");
+            let written = tmp.path().join(format!("{version}-{overlay}.yaml"));
+            std::fs::write(&written, &out.stdout).unwrap();
+            let v = slurmops(&["validate", written.to_str().unwrap()]);
+            assert!(
+                v.status.success(),
+                "{version} {overlay}: {}{}",
+                String::from_utf8_lossy(&v.stdout),
+                String::from_utf8_lossy(&v.stderr)
+            );
+            let doc: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
+            let sets = doc["spec"]["nodeSets"].as_array().unwrap();
+            let ns = sets
+                .iter()
+                .find(|s| s["name"] == set)
+                .unwrap_or_else(|| panic!("{overlay}: no {set}"));
+            assert_eq!(ns["gpus"]["count"], count, "{overlay}: {ns}");
+            assert_eq!(ns["gpus"]["type"], ty, "{overlay}: {ns}");
+            assert_eq!(ns["gpus"]["autodetect"].as_str(), detect, "{overlay}: {ns}");
+            assert!(
+                doc["spec"]["controller"]["slurmConf"]["GresTypes"].is_null(),
+                "{overlay}"
+            );
+            assert!(
+                doc["spec"]["controller"]["configFiles"]["gres.conf"].is_null(),
+                "{overlay}"
+            );
+            let needs: Vec<&str> = report.lines().filter(|l| l.starts_with("NEEDS")).collect();
+            for n in needed {
+                assert!(
+                    needs.iter().any(|l| l.contains(n)),
+                    "{overlay}: {n} not in NEEDS:\n{report}"
+                );
+            }
+            // Whole GPUs never need a person: the overlay's GresTypes and gres.conf are told.
+            if needed.is_empty() {
+                assert!(
+                    !needs
+                        .iter()
+                        .any(|l| l.contains("gres") || l.contains("Gres")),
+                    "{overlay}:\n{report}"
+                );
+                assert!(
+                    report
+                        .lines()
+                        .any(|l| l.starts_with("ignored") && l.contains("GresTypes=gpu")),
+                    "{overlay}:\n{report}"
+                );
+            }
+        }
+    }
+}
+
 /// `slurmops import slinky` on the Slinky chart's own values of each version (1.1.2, 1.2.1, the
 /// development line): a cluster.yaml that validates on stdout, a report on stderr with every
 /// setting placed, and exit 2, since the chart's defaults let Slinky make the key Secrets (a

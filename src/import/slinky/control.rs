@@ -115,6 +115,10 @@ pub(super) fn controller(v: &Values) -> Map<String, Json> {
     // Files and scripts: slurmctld serves them configless.
     let mut files = Map::new();
     for name in v.keys(&["configFiles"]) {
+        // Files slurmops renders are taken after the NodeSets (`generated::files`).
+        if super::generated::rendered(&name) {
+            continue;
+        }
         if let Some(content) = v.map_text(
             &["configFiles", &name],
             &format!("spec.controller.configFiles.{name}"),

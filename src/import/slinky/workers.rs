@@ -277,5 +277,33 @@ pub(super) fn partitions(v: &Values, node_sets: &[String]) -> Vec<Json> {
         );
         out.push(json!({"name": "all", "nodeSets": ["ALL"], "default": true}));
     }
+    one_default(v, &mut out);
     out
+}
+
+/// Several partitions marked `Default=YES` (an overlay's beside the chart's `all`): slurmctld
+/// takes the last one slurm.conf lists, so the cluster.yaml marks that one only.
+fn one_default(v: &Values, out: &mut [Json]) {
+    let marked: Vec<usize> = (0..out.len())
+        .filter(|i| out[*i]["default"] == Json::Bool(true))
+        .collect();
+    let [_, .., last] = marked.as_slice() else {
+        return;
+    };
+    let names: Vec<&str> = marked
+        .iter()
+        .filter_map(|i| out[*i]["name"].as_str())
+        .collect();
+    v.note(
+        &["partitions"],
+        Outcome::Default(format!(
+            "{} partitions are marked Default=YES ({}): slurmctld takes the last slurm.conf lists, {}; the cluster.yaml marks only it default (set `default: true` on the one you mean)",
+            names.len(),
+            names.join(", "),
+            names.last().copied().unwrap_or_default()
+        )),
+    );
+    for i in marked.iter().filter(|i| *i != last) {
+        out[*i]["default"] = Json::Bool(false);
+    }
 }

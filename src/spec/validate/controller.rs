@@ -10,7 +10,7 @@ use super::super::values::parse_quantity;
 use super::Validator;
 
 /// Config files slurmops renders itself: `controller.configFiles` may not replace them.
-const RENDERED_FILES: &[(&str, &str)] = &[
+pub const RENDERED_FILES: &[(&str, &str)] = &[
     ("slurm.conf", "set spec.controller.slurmConf"),
     ("slurmdbd.conf", "set spec.accounting.slurmdbdConf"),
     (

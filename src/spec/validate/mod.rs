@@ -8,6 +8,7 @@ mod accounting;
 mod active_checks;
 mod canary;
 mod controller;
+pub use controller::RENDERED_FILES;
 mod grammar;
 mod pods;
 pub(crate) mod secrets;
