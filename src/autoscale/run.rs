@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::AUTOSCALE_MANAGER;
+use crate::controller::Fence;
 use crate::controller::decide::SetView;
 use crate::controller::observe::Scope;
 use crate::controller::per_node::managed_replicas;
@@ -33,6 +34,9 @@ pub const REASON: &str = "autoscale";
 pub enum AutoscaleError {
     #[error("autoscale: Slurm state unknown, nothing changed: {0}")]
     Slurm(#[from] SlurmError),
+    /// The leader's lease moved during the pass: stopped before its next write.
+    #[error("autoscale: the lease moved, stopped before the next write (the new leader goes on)")]
+    Fenced,
     #[error("autoscale: NodeSet {node_set}: {what}: {source}")]
     Kube {
         node_set: String,
@@ -85,6 +89,7 @@ pub async fn tick(
     cluster: &Connection,
     slurm: &Client,
     c: &ClusterFile,
+    fence: &Fence<'_>,
 ) -> Result<Vec<Outcome>, AutoscaleError> {
     let sets: Vec<&NodeSet> = c
         .spec
@@ -97,7 +102,7 @@ pub async fn tick(
     }
     let jobs = slurm.jobs().await?;
     let nodes = slurm.nodes().await?;
-    tick_with(cluster, slurm, c, &jobs, &nodes, None).await
+    tick_with(cluster, slurm, c, &jobs, &nodes, None, fence).await
 }
 
 /// One pass with Slurm's JOBS and NODES as read by the caller (the daemon reads Slurm once per
@@ -110,6 +115,7 @@ pub async fn tick_with(
     jobs: &[std::sync::Arc<crate::slurm::Job>],
     nodes: &BTreeMap<String, Node>,
     observed: Option<&BTreeMap<String, SetView>>,
+    fence: &Fence<'_>,
 ) -> Result<Vec<Outcome>, AutoscaleError> {
     let sets = c.spec.node_sets.iter().filter(|n| n.autoscale.is_some());
     // Every autoscaled NodeSet first: a pending job's workers are split among them once.
@@ -160,7 +166,7 @@ pub async fn tick_with(
         };
         o.pending = asked.get(&ns.name).copied().unwrap_or(0);
         let decision = decide(rule, &o);
-        let to = act(cluster, slurm, c, ns, &o, &decision).await?;
+        let to = act(cluster, slurm, c, ns, &o, &decision, fence).await?;
         out.push(Outcome {
             node_set: ns.name.clone(),
             from: o.replicas,
@@ -296,7 +302,7 @@ fn worker_state(pod_ready: Option<bool>, node: Option<&Node>, now: i64) -> Worke
     }
 }
 
-/// Carries DECISION out; returns the replicas now set.
+/// Carries DECISION out behind FENCE (checked before each write); returns the replicas now set.
 async fn act(
     cluster: &Connection,
     slurm: &Client,
@@ -304,18 +310,25 @@ async fn act(
     ns: &NodeSet,
     o: &Observation,
     decision: &Decision,
+    fence: &Fence<'_>,
 ) -> Result<u32, AutoscaleError> {
+    let fenced = || match fence() {
+        true => Ok(()),
+        false => Err(AutoscaleError::Fenced),
+    };
     match decision {
         Decision::Hold { .. } => Ok(o.replicas),
         Decision::ScaleOut { to, why } => {
+            fenced()?;
             set_replicas(cluster, c, ns, o.replicas, *to, why).await?;
             Ok(*to)
         }
         Decision::ScaleIn { leaving, why, .. } => {
             let above_max = o.replicas > ns.autoscale.as_ref().map_or(u32::MAX, |a| a.max);
-            let drained = drain_top(slurm, leaving, !above_max, o.any_order).await?;
+            let drained = drain_top(slurm, leaving, !above_max, o.any_order, fence).await?;
             let to = o.replicas - drained;
             if to < o.replicas {
+                fenced()?;
                 set_replicas(cluster, c, ns, o.replicas, to, why).await?;
             }
             Ok(to)
@@ -332,9 +345,13 @@ async fn drain_top(
     leaving: &[String],
     give_back: bool,
     any: bool,
+    fence: &Fence<'_>,
 ) -> Result<u32, AutoscaleError> {
     let mut held = Vec::new();
     for n in leaving {
+        if !fence() {
+            return Err(AutoscaleError::Fenced);
+        }
         match slurm.drain(n, REASON).await {
             Ok(Drain::Requested | Drain::AlreadyOurs) | Err(SlurmError::UnknownNode(_)) => {}
             // Someone else drained it since we looked: theirs, so it is not removed.
@@ -368,6 +385,9 @@ async fn drain_top(
     }
     if give_back {
         for n in leaving.iter().filter(|n| !done.contains(n)) {
+            if !fence() {
+                return Err(AutoscaleError::Fenced);
+            }
             match slurm.resume(n).await {
                 Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
                 Err(e) => return Err(e.into()),

@@ -17,7 +17,7 @@ pub fn run(a: Args) -> Outcome {
     }
     let mut last: Vec<String> = Vec::new();
     every(&a.watch, async |cluster| {
-        let outcomes = crate::autoscale::run::tick(cluster, &slurm, &c)
+        let outcomes = crate::autoscale::run::tick(cluster, &slurm, &c, &|| true)
             .await
             .map_err(|e| e.to_string())?;
         // Print what changed, not the same holding line every pass.

@@ -23,7 +23,7 @@ pub fn run(a: Args) -> Outcome {
     let mut warned = Vec::new();
     every(&a.watch, async |cluster| {
         let r = syncer
-            .tick(cluster, &slurm, &c)
+            .tick(cluster, &slurm, &c, &|| true)
             .await
             .map_err(|e| e.to_string())?;
         for (what, list) in [

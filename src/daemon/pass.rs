@@ -438,10 +438,11 @@ async fn reconcile(
             )
             .await;
             let acted = out.events.iter().any(|(_, e)| e.changed());
-            // Sync and autoscale write too: not once the lease has moved during the pass (the
-            // new leader's pass does them).
+            // Sync and autoscale write too: not once the lease has moved during the pass, and
+            // each of their writes checks the lease again first (the new leader's pass does
+            // them).
             if let (Some(s), Some(view), true) = (&slurm, out.slurm, fence()) {
-                keep_workers(cluster, s, &t.c, view, &out.sets, state).await;
+                keep_workers(cluster, s, &t.c, view, &out.sets, state, fence).await;
             }
             acted
         }
@@ -690,6 +691,7 @@ async fn keep_workers(
     view: crate::controller::decide::SlurmView,
     sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
     state: &mut State,
+    fence: &controller::Fence<'_>,
 ) {
     let jobs_error = view.jobs_error.clone();
     let (nodes, jobs) = view.into_parts();
@@ -700,7 +702,16 @@ async fn keep_workers(
                 crate::slurm::SlurmError::Config(format!("no decision this pass: {e}")),
             )),
             None => {
-                crate::autoscale::run::tick_with(cluster, slurm, c, &jobs, &nodes, Some(sets)).await
+                crate::autoscale::run::tick_with(
+                    cluster,
+                    slurm,
+                    c,
+                    &jobs,
+                    &nodes,
+                    Some(sets),
+                    fence,
+                )
+                .await
             }
         }
     };
@@ -724,7 +735,10 @@ async fn keep_workers(
         pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
         nodes: Cache::nodes(cache),
     };
-    match syncer.tick_with(cluster, slurm, c, &nodes, seen).await {
+    match syncer
+        .tick_with(cluster, slurm, c, &nodes, seen, fence)
+        .await
+    {
         Ok(r) => {
             for n in &r.replaced_unregistered {
                 tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");

@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
+use crate::controller::Fence;
 use crate::controller::watch::{Held, Scope};
 use crate::k8s::Connection;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
@@ -43,6 +44,9 @@ type Written = (String, bool, Option<bool>);
 pub enum SyncError {
     #[error("sync: Slurm state unknown, nothing changed: {0}")]
     Slurm(#[from] SlurmError),
+    /// The leader's lease moved during the pass: stopped before its next write.
+    #[error("sync: the lease moved, stopped before the next write (the new leader goes on)")]
+    Fenced,
     #[error("sync: {what}: {source}")]
     Kube {
         what: String,
@@ -95,9 +99,10 @@ impl Syncer {
         cluster: &Connection,
         slurm: &Client,
         c: &ClusterFile,
+        fence: &Fence<'_>,
     ) -> Result<Report, SyncError> {
         let nodes = slurm.nodes().await?;
-        self.tick_with(cluster, slurm, c, &nodes, Seen::default())
+        self.tick_with(cluster, slurm, c, &nodes, Seen::default(), fence)
             .await
     }
 
@@ -111,7 +116,12 @@ impl Syncer {
         c: &ClusterFile,
         nodes: &BTreeMap<String, Node>,
         seen: Seen,
+        fence: &Fence<'_>,
     ) -> Result<Report, SyncError> {
+        let fenced = || match fence() {
+            true => Ok(()),
+            false => Err(SyncError::Fenced),
+        };
         let mut report = Report::default();
         let problems = match seen.nodes {
             Held::Ready(kube_nodes) => Some(health::problems(
@@ -186,6 +196,7 @@ impl Syncer {
             .map(|(p, condition, busy)| {
                 let api = &pods_api;
                 async move {
+                    fenced()?;
                     let name = p.metadata.name.clone().unwrap_or_default();
                     let wrote = condition.is_some();
                     if let Some(patch) = condition {
@@ -226,9 +237,11 @@ impl Syncer {
                 let node = nodes.get(&name);
                 if let (Some(n), Some(problems)) = (node, &problems) {
                     let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                    fenced()?;
                     follow_node(slurm, n, on, problems, checked, &mut report).await?;
                 }
                 if !replaced_here && self.unregistered(p, node.is_some()) {
+                    fenced()?;
                     replace(&pods_api, p).await?;
                     self.unknown_since.remove(&name);
                     report.replaced_unregistered.push(name);
