@@ -426,6 +426,8 @@ fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
             time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,
             exclusive: false,
             licenses: None,
+            // A canary is new and held for its validation: the job takes its GPUs.
+            gpus: cx.gpus,
         },
         from,
     }

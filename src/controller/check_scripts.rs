@@ -53,12 +53,42 @@ echo "slurmops-value: $low""#
 /// The checks of one node.
 fn per_node(b: CheckBuiltin, level: u8, want: u32) -> String {
     match b {
+        // What nvidia-smi can tell on every node, then DCGM's diagnostics where dcgmi is.
         CheckBuiltin::Gpu => format!(
             r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
 n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
 [ "$n" -ge {want} ] || {{ echo "$(hostname) sees $n GPUs, expected {want}" >&2; exit 1; }}
-command -v dcgmi >/dev/null || {{ echo "dcgmi not found on $(hostname)" >&2; exit 1; }}
-dcgmi diag -r {level} || {{ echo "dcgmi diag -r {level} failed on $(hostname)" >&2; exit 1; }}
+bad=()
+# One query per signal: a field this driver does not know (or N/A on this GPU) is skipped.
+q() {{ nvidia-smi --query-gpu="index,$1" --format=csv,noheader,nounits 2>/dev/null; }}
+yes() {{ case "${{1,,}}" in yes|true|1|active) return 0;; esac; return 1; }}
+while IFS=', ' read -r i v; do
+  case "$v" in ''|\[*|0) ;; *[!0-9]*) ;; *) bad+=("GPU $i: $v uncorrected ECC errors since the driver loaded");; esac
+done < <(q ecc.errors.uncorrected.volatile.total)
+while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: retired pages pending (reset the GPU)"); done < <(q retired_pages.pending)
+while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: row remapping pending (reset the GPU)"); done < <(q remapped_rows.pending)
+while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: row remapping failed"); done < <(q remapped_rows.failure)
+for r in hw_slowdown hw_thermal_slowdown hw_power_brake_slowdown; do
+  while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: clocks held back ($r)"); done < <(q clocks_throttle_reasons.$r)
+done
+while IFS=', ' read -r i cur max; do
+  case "$cur$max" in *[!0-9]*|'') continue;; esac
+  [ "$cur" -lt "$max" ] && bad+=("GPU $i: PCIe link x$cur of x$max")
+done < <(q pcie.link.width.current,pcie.link.width.max)
+# XIDs the driver logged since boot that mean broken hardware (the kernel log, where readable).
+if log=$(dmesg 2>/dev/null); then
+  xids=$(echo "$log" | sed -n 's/.*NVRM: Xid (\(PCI:[^)]*\)): \([0-9]*\).*/\1 \2/p' | awk '$2 ~ /^(48|62|63|64|74|79|92|94|95|119|120|140)$/' | sort -u | head -n 4 | paste -sd' ')
+  [ -z "$xids" ] || bad+=("XID errors since boot: $xids")
+else
+  echo "the kernel log is not readable here: XIDs not checked"
+fi
+nvidia-smi --query-gpu=index,name,ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.active,pcie.link.width.current --format=csv 2>/dev/null
+if [ "${{#bad[@]}}" -gt 0 ]; then (IFS=';'; echo "${{bad[*]}}" | sed 's/;/; /g' >&2); exit 1; fi
+if command -v dcgmi >/dev/null; then
+  dcgmi diag -r {level} || {{ echo "dcgmi diag -r {level} failed on $(hostname)" >&2; exit 1; }}
+else
+  echo "dcgmi not found: DCGM diagnostics skipped (nvidia-smi's checks passed)"
+fi
 echo "slurmops-value: $n""#
         ),
         CheckBuiltin::Nccl => format!(

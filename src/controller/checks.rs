@@ -527,6 +527,8 @@ fn request(
             .clamp(1, 1 << 20) as u32,
         exclusive: !c.while_jobs_run,
         licenses: Some(format!("{}:1", c.license())),
+        // Beside users' jobs it takes no GPU of theirs.
+        gpus: if c.while_jobs_run { 0 } else { gpus },
     }
 }
 

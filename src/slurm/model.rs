@@ -188,6 +188,10 @@ pub struct JobRequest {
     /// Slurm licenses it takes while it runs (`NAME:COUNT`): an active check's cap, enforced
     /// by slurmctld.
     pub licenses: Option<String>,
+    /// GPUs it asks for on each node (`gres/gpu:N`): a GPU worker's all. A job that asks for
+    /// none gets none, exclusive or not, and with ConstrainDevices (what slurmops renders) it
+    /// cannot open a GPU at all.
+    pub gpus: u32,
 }
 
 impl JobRequest {
@@ -222,6 +226,9 @@ impl JobRequest {
         }
         if let Some(l) = &self.licenses {
             body["job"]["licenses"] = serde_json::json!(l);
+        }
+        if self.gpus > 0 {
+            body["job"]["tres_per_node"] = serde_json::json!(format!("gres/gpu:{}", self.gpus));
         }
         body
     }

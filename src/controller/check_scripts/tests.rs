@@ -59,10 +59,14 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     // dcgmi diag: -r LEVEL (1 to 4); its exit code says whether every test passed.
     let (rc, out, args) = run_builtin(
         CheckBuiltin::Gpu,
-        &[("nvidia-smi", &gpus), ("dcgmi", "| Diagnostic | Result |")],
+        &[
+            ("nvidia-smi", &smi(&[])),
+            ("dcgmi", "| Diagnostic | Result |"),
+        ],
     );
     assert_eq!(rc, 0, "{out}");
-    assert_eq!(args, "nvidia-smi -L\ndcgmi diag -r 2\n");
+    assert!(args.starts_with("nvidia-smi -L\n"), "{args}");
+    assert!(args.ends_with("dcgmi diag -r 2\n"), "{args}");
     assert!(out.contains("slurmops-value: 8"), "{out}");
     let (rc, out, _) = run_builtin(
         CheckBuiltin::Gpu,
@@ -89,6 +93,122 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     let (rc, out, _) = run_builtin(CheckBuiltin::Ib, &[("ibstat", &down)]);
     assert_eq!(rc, 1);
     assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
+}
+
+/// A stand-in nvidia-smi for 8 H100s answering `-L` and `--query-gpu=index,FIELDS
+/// --format=csv,noheader,nounits` as the tool documents (`nvidia-smi --help-query-gpu`; the
+/// formats as documented, not output captured on a GPU: no GPU was at hand). FAULTS: (field,
+/// GPU, value) replacing a healthy value; a field named `unknown:FIELD` makes the tool refuse
+/// FIELD as it refuses a field it does not know.
+fn smi(faults: &[(&str, u32, &str)]) -> String {
+    let healthy = |field: &str| match field {
+        "ecc.errors.uncorrected.volatile.total" => "0",
+        "retired_pages.pending" => "[N/A]",
+        "remapped_rows.pending" | "remapped_rows.failure" => "No",
+        "pcie.link.width.current,pcie.link.width.max" => "16, 16",
+        f if f.starts_with("clocks_throttle_reasons.") => "Not Active",
+        _ => "[N/A]",
+    };
+    let mut arms = String::new();
+    for field in [
+        "ecc.errors.uncorrected.volatile.total",
+        "retired_pages.pending",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+        "clocks_throttle_reasons.hw_slowdown",
+        "clocks_throttle_reasons.hw_thermal_slowdown",
+        "clocks_throttle_reasons.hw_power_brake_slowdown",
+        "pcie.link.width.current,pcie.link.width.max",
+    ] {
+        if faults
+            .iter()
+            .any(|(f, _, _)| *f == format!("unknown:{field}"))
+        {
+            arms += &format!(
+                "  --query-gpu=index,{field}) echo 'Field \"{field}\" is not a valid field to query.' >&2; exit 2;;\n"
+            );
+            continue;
+        }
+        let lines: Vec<String> = (0..8)
+            .map(|i| {
+                let v = faults
+                    .iter()
+                    .find(|(f, g, _)| *f == field && *g == i)
+                    .map_or(healthy(field), |(_, _, v)| v);
+                format!("{i}, {v}")
+            })
+            .collect();
+        arms += &format!(
+            "  --query-gpu=index,{field}) printf '%s\\n' {};;\n",
+            lines
+                .iter()
+                .map(|l| format!("'{l}'"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    format!(
+        "#!case \"$1\" in\n  -L) for i in 0 1 2 3 4 5 6 7; do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done;;\n{arms}  *) exit 2;;\nesac"
+    )
+}
+
+#[test]
+fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault() {
+    // Healthy, no DCGM on the node: passes on nvidia-smi's signals and says DCGM was skipped.
+    let (rc, out, args) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&[]))]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("slurmops-value: 8"), "{out}");
+    assert!(out.contains("DCGM diagnostics skipped"), "{out}");
+    for field in [
+        "ecc.errors.uncorrected.volatile.total",
+        "remapped_rows.failure",
+        "clocks_throttle_reasons.hw_slowdown",
+        "pcie.link.width.current,pcie.link.width.max",
+    ] {
+        assert!(
+            args.contains(&format!(
+                "nvidia-smi --query-gpu=index,{field} --format=csv,noheader,nounits"
+            )),
+            "{field}: {args}"
+        );
+    }
+    // Each fault is named with its GPU, all of them in the error line the drain reason quotes.
+    let faults = [
+        ("ecc.errors.uncorrected.volatile.total", 3, "2"),
+        ("clocks_throttle_reasons.hw_slowdown", 5, "Active"),
+        ("pcie.link.width.current,pcie.link.width.max", 6, "8, 16"),
+        ("remapped_rows.failure", 1, "Yes"),
+    ];
+    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&faults))]);
+    assert_eq!(rc, 1, "{out}");
+    let error = out
+        .lines()
+        .find(|l| l.contains("GPU 3"))
+        .unwrap_or_else(|| panic!("{out}"));
+    for want in [
+        "GPU 3: 2 uncorrected ECC errors since the driver loaded",
+        "GPU 5: clocks held back (hw_slowdown)",
+        "GPU 6: PCIe link x8 of x16",
+        "GPU 1: row remapping failed",
+    ] {
+        assert!(error.contains(want), "{want} in {error}");
+    }
+    assert!(!out.contains("slurmops-value"), "{out}");
+    // A driver that does not know a field (older, or a newer name) skips that signal only.
+    let older = [
+        ("unknown:remapped_rows.pending", 0, ""),
+        ("unknown:remapped_rows.failure", 0, ""),
+    ];
+    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&older))]);
+    assert_eq!(rc, 0, "{out}");
+    // DCGM where it is: its failure fails the check after nvidia-smi's signals passed.
+    let (rc, out, args) = run_builtin(
+        CheckBuiltin::Gpu,
+        &[("nvidia-smi", &smi(&[])), ("dcgmi", "#!exit 226")],
+    );
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("dcgmi diag -r 2 failed"), "{out}");
+    assert!(args.contains("dcgmi diag -r 2"), "{args}");
 }
 
 #[test]
