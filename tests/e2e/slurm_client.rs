@@ -679,3 +679,36 @@ async fn a_changed_queue_shares_every_job_that_did_not_change() {
     }
 }
 }
+
+on_each_slurm! {
+/// The jobs slurmops submits (active checks, canaries' validations) run as the install's job
+/// user (`daemon` by default), never as the administrator whose token submits them, and still
+/// get the top priority (set by the administrator: Slurm drops a priority a user asks for); a
+/// GPU worker's job asks for its GPUs through `tres_per_node`, which slurmctld reads: this bed
+/// configures no GPU, so it refuses the request instead of running the job without GPUs.
+async fn submitted_jobs_run_as_the_job_user_at_the_top_priority_and_ask_for_their_gpus() {
+    let s = unique_suffix();
+    let node = Slurmd::start(&format!("sub-{s}"), "bed");
+    let c = support::slurm::client();
+    wait_idle(&c, &node.name).await;
+    let job = slurmops::slurm::JobRequest {
+        name: format!("slurmops-check:t:{}:0", node.name),
+        script: "#!/bin/sh\nid -un\n".into(),
+        partition: "all".into(),
+        nodes: vec![node.name.clone()],
+        time_limit_minutes: 1,
+        exclusive: true,
+        licenses: None,
+        gpus: 0,
+    };
+    let id = c.submit(&job).await.unwrap();
+    let shown = scontrol(&["show", "job", &id.to_string(), "-o"]);
+    eprintln!("[submit] {shown}");
+    assert!(shown.contains(" UserId=daemon("), "{shown}");
+    assert!(shown.contains(" Priority=4294967293 "), "{shown}");
+    let gpu = slurmops::slurm::JobRequest { gpus: 8, ..job };
+    let refused = c.submit(&gpu).await.expect_err("a GPU request on a node without GPUs");
+    eprintln!("[submit] with gres/gpu:8: {refused}");
+    assert!(refused.to_string().to_lowercase().contains("gres"), "{refused}");
+}
+}
