@@ -99,6 +99,8 @@ vocabulary! {
         ANNOTATION_CANARY = "slurmops.dev/canary";
         /// Autoscale's last decision for a NodeSet, on its workload.
         ANNOTATION_AUTOSCALE = "slurmops.dev/autoscale";
+        /// A drain request, its value the reason: on a Kubernetes Node (its workers) or a worker pod, set by a health tool or an operator; removing it resumes the worker (after its active checks).
+        ANNOTATION_DRAIN = "slurmops.dev/drain";
         /// Prefix of the config digests in pod templates (`checksum.slurmops.dev/slurm.conf-restart`).
         CHECKSUM_PREFIX = "checksum.slurmops.dev/";
         /// KEP-3659: the tool that manages the ApplySet (`slurmops/vVERSION`).
@@ -155,6 +157,8 @@ vocabulary! {
         REASON_CHECKS_PENDING = "checks pending";
         /// `check NAME failed: job N: ERROR`: a worker whose active check failed, drained until it passes again.
         REASON_CHECK = "check";
+        /// `drain requested: REASON` (a worker pod's `slurmops.dev/drain`; on a Node: `node NAME: drain requested: REASON`).
+        REASON_DRAIN_REQUESTED = "drain requested";
     }
     EventReason {
         /// The daemon applied a commit.

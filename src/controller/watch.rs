@@ -163,11 +163,17 @@ fn slim_pod(p: &mut Pod) {
     }
 }
 
-/// What the node store keeps: name, labels, taints, cordon and condition states (perNode
-/// placement, block labels, node health); not images, capacity, addresses or heartbeats.
+/// What the node store keeps: name, labels, taints, cordon, a drain request and condition states
+/// (perNode placement, block labels, node health); not images, capacity, addresses, heartbeats
+/// or other annotations.
 fn slim_node(n: &mut Node) {
     slim_meta(&mut n.metadata);
-    n.metadata.annotations = None;
+    n.metadata.annotations = n
+        .metadata
+        .annotations
+        .take()
+        .and_then(|mut a| a.remove_entry(crate::vocab::ANNOTATION_DRAIN))
+        .map(|(k, v)| [(k, v)].into());
     if let Some(spec) = n.spec.as_mut() {
         *spec = k8s_openapi::api::core::v1::NodeSpec {
             taints: spec.taints.take(),
@@ -356,6 +362,7 @@ fn placement_inputs(n: &Node) -> Option<u64> {
     n.metadata.labels.hash(&mut h);
     let spec = n.spec.as_ref();
     spec.and_then(|s| s.unschedulable).hash(&mut h);
+    drain_request(&n.metadata).hash(&mut h);
     for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
         (&t.key, &t.value, &t.effect).hash(&mut h);
     }
@@ -378,7 +385,7 @@ fn template_inputs(t: &PodTemplate) -> Option<u64> {
 }
 
 /// What the decisions read of a worker pod (`observe::worker`): its name, uid, NodeSet and
-/// revision labels, Ready condition, deletion, creation and node. The daemon's own writes to a
+/// revision labels, Ready condition, deletion, creation, node and drain request. The daemon's own writes to a
 /// pod (sync's `slurmops.dev/slurm-node` condition and busy label) change none of it, so they
 /// never wake a pass; kubelet heartbeats of other conditions neither.
 fn worker_inputs(p: &Pod) -> Option<u64> {
@@ -408,7 +415,15 @@ fn worker_inputs(p: &Pod) -> Option<u64> {
         .and_then(|s| s.node_name.as_ref())
         .hash(&mut h);
     crate::rollout::pod_ready(p).hash(&mut h);
+    drain_request(m).hash(&mut h);
     Some(h.finish())
+}
+
+/// The drain request (`slurmops.dev/drain`) an object carries: a change to it wakes a pass.
+fn drain_request(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&String> {
+    m.annotations.as_ref()?.get(crate::vocab::ANNOTATION_DRAIN)
 }
 
 /// What the decisions read of a worker StatefulSet (`observe::views`): replicas, generation,

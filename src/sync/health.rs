@@ -1,5 +1,7 @@
-//! Which Kubernetes nodes must not run Slurm jobs, and why: a cordon, or a condition or taint the
-//! cluster's `policy.nodeHealth` lists (set by Node Problem Detector, the GPU operator, ...).
+//! Which Kubernetes nodes must not run Slurm jobs, and why: a cordon, a drain request (the
+//! annotation `slurmops.dev/drain`, its value the reason, set by a health tool or an operator),
+//! or a condition or taint the cluster's `policy.nodeHealth` lists (set by Node Problem Detector,
+//! the GPU operator, ...). A worker pod may carry the drain request too (`requested`).
 //! Pure: the caller lists the Nodes once per pass. A reason names its Kubernetes node, so a drain
 //! slurmops set for one node is told apart from every other drain (an administrator's, a
 //! rollout's) and only that one is resumed when the problem clears.
@@ -10,6 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::slurm::our_reason;
 use crate::spec::types::NodeHealth;
+use crate::vocab::{ANNOTATION_DRAIN, REASON_DRAIN_REQUESTED};
 
 /// Longest condition message carried into a Slurm reason (untrusted text from the Node).
 const MAX_MESSAGE: usize = 160;
@@ -45,6 +48,9 @@ fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
     if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
         return Some(cordon_reason(name));
     }
+    if let Some(why) = request_of(n.metadata.annotations.as_ref()) {
+        return Some(format!("node {name}: {why}"));
+    }
     let rules = rules?;
     let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
     for c in conditions.into_iter().flatten() {
@@ -72,6 +78,33 @@ fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
         }
     }
     None
+}
+
+/// The drain a worker pod's own request asks for (`drain requested: REASON`), if any.
+pub fn requested(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+    request_of(pod.metadata.annotations.as_ref())
+}
+
+/// Whether REASON (as Slurm reports it) is a drain slurmops set for a worker pod's request.
+pub fn drained_on_request(reason: &str) -> bool {
+    reason.starts_with(&our_reason(&format!("{REASON_DRAIN_REQUESTED}:")))
+}
+
+/// `drain requested: REASON` for a drain request among ANNOTATIONS (an empty value: `by
+/// annotation`). The value is whoever set it's text: one line, no control characters, cut.
+fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
+    let why = annotations?.get(ANNOTATION_DRAIN)?;
+    let clean: String = why
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let clean = one_line(&clean);
+    let clean = if clean.is_empty() {
+        "by annotation".to_string()
+    } else {
+        clean
+    };
+    Some(format!("{REASON_DRAIN_REQUESTED}: {clean}"))
 }
 
 /// MESSAGE on one line, at most MAX_MESSAGE bytes (cut at a character boundary).
@@ -127,6 +160,33 @@ mod tests {
         assert_eq!(p.len(), 3, "{p:?}");
         // Without rules, cordons still count.
         assert_eq!(problems(&nodes, None).keys().collect::<Vec<_>>(), ["e"]);
+    }
+
+    #[test]
+    fn a_drain_request_on_a_node_or_a_pod_carries_its_requester_s_reason_on_one_line() {
+        let nodes = vec![
+            node(
+                json!({"metadata": {"name": "a", "annotations": {ANNOTATION_DRAIN: "gpu-health:\n XID 79\u{1b}[31m"}}}),
+            ),
+            node(json!({"metadata": {"name": "b", "annotations": {ANNOTATION_DRAIN: ""}}})),
+            node(json!({"metadata": {"name": "c", "annotations": {"other": "x"}}})),
+        ];
+        let p = problems(&nodes, None);
+        assert_eq!(p["a"], "node a: drain requested: gpu-health: XID 79 [31m");
+        assert_eq!(p["b"], "node b: drain requested: by annotation");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(drained_for("slurmops: node a: drain requested: x", "a"));
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+            json!({"metadata": {"name": "w-0", "annotations": {ANNOTATION_DRAIN: "ticket 4711"}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            requested(&pod).as_deref(),
+            Some("drain requested: ticket 4711")
+        );
+        assert!(drained_on_request("slurmops: drain requested: ticket 4711"));
+        assert!(!drained_on_request("drain requested: ticket 4711"));
+        assert!(!drained_on_request("slurmops: node a: drain requested: x"));
     }
 
     #[test]

@@ -235,10 +235,15 @@ impl Syncer {
             for p in pods {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 let node = nodes.get(&name);
-                if let (Some(n), Some(problems)) = (node, &problems) {
-                    let on = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                if let Some(n) = node {
+                    let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                    let ask = Asked {
+                        problem: problems.as_ref().and_then(|ps| ps.get(on?)),
+                        request: health::requested(p),
+                        nodes_known: problems.is_some(),
+                    };
                     fenced()?;
-                    follow_node(slurm, n, on, problems, checked, &mut report).await?;
+                    follow_node(slurm, n, on, ask, checked, &mut report).await?;
                 }
                 if !replaced_here && self.unregistered(p, node.is_some()) {
                     fenced()?;
@@ -298,38 +303,50 @@ async fn node_problems(
     }
 }
 
-/// Drains worker N when its Kubernetes node ON has a problem; resumes it when the problem is
-/// gone and the drain is still the one slurmops set for that node. CHECKED: its NodeSet's new
-/// workers wait for active checks; so does it then (`slurmops: checks pending`: the controller
-/// runs them and resumes it once they pass).
+/// What asks a worker out of service: its Kubernetes node's problem (a cordon, a drain request
+/// on the Node, a listed condition or taint), else a drain request on its own pod.
+struct Asked<'a> {
+    problem: Option<&'a String>,
+    request: Option<String>,
+    /// The Kubernetes nodes were read: a node's problem known gone resumes its drain.
+    nodes_known: bool,
+}
+
+/// Drains worker N when something asks it out (ASK); resumes it when nothing does any more and
+/// the drain is still one slurmops set for that: for its Kubernetes node ON, or for a request on
+/// its pod. CHECKED: its NodeSet's new workers wait for active checks; so does it then
+/// (`slurmops: checks pending`: the controller runs them and resumes it once they pass).
 async fn follow_node(
     slurm: &Client,
     n: &Node,
-    on: Option<String>,
-    problems: &BTreeMap<String, String>,
+    on: Option<&str>,
+    ask: Asked<'_>,
     checked: bool,
     report: &mut Report,
 ) -> Result<(), SyncError> {
-    let Some(on) = on else { return Ok(()) };
-    match problems.get(&on) {
-        Some(reason)
-            if !n.state.has("DRAIN") && slurm.drain(&n.name, reason).await? == Drain::Requested =>
-        {
-            report
-                .drained_for_node
-                .push((n.name.clone(), reason.clone()));
+    let drained = n.state.has("DRAIN");
+    match ask.problem.cloned().or(ask.request) {
+        Some(reason) if !drained && slurm.drain(&n.name, &reason).await? == Drain::Requested => {
+            report.drained_for_node.push((n.name.clone(), reason));
         }
-        None if n.state.has("DRAIN") && health::drained_for(&n.reason, &on) && checked => {
-            slurm
-                .drain(&n.name, crate::vocab::REASON_CHECKS_PENDING)
-                .await?;
-            report.rechecked_for_node.push(n.name.clone());
+        Some(_) => {}
+        None if drained => {
+            let for_node =
+                ask.nodes_known && on.is_some_and(|on| health::drained_for(&n.reason, on));
+            if !(for_node || health::drained_on_request(&n.reason)) {
+                return Ok(());
+            }
+            if checked {
+                slurm
+                    .drain(&n.name, crate::vocab::REASON_CHECKS_PENDING)
+                    .await?;
+                report.rechecked_for_node.push(n.name.clone());
+            } else {
+                slurm.resume(&n.name).await?;
+                report.resumed_for_node.push(n.name.clone());
+            }
         }
-        None if n.state.has("DRAIN") && health::drained_for(&n.reason, &on) => {
-            slurm.resume(&n.name).await?;
-            report.resumed_for_node.push(n.name.clone());
-        }
-        _ => {}
+        None => {}
     }
     Ok(())
 }

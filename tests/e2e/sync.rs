@@ -307,6 +307,39 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     untaint(&env).await;
     assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
 
+    // A drain request (`slurmops.dev/drain`, its value the requester's reason, as a health tool
+    // sets it) on the Kubernetes node drains its workers; on a worker pod, that worker. Removing
+    // it resumes; the administrator's drain stays throughout. The value is someone's text: it
+    // reaches Slurm on one line.
+    let annotate = |on_node: bool, value: Option<&str>| {
+        let patch = Patch::Merge(json!({"metadata": {"annotations": {slurmops::vocab::ANNOTATION_DRAIN: value}}}));
+        let (env, pods, w0) = (&env, &pods, w0.clone());
+        async move {
+            match on_node {
+                true => Api::<Node>::all(env.client.clone()).patch(&env.kubelet.node, &PatchParams::default(), &patch).await.map(|_| ()),
+                false => pods.patch(&w0, &PatchParams::default(), &patch).await.map(|_| ()),
+            }
+            .unwrap()
+        }
+    };
+    annotate(true, Some("gpu-health: XID 79\non GPU 3")).await;
+    let printed = sync_once(dir.path());
+    let reason = format!("node {node}: drain requested: gpu-health: XID 79 on GPU 3");
+    assert!(printed.contains(&format!("{w0}: drained: {reason}")), "{printed}");
+    assert_eq!(s.get(&w0).await.unwrap().reason, format!("slurmops: {reason}"));
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+    annotate(true, None).await;
+    assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
+    annotate(false, Some("remediation ticket 4711")).await;
+    let printed = sync_once(dir.path());
+    assert!(printed.contains(&format!("{w0}: drained: drain requested: remediation ticket 4711")), "{printed}");
+    assert_eq!(s.get(&w0).await.unwrap().reason, "slurmops: drain requested: remediation ticket 4711");
+    annotate(false, None).await;
+    assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+
     // A Ready worker whose Slurm node is gone is replaced after the grace, and registers again.
     let uid0 = pods.get(&w0).await.unwrap().metadata.uid;
     let uid1 = pods.get(&w1).await.unwrap().metadata.uid;
