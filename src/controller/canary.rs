@@ -12,7 +12,7 @@
 //! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge).
 
 use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
-pub use super::gate::{CanaryProgress, Gate, REASON_CANARY_FAILED, Record, Verdict};
+pub use super::gate::{CanaryProgress, CanaryStage, Gate, REASON_CANARY_FAILED, Record, Verdict};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 
@@ -49,9 +49,9 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
     };
     let record = Record::parse(set.canary.as_deref()).filter(|r| r.revision == rev);
     let at_rev = at_revision(set, rev);
-    let progress = |stage: &str, r: Option<&Record>| CanaryProgress {
+    let progress = |stage: CanaryStage, r: Option<&Record>| CanaryProgress {
         revision: rev.to_string(),
-        stage: stage.into(),
+        stage,
         canaries: at_rev.iter().map(|w| w.name.clone()).collect(),
         jobs: r.and_then(|r| r.job).into_iter().collect(),
         error: r.and_then(|r| r.error.clone()),
@@ -61,9 +61,9 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
     match record.as_ref().map(|r| r.verdict) {
         Some(v @ (Verdict::Passed | Verdict::Resumed)) => {
             let stage = if v == Verdict::Passed {
-                "passed"
+                CanaryStage::Passed
             } else {
-                "resumed"
+                CanaryStage::Resumed
             };
             return Canaried {
                 progress: Some(progress(stage, record.as_ref())),
@@ -73,7 +73,7 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
         Some(Verdict::Failed) => {
             return Canaried {
                 gate: Gate::Halt,
-                progress: Some(progress("failed", record.as_ref())),
+                progress: Some(progress(CanaryStage::Failed, record.as_ref())),
                 ..Canaried::default()
             };
         }
@@ -99,7 +99,7 @@ pub fn assess(cx: &Validation, set: &SetView, slurm: &SlurmView, now: i64) -> Ca
         return fail(rev, &at_rev, slurm, &[], None, error, String::new());
     }
     if at_rev.len() < need || !registered {
-        let mut p = progress("replacing", None);
+        let mut p = progress(CanaryStage::Replacing, None);
         p.deadline = ready_deadline(&at_rev, cx, slurm);
         return Canaried {
             gate: limit,
@@ -205,7 +205,7 @@ fn validate(
             error: None,
             tail: None,
         };
-        out.progress = Some(progress_of(rev, &names, &jobs, "passed", None));
+        out.progress = Some(progress_of(rev, &names, &jobs, CanaryStage::Passed, None));
         out.record = Some(record);
         return out;
     }
@@ -217,7 +217,7 @@ fn validate(
             });
         }
     }
-    let mut p = progress_of(rev, &names, &jobs, "validating", None);
+    let mut p = progress_of(rev, &names, &jobs, CanaryStage::Validating, None);
     p.deadline = jobs
         .iter()
         .filter_map(|id| slurm.job(*id))
@@ -233,12 +233,12 @@ fn progress_of(
     rev: &str,
     names: &[String],
     jobs: &[u64],
-    stage: &str,
+    stage: CanaryStage,
     failed: Option<(&str, &str)>,
 ) -> CanaryProgress {
     CanaryProgress {
         revision: rev.into(),
-        stage: stage.into(),
+        stage,
         canaries: names.to_vec(),
         jobs: jobs.to_vec(),
         error: failed.map(|f| f.0.to_string()),
@@ -288,7 +288,7 @@ fn fail(
             rev,
             &names,
             jobs,
-            "failed",
+            CanaryStage::Failed,
             Some((&error, &tail)),
         )),
     }

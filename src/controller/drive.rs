@@ -353,7 +353,11 @@ pub fn windowed(
 /// A halted canary ends the drive: nothing moves until git or an operator says so.
 fn canary_failed(out: &Outcome) -> Result<(), RolloutError> {
     for p in &out.progress {
-        if let Some(c) = p.canary.as_ref().filter(|c| c.stage == "failed") {
+        if let Some(c) = p
+            .canary
+            .as_ref()
+            .filter(|c| c.stage == crate::controller::canary::CanaryStage::Failed)
+        {
             return Err(RolloutError::CanaryFailed {
                 node_set: p.node_set.clone(),
                 job: c

@@ -52,12 +52,46 @@ pub enum Gate {
     Halt,
 }
 
+/// Where a canary is (its words in the status and the view: `replacing`, `validating`, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CanaryStage {
+    /// The canaries are being replaced by pods of the new revision.
+    #[default]
+    Replacing,
+    /// Their validation job runs.
+    Validating,
+    /// The validation failed: the rollout halts.
+    Failed,
+    /// The revision is validated: the rest rolls.
+    Passed,
+    /// An operator proceeded past a failed canary.
+    Resumed,
+}
+
+impl CanaryStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CanaryStage::Replacing => "replacing",
+            CanaryStage::Validating => "validating",
+            CanaryStage::Failed => "failed",
+            CanaryStage::Passed => "passed",
+            CanaryStage::Resumed => "resumed",
+        }
+    }
+}
+
+impl std::fmt::Display for CanaryStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a NodeSet's canary stands, for `slurmops status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CanaryProgress {
     pub revision: String,
-    /// replacing, validating, failed, passed, resumed
-    pub stage: String,
+    pub stage: CanaryStage,
     pub canaries: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<u64>,

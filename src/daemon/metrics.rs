@@ -322,7 +322,9 @@ impl Metrics {
             if let Some(c) = &s.canary {
                 self.canary_halted
                     .get_or_create(&vec![("node_set", escape(&s.node_set))])
-                    .set(i64::from(c.stage == "failed"));
+                    .set(i64::from(
+                        c.stage == crate::controller::canary::CanaryStage::Failed,
+                    ));
             }
             for (state, n) in [
                 ("updated", s.updated as usize),

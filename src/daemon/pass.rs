@@ -522,7 +522,10 @@ fn record(
         .progress
         .iter()
         .filter_map(|p| {
-            let c = p.canary.as_ref().filter(|c| c.stage == "failed")?;
+            let c = p
+                .canary
+                .as_ref()
+                .filter(|c| c.stage == crate::controller::canary::CanaryStage::Failed)?;
             Some(format!(
                 "NodeSet {}: canary failed{}: {}",
                 p.node_set,

@@ -4,7 +4,7 @@
 //! the time.
 
 use super::configmap::Status;
-use crate::controller::canary::CanaryProgress;
+use crate::controller::canary::{CanaryProgress, CanaryStage};
 use crate::controller::decide::{Progress, Waiting};
 
 fn short(c: &str) -> &str {
@@ -95,12 +95,12 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
         "NodeSet", "revision", "updated", "state"
     );
     for p in ps {
-        let stage = p.canary.as_ref().map(|c| c.stage.as_str());
+        let stage = p.canary.as_ref().map(|c| c.stage);
         let state = if p.done {
             "done"
-        } else if stage == Some("failed") {
+        } else if stage == Some(CanaryStage::Failed) {
             "halted"
-        } else if stage == Some("validating") {
+        } else if stage == Some(CanaryStage::Validating) {
             "canary"
         } else if !p.waiting.is_empty() {
             "waiting"
@@ -230,18 +230,18 @@ pub fn canary(c: &CanaryProgress, node_set: &str) -> String {
     } else {
         format!(" on {}", c.canaries.join(", "))
     };
-    let mut out = match c.stage.as_str() {
-        "replacing" => {
+    let mut out = match c.stage {
+        CanaryStage::Replacing => {
             format!("  canary: replacing the canaries{on}; the rest waits for their validation\n")
         }
-        "validating" => format!("  canary: validating{on}{jobs}; the rest waits\n"),
-        "failed" => format!(
+        CanaryStage::Validating => format!("  canary: validating{on}{jobs}; the rest waits\n"),
+        CanaryStage::Failed => format!(
             "  canary FAILED{jobs}{on}: {}\n  the rollout is halted and the canaries stay drained: push a fix or a revert, or `slurmops rollout --resume {node_set}` to proceed anyway\n",
             c.error.as_deref().unwrap_or("no error reported")
         ),
         other => format!("  canary: {other}{jobs}\n"),
     };
-    if c.stage != "failed"
+    if c.stage != CanaryStage::Failed
         && let Some(e) = &c.error
     {
         out += &format!("  canary waits: {e}\n");

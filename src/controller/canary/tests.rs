@@ -102,7 +102,7 @@ fn a_rollout_under_a_canary_drains_only_the_canaries_whatever_max_unavailable_al
     let d = run(&s, &validation(1, ValidateNodes::PerNode), &view, 3);
     assert_eq!(drains(&d), vec!["w-0".to_string()]);
     let c = d.progress.canary.expect("canary progress");
-    assert_eq!(c.stage, "replacing");
+    assert_eq!(c.stage, CanaryStage::Replacing);
     assert!(!d.progress.done);
 }
 
@@ -116,7 +116,7 @@ fn a_canary_deleted_and_not_yet_recreated_still_fills_the_canary_limit() {
     assert_eq!(drains(&d), Vec::<String>::new(), "{:?}", d.actions);
     assert_eq!(
         d.progress.canary.expect("canary progress").stage,
-        "replacing"
+        CanaryStage::Replacing
     );
 }
 
@@ -194,7 +194,7 @@ fn canaries_that_are_not_registered_yet_wait_without_a_job_or_a_resume() {
         2,
     );
     assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.progress.canary.unwrap().stage, "replacing");
+    assert_eq!(d.progress.canary.unwrap().stage, CanaryStage::Replacing);
 }
 
 #[test]
@@ -205,7 +205,10 @@ fn a_running_validation_holds_the_rest_and_a_completed_one_records_a_pass() {
     let v = validation(1, ValidateNodes::PerNode);
     let d = run(&s, &v, &slurm(nodes.clone(), vec![running]), 2);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.progress.canary.as_ref().unwrap().stage, "validating");
+    assert_eq!(
+        d.progress.canary.as_ref().unwrap().stage,
+        CanaryStage::Validating
+    );
     // Submitted 30 s ago with a 300 s timeout: judged once that and a minute's grace have passed.
     assert_eq!(
         d.progress.canary.as_ref().unwrap().deadline,
@@ -318,7 +321,7 @@ fn a_failed_validation_holds_the_canaries_with_its_error_and_halts_everything() 
     let s = set(&["new", "new", "old", "old"], Some(r.clone()));
     let d = run(&s, &v, &slurm(nodes.clone(), vec![]), 4);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.progress.canary.unwrap().stage, "failed");
+    assert_eq!(d.progress.canary.unwrap().stage, CanaryStage::Failed);
     assert!(!d.progress.done);
 
     // An operator resumes past it: the canaries are resumed and the rest rolls.
@@ -459,7 +462,7 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
     let d = run(&at(29 * 60, false), &v, &view, 3);
     assert!(d.record.is_none() && d.actions.is_empty(), "{d:?}");
     let c = d.progress.canary.expect("canary");
-    assert_eq!(c.stage, "replacing");
+    assert_eq!(c.stage, CanaryStage::Replacing);
     // Judged one second after its readyTimeout runs out: the daemon passes then.
     assert_eq!(c.deadline, Some(NOW - 29 * 60 + 30 * 60 + 1));
 
@@ -475,7 +478,7 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
     let r = d.record.clone().expect("a verdict");
     assert_eq!((r.verdict, r.job), (Verdict::Failed, None));
     let c = d.progress.canary.expect("canary");
-    assert_eq!(c.stage, "failed");
+    assert_eq!(c.stage, CanaryStage::Failed);
     assert!(c.jobs.is_empty(), "{c:?}");
 
     // Ready but slurmd never registered, or registered and DOWN.
