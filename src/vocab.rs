@@ -147,6 +147,8 @@ vocabulary! {
         REASON_ROLLOUT = "rollout";
         /// A worker leaving for a scale-in.
         REASON_SCALE_IN = "scale-in";
+        /// A worker autoscale gives back (the queue no longer needs it).
+        REASON_AUTOSCALE = "autoscale";
         /// A worker of a NodeSet removed from cluster.yaml.
         REASON_REMOVED = "NodeSet removed";
         /// A perNode worker whose Kubernetes node left or stopped matching.

@@ -28,7 +28,7 @@ use crate::status::{self, Note};
 /// Annotation on the StatefulSet: the last autoscale change and why.
 pub use crate::vocab::ANNOTATION_AUTOSCALE as ANNOTATION;
 /// Drain reason of autoscale scale-in (prefixed `slurmops: `).
-pub const REASON: &str = "autoscale";
+pub use crate::vocab::REASON_AUTOSCALE as REASON;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AutoscaleError {
