@@ -91,6 +91,15 @@ else
 fi
 echo "slurmops-value: $n""#
         ),
+        // With one GPU an all-reduce moves nothing between GPUs (its bus bandwidth is 0 by
+        // definition): the figure is then the algorithm bandwidth at the largest size.
+        CheckBuiltin::Nccl if want == 1 => r#"command -v all_reduce_perf >/dev/null || { echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }
+out=$(all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
+bw=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 { v = $7 } END { print v }')
+[ "$rc" = 0 ] && [ -n "$bw" ] || { echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }
+echo "one GPU: the figure is the algorithm bandwidth at the largest size (the bus bandwidth of one rank is 0)"
+echo "slurmops-value: $bw""#
+            .to_string(),
         CheckBuiltin::Nccl => format!(
             r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
 out=$(all_reduce_perf -b 8M -e 1G -f 2 -g {want} 2>&1); rc=$?; echo "$out"

@@ -13,6 +13,16 @@ fn run_builtin_across(
     span: CheckSpan,
     tools: &[(&str, &str)],
 ) -> (i32, String, String) {
+    run_builtin_on(b, 8, span, tools)
+}
+
+/// As `run_builtin_across`, on a worker with GPUS GPUs.
+fn run_builtin_on(
+    b: CheckBuiltin,
+    gpus: u32,
+    span: CheckSpan,
+    tools: &[(&str, &str)],
+) -> (i32, String, String) {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("slurmops-tools-{}-{n}", std::process::id()));
@@ -39,7 +49,7 @@ fn run_builtin_across(
     }
     let out = std::process::Command::new("bash")
         .arg("-c")
-        .arg(builtin(b, 2, 8, span))
+        .arg(builtin(b, 2, gpus, span))
         .env("SLURM_JOB_NODELIST", "gpu-[0-1]")
         .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
         .output()
@@ -209,6 +219,52 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
     assert_eq!(rc, 1, "{out}");
     assert!(out.contains("dcgmi diag -r 2 failed"), "{out}");
     assert!(args.contains("dcgmi diag -r 2"), "{args}");
+}
+
+#[test]
+fn the_nccl_check_on_one_gpu_judges_the_algorithm_bandwidth_not_the_bus_bandwidth_of_one_rank() {
+    // nccl-tests' all_reduce_perf as it documents its table (out-of-place, then in-place
+    // columns; not output captured on a GPU): with one rank the bus bandwidth is 0.
+    let one = "#                                                              out-of-place                       in-place\n\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n\
+     8388608       2097152     float     sum      -1    35.41  236.92    0.00      0    10.12  829.02    0.00      0\n\
+  1073741824     268435456     float     sum      -1   2874.5  373.54    0.00      0   2601.1  412.81    0.00      0\n\
+# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n#";
+    let (rc, out, args) = run_builtin_on(
+        CheckBuiltin::Nccl,
+        1,
+        CheckSpan::Node,
+        &[("all_reduce_perf", one)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(args, "all_reduce_perf -b 8M -e 1G -f 2 -g 1\n");
+    assert!(out.contains("slurmops-value: 373.54"), "{out}");
+    assert!(
+        out.contains("one GPU: the figure is the algorithm bandwidth"),
+        "{out}"
+    );
+    // Eight GPUs: the average bus bandwidth, as before.
+    let (rc, out, _) = run_builtin_on(
+        CheckBuiltin::Nccl,
+        8,
+        CheckSpan::Node,
+        &[("all_reduce_perf", one)],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("slurmops-value: 0\n") || out.ends_with("slurmops-value: 0"),
+        "{out}"
+    );
+    // Malformed output (no table): a failure, not a figure.
+    let (rc, out, _) = run_builtin_on(
+        CheckBuiltin::Nccl,
+        1,
+        CheckSpan::Node,
+        &[("all_reduce_perf", "NCCL WARN no device")],
+    );
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("all_reduce_perf failed"), "{out}");
 }
 
 #[test]
