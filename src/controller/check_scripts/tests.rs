@@ -211,6 +211,12 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
     ];
     let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&older))]);
     assert_eq!(rc, 0, "{out}");
+    // No driver (nvidia-smi's documented failure): a failure naming the node, never a figure.
+    let no_driver = "#!echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9";
+    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", no_driver)]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("nvidia-smi -L failed on"), "{out}");
+    assert!(!out.contains("slurmops-value"), "{out}");
     // DCGM where it is: its failure fails the check after nvidia-smi's signals passed.
     let (rc, out, args) = run_builtin(
         CheckBuiltin::Gpu,
