@@ -122,22 +122,45 @@ pub async fn tick_with(
     let mut seen_sets = Vec::new();
     for ns in sets {
         let seen = match observed {
-            Some(v) => v.get(&ns.name).map(|s| {
-                let ready = s
-                    .workers
-                    .iter()
-                    .filter(|w| !w.deleting)
-                    .map(|w| (w.name.clone(), w.ready))
-                    .collect();
-                observation(&ns.name, s.replicas, &ready, nodes, s.managed)
-            }),
+            Some(v) => v.get(&ns.name).map(|s| seen_of(ns, s, nodes)),
             None => observe(cluster, c, ns, nodes).await?,
         };
         if let Some(o) = seen {
             seen_sets.push((ns, o));
         }
     }
-    let capacity: BTreeMap<String, Capacity> = seen_sets
+    let mut out = Vec::new();
+    for (ns, o, decision) in decisions(c, jobs, seen_sets) {
+        let to = act(cluster, slurm, c, ns, &o, &decision, fence).await?;
+        out.push(Outcome {
+            node_set: ns.name.clone(),
+            from: o.replicas,
+            to,
+            decision,
+        });
+    }
+    Ok(out)
+}
+
+/// NodeSet NS's workers as the controller observed them (SET), with Slurm's NODES.
+fn seen_of(ns: &NodeSet, s: &SetView, nodes: &BTreeMap<String, Node>) -> Observation {
+    let ready = s
+        .workers
+        .iter()
+        .filter(|w| !w.deleting)
+        .map(|w| (w.name.clone(), w.ready))
+        .collect();
+    observation(&ns.name, s.replicas, &ready, nodes, s.managed)
+}
+
+/// Each autoscaled NodeSet's decision, pure: the queue's pending JOBS split among the NodeSets
+/// SEEN (a pending job's workers asked of one NodeSet only), then each one's rule.
+fn decisions<'a>(
+    c: &ClusterFile,
+    jobs: &[std::sync::Arc<crate::slurm::Job>],
+    seen: Vec<(&'a NodeSet, Observation)>,
+) -> Vec<(&'a NodeSet, Observation, Decision)> {
+    let capacity: BTreeMap<String, Capacity> = seen
         .iter()
         .filter_map(|(ns, o)| {
             let rule = ns.autoscale.as_ref()?;
@@ -159,22 +182,62 @@ pub async fn tick_with(
         })
         .collect();
     let asked = demand(c, jobs, &capacity);
+    seen.into_iter()
+        .filter_map(|(ns, mut o)| {
+            let rule = ns.autoscale.as_ref()?;
+            o.pending = asked.get(&ns.name).copied().unwrap_or(0);
+            let decision = decide(rule, &o);
+            Some((ns, o, decision))
+        })
+        .collect()
+}
+
+/// What autoscale would do now, for `plan --cluster`: each autoscaled NodeSet's change (none
+/// while it holds), from the controller's observation of the workers (SETS) and Slurm's JOBS
+/// and NODES, as the daemon's pass decides it.
+pub fn planned(
+    c: &ClusterFile,
+    jobs: &[std::sync::Arc<crate::slurm::Job>],
+    nodes: &BTreeMap<String, Node>,
+    sets: &BTreeMap<String, SetView>,
+) -> Vec<crate::plan::Step> {
+    let seen = c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| n.autoscale.is_some())
+        .filter_map(|ns| Some((ns, seen_of(ns, sets.get(&ns.name)?, nodes))))
+        .collect();
+    let step = |ns: &NodeSet, action, target: String, detail: String| crate::plan::Step {
+        node_set: ns.name.clone(),
+        action,
+        target,
+        detail: format!("autoscale: {detail}"),
+    };
     let mut out = Vec::new();
-    for (ns, mut o) in seen_sets {
-        let Some(rule) = ns.autoscale.as_ref() else {
-            continue;
-        };
-        o.pending = asked.get(&ns.name).copied().unwrap_or(0);
-        let decision = decide(rule, &o);
-        let to = act(cluster, slurm, c, ns, &o, &decision, fence).await?;
-        out.push(Outcome {
-            node_set: ns.name.clone(),
-            from: o.replicas,
-            to,
-            decision,
-        });
+    for (ns, o, d) in decisions(c, jobs, seen) {
+        match d {
+            Decision::Hold { .. } => {}
+            Decision::ScaleOut { to, why } => out.push(step(
+                ns,
+                "scale",
+                ns.name.clone(),
+                format!("{} -> {to} workers: {why}", o.replicas),
+            )),
+            Decision::ScaleIn { to, leaving, why } => {
+                for n in leaving {
+                    out.push(step(ns, "drain", n, format!("{REASON}: leaving, {why}")));
+                }
+                out.push(step(
+                    ns,
+                    "scale",
+                    ns.name.clone(),
+                    format!("{} -> {to} workers once drained: {why}", o.replicas),
+                ));
+            }
+        }
     }
-    Ok(out)
+    out
 }
 
 fn kube_err(node_set: &str, what: &'static str) -> impl Fn(kube::Error) -> AutoscaleError {
@@ -462,6 +525,75 @@ mod tests {
             last_busy,
             ..Node::default()
         }
+    }
+
+    #[test]
+    fn the_plan_shows_the_scale_out_the_queue_asks_for_and_nothing_while_it_holds() {
+        let c = crate::spec::load(
+            "c.yaml",
+            r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {name: c, namespace: slurm}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {name: k, key: slurm.key}
+    jwtKey: {name: j, key: jwt_hs256.key}
+  nodeSets:
+    - {name: a, replicas: 1, cpu: "1", memory: 1Gi, autoscale: {min: 1, max: 4}}
+  partitions:
+    - {name: p, nodeSets: [a], default: true}
+"#,
+        )
+        .unwrap();
+        let worker = crate::controller::decide::Worker {
+            name: "a-0".into(),
+            uid: "u".into(),
+            ordinal: Some(0),
+            revision: "r".into(),
+            ready: true,
+            deleting: false,
+            created: Some(0),
+            host: None,
+            checks: Default::default(),
+        };
+        let sets = BTreeMap::from([(
+            "a".to_string(),
+            SetView {
+                name: "a".into(),
+                replicas: 1,
+                update_revision: Some("r".into()),
+                workers: vec![worker],
+                managed: false,
+                canary: None,
+                current_revision: Some("r".into()),
+            },
+        )]);
+        let nodes: BTreeMap<String, Node> =
+            [("a-0".to_string(), node("a-0", &["ALLOCATED"], "", None))].into();
+        let pending = |id| {
+            std::sync::Arc::new(crate::slurm::Job {
+                id,
+                name: "j".into(),
+                state: vec!["PENDING".into()],
+                partition: "p".into(),
+                state_reason: "Resources".into(),
+                node_count: 1,
+                ..Default::default()
+            })
+        };
+        let steps = planned(&c, &[pending(1), pending(2)], &nodes, &sets);
+        let shown: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{} {} ({}): {}", s.action, s.target, s.node_set, s.detail))
+            .collect();
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(
+            shown[0].starts_with("scale a (a): autoscale: 1 -> 3 workers"),
+            "{shown:?}"
+        );
+        // Nothing pending, the one worker busy: autoscale holds, the plan says nothing.
+        assert!(planned(&c, &[], &nodes, &sets).is_empty());
     }
 
     #[test]

@@ -199,7 +199,9 @@ pub struct Upgrade {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
     pub node_set: String,
-    /// drain, delete, resume, create, topology, submit, cancel, hold, reserve, unreserve.
+    /// drain, delete, resume, create, topology, submit, cancel, hold, reserve, unreserve, label
+    /// (worker sync's busy label), scale (autoscale); sync's and autoscale's steps say `sync:` or
+    /// `autoscale:` in their detail.
     pub action: &'static str,
     /// The worker (node or pod), job or reservation it acts on.
     pub target: String,

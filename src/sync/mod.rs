@@ -12,6 +12,7 @@
 //!
 //! Writes happen only on change; a pass over a steady cluster writes nothing.
 
+pub mod decide;
 pub mod health;
 
 use std::collections::BTreeMap;
@@ -36,9 +37,6 @@ pub use crate::vocab::CONDITION_SLURM_NODE as CONDITION;
 
 /// Pod writes (condition, busy label) in flight at once.
 const WRITES: usize = 16;
-
-/// A worker's writes: its name, whether its condition changed, and its busy label's change.
-type Written = (String, bool, Option<bool>);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -118,141 +116,36 @@ impl Syncer {
         seen: Seen,
         fence: &Fence<'_>,
     ) -> Result<Report, SyncError> {
-        let fenced = || match fence() {
-            true => Ok(()),
-            false => Err(SyncError::Fenced),
-        };
         let mut report = Report::default();
-        let problems = match seen.nodes {
-            Held::Ready(kube_nodes) => Some(health::problems(
-                &kube_nodes,
-                c.spec.policy.node_health.as_ref(),
-            )),
-            Held::Listing => {
-                report.warnings.push(
-                    "Kubernetes Nodes not read yet (their watch is making its first listing): cordons and node health are followed once it is done".into(),
-                );
-                None
-            }
-            Held::NotWatched => node_problems(cluster, c, &mut report).await,
-        };
+        let (problems, all) = look(cluster, c, seen, &mut report).await?;
         let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
-        let all = match seen.pods {
-            Some(pods) => pods,
-            // This cluster's workers only: another cluster in the namespace may have NodeSets of
-            // the same names, and its Ready workers are unknown to this Slurm.
-            None => pods_api
-                .list(
-                    &ListParams::default()
-                        .labels(&Scope::cluster(&c.metadata.namespace, &c.metadata.name).selector),
-                )
-                .await
-                .map_err(kube_err("list worker pods"))?
-                .items
-                .into_iter()
-                .map(std::sync::Arc::new)
-                .collect(),
-        };
-        let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-        for p in &all {
-            let set = p
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_NODESET));
-            if let Some(set) = set {
-                by_set.entry(set).or_default().push(p);
-            }
-        }
-        let sets: Vec<(&str, Vec<&Pod>)> = c
-            .spec
-            .node_sets
-            .iter()
-            .map(|set| {
-                let pods = by_set.remove(set.name.as_str()).unwrap_or_default();
-                let live = pods
-                    .into_iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .collect();
-                (set.name.as_str(), live)
-            })
-            .collect();
-        // What each pod needs written, decided first without a request: on most passes nothing,
-        // and thousands of workers are not each made a future to find that out.
-        let todo: Vec<(&Pod, Option<serde_json::Value>, Option<bool>)> = sets
+        let sets = sets_of(c, &all);
+        let checked = checked_sets(c);
+        // Who is past the registration grace: this syncer's memory, kept before deciding.
+        let overdue = sets
             .iter()
             .flat_map(|(_, pods)| pods)
-            .filter_map(|p| {
-                let node = p.metadata.name.as_ref().and_then(|n| nodes.get(n));
-                let condition = condition_patch(p, node);
-                let busy = busy_change(p, node.is_some_and(|n| n.state.is_busy()));
-                (condition.is_some() || busy.is_some()).then_some((*p, condition, busy))
+            .filter(|p| {
+                let known = p
+                    .metadata
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| nodes.contains_key(n));
+                self.unregistered(p, known)
             })
+            .filter_map(|p| p.metadata.name.clone())
             .collect();
-        // The writes, WRITES at a time: on a first pass over thousands of workers each needs
-        // one, and one after the other they would hold the pass for minutes. In the workers'
-        // order; the first error is returned once all were tried.
-        let written: Vec<Result<Written, SyncError>> = futures::stream::iter(todo)
-            .map(|(p, condition, busy)| {
-                let api = &pods_api;
-                async move {
-                    fenced()?;
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let wrote = condition.is_some();
-                    if let Some(patch) = condition {
-                        write_condition(api, &name, patch).await?;
-                    }
-                    if let Some(b) = busy {
-                        write_busy(api, &name, b).await?;
-                    }
-                    Ok((name, wrote, busy))
-                }
-            })
-            .buffered(WRITES)
-            .collect()
-            .await;
-        for w in written {
-            let (name, condition, busy) = w?;
-            if condition {
-                report.conditions.push(name.clone());
-            }
-            match busy {
-                Some(true) => report.marked_busy.push(name),
-                Some(false) => report.marked_idle.push(name),
-                None => {}
-            }
-        }
-        for (set, pods) in &sets {
-            let mut replaced_here = false;
-            let checked = c
-                .spec
-                .node_sets
-                .iter()
-                .find(|n| n.name == *set)
-                .is_some_and(|ns| {
-                    crate::spec::active_checks::holds_new_workers(&c.spec.policy.active_checks, ns)
-                });
-            for p in pods {
-                let name = p.metadata.name.clone().unwrap_or_default();
-                let node = nodes.get(&name);
-                if let Some(n) = node {
-                    let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-                    let ask = Asked {
-                        problem: problems.as_ref().and_then(|ps| ps.get(on?)),
-                        request: health::requested(p),
-                        nodes_known: problems.is_some(),
-                    };
-                    fenced()?;
-                    follow_node(slurm, n, on, ask, checked, &mut report).await?;
-                }
-                if !replaced_here && self.unregistered(p, node.is_some()) {
-                    fenced()?;
-                    replace(&pods_api, p).await?;
-                    self.unknown_since.remove(&name);
-                    report.replaced_unregistered.push(name);
-                    replaced_here = true;
-                }
-            }
+        let steps = decide::decide(&decide::Input {
+            sets: &sets,
+            nodes,
+            problems: problems.as_ref(),
+            checked: &checked,
+            overdue: &overdue,
+            now: k8s_openapi::jiff::Timestamp::now(),
+        });
+        write(&pods_api, slurm, steps, fence, &mut report).await?;
+        for n in &report.replaced_unregistered {
+            self.unknown_since.remove(n);
         }
         Ok(report)
     }
@@ -267,6 +160,188 @@ impl Syncer {
         let since = *self.unknown_since.entry(name).or_insert_with(Instant::now);
         since.elapsed() >= self.registration_grace
     }
+}
+
+/// The Kubernetes nodes' problems (None when they cannot be read, REPORT says why) and the
+/// cluster's worker pods: from SEEN (the daemon's watch caches), or one LIST each.
+async fn look(
+    cluster: &Connection,
+    c: &ClusterFile,
+    seen: Seen,
+    report: &mut Report,
+) -> Result<(Option<BTreeMap<String, String>>, Vec<std::sync::Arc<Pod>>), SyncError> {
+    let problems = match seen.nodes {
+        Held::Ready(kube_nodes) => Some(health::problems(
+            &kube_nodes,
+            c.spec.policy.node_health.as_ref(),
+        )),
+        Held::Listing => {
+            report.warnings.push(
+                "Kubernetes Nodes not read yet (their watch is making its first listing): cordons and node health are followed once it is done".into(),
+            );
+            None
+        }
+        Held::NotWatched => node_problems(cluster, c, report).await,
+    };
+    let pods = match seen.pods {
+        Some(pods) => pods,
+        // This cluster's workers only: another cluster in the namespace may have NodeSets of
+        // the same names, and its Ready workers are unknown to this Slurm.
+        None => Api::<Pod>::namespaced(cluster.client.clone(), &c.metadata.namespace)
+            .list(
+                &ListParams::default()
+                    .labels(&Scope::cluster(&c.metadata.namespace, &c.metadata.name).selector),
+            )
+            .await
+            .map_err(kube_err("list worker pods"))?
+            .items
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
+    };
+    Ok((problems, pods))
+}
+
+/// Each NodeSet of C, in its order, with its live pods among ALL.
+fn sets_of<'a>(c: &'a ClusterFile, all: &'a [std::sync::Arc<Pod>]) -> Vec<(&'a str, Vec<&'a Pod>)> {
+    let mut by_set: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for p in all {
+        let set = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_NODESET));
+        if let Some(set) = set {
+            by_set.entry(set).or_default().push(p);
+        }
+    }
+    c.spec
+        .node_sets
+        .iter()
+        .map(|set| {
+            let pods = by_set.remove(set.name.as_str()).unwrap_or_default();
+            let live = pods
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            (set.name.as_str(), live)
+        })
+        .collect()
+}
+
+/// The NodeSets of C whose new workers wait for active checks.
+fn checked_sets(c: &ClusterFile) -> std::collections::BTreeSet<String> {
+    c.spec
+        .node_sets
+        .iter()
+        .filter(|ns| {
+            crate::spec::active_checks::holds_new_workers(&c.spec.policy.active_checks, ns)
+        })
+        .map(|ns| ns.name.clone())
+        .collect()
+}
+
+/// What sync would do now on Slurm's NODES, for `plan --cluster` (the same decisions as a pass;
+/// replacements of unregistered workers are left out: they need the daemon's memory of how long
+/// each has been unknown). The pod condition writes are left out too (they change no behaviour).
+pub async fn planned(
+    cluster: &Connection,
+    c: &ClusterFile,
+    nodes: &BTreeMap<String, Node>,
+) -> Result<Vec<crate::plan::Step>, SyncError> {
+    let mut report = Report::default();
+    let (problems, all) = look(cluster, c, Seen::default(), &mut report).await?;
+    let sets = sets_of(c, &all);
+    let steps = decide::decide(&decide::Input {
+        sets: &sets,
+        nodes,
+        problems: problems.as_ref(),
+        checked: &checked_sets(c),
+        overdue: &Default::default(),
+        now: k8s_openapi::jiff::Timestamp::now(),
+    });
+    Ok(steps
+        .iter()
+        .filter(|(_, s)| !matches!(s, decide::Step::Condition { .. }))
+        .map(|(set, s)| {
+            let (action, target, detail) = s.shown();
+            crate::plan::Step {
+                node_set: set.clone(),
+                action,
+                target: target.to_string(),
+                detail: format!("sync: {detail}"),
+            }
+        })
+        .collect())
+}
+
+/// Carries STEPS out behind FENCE (checked before each write) into REPORT: the condition and
+/// label writes WRITES at a time (on a first pass over thousands of workers each needs one, and
+/// one after the other they would hold the pass for minutes; the first error is returned once
+/// all were tried), then the drains, resumes and replacements in order.
+async fn write(
+    pods: &Api<Pod>,
+    slurm: &Client,
+    steps: Vec<(String, decide::Step)>,
+    fence: &Fence<'_>,
+    report: &mut Report,
+) -> Result<(), SyncError> {
+    use decide::Step;
+    let fenced = || match fence() {
+        true => Ok(()),
+        false => Err(SyncError::Fenced),
+    };
+    let (pod_writes, rest): (Vec<_>, Vec<_>) = steps
+        .into_iter()
+        .map(|(_, s)| s)
+        .partition(|s| matches!(s, Step::Condition { .. } | Step::Busy { .. }));
+    let written: Vec<Result<Step, SyncError>> = futures::stream::iter(pod_writes)
+        .map(|s| async move {
+            fenced()?;
+            match &s {
+                Step::Condition { pod, patch } => write_condition(pods, pod, patch.clone()).await?,
+                Step::Busy { pod, busy } => write_busy(pods, pod, *busy).await?,
+                _ => {}
+            }
+            Ok(s)
+        })
+        .buffered(WRITES)
+        .collect()
+        .await;
+    for w in written {
+        match w? {
+            Step::Condition { pod, .. } => report.conditions.push(pod),
+            Step::Busy { pod, busy: true } => report.marked_busy.push(pod),
+            Step::Busy { pod, busy: false } => report.marked_idle.push(pod),
+            _ => {}
+        }
+    }
+    for s in rest {
+        fenced()?;
+        match s {
+            Step::Drain { node, reason } => {
+                if slurm.drain(&node, &reason).await? == Drain::Requested {
+                    report.drained_for_node.push((node, reason));
+                }
+            }
+            Step::Recheck { node } => {
+                slurm
+                    .drain(&node, crate::vocab::REASON_CHECKS_PENDING)
+                    .await?;
+                report.rechecked_for_node.push(node);
+            }
+            Step::Resume { node } => {
+                slurm.resume(&node).await?;
+                report.resumed_for_node.push(node);
+            }
+            Step::Replace { pod, uid } => {
+                replace(pods, &pod, &uid).await?;
+                report.replaced_unregistered.push(pod);
+            }
+            Step::Condition { .. } | Step::Busy { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 /// What the caller already holds (the daemon's watch caches); None or `NotWatched`: sync reads
@@ -303,54 +378,6 @@ async fn node_problems(
     }
 }
 
-/// What asks a worker out of service: its Kubernetes node's problem (a cordon, a drain request
-/// on the Node, a listed condition or taint), else a drain request on its own pod.
-struct Asked<'a> {
-    problem: Option<&'a String>,
-    request: Option<String>,
-    /// The Kubernetes nodes were read: a node's problem known gone resumes its drain.
-    nodes_known: bool,
-}
-
-/// Drains worker N when something asks it out (ASK); resumes it when nothing does any more and
-/// the drain is still one slurmops set for that: for its Kubernetes node ON, or for a request on
-/// its pod. CHECKED: its NodeSet's new workers wait for active checks; so does it then
-/// (`slurmops: checks pending`: the controller runs them and resumes it once they pass).
-async fn follow_node(
-    slurm: &Client,
-    n: &Node,
-    on: Option<&str>,
-    ask: Asked<'_>,
-    checked: bool,
-    report: &mut Report,
-) -> Result<(), SyncError> {
-    let drained = n.state.has("DRAIN");
-    match ask.problem.cloned().or(ask.request) {
-        Some(reason) if !drained && slurm.drain(&n.name, &reason).await? == Drain::Requested => {
-            report.drained_for_node.push((n.name.clone(), reason));
-        }
-        Some(_) => {}
-        None if drained => {
-            let for_node =
-                ask.nodes_known && on.is_some_and(|on| health::drained_for(&n.reason, on));
-            if !(for_node || health::drained_on_request(&n.reason)) {
-                return Ok(());
-            }
-            if checked {
-                slurm
-                    .drain(&n.name, crate::vocab::REASON_CHECKS_PENDING)
-                    .await?;
-                report.rechecked_for_node.push(n.name.clone());
-            } else {
-                slurm.resume(&n.name).await?;
-                report.resumed_for_node.push(n.name.clone());
-            }
-        }
-        None => {}
-    }
-    Ok(())
-}
-
 /// (status, reason, message) of the Slurm condition for a worker whose node is NODE.
 pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String) {
     let Some(n) = node else {
@@ -382,8 +409,12 @@ pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String)
     (status, reason, detail)
 }
 
-/// The patch of P's Slurm condition for NODE, when it changed.
-fn condition_patch(p: &Pod, node: Option<&Node>) -> Option<serde_json::Value> {
+/// The patch of P's Slurm condition for NODE, when it changed (NOW: its transition time).
+fn condition_patch(
+    p: &Pod,
+    node: Option<&Node>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Option<serde_json::Value> {
     let (status, reason, message) = condition_of(node);
     let current: Option<&PodCondition> = p
         .status
@@ -401,9 +432,7 @@ fn condition_patch(p: &Pod, node: Option<&Node>) -> Option<serde_json::Value> {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => None,
     }
-    .unwrap_or_else(|| {
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
-    });
+    .unwrap_or(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     Some(
         json!({"status": {"conditions": [{"type": CONDITION, "status": status,
         "reason": reason, "message": message, "lastTransitionTime": transition}]}}),
@@ -444,16 +473,15 @@ async fn write_busy(api: &Api<Pod>, name: &str, busy: bool) -> Result<(), SyncEr
     Ok(())
 }
 
-async fn replace(api: &Api<Pod>, p: &Pod) -> Result<(), SyncError> {
-    let name = p.metadata.name.clone().unwrap_or_default();
+async fn replace(api: &Api<Pod>, name: &str, uid: &str) -> Result<(), SyncError> {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: p.metadata.uid.clone(),
+            uid: Some(uid.to_string()),
             resource_version: None,
         }),
         ..DeleteParams::default()
     };
-    api.delete(&name, &dp)
+    api.delete(name, &dp)
         .await
         .map_err(kube_err(format!("replace unregistered worker {name}")))?;
     Ok(())

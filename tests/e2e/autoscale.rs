@@ -72,6 +72,14 @@ async fn pending_jobs_scale_out_and_idle_workers_scale_in_through_drain() {
         (job_state(jobs[0]).await == vec!["RUNNING".to_string()]).then_some(())
     })
     .await;
+    // The live plan says what autoscale is about to do, as the daemon's pass decides it.
+    let out = slurmops(dir.path(), &["plan", "--cluster"]).output().unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        plan.contains(&format!("next pass: scale {w} (NodeSet {w}) (autoscale: 1 -> 3 workers")),
+        "{plan}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let log = dir.path().join("autoscale.log");
     let mut autoscaler = slurmops(dir.path(), &["autoscale", "--interval", "1s"])
         .stdout(std::fs::File::create(&log).unwrap())

@@ -248,8 +248,17 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Drained"));
     assert!(message.contains("disk check by admin"), "{message}");
 
-    // Cordon: the workers on the node drain (the admin's drain is left as it is).
+    // Cordon: the workers on the node drain (the admin's drain is left as it is). `plan
+    // --cluster` says so first: sync's steps are the pass's, shown before they are taken.
     cordon(&env, true).await;
+    let out = slurmops(dir.path(), &["plan", "--cluster"]).output().unwrap();
+    let planned = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        planned.contains(&format!("next pass: drain {w0} (NodeSet {w}) (sync: node {} cordoned)", env.kubelet.node)),
+        "{planned}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!planned.contains(&format!("drain {w1} ")), "{planned}");
     let printed = sync_once(dir.path());
     assert!(
         printed.contains(&format!("{w0}: drained: node {} cordoned", env.kubelet.node)),

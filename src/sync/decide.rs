@@ -1,0 +1,157 @@
+//! What sync does this pass, decided without a request: from the workers' pods, Slurm's nodes
+//! and the Kubernetes nodes' problems to the steps (`Step`), which `write` then carries out
+//! behind the leader's fence and `plan --cluster` shows. Pure: the caller gives the time and
+//! which workers are past the registration grace (`Syncer` keeps that memory).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+
+use super::health;
+use super::{busy_change, condition_patch};
+use crate::slurm::Node;
+
+/// One thing sync writes, for a worker of a NodeSet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// The pod's `slurmops.dev/slurm-node` condition, changed (a status patch).
+    Condition {
+        pod: String,
+        patch: serde_json::Value,
+    },
+    /// The pod's busy label set (jobs run there) or removed.
+    Busy { pod: String, busy: bool },
+    /// Drain the worker in Slurm: its Kubernetes node's problem, or a drain request.
+    Drain { node: String, reason: String },
+    /// The problem cleared on a NodeSet whose new workers wait for active checks: held
+    /// (`checks pending`) until they pass, which resumes it.
+    Recheck { node: String },
+    /// The problem cleared: resume the drain slurmops set for it.
+    Resume { node: String },
+    /// Ready but unknown to Slurm past the registration grace: delete the pod (uid precondition).
+    Replace { pod: String, uid: String },
+}
+
+/// What `decide` reads.
+pub struct Input<'a> {
+    /// Each NodeSet of cluster.yaml, in its order, with its live worker pods.
+    pub sets: &'a [(&'a str, Vec<&'a Pod>)],
+    /// Slurm's nodes.
+    pub nodes: &'a BTreeMap<String, Node>,
+    /// Kubernetes nodes with a problem and the reason; None when the Nodes could not be read.
+    pub problems: Option<&'a BTreeMap<String, String>>,
+    /// NodeSets whose new workers wait for active checks.
+    pub checked: &'a BTreeSet<String>,
+    /// Workers Ready and unknown to Slurm for longer than the registration grace.
+    pub overdue: &'a BTreeSet<String>,
+    pub now: Timestamp,
+}
+
+/// The steps of this pass, by NodeSet: every condition and label change first (they are written
+/// many at once), then each worker's drain, resume or replacement, at most one replacement per
+/// NodeSet.
+pub fn decide(i: &Input) -> Vec<(String, Step)> {
+    let mut out = Vec::new();
+    for (set, pods) in i.sets {
+        for p in pods {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let node = i.nodes.get(&name);
+            if let Some(patch) = condition_patch(p, node, i.now) {
+                let pod = name.clone();
+                out.push((set.to_string(), Step::Condition { pod, patch }));
+            }
+            if let Some(busy) = busy_change(p, node.is_some_and(|n| n.state.is_busy())) {
+                out.push((set.to_string(), Step::Busy { pod: name, busy }));
+            }
+        }
+    }
+    for (set, pods) in i.sets {
+        let checked = i.checked.contains(*set);
+        let mut replaced = false;
+        for p in pods {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if let Some(n) = i.nodes.get(&name) {
+                let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                let problem = i.problems.and_then(|ps| ps.get(on?));
+                let want = problem.cloned().or_else(|| health::requested(p));
+                if let Some(step) = follow(n, on, want, i.problems.is_some(), checked) {
+                    out.push((set.to_string(), step));
+                }
+            }
+            if !replaced && i.overdue.contains(&name) {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                out.push((set.to_string(), Step::Replace { pod: name, uid }));
+                replaced = true;
+            }
+        }
+    }
+    out
+}
+
+/// The step for worker N on Kubernetes node ON: drained when something asks it out (WANT), and
+/// when nothing does any more, resumed (or held for its checks, CHECKED) if the drain is still
+/// one slurmops set for that — for its node (known only when NODES_KNOWN), or for a request on
+/// its pod.
+fn follow(
+    n: &Node,
+    on: Option<&str>,
+    want: Option<String>,
+    nodes_known: bool,
+    checked: bool,
+) -> Option<Step> {
+    let drained = n.state.has("DRAIN");
+    match want {
+        Some(reason) if !drained => Some(Step::Drain {
+            node: n.name.clone(),
+            reason,
+        }),
+        Some(_) => None,
+        None if drained => {
+            let for_node = nodes_known && on.is_some_and(|on| health::drained_for(&n.reason, on));
+            if !(for_node || health::drained_on_request(&n.reason)) {
+                return None;
+            }
+            let node = n.name.clone();
+            Some(match checked {
+                true => Step::Recheck { node },
+                false => Step::Resume { node },
+            })
+        }
+        None => None,
+    }
+}
+
+impl Step {
+    /// For `plan --cluster`: (action, target, detail) in its words.
+    pub fn shown(&self) -> (&'static str, &str, String) {
+        match self {
+            Step::Condition { pod, patch } => {
+                let c = &patch["status"]["conditions"][0];
+                let reason = c["reason"].as_str().unwrap_or_default();
+                ("condition", pod, format!("Slurm: {reason}"))
+            }
+            Step::Busy { pod, busy: true } => ("label", pod, "busy: jobs run there".into()),
+            Step::Busy { pod, busy: false } => ("label", pod, "not busy any more".into()),
+            Step::Drain { node, reason } => ("drain", node, reason.clone()),
+            Step::Recheck { node } => (
+                "hold",
+                node,
+                "its node's problem cleared: held until its active checks pass".into(),
+            ),
+            Step::Resume { node } => (
+                "resume",
+                node,
+                "its node's problem or its drain request cleared".into(),
+            ),
+            Step::Replace { pod, .. } => (
+                "delete",
+                pod,
+                "Ready but never registered in Slurm: replaced".into(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
