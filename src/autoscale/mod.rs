@@ -165,9 +165,18 @@ fn scale_in_any(rule: &Autoscale, o: &Observation) -> Decision {
     let delay = Duration::from_secs(rule.scale_down_delay.as_secs());
     let mut to = o.replicas;
     let mut leaving = Vec::new();
+    // Workers given back already (drained by us, the replicas lowered, the pod not deleted yet):
+    // they leave whatever happens, and lowering the replicas for them again would keep an idle
+    // worker in their place (seen in CI: 3 -> 2 for one, then 2 -> 1 for the same one).
+    let mut gone = o.workers.len().saturating_sub(o.replicas as usize);
     for (name, state) in o.workers.iter().rev() {
+        if gone > 0 && *state == WorkerState::DrainedByUs {
+            gone -= 1;
+            leaving.push(name.clone());
+            continue;
+        }
         if to <= rule.min {
-            break;
+            continue;
         }
         let removable = match state {
             WorkerState::Idle { for_ } => to > rule.max || *for_ >= delay,
@@ -179,7 +188,7 @@ fn scale_in_any(rule: &Autoscale, o: &Observation) -> Decision {
             to -= 1;
         }
     }
-    if leaving.is_empty() {
+    if to == o.replicas {
         return Decision::Hold {
             why: format!(
                 "no worker idle for {}s to give back (min {})",
@@ -390,6 +399,33 @@ mod tests {
         assert!(matches!(d, Decision::ScaleIn { to: 1, .. }), "{d:?}");
         let d = decide(&rule(2, 4), &obs(0, vec![Busy]));
         assert!(matches!(d, Decision::ScaleOut { to: 2, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn a_worker_given_back_already_is_not_counted_again_and_the_idle_one_below_leaves_too() {
+        // Pods slurmops makes: 3 workers, the middle one drained by autoscale and its replicas
+        // lowered to 2 (its pod not deleted yet), the highest busy, the lowest idle long enough.
+        let mut o = obs(
+            0,
+            vec![idle(60), WorkerState::DrainedByUs, WorkerState::Busy],
+        );
+        o.any_order = true;
+        o.replicas = 2;
+        assert_eq!(
+            decide(&rule(1, 3), &o),
+            Decision::ScaleIn {
+                to: 1,
+                leaving: vec!["w-0".into(), "w-1".into()],
+                why: "idle for 60s, no pending jobs (busy workers stay)".into(),
+            }
+        );
+        // The lowest not idle long enough yet: nothing to change, the given-back one is gone
+        // already (no second lowering for it).
+        o.workers[0].1 = idle(1);
+        assert!(matches!(decide(&rule(1, 3), &o), Decision::Hold { .. }));
+        // At min, the idle one stays.
+        o.workers[0].1 = idle(60);
+        assert!(matches!(decide(&rule(2, 3), &o), Decision::Hold { .. }));
     }
 
     fn two_sets() -> ClusterFile {

@@ -386,10 +386,16 @@ async fn act(
             set_replicas(cluster, c, ns, o.replicas, *to, why).await?;
             Ok(*to)
         }
-        Decision::ScaleIn { leaving, why, .. } => {
+        Decision::ScaleIn {
+            to: wanted,
+            leaving,
+            why,
+        } => {
             let above_max = o.replicas > ns.autoscale.as_ref().map_or(u32::MAX, |a| a.max);
             let drained = drain_top(slurm, leaving, !above_max, o.any_order, fence).await?;
-            let to = o.replicas - drained;
+            // Each one of LEAVING not drained (a job reached it) stays counted.
+            let kept = (leaving.len() as u32).saturating_sub(drained);
+            let to = (wanted + kept).min(o.replicas);
             if to < o.replicas {
                 fenced()?;
                 set_replicas(cluster, c, ns, o.replicas, to, why).await?;
