@@ -210,6 +210,7 @@ pub fn planned(
         .collect();
     let step = |ns: &NodeSet, action, target: String, detail: String| crate::plan::Step {
         node_set: ns.name.clone(),
+        by: crate::plan::StepBy::Autoscale,
         action,
         target,
         detail: format!("autoscale: {detail}"),

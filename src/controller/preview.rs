@@ -38,6 +38,7 @@ impl Preview {
         for (set, d) in &self.decisions {
             let step = |action, target: &str, detail: String| Step {
                 node_set: set.clone(),
+                by: crate::plan::StepBy::Controller,
                 action,
                 target: target.to_string(),
                 detail,

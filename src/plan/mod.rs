@@ -195,10 +195,26 @@ pub struct Upgrade {
     pub refused: Option<String>,
 }
 
-/// One step of the controller's next pass on a NodeSet's workers.
+/// Which part of the daemon's pass takes a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepBy {
+    /// The controller: what `apply` and `rollout` do too.
+    #[default]
+    Controller,
+    /// Worker sync (the daemon's pass, `slurmops sync`): labels, node health, drain requests.
+    Sync,
+    /// Autoscale (the daemon's pass, `slurmops autoscale`).
+    Autoscale,
+}
+
+/// One step of the daemon's next pass on a NodeSet's workers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
     pub node_set: String,
+    /// Who takes it. Only the controller's steps make a plan's exit code 2: sync and autoscale
+    /// follow the cluster's state, not the change.
+    pub by: StepBy,
     /// drain, delete, resume, create, topology, submit, cancel, hold, reserve, unreserve, label
     /// (worker sync's busy label), scale (autoscale); sync's and autoscale's steps say `sync:` or
     /// `autoscale:` in their detail.
@@ -234,6 +250,8 @@ impl SlurmSummary {
         };
         // Objects made by hand are context too: nothing happens to them.
         s.accounting.unmanaged.clear();
+        // So is what sync and autoscale would do on their own.
+        s.next_pass.retain(|st| st.by == StepBy::Controller);
         s == SlurmSummary::default()
     }
 }
@@ -773,6 +791,27 @@ pub fn upgrade(base: &ClusterFile, head: &ClusterFile) -> Option<Upgrade> {
 #[cfg(test)]
 mod tests {
     use super::same;
+
+    #[test]
+    fn only_the_controller_s_steps_are_changes_sync_and_autoscale_follow_the_cluster() {
+        let step = |by| super::Step {
+            node_set: "w".into(),
+            by,
+            action: "label",
+            target: "w-0".into(),
+            detail: String::new(),
+        };
+        let mut s = super::SlurmSummary {
+            next_pass: vec![step(super::StepBy::Sync), step(super::StepBy::Autoscale)],
+            ..Default::default()
+        };
+        assert!(
+            s.is_empty(),
+            "a plan with only sync's and autoscale's steps exits 0"
+        );
+        s.next_pass.push(step(super::StepBy::Controller));
+        assert!(!s.is_empty());
+    }
     use serde_json::json;
 
     #[test]

@@ -267,6 +267,7 @@ pub async fn planned(
             let (action, target, detail) = s.shown();
             crate::plan::Step {
                 node_set: set.clone(),
+                by: crate::plan::StepBy::Sync,
                 action,
                 target: target.to_string(),
                 detail: format!("sync: {detail}"),
