@@ -156,6 +156,8 @@ pub struct SlurmView {
     /// known, the jobs are not. Rollouts go on from node states; what needs the jobs themselves
     /// (autoscale, canary verdicts) waits, and says why.
     pub jobs_error: Option<String>,
+    /// Check jobs read again this pass, by id: they replace the kept queue's records.
+    fresh: HashMap<u64, std::sync::Arc<Job>>,
     /// Job records handed out to the pass's decisions so far: what decide reads of the queue,
     /// which must stay O(workers + jobs) (a test checks it at 10,000 workers and 50,000 jobs).
     handed: AtomicUsize,
@@ -170,6 +172,7 @@ impl Clone for SlurmView {
             by_id: self.by_id.clone(),
             canaries: self.canaries.clone(),
             jobs_error: self.jobs_error.clone(),
+            fresh: self.fresh.clone(),
             handed: AtomicUsize::new(self.handed()),
         }
     }
@@ -216,6 +219,7 @@ impl SlurmView {
             by_id,
             canaries,
             jobs_error: None,
+            fresh: HashMap::new(),
             handed: AtomicUsize::new(0),
         }
     }
@@ -282,10 +286,34 @@ impl SlurmView {
             .canaries
             .iter()
             .filter(|(name, _)| name.starts_with(prefix))
-            .map(|(_, i)| &*self.jobs[*i])
+            .map(|(_, i)| {
+                let kept = &*self.jobs[*i];
+                self.fresh.get(&kept.id).map_or(kept, |j| &**j)
+            })
             .collect();
         self.hand(jobs.len());
         jobs
+    }
+
+    /// Our running check jobs with no report in the kept queue yet (at most MAX): a report is a
+    /// comment, which `jobs/state/` does not follow.
+    pub fn unreported_checks(&self, max: usize) -> Vec<u64> {
+        self.canaries
+            .iter()
+            .filter(|(name, _)| name.starts_with(crate::vocab::CHECK_JOB_PREFIX))
+            .map(|(_, i)| &*self.jobs[*i])
+            .filter(|j| j.has_state("RUNNING") && j.comment.is_empty())
+            .map(|j| j.id)
+            .take(max)
+            .collect()
+    }
+
+    /// Jobs read again this pass (`unreported_checks`), in place of the kept ones.
+    pub fn refresh_checks(&mut self, jobs: Vec<Job>) {
+        self.fresh = jobs
+            .into_iter()
+            .map(|j| (j.id, std::sync::Arc::new(j)))
+            .collect();
     }
 
     /// The nodes and the jobs, taken apart.

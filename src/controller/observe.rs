@@ -282,8 +282,23 @@ pub async fn read_slurm<S: SlurmNodes>(
         false => Vec::new().into(),
     };
     let submitter = s.submitter();
-    Ok(SlurmView::shared(nodes, jobs).canaries_of(submitter.as_deref()))
+    let mut view = SlurmView::shared(nodes, jobs).canaries_of(submitter.as_deref());
+    // A running check job's report (its comment) changes no state the kept queue follows: each
+    // such job of ours is read again (a few, bounded by the checks' maxConcurrent), so that a
+    // failed one, waiting for its worker to be drained, is judged now.
+    let reports: Vec<u64> = view.unreported_checks(MAX_REPORT_READS);
+    let mut fresh = Vec::new();
+    for id in reports {
+        if let Some(j) = s.job(id).await? {
+            fresh.push(j);
+        }
+    }
+    view.refresh_checks(fresh);
+    Ok(view)
 }
+
+/// Running check jobs read again each pass, at most.
+const MAX_REPORT_READS: usize = 64;
 
 /// Whether the pass reads the job queue (see [`JobsNeed`]): a worker of SETS may move (it
 /// leaves in a scale-in or a removal, its NodeSet has another revision, or its Slurm node is

@@ -181,6 +181,11 @@ pub trait SlurmNodes: Send + Sync {
     }
     /// Submits a batch job slurmops runs itself (a canary's validation); its id.
     fn submit(&self, job: &JobRequest) -> impl Future<Output = Result<u64, SlurmError>> + Send;
+    /// Job ID as slurmctld has it now (its comment included); None once it left the queue.
+    fn job(&self, id: u64) -> impl Future<Output = Result<Option<Job>, SlurmError>> + Send {
+        let _ = id;
+        async { Ok(None) }
+    }
     /// Cancels a job slurmops submitted; harmless when it ended already.
     fn cancel(&self, id: u64) -> impl Future<Output = Result<(), SlurmError>> + Send;
     /// Every reservation.
@@ -295,6 +300,10 @@ impl SlurmNodes for Client {
 
     async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
         Client::cancel(self, id).await
+    }
+
+    async fn job(&self, id: u64) -> Result<Option<Job>, SlurmError> {
+        self.job_record(id).await
     }
 
     async fn reservations(&self) -> Result<Vec<Reservation>, SlurmError> {

@@ -474,7 +474,7 @@ impl Client {
     }
 
     /// Job ID as slurmctld has it now; None once it left the queue.
-    async fn job_record(&self, id: u64) -> Result<Option<Job>, SlurmError> {
+    pub(crate) async fn job_record(&self, id: u64) -> Result<Option<Job>, SlurmError> {
         let path = format!("job/{id}?flags=ALL");
         let w: JobsWire = match self.get(&path).await {
             Ok(w) => w,
