@@ -306,9 +306,12 @@ async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
       memory: 256Mi
       autoscale: {{min: 1, max: 3, scaleDownDelay: 6s}}
   partitions:
-    - {{name: all, nodeSets: [ALL], default: true}}
+    - {{name: {w}, nodeSets: [ALL], default: true}}
 "#
         );
+    // The partition is the test's own: the bed's Slurm is shared, and other tests' jobs
+    // pending in `all` would be demand for these workers (seen: the autoscaler held for them
+    // until this test's job had ended).
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cluster.yaml"), &yaml).unwrap();
     let apply = |wait: &str| {
