@@ -4,7 +4,8 @@ binaries of one or more architectures, or any image from a root filesystem direc
 
     scripts/image.py daemon --binary amd64=target/x86_64-unknown-linux-gnu/release/slurmops \\
         [--binary arm64=PATH] --tag ghcr.io/slurmops/slurmops:VERSION --output slurmops.oci.tar
-    scripts/image.py rootfs DIR --entrypoint /pause [--user 65535:65535] --tag REF [--tag REF...] --output FILE
+    scripts/image.py rootfs DIR --entrypoint /pause [--user 65535:65535] --tag REF [--tag REF...] \\
+        [--image REF=/ENTRYPOINT...] --output FILE
 
 The daemon's image holds the binary (/usr/local/bin/slurmops), the CA certificates of this machine
 (/etc/ssl/certs/ca-certificates.crt, also named by SSL_CERT_FILE), and /etc/passwd and /etc/group
@@ -19,7 +20,8 @@ owner numeric, so the same binaries give the same digests.
 
 `rootfs` packs a directory as it is (modes, numeric owners, symbolic and hard links; devices,
 sockets and FIFOs are left out: a runtime makes /dev) into one layer. With several --tag, the one
-archive names the same image by each reference (tests/bed/images.sh: every Slurm daemon's name).
+archive names the same image by each reference (tests/bed/images.sh: every Slurm daemon's name);
+each --image adds an image of the same layer that another entrypoint runs (the login image).
 """
 
 import argparse
@@ -111,12 +113,15 @@ class Layer:
                         self.tar.addfile(info, f)
 
     def finish(self):
-        self.tar.close()
-        raw = self.buf.getvalue()
-        out = io.BytesIO()
-        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=self.level) as gz:
-            gz.write(raw)
-        return raw, out.getvalue()
+        """The layer's tar and its gzip, made once (several images may share the layer)."""
+        if not hasattr(self, "done"):
+            self.tar.close()
+            raw = self.buf.getvalue()
+            out = io.BytesIO()
+            with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=self.level) as gz:
+                gz.write(raw)
+            self.done = (raw, out.getvalue())
+        return self.done
 
 
 class Layout:
@@ -154,13 +159,17 @@ class Layout:
         desc["platform"] = {"architecture": arch, "os": "linux"}
         return desc, len(gz)
 
-    def write(self, manifests, tags, output):
-        if len(manifests) == 1:
-            top = dict(manifests[0])
-        else:
-            top = self.add_json({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": manifests}, MEDIA_INDEX)
-        named = [dict(top, annotations={"io.containerd.image.name": t, "org.opencontainers.image.ref.name": t})
-                 for t in tags]
+    def write(self, images, output):
+        """IMAGES: (manifests, tags) for each image of the archive; returns the first's digest."""
+        named, first = [], None
+        for manifests, tags in images:
+            if len(manifests) == 1:
+                top = dict(manifests[0])
+            else:
+                top = self.add_json({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": manifests}, MEDIA_INDEX)
+            first = first or top["digest"]
+            named += [dict(top, annotations={"io.containerd.image.name": t, "org.opencontainers.image.ref.name": t})
+                      for t in tags]
         index = {"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": named}
         tmp = output + ".tmp"
         with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as t:
@@ -173,7 +182,7 @@ class Layout:
             for digest in sorted(self.blobs):
                 put("blobs/sha256/" + digest.split(":", 1)[1], self.blobs[digest])
         os.replace(tmp, output)
-        return top["digest"]
+        return first
 
 
 def dynamic(binary, path):
@@ -230,10 +239,19 @@ def rootfs(args, layout):
     # Level 6: a root filesystem of some hundred MiB packs in seconds, not a minute.
     layer = Layer(level=6)
     layer.tree(args.dir)
-    desc, size = layout.image(layer, args.arch, [args.entrypoint], args.cmd, args.user,
-                              ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], [])
+    env = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    desc, size = layout.image(layer, args.arch, [args.entrypoint], args.cmd, args.user, env, [])
     print(f"{' '.join(args.tag)} linux/{args.arch}: {desc['digest']}, layer {size / 1048576:.1f} MiB compressed", file=sys.stderr)
-    return [desc]
+    images = [([desc], args.tag)]
+    # Another image of the same layer, with its own entrypoint (no command: the entrypoint's own).
+    for spec in args.image:
+        ref, _, entrypoint = spec.partition("=")
+        if not ref or not entrypoint.startswith("/"):
+            fail(f"--image {spec}: write REF=/ENTRYPOINT")
+        other, _ = layout.image(layer, args.arch, [entrypoint], [], args.user, env, [])
+        print(f"{ref} linux/{args.arch}: {other['digest']} (the same layer, entrypoint {entrypoint})", file=sys.stderr)
+        images.append(([other], [ref]))
+    return images
 
 
 def main():
@@ -247,15 +265,18 @@ def main():
     r.add_argument("--cmd", action="append", default=[])
     r.add_argument("--user", default="0:0")
     r.add_argument("--arch", default="amd64")
+    r.add_argument("--image", action="append", default=[],
+                   help="REF=/ENTRYPOINT: one more image in the archive, of the same layer, run by ENTRYPOINT")
     for s in (d, r):
         s.add_argument("--tag", action="append", required=True,
                        help="the image's reference, e.g. ghcr.io/slurmops/slurmops:0.1.0 (repeat for more names)")
         s.add_argument("--output", required=True, help="the OCI archive to write")
     args = p.parse_args()
     layout = Layout()
-    manifests = daemon(args, layout) if args.kind == "daemon" else rootfs(args, layout)
-    digest = layout.write(manifests, args.tag, args.output)
-    print(f"wrote {args.output}: {' '.join(args.tag)} ({digest}, {os.path.getsize(args.output) / 1048576:.1f} MiB)", file=sys.stderr)
+    images = [(daemon(args, layout), args.tag)] if args.kind == "daemon" else rootfs(args, layout)
+    digest = layout.write(images, args.output)
+    tags = [t for _, ts in images for t in ts]
+    print(f"wrote {args.output}: {' '.join(tags)} ({digest}, {os.path.getsize(args.output) / 1048576:.1f} MiB)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    PodSecurityContext, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
-    VolumeProjection, VolumeResourceRequirements,
+    ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, SecretKeySelector, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -525,6 +525,7 @@ pub fn restapi(
         ]),
         liveness_probe: Some(pod::tcp_probe(SLURMRESTD_PORT, 30)),
         volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
+        lifecycle: Some(stop_slurmrestd()),
         ..pod::daemon(
             s,
             "slurmrestd",
@@ -582,6 +583,22 @@ pub fn restapi(
     Some((svc, dep, budget))
 }
 
+/// How the kubelet stops slurmrestd: it shuts down on SIGINT alone, and as its container's PID 1
+/// (slurmops sets its command; Slinky's image runs it under `tini -g`) the kubelet's SIGTERM is
+/// lost, so each stop would wait out the grace period and end in SIGKILL (seen on the real
+/// kubelet: 30 s per pod of a rollout). The preStop hook sends it SIGINT first.
+fn stop_slurmrestd() -> Lifecycle {
+    Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["/bin/sh".into(), "-c".into(), "kill -INT 1".into()]),
+            }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
+    }
+}
+
 /// A login set: sackd (configless client) + sshd, reachable through its Service.
 pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployment) {
     let s = &c.spec;
@@ -596,7 +613,14 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
             "authorized-keys",
             vec![pod::secret_file(keys, "authorized_keys", 0o400)],
         ));
-        mounts.push(pod::mount("authorized-keys", "/root/.ssh", true));
+        // The file alone (subPath): a projected volume's directory is world-writable (1777), and
+        // sshd refuses every key under a directory others may write (StrictModes), so a volume
+        // over /root/.ssh would let no one in. Found on the real kubelet; the file is read at
+        // each login; a changed Secret reaches a login pod when it restarts (subPath is not updated).
+        mounts.push(VolumeMount {
+            sub_path: Some("authorized_keys".into()),
+            ..pod::mount("authorized-keys", "/root/.ssh/authorized_keys", true)
+        });
     }
     if let Some(sssd) = &l.sssd_conf {
         volumes.push(pod::projected(

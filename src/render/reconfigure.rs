@@ -63,8 +63,12 @@ pub fn restart_changes(old: &str, new: &str) -> Vec<String> {
 
 /// The `reconfigure` sidecar's script: once the kubelet has updated the mounted files (the
 /// `..data` link of a projected volume moves on every update), ask slurmctld to re-read them;
-/// retried every 5 s until slurmctld accepts. It runs beside slurmctld, as SlurmUser.
-pub const SIDECAR_SCRIPT: &str = r#"seen=$(readlink /etc/slurm/..data)
+/// retried every 5 s until slurmctld accepts. It runs beside slurmctld, as SlurmUser. The shell
+/// is its container's PID 1, which the kernel spares every signal it has no handler for: without
+/// the trap the kubelet's SIGTERM is lost and the pod's deletion waits out its grace period (30 s,
+/// then SIGKILL; seen on the real kubelet).
+pub const SIDECAR_SCRIPT: &str = r#"trap 'exit 0' TERM INT
+seen=$(readlink /etc/slurm/..data)
 while sleep 5; do
   now=$(readlink /etc/slurm/..data)
   [ "$now" = "$seen" ] && continue

@@ -9,6 +9,8 @@ python3 -c 'import venv' 2>/dev/null || need+=(python3-venv)
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# rsync copies the bed's Slurm chroots into images (tests/bed/images.sh).
+command -v rsync >/dev/null || need+=(rsync)
 # GNU time measures the peak memory of a child (tests/offline/hostile.rs).
 [ -x /usr/bin/time ] || need+=(time)
 # man renders the generated manual pages (tests/offline/cli.rs).

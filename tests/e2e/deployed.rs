@@ -484,7 +484,19 @@ async fn slurm_from_images(repo: &Repo, quickstart: &str, applied: &str, dir: &P
     // The images arrive on the node. The kubelet retries a pull only after its back-off (up to
     // five minutes): the pods that gave up are deleted, and their StatefulSets, Deployment and
     // the daemon (the per-node worker) make them again at once.
-    let built = archives();
+    // This release's Slurm and MariaDB (the other releases' images are release_images.rs's).
+    let built: Vec<_> = archives()
+        .into_iter()
+        .filter(|a| {
+            let n = a.file_name().unwrap().to_string_lossy();
+            n == "slurm-24.11.oci.tar" || n.starts_with("mariadb-")
+        })
+        .collect();
+    assert_eq!(
+        built.len(),
+        2,
+        "tests/bed/images.sh built 24.11 and MariaDB"
+    );
     for a in &built {
         import(a);
         eprintln!(

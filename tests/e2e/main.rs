@@ -23,6 +23,7 @@ mod login;
 mod one_entrance;
 mod per_node;
 mod real_slurm;
+mod release_images;
 mod rollout;
 mod scale;
 mod slurm_client;

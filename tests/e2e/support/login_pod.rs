@@ -41,7 +41,15 @@ pub async fn start(
         .and_then(|s| s.volumes.clone())
         .unwrap_or_default();
     for m in c.volume_mounts.iter().flatten() {
-        if !matches!(m.mount_path.as_str(), "/etc/sssd" | "/root/.ssh") {
+        // A directory (sssd's), or one file of the volume (subPath: root's authorized_keys).
+        let (at, only) = match &m.sub_path {
+            Some(sub) => match m.mount_path.rsplit_once('/') {
+                Some((dir, file)) if file == sub => (dir, Some(sub.as_str())),
+                _ => continue,
+            },
+            None => (m.mount_path.as_str(), None),
+        };
+        if !matches!(at, "/etc/sssd" | "/root/.ssh") {
             continue;
         }
         let Some(projected) = volumes
@@ -51,7 +59,7 @@ pub async fn start(
         else {
             continue;
         };
-        let dir = files.path().join(m.mount_path.trim_start_matches('/'));
+        let dir = files.path().join(at.trim_start_matches('/'));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         for source in projected.sources.iter().flatten() {
             let Some(s) = &source.secret else { continue };
@@ -61,6 +69,9 @@ pub async fn start(
                 .map_err(|e| format!("Secret {}: {e}", s.name))?;
             let data = secret.data.unwrap_or_default();
             for item in s.items.iter().flatten() {
+                if only.is_some_and(|f| f != item.path) {
+                    continue;
+                }
                 let value = data
                     .get(&item.key)
                     .ok_or_else(|| format!("Secret {} has no key {}", s.name, item.key))?;
