@@ -56,8 +56,13 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
     ),
     // controller.ha: the state claim must be ReadWriteMany (read once per apply).
     (&[""], &["persistentvolumeclaims"], &["get"]),
-    // Several slurmrestd: the pods behind its Service (a watch of its one Endpoints object),
-    // each addressed and named.
+    // Several slurmrestd: the pods behind its Service (a watch of its EndpointSlices, or of its
+    // one Endpoints object where no EndpointSlice is served), each addressed and named.
+    (
+        &["discovery.k8s.io"],
+        &["endpointslices"],
+        &["list", "watch"],
+    ),
     (&[""], &["endpoints"], &["get", "list", "watch"]),
     // sync: Slurm's view of each worker as a pod condition.
     (&[""], &["pods/status"], &["patch"]),

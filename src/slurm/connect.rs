@@ -2,9 +2,12 @@
 //! renewed before they expire) from the cluster's JWT key Secret (`spec.auth.jwtKey`), sent to the
 //! slurmrestd Service the cluster renders. Only that one Secret is read, and its bytes never leave
 //! the client (redacted in Debug, never logged). With several slurmrestd, the pods behind that
-//! Service are taken from its Endpoints (`replicas_of`), so that each is addressed and named.
+//! Service are taken from its EndpointSlices (`replicas_of_slices`; its Endpoints, `replicas_of`,
+//! where the apiserver serves no EndpointSlice), so that each is addressed and named.
 
 use std::time::Duration;
+
+use serde::Deserialize;
 
 use k8s_openapi::api::core::v1::{Endpoints, Secret};
 
@@ -101,9 +104,139 @@ pub fn replicas_of(e: &Endpoints) -> Vec<Replica> {
     out
 }
 
+/// What of an EndpointSlice (`discovery.k8s.io` v1, or v1beta1 on 1.20: the same fields) names
+/// the pods behind a Service; read from JSON, as the daemon watches either version.
+#[derive(serde::Deserialize)]
+struct Slice {
+    #[serde(rename = "addressType", default)]
+    address_type: String,
+    #[serde(default)]
+    endpoints: Vec<SliceEndpoint>,
+    #[serde(default)]
+    ports: Option<Vec<SlicePort>>,
+}
+
+#[derive(serde::Deserialize)]
+struct SliceEndpoint {
+    #[serde(default)]
+    addresses: Vec<String>,
+    #[serde(default)]
+    conditions: SliceConditions,
+    #[serde(rename = "targetRef")]
+    target_ref: Option<SliceRef>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct SliceConditions {
+    ready: Option<bool>,
+}
+
+#[derive(serde::Deserialize)]
+struct SliceRef {
+    name: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct SlicePort {
+    name: Option<String>,
+    port: Option<i32>,
+}
+
+/// The slurmrestd pods behind a Service, from its EndpointSlices SLICES (JSON objects): the
+/// ready endpoints (a missing `ready` counts as ready, as the API says consumers should take it;
+/// a terminating pod is not ready) that name their pod, at the `slurmrestd` port (else the only
+/// one), in name order, each pod once (a pod can be in two slices while they are rewritten). A
+/// slice that does not parse is skipped.
+pub fn replicas_of_slices(slices: &[serde_json::Value]) -> Vec<Replica> {
+    let mut out: Vec<Replica> = Vec::new();
+    for value in slices {
+        let Ok(s) = Slice::deserialize(value) else {
+            continue;
+        };
+        if !matches!(s.address_type.as_str(), "IPv4" | "IPv6") {
+            continue;
+        }
+        let ports = s.ports.as_deref().unwrap_or_default();
+        let port = ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some("slurmrestd"))
+            .or(ports.first().filter(|_| ports.len() == 1))
+            .and_then(|p| p.port);
+        let Some(port) = port else { continue };
+        for e in &s.endpoints {
+            let (Some(pod), Some(ip)) = (
+                e.target_ref.as_ref().and_then(|t| t.name.clone()),
+                e.addresses.first(),
+            ) else {
+                continue;
+            };
+            if e.conditions.ready == Some(false) || out.iter().any(|r| r.name == pod) {
+                continue;
+            }
+            let host = match ip.contains(':') {
+                true => format!("[{ip}]"),
+                false => ip.clone(),
+            };
+            out.push(Replica {
+                name: pod,
+                base: format!("http://{host}:{port}"),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_are_the_ready_endpoints_of_the_slices_each_pod_once() {
+        let slice = |endpoints: serde_json::Value| {
+            serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
+                "metadata": {"name": "c-restapi-x"},
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [{"name": "slurmrestd", "port": 6820, "protocol": "TCP"}]
+            })
+        };
+        let slices = [
+            slice(serde_json::json!([
+                {"addresses": ["10.0.0.2"], "conditions": {"ready": true},
+                 "targetRef": {"kind": "Pod", "name": "c-restapi-b"}},
+                {"addresses": ["10.0.0.3"], "conditions": {"ready": false, "terminating": true},
+                 "targetRef": {"kind": "Pod", "name": "c-restapi-c"}},
+                {"addresses": ["10.0.0.9"], "conditions": {"ready": true}}
+            ])),
+            // The same pod again (slices being rewritten), and one whose readiness is unknown.
+            slice(serde_json::json!([
+                {"addresses": ["10.0.0.2"], "targetRef": {"kind": "Pod", "name": "c-restapi-b"}},
+                {"addresses": ["10.0.0.1"], "targetRef": {"kind": "Pod", "name": "c-restapi-a"}}
+            ])),
+            serde_json::json!({"addressType": "FQDN", "endpoints": [{"addresses": ["x.example"],
+                "targetRef": {"name": "c-restapi-d"}}], "ports": [{"port": 6820}]}),
+            serde_json::json!({"endpoints": "not a list"}),
+        ];
+        let names: Vec<(String, String)> = replicas_of_slices(&slices)
+            .into_iter()
+            .map(|r| (r.name, r.base))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (
+                    "c-restapi-a".to_string(),
+                    "http://10.0.0.1:6820".to_string()
+                ),
+                (
+                    "c-restapi-b".to_string(),
+                    "http://10.0.0.2:6820".to_string()
+                )
+            ]
+        );
+    }
 
     #[test]
     fn replicas_are_the_ready_addresses_with_their_pods() {

@@ -94,7 +94,7 @@ up() {
   curl -sf "${auth[@]}" "https://127.0.0.1:$API_PORT/readyz" >/dev/null || fail "kube-apiserver did not become ready" apiserver
   if ! alive kcm; then
     "$BIN/kube-controller-manager" --kubeconfig="$RUN/pki/admin.kubeconfig" \
-      --controllers="namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,replicaset,disruption,endpoint${SLURMOPS_KUBE_MORE_CONTROLLERS:+,$SLURMOPS_KUBE_MORE_CONTROLLERS}" \
+      --controllers="namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,replicaset,disruption,endpoint,endpointslice${SLURMOPS_KUBE_MORE_CONTROLLERS:+,$SLURMOPS_KUBE_MORE_CONTROLLERS}" \
       --service-account-private-key-file="$RUN/pki/sa.key" --root-ca-file="$RUN/pki/ca.crt" \
       --use-service-account-credentials=false --leader-elect=false \
       --kube-api-qps=100 --kube-api-burst=200 \

@@ -26,7 +26,7 @@
 # the hostnames of StatefulSet pods), nothing else (no upstream server). Storage: PersistentVolumes
 # on host directories (0777, as a local-path provisioner makes them), bound by the
 # persistentvolume-binder controller to claims that name no StorageClass. kube-proxy reads
-# EndpointSlices: the endpointslice controller runs too.
+# EndpointSlices, which kube.sh's endpointslice controller writes.
 #
 # containerd pulls nothing (its registry requests go to a proxy on loopback where nothing listens):
 # every image a pod runs is built here and imported (`node.sh import`).
@@ -251,7 +251,7 @@ up() {
   local bin env
   bin=$("$HERE/kube-build.sh") || { log "FAILED: building the kube binaries (see above)"; exit 1; }
   env=$(SLURMOPS_BED_RUN=$BASE/real SLURMOPS_KUBE_PORT=$API_PORT SLURMOPS_ETCD_PORT=$ETCD_PORT \
-    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle,persistentvolume-binder,endpointslice "$HERE/kube.sh" up) \
+    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle,persistentvolume-binder "$HERE/kube.sh" up) \
     || { log "FAILED: the real node's control plane (logs in $KUBE)"; exit 1; }
   network
   containerd_up

@@ -221,6 +221,28 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
         (each.len() == 2).then_some(each)
     })
     .await;
+    // What the daemon follows on this apiserver (1.20: `discovery.k8s.io/v1beta1`, the only
+    // EndpointSlice version it serves): the Service's slices name the same two pods.
+    let ar = kube::api::ApiResource {
+        group: "discovery.k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "discovery.k8s.io/v1beta1".into(),
+        kind: "EndpointSlice".into(),
+        plural: "endpointslices".into(),
+    };
+    let sliced = eventually("the restapi Service's EndpointSlices", Duration::from_secs(30), async || {
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(t.env.client.clone(), &t.env.ns, &ar);
+        let list = api.list(&kube::api::ListParams::default().labels("kubernetes.io/service-name=ha-restapi")).await.ok()?;
+        let values: Vec<serde_json::Value> = list.items.iter().filter_map(|o| serde_json::to_value(o).ok()).collect();
+        let mut each: Vec<(String, String)> = slurmops::slurm::connect::replicas_of_slices(&values)
+            .into_iter()
+            .map(|r| (r.name, r.base.trim_start_matches("http://").trim_end_matches(":6820").to_string()))
+            .collect();
+        each.sort();
+        (each == replicas).then_some(each)
+    })
+    .await;
+    assert_eq!(sliced, replicas);
     for (pod, ip) in &replicas {
         sh_on(release, &["start-restd", instance, "6820", &format!("restd-{pod}"), ip]);
     }
