@@ -128,6 +128,8 @@ async fn the_readme_s_install_steps_run_the_daemon_from_its_image_on_a_real_node
     let kube = client(&node.kubeconfig).await;
     // The node starts without the Slurm images: they arrive after the first apply.
     crate::support::slurm_images::forget();
+    // The README's namespaces go with the test: the daemon's first, so it makes no more pods.
+    let _gone = crate::support::slurm_images::Teardown(vec!["slurmops".into(), NS.into()]);
     let image = default_daemon_image();
     let imported = import_daemon_image(&static_binary(), &image);
     eprintln!(

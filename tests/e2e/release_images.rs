@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::support::eventually;
 use crate::support::real_node::{ctr, real_node};
 use crate::support::slurm_images::{
-    all_ready_and_idle, archives, import, kubectl, kubectl_ok, pods, workers,
+    Teardown, all_ready_and_idle, archives, import, kubectl, kubectl_ok, pods, workers,
 };
 
 /// The cluster of RELEASE in NS: one controller (no volume: nothing outlives the test), one
@@ -86,19 +86,6 @@ fn ssh(addr: &str, key: &Path, cmd: &str) -> Result<String, String> {
     }
 }
 
-/// The test's namespace, deleted with everything in it when the test ends, however it ends: the
-/// real node has two CPUs, and the next release's worker needs the one this one's holds.
-struct Namespace(String);
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        // The pods gone is what the next test needs; the namespace's own end takes longer.
-        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
-        if let Err(e) = kubectl(&["-n", &self.0, "delete", "pods", "--all", "--timeout=3m"]) {
-            eprintln!("deleting the pods of {}: {e}", self.0);
-        }
-    }
-}
-
 async fn body(release: &str) {
     let node = real_node();
     let started = Instant::now();
@@ -137,7 +124,7 @@ async fn body(release: &str) {
     assert!(made.success(), "ssh-keygen");
     let public = dir.path().join("id_ed25519.pub");
     kubectl_ok(&["create", "namespace", &ns]);
-    let _ns = Namespace(ns.clone());
+    let _ns = Teardown(vec![ns.clone()]);
     for (secret, from) in [
         (
             "slurm-auth",

@@ -61,6 +61,24 @@ pub fn forget() {
     }
 }
 
+/// Namespaces of the real node, deleted with everything in them when the test ends, however it
+/// ends: the node has two CPUs, and the next test's workers need what this one's hold.
+pub struct Teardown(pub Vec<String>);
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            // The pods gone is what the next test needs; the namespace's own end takes longer.
+            // No grace: the test is over, and a worker's preStop would wait for a slurmctld
+            // already stopped (30 s a worker, on the longest chain of CI's run).
+            let _ = kubectl(&["delete", "namespace", ns, "--wait=false"]);
+            let pods = ["-n", ns, "delete", "pods", "--all", "--grace-period=1"];
+            if let Err(e) = kubectl(&[&pods[..], &["--timeout=3m"]].concat()) {
+                eprintln!("deleting the pods of {ns}: {e}");
+            }
+        }
+    }
+}
+
 /// `kubectl ARGS` against the real node as its administrator: stdout, or stderr on failure.
 pub fn kubectl(args: &[&str]) -> Result<String, String> {
     let out = Command::new("kubectl")
