@@ -90,18 +90,23 @@ pub fn replicas_of(e: &Endpoints) -> Vec<Replica> {
             let Some(pod) = a.target_ref.as_ref().and_then(|t| t.name.clone()) else {
                 continue;
             };
-            let host = match a.ip.contains(':') {
-                true => format!("[{}]", a.ip),
-                false => a.ip.clone(),
-            };
-            out.push(Replica {
-                name: pod,
-                base: format!("http://{host}:{}", port.port),
-            });
+            out.push(replica(pod, &a.ip, port.port));
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// The replica POD at IP:PORT (an IPv6 address in brackets).
+fn replica(pod: String, ip: &str, port: i32) -> Replica {
+    let host = match ip.contains(':') {
+        true => format!("[{ip}]"),
+        false => ip.to_string(),
+    };
+    Replica {
+        name: pod,
+        base: format!("http://{host}:{port}"),
+    }
 }
 
 /// What of an EndpointSlice (`discovery.k8s.io` v1, or v1beta1 on 1.20: the same fields) names
@@ -173,14 +178,7 @@ pub fn replicas_of_slices(slices: &[serde_json::Value]) -> Vec<Replica> {
             if e.conditions.ready == Some(false) || out.iter().any(|r| r.name == pod) {
                 continue;
             }
-            let host = match ip.contains(':') {
-                true => format!("[{ip}]"),
-                false => ip.clone(),
-            };
-            out.push(Replica {
-                name: pod,
-                base: format!("http://{host}:{port}"),
-            });
+            out.push(replica(pod, ip, port));
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -190,6 +188,13 @@ pub fn replicas_of_slices(slices: &[serde_json::Value]) -> Vec<Replica> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What both tests' inputs hold behind the Service: pods a and b, ready, in name order.
+    fn ready_a_and_b() -> Vec<(String, String)> {
+        [("c-restapi-a", "10.0.0.1"), ("c-restapi-b", "10.0.0.2")]
+            .map(|(p, ip)| (p.to_string(), format!("http://{ip}:6820")))
+            .to_vec()
+    }
 
     #[test]
     fn replicas_are_the_ready_endpoints_of_the_slices_each_pod_once() {
@@ -223,19 +228,7 @@ mod tests {
             .into_iter()
             .map(|r| (r.name, r.base))
             .collect();
-        assert_eq!(
-            names,
-            [
-                (
-                    "c-restapi-a".to_string(),
-                    "http://10.0.0.1:6820".to_string()
-                ),
-                (
-                    "c-restapi-b".to_string(),
-                    "http://10.0.0.2:6820".to_string()
-                )
-            ]
-        );
+        assert_eq!(names, ready_a_and_b());
     }
 
     #[test]
@@ -257,18 +250,6 @@ mod tests {
             .into_iter()
             .map(|r| (r.name, r.base))
             .collect();
-        assert_eq!(
-            names,
-            [
-                (
-                    "c-restapi-a".to_string(),
-                    "http://10.0.0.1:6820".to_string()
-                ),
-                (
-                    "c-restapi-b".to_string(),
-                    "http://10.0.0.2:6820".to_string()
-                )
-            ]
-        );
+        assert_eq!(names, ready_a_and_b());
     }
 }
