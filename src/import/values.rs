@@ -33,7 +33,7 @@ impl V {
         } else {
             match &n.value {
                 yaml::Value::Scalar { text, plain } => K::Scalar {
-                    text: text.clone(),
+                    text: text.to_string(),
                     plain: *plain,
                 },
                 yaml::Value::Seq(items) => {
@@ -42,7 +42,7 @@ impl V {
                 yaml::Value::Map(entries) => K::Map(
                     entries
                         .iter()
-                        .map(|(k, v)| (k.text.clone(), V::from_yaml(v, file)))
+                        .map(|(k, v)| (k.text.to_string(), V::from_yaml(v, file)))
                         .collect(),
                 ),
             }
@@ -128,14 +128,14 @@ impl Values {
     /// FILES ((name, text)) merged in order.
     pub fn load(files: &[(String, String)]) -> Result<Values, ImportError> {
         let mut root = V {
-            at: (0, Pos { line: 1, col: 1 }),
+            at: (0, Pos::default()),
             kind: K::Map(Vec::new()),
         };
         for (i, (name, text)) in files.iter().enumerate() {
             let tree = yaml::parse(text).map_err(|e| ImportError::Yaml {
                 file: name.clone(),
-                line: e.pos.line.max(1),
-                col: e.pos.col.max(1),
+                line: e.pos.line(),
+                col: e.pos.col(),
                 message: e.message,
             })?;
             let v = V::from_yaml(&tree, i);
@@ -145,8 +145,8 @@ impl Values {
                 other => {
                     return Err(ImportError::NotAMap {
                         file: name.clone(),
-                        line: tree.pos.line.max(1),
-                        col: tree.pos.col.max(1),
+                        line: tree.pos.line(),
+                        col: tree.pos.col(),
                         found: match other {
                             K::Seq(_) => "a list",
                             _ => "a scalar",

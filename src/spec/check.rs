@@ -4,6 +4,9 @@
 //! so that every unknown field (with a "did you mean"), wrong type or missing field is reported at
 //! once with its position. Along the way it builds the JSON value serde then reads, resolving
 //! plain scalars by what the schema expects there (`slurmVersion: 24.11` is the string "24.11").
+//!
+//! The tree is used up as the JSON is built (each scalar's text moves into the JSON, each subtree
+//! is freed once its JSON is made), so that the two are never both whole in memory.
 
 use serde_json::{Map, Number, Value as Json};
 
@@ -14,17 +17,39 @@ use super::yaml::{Node, Value};
 const DURATION_PATTERN: &str = "^([0-9]+[dhms])+$";
 const PERCENT_PATTERN: &str = "^[0-9]+%$";
 
-/// Checks `node` against `root` schema; returns the JSON value, the first LIMIT findings in
-/// document order and how many there were in all.
-pub fn check(node: &Node, root: &Json, limit: usize) -> (Json, Vec<Finding>, usize) {
+/// Checks `node` against `root` schema, using it up; returns the JSON value, the first LIMIT
+/// findings in document order and how many there were in all.
+pub fn check(mut node: Node, root: &Json, limit: usize) -> (Json, Vec<Finding>, usize) {
     let mut c = Checker {
         root,
         findings: Vec::new(),
         limit,
         total: 0,
     };
-    let value = c.walk(node, root, &Path::root());
+    let value = c.walk(&mut node, root, &Path::root());
     (value, c.findings, c.total)
+}
+
+/// What is left of a subtree whose JSON is made: nothing (an empty list allocates nothing).
+fn spent() -> Node {
+    Node {
+        value: Value::Seq(Box::default()),
+        pos: Default::default(),
+    }
+}
+
+/// Whether SCHEMA (resolved) cannot take NODE by its shape alone: a mapping where no mapping
+/// goes, a list where no list goes. Scalars are left to the branch (their type depends on it).
+fn shape_excludes(schema: &Json, node: &Node) -> bool {
+    let types = types_of(schema);
+    if types.is_empty() || schema.get("anyOf").is_some() || schema.get("oneOf").is_some() {
+        return false;
+    }
+    match &node.value {
+        Value::Map(_) => !types.contains(&"object"),
+        Value::Seq(_) => !types.contains(&"array"),
+        Value::Scalar { .. } => false,
+    }
 }
 
 struct Checker<'s> {
@@ -88,7 +113,7 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn walk(&mut self, node: &Node, schema: &'s Json, path: &Path) -> Json {
+    fn walk(&mut self, node: &mut Node, schema: &'s Json, path: &Path) -> Json {
         let is_quantity = schema
             .get("$ref")
             .and_then(Json::as_str)
@@ -112,25 +137,32 @@ impl<'s> Checker<'s> {
             return Json::Null;
         }
         let types = types_of(schema);
-        match &node.value {
+        let kind = kind_name(node);
+        match &mut node.value {
             Value::Map(entries) => {
                 if !types.is_empty() && !types.contains(&"object") {
-                    return self.mismatch(node, &types, path);
+                    return self.mismatch(kind, &types, path);
                 }
-                self.object(node, entries, schema, path)
+                self.object(entries, schema, path)
             }
             Value::Seq(items) => {
                 if !types.is_empty() && !types.contains(&"array") {
-                    return self.mismatch(node, &types, path);
+                    return self.mismatch(kind, &types, path);
                 }
                 let item_schema = schema.get("items").unwrap_or(&Json::Bool(true));
-                Json::Array(
+                let out = Json::Array(
                     items
-                        .iter()
+                        .iter_mut()
                         .enumerate()
-                        .map(|(i, n)| self.walk(n, item_schema, &path.index(i)))
+                        .map(|(i, n)| {
+                            let v = self.walk(n, item_schema, &path.index(i));
+                            *n = spent();
+                            v
+                        })
                         .collect(),
-                )
+                );
+                *items = Box::default();
+                out
             }
             Value::Scalar { .. } => {
                 if schema.get("x-kubernetes-int-or-string").is_some() {
@@ -141,18 +173,35 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn any_of(&mut self, node: &Node, branches: &'s [Json], schema: &'s Json, path: &Path) -> Json {
+    fn any_of(
+        &mut self,
+        node: &mut Node,
+        branches: &'s [Json],
+        schema: &'s Json,
+        path: &Path,
+    ) -> Json {
         // The first branch that fits without findings wins; otherwise report the findings of the
-        // branch whose shape matches the node (a mapping for a mapping, and so on).
+        // branch whose shape matches the node (a mapping for a mapping, and so on). Branches the
+        // node's shape rules out are not walked; when one is left, it uses the node up, else
+        // each walks a copy (`Option<Accounting>` is one branch for a mapping: no copy of it).
+        let kind = kind_name(node);
+        let open: Vec<&'s Json> = branches
+            .iter()
+            .filter(|b| !shape_excludes(self.resolve(b), node))
+            .collect();
+        let alone = open.len() == 1;
         let mut best: Option<(Json, Vec<Finding>, usize)> = None;
-        for branch in branches {
+        for branch in open {
             let mut sub = Checker {
                 root: self.root,
                 findings: Vec::new(),
                 limit: self.limit,
                 total: 0,
             };
-            let value = sub.walk(node, branch, path);
+            let value = match alone {
+                true => sub.walk(node, branch, path),
+                false => sub.walk(&mut node.clone(), branch, path),
+            };
             if sub.findings.is_empty() {
                 return value;
             }
@@ -192,7 +241,7 @@ impl<'s> Checker<'s> {
                 let expected = describe(schema, self);
                 self.report(Finding::new(
                     path.clone(),
-                    format!("expected {expected}, found {}", kind_name(node)),
+                    format!("expected {expected}, found {kind}"),
                 ));
                 Json::Null
             }
@@ -201,22 +250,21 @@ impl<'s> Checker<'s> {
 
     fn object(
         &mut self,
-        node: &Node,
-        entries: &[(super::yaml::Key, Node)],
+        entries: &mut [(super::yaml::Key, Node)],
         schema: &'s Json,
         path: &Path,
     ) -> Json {
         let props = schema.get("properties").and_then(Json::as_object);
         let extra = schema.get("additionalProperties");
-        let mut out = Map::new();
-        for (key, value) in entries {
+        let mut out = Map::with_capacity(entries.len());
+        for (key, value) in entries.iter_mut() {
             let child = path.key(&key.text);
-            let sub = props.and_then(|p| p.get(&key.text));
+            let sub = props.and_then(|p| p.get(&*key.text));
             let sub = match (sub, extra) {
                 (Some(s), _) => s,
                 (None, Some(Json::Bool(false))) | (None, None) if props.is_some() => {
                     let mut f = Finding::new(child, format!("unknown field `{}`", key.text));
-                    f.at_key = Some(key.text.clone());
+                    f.at_key = Some(key.text.to_string());
                     if let Some(p) = props {
                         f = match did_you_mean(&key.text, p.keys().map(String::as_str)) {
                             Some(s) => f.hint(format!("did you mean `{s}`?")),
@@ -242,17 +290,18 @@ impl<'s> Checker<'s> {
                         format!("`{}` is required but has no value (null)", key.text),
                     )
                     .hint(format!("give it {expected}"));
-                    f.at_key = Some(key.text.clone());
+                    f.at_key = Some(key.text.to_string());
                     self.report(f);
                 }
                 continue;
             }
             let v = self.walk(value, sub, &child);
-            out.insert(key.text.clone(), v);
+            *value = spent();
+            out.insert(key.text.to_string(), v);
         }
         if let Some(Json::Array(required)) = schema.get("required") {
             for r in required.iter().filter_map(Json::as_str) {
-                if !entries.iter().any(|(k, _)| k.text == r) {
+                if !entries.iter().any(|(k, _)| &*k.text == r) {
                     self.report(Finding::new(
                         path.clone(),
                         format!("missing required field `{r}`"),
@@ -260,26 +309,29 @@ impl<'s> Checker<'s> {
                 }
             }
         }
-        let _ = node;
         Json::Object(out)
     }
 
-    fn scalar_as(&mut self, node: &Node, types: &[&str], schema: &Json, path: &Path) -> Json {
-        let Value::Scalar { text, plain } = &node.value else {
-            return self.mismatch(node, types, path);
-        };
-        if types.is_empty() {
+    fn scalar_as(&mut self, node: &mut Node, types: &[&str], schema: &Json, path: &Path) -> Json {
+        let null = node.is_null();
+        let kind = kind_name(node);
+        if types.is_empty() && matches!(node.value, Value::Scalar { .. }) {
             return plain_json(node);
         }
-        if node.is_null() && types.contains(&"null") {
+        let Value::Scalar { text, plain } = &mut node.value else {
+            return self.mismatch(kind, types, path);
+        };
+        let plain = *plain;
+        if null && types.contains(&"null") {
             return Json::Null;
         }
-        let value = if types.contains(&"string") && (!plain || !node.is_null()) {
-            Some(Json::String(text.clone()))
+        let value = if types.contains(&"string") && (!plain || !null) {
+            // The text moves into the JSON (the tree is used up as it is checked).
+            Some(Json::String(std::mem::take(text).into()))
         } else if !plain {
             None
         } else if types.contains(&"boolean") {
-            match text.as_str() {
+            match &**text {
                 "true" | "True" | "TRUE" => Some(Json::Bool(true)),
                 "false" | "False" | "FALSE" => Some(Json::Bool(false)),
                 _ => None,
@@ -363,10 +415,10 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn mismatch(&mut self, node: &Node, types: &[&str], path: &Path) -> Json {
+    fn mismatch(&mut self, kind: &str, types: &[&str], path: &Path) -> Json {
         self.report(Finding::new(
             path.clone(),
-            format!("expected {}, found {}", types.join(" or "), kind_name(node)),
+            format!("expected {}, found {kind}", types.join(" or "),),
         ));
         Json::Null
     }
@@ -468,23 +520,23 @@ fn describe(schema: &Json, c: &Checker) -> String {
 /// A node read by the YAML 1.2 core schema, for places the schema leaves open.
 fn plain_json(node: &Node) -> Json {
     match &node.value {
-        Value::Scalar { text, plain: false } => Json::String(text.clone()),
+        Value::Scalar { text, plain: false } => Json::String(text.to_string()),
         Value::Scalar { text, plain: true } => {
             if node.is_null() {
                 Json::Null
             } else if let Ok(i) = text.parse::<i64>() {
                 Json::Number(i.into())
-            } else if matches!(text.as_str(), "true" | "false") {
-                Json::Bool(text == "true")
+            } else if matches!(&**text, "true" | "false") {
+                Json::Bool(&**text == "true")
             } else {
-                Json::String(text.clone())
+                Json::String(text.to_string())
             }
         }
         Value::Seq(items) => Json::Array(items.iter().map(plain_json).collect()),
         Value::Map(entries) => Json::Object(
             entries
                 .iter()
-                .map(|(k, v)| (k.text.clone(), plain_json(v)))
+                .map(|(k, v)| (k.text.to_string(), plain_json(v)))
                 .collect(),
         ),
     }

@@ -102,8 +102,8 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
     let mut problems = Vec::new();
     let at = |pos: Pos, path: &str, message: String, hint: &str| Diagnostic {
         file: file.to_string(),
-        line: pos.line.max(1),
-        col: pos.col.max(1),
+        line: pos.line(),
+        col: pos.col(),
         path: path.to_string(),
         message,
         hint: Some(hint.to_string()),
@@ -126,7 +126,7 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
     };
     let mut g = GuardFile::default();
     for (k, v) in entries {
-        let key = k.text.as_str();
+        let key = &*k.text;
         let mut list = |out: &mut Vec<String>| match strings(v) {
             Ok(items) => *out = items,
             Err(pos) => problems.push(at(
@@ -188,7 +188,7 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
     }
     // A prefix that is not an absolute path would allow more than it says ("" allows every
     // path): refused.
-    if let Some((_, v)) = entries.iter().find(|(k, _)| k.text == "allowHostPaths")
+    if let Some((_, v)) = entries.iter().find(|(k, _)| &*k.text == "allowHostPaths")
         && let Value::Seq(items) = &v.value
     {
         for (i, item) in items.iter().enumerate() {
@@ -203,7 +203,7 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
         }
     }
     // A digest that is not one allows nothing it seems to: refused, as a prefix above.
-    if let Some((_, v)) = entries.iter().find(|(k, _)| k.text == "allowPrograms")
+    if let Some((_, v)) = entries.iter().find(|(k, _)| &*k.text == "allowPrograms")
         && let Value::Seq(items) = &v.value
     {
         for (i, item) in items.iter().enumerate() {

@@ -47,19 +47,30 @@ pub const MAX_DIAGNOSTICS: usize = 200;
 
 /// Reads cluster.yaml text. `file` is the name used in diagnostics.
 /// On failure returns every problem found, sorted by position.
+///
+/// Memory: the YAML tree (positions), the JSON value built from it and the typed cluster are
+/// never all held at once. The tree is used up as the JSON is built, and the JSON as the typed
+/// cluster is read from it; when there is something to report, the text is parsed again for
+/// the positions (the same tree: parsing is deterministic). The largest file the parser takes
+/// is validated in under 100 MiB this way (`tests/offline/hostile.rs`).
 pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
     let tree = yaml::parse(text).map_err(|e| {
         vec![Diagnostic {
             file: file.to_string(),
-            line: e.pos.line.max(1),
-            col: e.pos.col.max(1),
+            line: e.pos.line(),
+            col: e.pos.col(),
             path: "(yaml)".into(),
             message: e.message,
             hint: Some("fix the YAML syntax".into()),
         }]
     })?;
-    let (value, findings, total) = check::check(&tree, schema(), MAX_DIAGNOSTICS);
-    let at = |findings: Vec<diag::Finding>, total: usize| diagnostics(file, &tree, findings, total);
+    let (value, findings, total) = check::check(tree, schema(), MAX_DIAGNOSTICS);
+    let at = |findings: Vec<diag::Finding>, total: usize| diagnostics(file, text, findings, total);
+    let over = validate::oversized(&value);
+    if !over.is_empty() {
+        let total = total + over.len();
+        return Err(at(findings.into_iter().chain(over).collect(), total));
+    }
     // Structural findings drop the offending values; when what is left still reads as a cluster,
     // the semantic checks run too, so that one run reports as much as it can.
     let cluster: Result<ClusterFile, _> = serde_json::from_value(value);
@@ -72,6 +83,7 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
             if all.is_empty() {
                 Ok(cluster)
             } else {
+                drop(cluster);
                 Err(at(all, total))
             }
         }
@@ -80,9 +92,34 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
     }
 }
 
-/// FINDINGS (of TOTAL) in FILE, whose YAML is TREE, at their positions, sorted; past
+/// FINDINGS (of TOTAL) in FILE, whose TEXT parsed before, at their positions, sorted; past
 /// MAX_DIAGNOSTICS, one more line counts the rest.
 fn diagnostics(
+    file: &str,
+    text: &str,
+    findings: Vec<diag::Finding>,
+    total: usize,
+) -> Vec<Diagnostic> {
+    // It parsed before, so it parses again (were it not to: at 1:1, never without them).
+    match yaml::parse(text) {
+        Ok(tree) => placed(file, &tree, findings, total),
+        Err(_) => findings
+            .into_iter()
+            .map(|f| Diagnostic {
+                file: file.to_string(),
+                line: 1,
+                col: 1,
+                path: f.path.to_string(),
+                message: f.message,
+                hint: f.hint,
+            })
+            .collect(),
+    }
+}
+
+/// FINDINGS (of TOTAL) in FILE, whose YAML is TREE, at their positions, sorted; past
+/// MAX_DIAGNOSTICS, one more line counts the rest.
+fn placed(
     file: &str,
     tree: &yaml::Node,
     findings: Vec<diag::Finding>,
@@ -103,8 +140,8 @@ fn diagnostics(
             };
             Diagnostic {
                 file: file.to_string(),
-                line: pos.line.max(1),
-                col: pos.col.max(1),
+                line: pos.line(),
+                col: pos.col(),
                 path: f.path.to_string(),
                 message: f.message,
                 hint: f.hint,
@@ -135,20 +172,7 @@ pub fn refusals(file: &str, text: &str, c: &ClusterFile, guard: &Guardrails) -> 
     }
     let total = findings.len();
     // TEXT loaded into C: it parses.
-    match yaml::parse(text) {
-        Ok(tree) => diagnostics(file, &tree, findings, total),
-        Err(_) => findings
-            .into_iter()
-            .map(|f| Diagnostic {
-                file: file.to_string(),
-                line: 1,
-                col: 1,
-                path: f.path.to_string(),
-                message: f.message,
-                hint: f.hint,
-            })
-            .collect(),
-    }
+    diagnostics(file, text, findings, total)
 }
 
 fn locate_node<'a>(tree: &'a yaml::Node, path: &Path) -> Option<&'a yaml::Node> {

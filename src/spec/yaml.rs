@@ -20,38 +20,57 @@ pub const MAX_NODES: usize = 500_000;
 /// Most scalar bytes accepted, counting every alias expansion (4 times the largest file).
 pub const MAX_EXPANDED_BYTES: usize = 4 * MAX_BYTES;
 
-/// Line (1-based) and column (1-based) of a node.
+/// Line (1-based) and column (1-based) of a node. Four bytes each: a tree of a 4 MiB file
+/// holds hundreds of thousands of them (a line past 2^32 cannot be in such a file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {
-    pub line: usize,
-    pub col: usize,
+    pub line: u32,
+    pub col: u32,
 }
 
 impl Pos {
     fn of(span: &Span) -> Pos {
+        Pos::at(span.start.line(), span.start.col() + 1)
+    }
+
+    fn at(line: usize, col: usize) -> Pos {
         Pos {
-            line: span.start.line(),
-            col: span.start.col() + 1,
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            col: u32::try_from(col).unwrap_or(u32::MAX),
         }
+    }
+
+    /// The line, at least 1 (for diagnostics).
+    pub fn line(&self) -> usize {
+        self.line.max(1) as usize
+    }
+
+    /// The column, at least 1.
+    pub fn col(&self) -> usize {
+        self.col.max(1) as usize
     }
 }
 
+/// A node's value, laid out small (24 bytes): a validation keeps the tree of the whole file for
+/// its positions, and the largest accepted file makes hundreds of thousands of nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A scalar with its text; `plain` is false when it was quoted or a block scalar, which makes
     /// it a string whatever it looks like.
     Scalar {
-        text: String,
+        text: Box<str>,
         plain: bool,
     },
-    Seq(Vec<Node>),
+    Seq(Box<[Node]>),
     /// Keys in document order.
-    Map(Vec<(Key, Node)>),
+    Map(Box<[(Key, Node)]>),
 }
 
+/// A mapping key. Its text is shared by every key of the same text in the document (a list of
+/// 50,000 users spells `name:` 50,000 times, kept once).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Key {
-    pub text: String,
+    pub text: std::sync::Arc<str>,
     pub pos: Pos,
 }
 
@@ -64,12 +83,15 @@ pub struct Node {
 impl Node {
     /// True for an empty plain scalar, `~` or `null`.
     pub fn is_null(&self) -> bool {
-        matches!(&self.value, Value::Scalar { text, plain: true } if matches!(text.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+        matches!(&self.value, Value::Scalar { text, plain: true } if matches!(&**text, "" | "~" | "null" | "Null" | "NULL"))
     }
 
     pub fn get(&self, key: &str) -> Option<&Node> {
         match &self.value {
-            Value::Map(entries) => entries.iter().find(|(k, _)| k.text == key).map(|(_, v)| v),
+            Value::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| &*k.text == key)
+                .map(|(_, v)| v),
             _ => None,
         }
     }
@@ -96,7 +118,7 @@ impl Node {
         match &self.value {
             Value::Map(entries) => entries
                 .iter()
-                .find(|(k, _)| k.text == key)
+                .find(|(k, _)| &*k.text == key)
                 .map(|(k, _)| k.pos),
             _ => None,
         }
@@ -123,7 +145,7 @@ impl YamlError {
 pub fn parse(text: &str) -> Result<Node, YamlError> {
     if text.len() > MAX_BYTES {
         return Err(YamlError::at(
-            Pos { line: 1, col: 1 },
+            Pos::at(1, 1),
             format!(
                 "file is {} bytes; cluster.yaml may be at most {MAX_BYTES} bytes",
                 text.len()
@@ -134,6 +156,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
         cost: Cost::default(),
+        keys: std::collections::HashSet::new(),
     };
     b.document()
 }
@@ -143,6 +166,8 @@ struct Builder<'a> {
     /// Anchored nodes with what each costs when aliased.
     anchors: HashMap<usize, (Node, Cost)>,
     cost: Cost,
+    /// Every key text met, once.
+    keys: std::collections::HashSet<std::sync::Arc<str>>,
 }
 
 /// What a tree costs: its nodes and the bytes of its scalars (keys included).
@@ -169,10 +194,7 @@ impl<'a> Builder<'a> {
             Some(Err(e)) => {
                 let m = e.marker();
                 Err(YamlError::at(
-                    Pos {
-                        line: m.line(),
-                        col: m.col() + 1,
-                    },
+                    Pos::at(m.line(), m.col() + 1),
                     e.info().to_string(),
                 ))
             }
@@ -197,7 +219,7 @@ impl<'a> Builder<'a> {
                 _ => return Err(YamlError::at(Pos::of(&span), "unexpected YAML event")),
             }
         }
-        root.ok_or_else(|| YamlError::at(Pos { line: 1, col: 1 }, "the file is empty"))
+        root.ok_or_else(|| YamlError::at(Pos::at(1, 1), "the file is empty"))
     }
 
     /// Charges C to the document; an error once a limit is passed.
@@ -245,7 +267,9 @@ impl<'a> Builder<'a> {
                 (
                     Node {
                         value: Value::Scalar {
-                            text: text.into_owned(),
+                            // A copy of exactly its length: the parser's own string has room
+                            // for 32 bytes, and shrinking it in place keeps most of that.
+                            text: Box::from(&*text),
                             plain,
                         },
                         pos,
@@ -279,13 +303,25 @@ impl<'a> Builder<'a> {
         Ok(node)
     }
 
+    /// TEXT as a key, shared with every earlier key of the same text.
+    fn key(&mut self, text: Box<str>) -> std::sync::Arc<str> {
+        if let Some(k) = self.keys.get(&*text) {
+            return k.clone();
+        }
+        let k: std::sync::Arc<str> = text.into();
+        self.keys.insert(k.clone());
+        k
+    }
+
     fn sequence(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
         let mut items = Vec::new();
         loop {
             if matches!(self.parser.peek(), Some(Ok((Event::SequenceEnd, _)))) {
                 self.next()?;
+                // Without the spare capacity growth leaves (a list of one item holds room
+                // for four): the tree lives as long as the validation does.
                 return Ok(Node {
-                    value: Value::Seq(items),
+                    value: Value::Seq(items.into_boxed_slice()),
                     pos,
                 });
             }
@@ -295,7 +331,7 @@ impl<'a> Builder<'a> {
 
     fn mapping(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
         let mut entries: Vec<(Key, Node)> = Vec::new();
-        let mut seen: HashMap<String, Pos> = HashMap::new();
+        let mut seen: HashMap<std::sync::Arc<str>, Pos> = HashMap::new();
         let mut merged: Vec<(Key, Node)> = Vec::new();
         loop {
             if matches!(self.parser.peek(), Some(Ok((Event::MappingEnd, _)))) {
@@ -305,7 +341,7 @@ impl<'a> Builder<'a> {
             let key_node = self.node(depth + 1)?;
             let key = match key_node.value {
                 Value::Scalar { text, .. } => Key {
-                    text,
+                    text: self.key(text),
                     pos: key_node.pos,
                 },
                 _ => {
@@ -316,7 +352,7 @@ impl<'a> Builder<'a> {
                 }
             };
             let value = self.node(depth + 1)?;
-            if key.text == "<<" {
+            if &*key.text == "<<" {
                 merged.extend(merge_source(value)?);
                 continue;
             }
@@ -338,7 +374,7 @@ impl<'a> Builder<'a> {
             }
         }
         Ok(Node {
-            value: Value::Map(entries),
+            value: Value::Map(entries.into_boxed_slice()),
             pos,
         })
     }
@@ -347,10 +383,10 @@ impl<'a> Builder<'a> {
 /// The entries a `<<: *anchor` (or `<<: [*a, *b]`) merge key brings in.
 fn merge_source(value: Node) -> Result<Vec<(Key, Node)>, YamlError> {
     match value.value {
-        Value::Map(entries) => Ok(entries),
+        Value::Map(entries) => Ok(entries.into_vec()),
         Value::Seq(items) => {
             let mut out = Vec::new();
-            for item in items {
+            for item in items.into_vec() {
                 out.extend(merge_source(item)?);
             }
             Ok(out)
@@ -418,7 +454,7 @@ mod tests {
     fn merge_keys_fill_missing_entries() {
         let n = parse("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n").unwrap();
         let m = n.get("m").unwrap();
-        assert!(matches!(&m.get("x").unwrap().value, Value::Scalar { text, .. } if text == "1"));
-        assert!(matches!(&m.get("y").unwrap().value, Value::Scalar { text, .. } if text == "3"));
+        assert!(matches!(&m.get("x").unwrap().value, Value::Scalar { text, .. } if &**text == "1"));
+        assert!(matches!(&m.get("y").unwrap().value, Value::Scalar { text, .. } if &**text == "3"));
     }
 }

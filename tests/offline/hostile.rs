@@ -1,14 +1,16 @@
 //! Hostile cluster.yaml inputs (the corpus of `slurmops::bench::hostile`, each ≤ 4 MiB): `slurmops
 //! validate` answers every one — valid, or errors with a position, exit 1 — without a panic, within
-//! a hang guard, and with a peak RSS under 200 MB (measured by GNU time). How fast each is answered
-//! on a release build is the bench's figure (`hostile input worst case`), not a timed test.
+//! a hang guard, and with a peak RSS under 100 MiB (measured by GNU time, on the tests' debug build,
+//! whole process included). How fast each is answered on a release build is the bench's figure
+//! (`hostile input worst case`), not a timed test.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Peak resident memory any input may cost.
-const MAX_RSS_KIB: u64 = 200 * 1024;
+/// Peak resident memory any input may cost (the largest took 184 MiB before the YAML tree was
+/// laid out small and used up as its JSON is made, and the secret scan read the spec piecewise).
+const MAX_RSS_KIB: u64 = 100 * 1024;
 /// Far above the 2 s a release build takes for the worst input: only catches a hang or a
 /// quadratic blow-up (150,000 keys took minutes before duplicate keys were found in O(n)).
 const HANG_GUARD: Duration = Duration::from_secs(60);

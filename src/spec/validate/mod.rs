@@ -106,6 +106,42 @@ struct Validator {
     total: usize,
 }
 
+/// The lists checked against one another, with their bounds: (path under spec, bound, what).
+const LISTS: [(&str, usize, &str); 3] = [
+    ("nodeSets", MAX_NODE_SETS, "NodeSets"),
+    ("partitions", MAX_PARTITIONS, "partitions"),
+    ("policy.activeChecks", MAX_ACTIVE_CHECKS, "active checks"),
+];
+
+/// A finding for each of the LISTS (COUNTS: their lengths) past its bound, under SPEC.
+fn lists_over(counts: [usize; 3], spec: &Path) -> Vec<Finding> {
+    LISTS
+        .iter()
+        .zip(counts)
+        .filter(|((_, max, _), n)| n > max)
+        .map(|((at, max, what), n)| {
+            let path = at.split('.').fold(spec.clone(), |p, k| p.key(k));
+            Finding::new(path, format!("{n} {what}; slurmops takes at most {max}")).hint(
+                "split the cluster, or merge entries: the rest of spec is not checked until then",
+            )
+        })
+        .collect()
+}
+
+/// The lists of VALUE (cluster.yaml as JSON) past their bounds, told before the typed cluster is
+/// made of it: 20,000 NodeSets would be tens of MB typed, only to be refused.
+pub fn oversized(value: &serde_json::Value) -> Vec<Finding> {
+    let spec = &value["spec"];
+    let len = |at: &str| {
+        at.split('.')
+            .fold(spec, |v, k| &v[k])
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let counts = [len(LISTS[0].0), len(LISTS[1].0), len(LISTS[2].0)];
+    lists_over(counts, &Path::root().key("spec"))
+}
+
 /// Names a reference may name: found at once, and named in a hint by the closest or a few.
 pub(super) struct Known<'a> {
     list: Vec<&'a str>,
@@ -285,36 +321,15 @@ impl Validator {
     /// Whether the lists checked against one another are within their bounds (else a finding
     /// per list past its bound, and the spec is not checked further).
     fn sizes(&mut self, s: &ClusterSpec, p: &Path) -> bool {
-        let lists = [
-            (
-                s.node_sets.len(),
-                MAX_NODE_SETS,
-                p.key("nodeSets"),
-                "NodeSets",
-            ),
-            (
-                s.partitions.len(),
-                MAX_PARTITIONS,
-                p.key("partitions"),
-                "partitions",
-            ),
-            (
-                s.policy.active_checks.len(),
-                MAX_ACTIVE_CHECKS,
-                p.key("policy").key("activeChecks"),
-                "active checks",
-            ),
+        let counts = [
+            s.node_sets.len(),
+            s.partitions.len(),
+            s.policy.active_checks.len(),
         ];
-        let mut within = true;
-        for (n, max, at, what) in lists {
-            if n > max {
-                within = false;
-                self.err(
-                    at,
-                    format!("{n} {what}; slurmops takes at most {max}"),
-                    "split the cluster, or merge entries: the rest of spec is not checked until then",
-                );
-            }
+        let over = lists_over(counts, p);
+        let mut within = over.is_empty();
+        for f in over {
+            self.push(f);
         }
         let features = s
             .node_sets

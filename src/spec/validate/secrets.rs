@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::super::diag::Path;
-use super::super::types::ClusterFile;
+use super::super::types::{Accounting, ClusterFile, ClusterSpec};
 use super::Validator;
 
 impl Validator {
@@ -39,11 +39,8 @@ impl Validator {
                     .key("name"),
             ));
         }
-        let Ok(tree) = serde_json::to_value(c) else {
-            return;
-        };
         let mut found = Vec::new();
-        references(&tree, &Path::root(), None, &mut found);
+        scan(c, &mut found);
         for (name, at) in found {
             let Some((_, what, _)) = own.iter().find(|(n, _, home)| *n == name && *home != at)
             else {
@@ -58,6 +55,79 @@ impl Validator {
             );
         }
     }
+}
+
+/// Every Secret reference of C (see `references`), read piece by piece: each field of the spec
+/// and each item of its lists as JSON of its own, dropped once read, so that a cluster.yaml of
+/// 20,000 NodeSets or 40,000 users is never held as JSON whole a second time. The fields are
+/// named exhaustively: a field added to the spec does not compile until it is read here too.
+fn scan(c: &ClusterFile, found: &mut Vec<(String, Path)>) {
+    fn one<T: serde::Serialize>(v: &T, at: Path, key: &str, found: &mut Vec<(String, Path)>) {
+        if let Ok(v) = serde_json::to_value(v) {
+            references(&v, &at, Some(key), found);
+        }
+    }
+    fn each<T: serde::Serialize>(v: &[T], at: Path, key: &str, found: &mut Vec<(String, Path)>) {
+        for (i, item) in v.iter().enumerate() {
+            one(item, at.index(i), key, found);
+        }
+    }
+    one(&c.metadata, Path::root().key("metadata"), "metadata", found);
+    let spec = Path::root().key("spec");
+    let ClusterSpec {
+        cluster_name: _,
+        slurm_version: _,
+        images,
+        image_pull_secrets,
+        priority_class_name: _,
+        auth,
+        controller,
+        accounting,
+        restapi,
+        login_sets,
+        node_sets,
+        partitions,
+        topology,
+        network_policy,
+        policy,
+    } = &c.spec;
+    let field = |k: &str| spec.key(k);
+    one(images, field("images"), "images", found);
+    let pulls = field("imagePullSecrets");
+    for (i, n) in image_pull_secrets.iter().enumerate() {
+        found.push((n.clone(), pulls.index(i)));
+    }
+    one(auth, field("auth"), "auth", found);
+    one(controller, field("controller"), "controller", found);
+    one(restapi, field("restapi"), "restapi", found);
+    each(login_sets, field("loginSets"), "loginSets", found);
+    each(node_sets, field("nodeSets"), "nodeSets", found);
+    each(partitions, field("partitions"), "partitions", found);
+    one(topology, field("topology"), "topology", found);
+    one(
+        network_policy,
+        field("networkPolicy"),
+        "networkPolicy",
+        found,
+    );
+    one(policy, field("policy"), "policy", found);
+    let Accounting {
+        enabled: _,
+        pod,
+        database,
+        slurmdbd_conf,
+        qos,
+        accounts,
+        users,
+    } = accounting;
+    let at = field("accounting");
+    // The pod settings are flattened into `accounting`: their fields are its own.
+    one(pod, at.clone(), "accounting", found);
+    one(database, at.key("database"), "database", found);
+    one(slurmdbd_conf, at.key("slurmdbdConf"), "slurmdbdConf", found);
+    each(qos, at.key("qos"), "qos", found);
+    each(accounts, at.key("accounts"), "accounts", found);
+    each(users, at.key("users"), "users", found);
 }
 
 /// Every Secret name V refers to, with its path (AT: V's; KEY: the key V is under): a
