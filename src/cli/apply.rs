@@ -205,6 +205,8 @@ async fn with_slurm(
                         true => crate::controller::Moves::All,
                         false => crate::controller::Moves::Leaving,
                     },
+                    // Worker sync and autoscale are the daemon's (and their commands').
+                    keep: crate::controller::upkeep::Keep::NONE,
                     ..Default::default()
                 },
                 fresh: s.fresh,
@@ -279,19 +281,6 @@ pub fn plan_cluster(
         p.slurm.drains = preview.drains(&p);
         preview.name_canaries(&mut p);
         preview.pending_held_back(&c, &mut p);
-        // Worker sync on the same reading of Slurm, as the daemon's pass runs it.
-        if let Ok(view) = &preview.observation.slurm {
-            let synced = crate::sync::planned(&cluster, &c, &view.nodes)
-                .await
-                .map_err(|e| CliError::Other(e.to_string()))?;
-            p.slurm.next_pass.extend(synced);
-            // Autoscale on the same reading, when the queue was read whole.
-            if view.jobs_error.is_none() {
-                let sets = &preview.observation.sets;
-                let scaled = crate::autoscale::run::planned(&c, view.jobs(), &view.nodes, sets);
-                p.slurm.next_pass.extend(scaled);
-            }
-        }
         // Live: slurmdbd's objects, not the last applied revision's.
         p.slurm.accounting = crate::accounting::observe(&client, &c, last.as_ref()).await?;
         Ok(p)

@@ -2,6 +2,8 @@
 
 use super::watch::{self, every};
 use super::{Outcome, Success};
+use crate::controller::upkeep::Keep;
+use crate::rollout::Observer;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,17 +17,40 @@ pub fn run(a: Args) -> Outcome {
         println!("{}: no NodeSet has autoscale rules", c.metadata.name);
         return Ok(Success::Done);
     }
+    let keep = Keep {
+        sync: false,
+        autoscale: true,
+    };
+    let grace = crate::controller::drive::REGISTRATION_GRACE;
+    let observer = Observer::new(|set, e| {
+        if matches!(e, crate::rollout::Event::Scaled { .. }) {
+            println!("{set}: {e}");
+        }
+    });
     let mut last: Vec<String> = Vec::new();
     every(&a.watch, async |cluster| {
-        let outcomes = crate::autoscale::run::tick(cluster, &slurm, &c, &|| true)
-            .await
-            .map_err(|e| e.to_string())?;
-        // Print what changed, not the same holding line every pass.
-        let lines: Vec<String> = outcomes.iter().map(ToString::to_string).collect();
-        for l in lines.iter().filter(|l| !last.contains(l)) {
+        let out = watch::upkeep(cluster, &slurm, &c, keep, grace, &observer).await?;
+        // What each NodeSet waits for, when that changed (not the same line every round).
+        let lines: Vec<String> = out.upkeep.scale.iter().map(waiting).collect();
+        for l in lines.iter().filter(|l| !l.is_empty() && !last.contains(l)) {
             println!("{l}");
         }
         last = lines;
         Ok(())
     })
+}
+
+/// What NodeSet S waits for, in a line; empty when it changes now (the change is printed).
+fn waiting(s: &crate::controller::upkeep::Scale) -> String {
+    use crate::autoscale::Decision;
+    match &s.decision {
+        Decision::Hold { why } => format!("{}: {} worker(s), holding: {why}", s.node_set, s.from),
+        Decision::ScaleIn { leaving, .. } if s.to.is_none() => format!(
+            "{}: {} worker(s), waiting for {} to drain before scaling in",
+            s.node_set,
+            s.from,
+            leaving.join(", ")
+        ),
+        _ => String::new(),
+    }
 }

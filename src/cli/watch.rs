@@ -38,6 +38,50 @@ pub fn prepare(a: &WatchArgs) -> Result<(ClusterFile, Client), CliError> {
     Ok((c, s))
 }
 
+/// One controller pass over C that moves no worker and keeps KEEP (worker sync, autoscale): the
+/// daemon's pass, its writes behind the same code, with no Lease to hold. GRACE: seconds a
+/// Ready worker may stay unknown to Slurm.
+pub async fn upkeep(
+    cluster: &Connection,
+    slurm: &Client,
+    c: &ClusterFile,
+    keep: crate::controller::upkeep::Keep,
+    grace: i64,
+    observer: &crate::rollout::Observer,
+) -> Result<crate::controller::Outcome, String> {
+    let env = crate::controller::Env {
+        cluster,
+        slurm: Some(slurm),
+        cache: None,
+        fence: &|| true,
+        observer,
+        registration_grace: grace,
+    };
+    let rendered = crate::render::Rendered::default();
+    let t = crate::controller::Target {
+        c,
+        text: "",
+        rendered: &rendered,
+        apply: None,
+        scope: crate::controller::PassScope {
+            moves: crate::controller::Moves::Nothing,
+            keep,
+            ..Default::default()
+        },
+        fresh: true,
+    };
+    let out = crate::controller::pass(&env, &t)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(e) = &out.slurm_error {
+        return Err(format!("Slurm state unknown, nothing changed: {e}"));
+    }
+    match &out.upkeep_error {
+        Some(e) => Err(e.clone()),
+        None => Ok(out),
+    }
+}
+
 /// Runs PASS once (`--once`) or every interval; PASS prints what it did.
 pub fn every(
     a: &WatchArgs,

@@ -37,6 +37,8 @@ pub enum Moves {
     /// Outdated workers roll; a count NodeSet keeps its live replicas, since scale-ins and
     /// removals are apply's (`slurmops rollout`).
     Roll,
+    /// No worker moves: only the upkeep the scope keeps (`slurmops sync`, `slurmops autoscale`).
+    Nothing,
 }
 
 /// What a pass decides for: which NodeSets, which moves, and whether an operator let workers
@@ -48,6 +50,8 @@ pub struct Scope {
     pub moves: Moves,
     /// `rollout --ignore-window`: the windows gate nothing (recorded as an Event by the caller).
     pub ignore_window: bool,
+    /// Which upkeep (worker sync, autoscale) the pass does besides the moves.
+    pub keep: super::upkeep::Keep,
 }
 
 impl Scope {
@@ -70,8 +74,17 @@ pub fn decide_pass(
     reserve_for_windows(c, obs, &mut decisions);
     run_checks(c, obs, &mut decisions);
     for d in decisions.values_mut() {
-        if scope.moves == Moves::Leaving {
-            only_leaving(d);
+        match scope.moves {
+            Moves::Leaving => only_leaving(d),
+            Moves::Nothing => {
+                d.actions.clear();
+                d.create.clear();
+                d.record = None;
+                d.hold_replicas = None;
+                d.keep = false;
+                d.progress.done = true;
+            }
+            Moves::All | Moves::Roll => {}
         }
     }
     decisions
@@ -500,6 +513,7 @@ spec:
             only: only.map(|o| o.iter().map(|s| s.to_string()).collect()),
             moves: Moves::Roll,
             ignore_window,
+            ..Scope::default()
         };
         let cases: Vec<(&str, Scope, Vec<&str>)> = vec![
             // The daemon: A waits for its window; B's third worker leaves for the scale-in.

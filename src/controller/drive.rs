@@ -99,6 +99,8 @@ pub async fn roll<S: SlurmNodes + SlurmAccounts>(
         only: Some(only),
         moves: Moves::Roll,
         ignore_window: r.ignore_window,
+        // Worker sync and autoscale are the daemon's (and their commands').
+        keep: super::upkeep::Keep::NONE,
     };
     let env = &env;
     let scope = &scope;

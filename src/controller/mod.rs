@@ -30,6 +30,7 @@ pub mod observation;
 pub mod observe;
 pub mod per_node;
 mod preview;
+pub mod upkeep;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -118,6 +119,13 @@ pub struct Outcome {
     /// Where the pass's time went, and what it cost slurmrestd.
     pub phases: Phases,
     pub slurm_traffic: crate::slurm::Traffic,
+    /// Worker sync or autoscale failed a write (the pass's other steps are done; the next pass
+    /// decides again).
+    pub upkeep_error: Option<String>,
+    /// What worker sync and autoscale decided this pass (what they wrote is in `events`).
+    pub upkeep: upkeep::Upkeep,
+    /// Why worker sync could not read the Kubernetes nodes (cordons and node health wait).
+    pub health_error: Option<String>,
 }
 
 /// Wall time of each phase of a pass (`/metrics`: `slurmops_pass_phase_seconds`).
@@ -239,7 +247,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     };
     let traffic = slurm.traffic();
     let started = std::time::Instant::now();
-    let obs = look(env, t, slurm, Needs::of(t.c)).await?;
+    let obs = look(env, t, slurm, needs(t)).await?;
     let mut phases = Phases {
         observe_slurm: obs.slurm_time,
         observe_kubernetes: started.elapsed().saturating_sub(obs.slurm_time),
@@ -321,6 +329,23 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
             next.at(t);
         }
         out.progress.push(d.progress);
+    }
+    // Worker sync and autoscale: decided on the same observation, written behind the fence.
+    if out.slurm_error.is_none() {
+        let decided = std::time::Instant::now();
+        let u = upkeep::decide(c, &obs, env.registration_grace, t.scope.keep);
+        phases.decide += decided.elapsed();
+        if !u.is_empty() {
+            match upkeep::act(env.cluster, c, slurm, &u, env.fence, env.observer).await {
+                Ok(events) => out.events.extend(events),
+                Err(PassError::Fenced) => return Err(PassError::Fenced),
+                Err(e) => out.upkeep_error = Some(e.to_string()),
+            }
+        }
+        out.upkeep = u;
+    }
+    if t.scope.keep.sync {
+        out.health_error = obs.health.as_ref().err().cloned();
     }
     // A NodeSet of cluster.yaml whose StatefulSet is not observed yet is not done.
     all_done &= c
@@ -411,14 +436,26 @@ pub async fn preview<S: SlurmNodes>(
     // A preview names the jobs a change touches and the pending jobs a window holds back.
     let needs = Needs {
         jobs: observe::JobsNeed::Always,
-        ..Needs::of(t.c)
+        ..needs(t)
     };
     let observation = look(env, t, slurm, needs).await?;
     let decisions = decide_pass(t.c, &observation, env.registration_grace, &t.scope);
+    let upkeep = upkeep::decide(t.c, &observation, env.registration_grace, t.scope.keep);
     Ok(Preview {
         decisions,
+        upkeep,
         observation,
     })
+}
+
+/// What T's pass reads: what cluster.yaml asks for, the Kubernetes nodes' health only with
+/// worker sync.
+fn needs(t: &Target<'_>) -> Needs {
+    let mut n = Needs::of(t.c);
+    if !t.scope.keep.sync {
+        n.health = None;
+    }
+    n
 }
 
 /// One observation for a pass or a preview: the scope's workers, Slurm and what the decisions

@@ -56,6 +56,13 @@ pub struct Observation {
     /// The node watch is still making its first listing: what needs the Kubernetes nodes
     /// (perNode placement, blocks) waits, and the pass is not done.
     pub nodes_listing: bool,
+    /// The cluster's worker pods as read (watch cache or LIST): worker sync reads their Slurm
+    /// condition and busy label.
+    pub pods: Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>>,
+    /// Kubernetes nodes with a problem (cordon, a listed condition or taint, a drain request)
+    /// and its drain reason, read when worker sync runs; why not, when they could not be read
+    /// (then sync neither drains nor resumes for node health).
+    pub health: Result<BTreeMap<String, String>, String>,
 }
 
 /// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.
@@ -83,6 +90,8 @@ impl Observation {
             now,
             slurm_time: std::time::Duration::ZERO,
             nodes_listing: false,
+            pods: Vec::new(),
+            health: Ok(BTreeMap::new()),
         }
     }
 }

@@ -36,6 +36,8 @@ pub struct Needs {
     /// The workers cluster.yaml wants of each NodeSet (None: perNode, as many as nodes fit);
     /// a NodeSet missing here is being removed.
     pub wanted: BTreeMap<String, Option<u32>>,
+    /// Worker sync runs: the Kubernetes nodes' health under these rules (`policy.nodeHealth`).
+    pub health: Option<Option<crate::spec::policy::NodeHealth>>,
 }
 
 /// When a pass reads Slurm's job queue. Whether a node may run jobs is in its state (ALLOCATED,
@@ -85,6 +87,7 @@ impl Needs {
                 true => JobsNeed::Always,
                 false => JobsNeed::WhenMoving,
             },
+            health: Some(c.spec.policy.node_health.clone()),
         }
     }
 }
@@ -137,7 +140,8 @@ pub async fn observe<S: SlurmNodes>(
     let cached_nodes = held.ready();
     const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
     let templates_empty = templates.is_empty();
-    let nodes = match (templates_empty, &cached_nodes) {
+    // Read when placement or worker sync needs them, once for both.
+    let read = match (templates_empty && needs.health.is_none(), &cached_nodes) {
         (true, _) => Ok(Vec::new()),
         (false, Some(n)) => Ok(n.clone()),
         (false, None) if listing => Err(LISTING.to_string()),
@@ -146,8 +150,19 @@ pub async fn observe<S: SlurmNodes>(
             .await
             .map(|l| l.items.into_iter().map(Arc::new).collect())
             .map_err(|e| {
-                format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet needs the node reader ClusterRole (slurmops install --print grants it)")
+                format!("cannot list Kubernetes nodes ({e}): a perNode NodeSet, cordons and node health need the node reader ClusterRole (slurmops install --print grants it)")
             }),
+    };
+    let health = match &needs.health {
+        None => Ok(BTreeMap::new()),
+        Some(rules) => read
+            .as_ref()
+            .map(|n| crate::sync::health::problems(n, rules.as_ref()))
+            .map_err(Clone::clone),
+    };
+    let nodes = match templates_empty {
+        true => Ok(Vec::new()),
+        false => read,
     };
     let sets = views(&sts, &templates, &pods);
     let slurm_started = std::time::Instant::now();
@@ -191,6 +206,8 @@ pub async fn observe<S: SlurmNodes>(
         now,
         slurm_time,
         nodes_listing: listing && (!templates_empty || needs.blocks.is_some()),
+        pods,
+        health,
     })
 }
 

@@ -16,6 +16,8 @@ use crate::render::Rendered;
 /// What the next pass would do, without doing it.
 pub struct Preview {
     pub decisions: BTreeMap<String, Decision>,
+    /// Worker sync and autoscale on the same observation.
+    pub upkeep: super::upkeep::Upkeep,
     pub observation: Observation,
 }
 
@@ -92,6 +94,7 @@ impl Preview {
                 out.push(step("create", pod, detail));
             }
         }
+        out.extend(super::upkeep::steps(&self.upkeep));
         out
     }
 

@@ -286,6 +286,13 @@ impl Metrics {
             Event::CheckDeferred { .. } => "check_deferred",
             Event::Checked { passed: true, .. } => "check_passed",
             Event::Checked { passed: false, .. } => "check_failed",
+            Event::Condition { .. } => "sync_condition",
+            Event::Busy { .. } => "sync_busy_label",
+            Event::DrainedFor { .. } => "sync_drain",
+            Event::ResumedFor { .. } => "sync_resume",
+            Event::Rechecked { .. } => "sync_recheck",
+            Event::Unregistered { .. } => "sync_replace",
+            Event::Scaled { .. } => "autoscale",
         };
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])

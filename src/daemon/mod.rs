@@ -118,8 +118,8 @@ struct State {
     events: crate::status::Recorder,
     /// Waiting workers (NodeSet/node/jobs) already told in an Event.
     waiting_told: std::collections::BTreeSet<String>,
-    /// Worker state sync between passes (with Slurm).
-    syncer: Option<crate::sync::Syncer>,
+    /// The last pass's worker sync or autoscale failure (logged when it changes).
+    upkeep_error: Option<String>,
     /// Watched workers of the target.
     cache: Option<Cache>,
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).

@@ -374,7 +374,10 @@ async fn reconcile(
     }
     let progress = shared.clone();
     let observer = crate::rollout::Observer::new(move |set, e| {
-        tracing::info!(node_set = set, "{set}: {e}");
+        match e.quiet() {
+            true => tracing::debug!(node_set = set, "{set}: {e}"),
+            false => tracing::info!(node_set = set, "{set}: {e}"),
+        }
         progress.metrics.lock().expect("metrics").rollout(e);
     });
     let env = Env {
@@ -437,14 +440,13 @@ async fn reconcile(
                 &mut state.waiting_told,
             )
             .await;
-            let acted = out.events.iter().any(|(_, e)| e.changed());
-            // Sync and autoscale write too: not once the lease has moved during the pass, and
-            // each of their writes checks the lease again first (the new leader's pass does
-            // them).
-            if let (Some(s), Some(view), true) = (&slurm, out.slurm, fence()) {
-                keep_workers(cluster, s, &t.c, view, &out.sets, state, fence).await;
+            if let Some(e) = &out.upkeep_error
+                && state.upkeep_error.as_ref() != Some(e)
+            {
+                tracing::warn!("worker sync or autoscale: {e}");
             }
-            acted
+            state.upkeep_error = out.upkeep_error.clone();
+            out.events.iter().any(|(_, e)| e.changed())
         }
         Err(controller::PassError::Fenced) => {
             tracing::warn!("lost the lease during a pass: stopped before its next write");
@@ -682,80 +684,5 @@ fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &spec::Clu
     // Nodes for perNode placement, block labels and sync's node health, from one watch.
     if let Some(cache) = state.cache.as_mut() {
         cache.follow_nodes(&cluster.client);
-    }
-}
-
-/// With Slurm, every pass also runs autoscale and worker state sync for the target, on the view
-/// of Slurm the controller read (Slurm is read once per pass).
-async fn keep_workers(
-    cluster: &Connection,
-    slurm: &Client,
-    c: &spec::ClusterFile,
-    view: crate::controller::decide::SlurmView,
-    sets: &std::collections::BTreeMap<String, crate::controller::decide::SetView>,
-    state: &mut State,
-    fence: &controller::Fence<'_>,
-) {
-    let jobs_error = view.jobs_error.clone();
-    let (nodes, jobs) = view.into_parts();
-    let scaled = async {
-        match &jobs_error {
-            // Pending demand is unknown: no NodeSet scales either way this pass.
-            Some(e) => Err(crate::autoscale::run::AutoscaleError::Slurm(
-                crate::slurm::SlurmError::Config(format!("no decision this pass: {e}")),
-            )),
-            None => {
-                crate::autoscale::run::tick_with(
-                    cluster,
-                    slurm,
-                    c,
-                    &jobs,
-                    &nodes,
-                    Some(sets),
-                    fence,
-                )
-                .await
-            }
-        }
-    };
-    match scaled.await {
-        Ok(outcomes) => {
-            for o in outcomes.iter().filter(|o| o.from != o.to) {
-                tracing::info!(node_set = %o.node_set, from = o.from, to = o.to, "{o}");
-            }
-        }
-        Err(e) => tracing::warn!("autoscale: {e}"),
-    }
-    let syncer = state.syncer.get_or_insert_with(|| {
-        crate::sync::Syncer::new(Duration::from_secs(
-            crate::controller::drive::REGISTRATION_GRACE.unsigned_abs(),
-        ))
-    });
-    // The workers and nodes from the watch caches: an idle pass sends no LIST.
-    let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
-    let cache = state.cache.as_ref();
-    let seen = crate::sync::Seen {
-        pods: cache.filter(|w| w.serves(&scope)).map(|w| w.pods()),
-        nodes: Cache::nodes(cache),
-    };
-    match syncer
-        .tick_with(cluster, slurm, c, &nodes, seen, fence)
-        .await
-    {
-        Ok(r) => {
-            for n in &r.replaced_unregistered {
-                tracing::warn!(pod = %n, "{n}: replaced: Ready but never registered in Slurm");
-            }
-            for (n, why) in &r.drained_for_node {
-                tracing::warn!(pod = %n, "{n}: drained: {why}");
-            }
-            for n in &r.resumed_for_node {
-                tracing::info!(pod = %n, "{n}: resumed: the problem of its Kubernetes node cleared");
-            }
-            for n in &r.rechecked_for_node {
-                tracing::info!(pod = %n, "{n}: the problem of its Kubernetes node cleared; held until its active checks pass");
-            }
-        }
-        Err(e) => tracing::warn!("sync: {e}"),
     }
 }

@@ -141,6 +141,10 @@ pub(super) async fn rollout_events(
                 E::Checked { passed: true, .. } => vocab::EVENT_CHECK_PASSED,
                 E::Checked { passed: false, .. } => vocab::EVENT_CHECK_FAILED,
                 E::CheckDeferred { .. } => vocab::EVENT_CHECK_DEFERRED,
+                E::DrainedFor { .. } | E::Rechecked { .. } => vocab::EVENT_DRAINING,
+                E::ResumedFor { .. } => vocab::EVENT_RESUMED,
+                E::Unregistered { .. } => vocab::EVENT_WORKER_REPLACED,
+                // Scaled is recorded on the workload with the replicas it set.
                 _ => return None,
             };
             Some((set.clone(), reason, e.to_string()))

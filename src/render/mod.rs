@@ -88,7 +88,7 @@ impl Object {
 }
 
 /// Everything one cluster.yaml renders to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rendered {
     /// In apply order: config, services, slurmdbd, slurmctld, slurmrestd, login, workers, PDBs.
     pub objects: Vec<Object>,

@@ -129,6 +129,38 @@ pub enum Event {
     },
     /// Slurm answers again: the rollout goes on.
     SlurmBack,
+    /// Worker sync: the pod's Slurm condition now says what Slurm says.
+    Condition {
+        pod: String,
+    },
+    /// Worker sync: the busy label set (jobs run there, evictions blocked) or removed.
+    Busy {
+        pod: String,
+        busy: bool,
+    },
+    /// Worker sync: drained for a problem of its Kubernetes node or a drain request (REASON).
+    DrainedFor {
+        node: String,
+        reason: String,
+    },
+    /// Worker sync: the problem or the request cleared, the drain it set resumed.
+    ResumedFor {
+        node: String,
+    },
+    /// Worker sync: the problem cleared; held until the NodeSet's active checks pass.
+    Rechecked {
+        node: String,
+    },
+    /// Worker sync: Ready but never registered in Slurm within the grace: the pod deleted.
+    Unregistered {
+        pod: String,
+    },
+    /// Autoscale: the replicas set FROM -> TO, WHY.
+    Scaled {
+        from: u32,
+        to: u32,
+        why: String,
+    },
 }
 
 impl Event {
@@ -136,7 +168,16 @@ impl Event {
     /// a check job refused for a license slurmctld does not know yet did not, and waiting for
     /// the reconfigure at once would submit it again and again.
     pub fn changed(&self) -> bool {
-        !matches!(self, Event::CheckDeferred { .. })
+        !matches!(
+            self,
+            Event::CheckDeferred { .. } | Event::Condition { .. } | Event::Busy { .. }
+        )
+    }
+
+    /// Told per pod on every change of Slurm's state (at 1,000 workers, a thousand on a first
+    /// pass): counted, not logged one by one.
+    pub fn quiet(&self) -> bool {
+        matches!(self, Event::Condition { .. } | Event::Busy { .. })
     }
 }
 
@@ -212,6 +253,28 @@ impl std::fmt::Display for Event {
             Event::CanaryHeld { node, reason } => {
                 write!(f, "{node} stays drained: slurmops: {reason}")
             }
+            Event::Condition { pod } => write!(f, "{pod}: Slurm condition updated"),
+            Event::Busy { pod, busy: true } => {
+                write!(f, "{pod}: labelled busy: jobs run there, evictions blocked")
+            }
+            Event::Busy { pod, busy: false } => {
+                write!(f, "{pod}: busy label removed: no job runs there")
+            }
+            Event::DrainedFor { node, reason } => write!(f, "{node}: drained: {reason}"),
+            Event::ResumedFor { node } => {
+                write!(
+                    f,
+                    "{node}: resumed: the problem of its Kubernetes node cleared"
+                )
+            }
+            Event::Rechecked { node } => write!(
+                f,
+                "{node}: the problem of its Kubernetes node cleared; held until its active checks pass"
+            ),
+            Event::Unregistered { pod } => {
+                write!(f, "{pod}: replaced: Ready but never registered in Slurm")
+            }
+            Event::Scaled { from, to, why } => write!(f, "scaled {from} -> {to}: {why}"),
         }
     }
 }

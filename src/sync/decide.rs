@@ -1,7 +1,8 @@
 //! What sync does this pass, decided without a request: from the workers' pods, Slurm's nodes
-//! and the Kubernetes nodes' problems to the steps (`Step`), which `write` then carries out
-//! behind the leader's fence and `plan --cluster` shows. Pure: the caller gives the time and
-//! which workers are past the registration grace (`Syncer` keeps that memory).
+//! and the Kubernetes nodes' problems to the steps (`Step`), which the controller's pass carries
+//! out behind the leader's fence (`controller::upkeep::act`) and `plan --cluster` shows. Pure:
+//! the caller gives the time and which workers are past the registration grace (Ready that long
+//! and unknown to Slurm).
 
 use std::collections::{BTreeMap, BTreeSet};
 

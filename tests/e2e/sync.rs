@@ -53,6 +53,37 @@ fn sync_once(dir: &std::path::Path) -> String {
     printed
 }
 
+/// The daemon's pass over cluster.yaml YAML, sync and autoscale kept, by a replica whose Lease
+/// is gone (its fence answers no).
+async fn lost_lease_pass(
+    yaml: &str,
+) -> Result<slurmops::controller::Outcome, slurmops::controller::PassError> {
+    let c = slurmops::spec::load("cluster.yaml", yaml).expect("valid");
+    let rendered = slurmops::render::render(&c);
+    let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_restricted), None)
+        .await
+        .unwrap();
+    let slurm = slurm();
+    let observer = slurmops::rollout::Observer::default();
+    let env = slurmops::controller::Env {
+        cluster: &cluster,
+        slurm: Some(&slurm),
+        cache: None,
+        fence: &|| false,
+        observer: &observer,
+        registration_grace: 300,
+    };
+    let t = slurmops::controller::Target {
+        c: &c,
+        text: yaml,
+        rendered: &rendered,
+        apply: None,
+        scope: Default::default(),
+        fresh: true,
+    };
+    slurmops::controller::pass(&env, &t).await
+}
+
 /// Evicts POD as `kubectl drain` does (`POST pods/NAME/eviction`, in the policy version the
 /// bed's apiserver serves: v1beta1 on 1.20): the HTTP status and the answer.
 async fn evict(env: &TestEnv, pod: &str) -> (u16, String) {
@@ -259,6 +290,14 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!planned.contains(&format!("drain {w1} ")), "{planned}");
+    // A replica that lost its Lease makes no sync write: the daemon's pass, fenced, stops
+    // before the drain it decided (and the cordoned worker stays undrained).
+    let yaml = cluster_yaml(&env.ns, &w);
+    assert!(
+        matches!(lost_lease_pass(&yaml).await, Err(slurmops::controller::PassError::Fenced)),
+        "a pass without the Lease went on"
+    );
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"), "drained without the Lease");
     let printed = sync_once(dir.path());
     assert!(
         printed.contains(&format!("{w0}: drained: node {} cordoned", env.kubelet.node)),

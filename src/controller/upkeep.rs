@@ -1,0 +1,440 @@
+//! Upkeep: what a pass does for the workers besides moving them, decided from the pass's one
+//! observation and carried out behind its fence like every other write.
+//!
+//! - **Worker sync** (`sync::decide`): Slurm's view of each worker as a pod condition, the busy
+//!   label the busy PodDisruptionBudget selects, a drain for a worker whose Kubernetes node is
+//!   cordoned or unhealthy or that a drain request names (resumed when that clears, or held for
+//!   its active checks), and a Ready worker Slurm has not known for the registration grace since
+//!   it became Ready replaced.
+//! - **Autoscale** (`autoscale::decide`): pending jobs add workers up to `max`; idle workers leave
+//!   through a drain. A scale-in takes two passes and never waits inside one: the first drains the
+//!   leaving workers (`slurmops: autoscale`), a later one lowers the replicas over those Slurm
+//!   reports drained by that reason; a worker drained so that a job reached meanwhile, or that no
+//!   longer leaves (the queue asks for it again), is resumed.
+//!
+//! `decide` is pure; `act` writes; `steps` is what `plan --cluster` shows of them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+
+use super::observation::Observation;
+use super::{Fence, PassError};
+use crate::autoscale::{self, Decision, WorkerState};
+use crate::k8s::Connection;
+use crate::rollout::{Event, Observer};
+use crate::slurm::{Drain, SlurmError, SlurmNodes, our_reason};
+use crate::spec::ClusterFile;
+use crate::sync::decide::Step;
+use crate::vocab::{REASON_AUTOSCALE, REASON_CHECKS_PENDING};
+
+/// Which upkeep a pass does (the daemon and `apply`: both; `slurmops sync` and `slurmops
+/// autoscale`: theirs alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    pub sync: bool,
+    pub autoscale: bool,
+}
+
+impl Keep {
+    /// Neither (`apply`, `rollout`).
+    pub const NONE: Keep = Keep {
+        sync: false,
+        autoscale: false,
+    };
+}
+
+impl Default for Keep {
+    fn default() -> Keep {
+        Keep {
+            sync: true,
+            autoscale: true,
+        }
+    }
+}
+
+/// What one autoscaled NodeSet does this pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scale {
+    pub node_set: String,
+    /// Pods slurmops makes: the count is an annotation of the PodTemplate.
+    pub managed: bool,
+    /// Replicas now.
+    pub from: u32,
+    pub decision: Decision,
+    /// Leaving workers to drain now (not drained for autoscale yet).
+    pub drain: Vec<String>,
+    /// The replicas to set this pass, when they change.
+    pub to: Option<u32>,
+    /// Workers drained for an earlier scale-in that no longer leave: given back to Slurm.
+    pub resume: Vec<String>,
+}
+
+/// The upkeep of one pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Upkeep {
+    /// Sync's steps by NodeSet: pod writes first, then drains, resumes and replacements.
+    pub sync: Vec<(String, Step)>,
+    pub scale: Vec<Scale>,
+}
+
+impl Upkeep {
+    pub fn is_empty(&self) -> bool {
+        self.sync.is_empty()
+            && self
+                .scale
+                .iter()
+                .all(|s| s.drain.is_empty() && s.to.is_none() && s.resume.is_empty())
+    }
+}
+
+/// The upkeep of C on OBS, pure: nothing while Slurm's state is unknown; autoscale only with the
+/// job queue read (pending demand unknown: no NodeSet scales either way). GRACE: seconds a Ready
+/// worker may stay unknown to Slurm.
+pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upkeep {
+    let Ok(view) = &obs.slurm else {
+        return Upkeep::default();
+    };
+    let mut out = Upkeep::default();
+    if keep.sync {
+        let sets = crate::sync::sets_of(c, &obs.pods);
+        let overdue: BTreeSet<String> = sets
+            .iter()
+            .flat_map(|(_, pods)| pods)
+            .filter(|p| unregistered_for(p, &view.nodes, obs.now) > Some(grace))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        out.sync = crate::sync::decide::decide(&crate::sync::decide::Input {
+            sets: &sets,
+            nodes: &view.nodes,
+            problems: obs.health.as_ref().ok(),
+            checked: &crate::sync::checked_sets(c),
+            overdue: &overdue,
+            now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
+        });
+    }
+    if keep.autoscale && view.jobs_error.is_none() {
+        let seen = c
+            .spec
+            .node_sets
+            .iter()
+            .filter(|n| n.autoscale.is_some())
+            .filter_map(|ns| {
+                let s = obs.sets.get(&ns.name)?;
+                Some((ns, autoscale::run::seen_of(ns, s, &view.nodes, obs.now)))
+            })
+            .collect();
+        for (ns, o, decision) in autoscale::run::decisions(c, view.jobs(), seen) {
+            out.scale
+                .push(scale(&ns.name, ns.managed(), &o, decision, |n| {
+                    view.nodes.get(n).is_some_and(|n| {
+                        n.state.has("DRAIN") && n.reason.starts_with(&our_reason(REASON_AUTOSCALE))
+                    })
+                }));
+        }
+    }
+    out
+}
+
+/// Seconds worker P has been Ready while Slurm knows no node of its name (None: not Ready, or
+/// known).
+fn unregistered_for(
+    p: &Pod,
+    nodes: &BTreeMap<String, crate::slurm::Node>,
+    now: i64,
+) -> Option<i64> {
+    let name = p.metadata.name.as_deref()?;
+    if nodes.contains_key(name) {
+        return None;
+    }
+    let since = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")?
+        .last_transition_time
+        .as_ref()?
+        .0
+        .as_second();
+    Some(now - since)
+}
+
+/// NodeSet NAME's writes for DECISION on O: what to drain, the replicas to set now, what to give
+/// back. DRAINED_BY_US: Slurm holds that node drained (or draining) for autoscale.
+fn scale(
+    name: &str,
+    managed: bool,
+    o: &autoscale::Observation,
+    decision: Decision,
+    drained_by_us: impl Fn(&str) -> bool,
+) -> Scale {
+    let mut s = Scale {
+        node_set: name.to_string(),
+        managed,
+        from: o.replicas,
+        decision: decision.clone(),
+        drain: Vec::new(),
+        to: None,
+        resume: Vec::new(),
+    };
+    let state = |n: &str| o.workers.iter().find(|(w, _)| w == n).map(|(_, s)| s);
+    let leaving: &[String] = match &decision {
+        Decision::Hold { .. } => &[],
+        Decision::ScaleOut { to, .. } => {
+            s.to = (*to != o.replicas).then_some(*to);
+            &[]
+        }
+        Decision::ScaleIn { to, leaving, .. } => {
+            s.drain = leaving
+                .iter()
+                .filter(|n| state(n) != Some(&WorkerState::DrainedByUs))
+                .cloned()
+                .collect();
+            // The replicas go down over the leaving workers Slurm reports drained: from the
+            // top for a StatefulSet (it removes its highest ordinals), any of them otherwise.
+            let drained = match o.any_order {
+                true => leaving
+                    .iter()
+                    .filter(|n| state(n) == Some(&WorkerState::DrainedByUs))
+                    .count(),
+                false => leaving
+                    .iter()
+                    .rev()
+                    .take_while(|n| state(n) == Some(&WorkerState::DrainedByUs))
+                    .count(),
+            } as u32;
+            let now = o.replicas.saturating_sub(drained).max(*to);
+            s.to = (now < o.replicas).then_some(now);
+            leaving
+        }
+    };
+    s.resume = o
+        .workers
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| drained_by_us(n) && !leaving.contains(n))
+        .cloned()
+        .collect();
+    s
+}
+
+/// Pod writes (condition, busy label) in flight at once.
+const WRITES: usize = 16;
+
+/// Carries U out behind FENCE (checked before each write): sync's pod writes WRITES at a time,
+/// then its drains, resumes and replacements, then each NodeSet's autoscale. Every write is an
+/// Event (by NodeSet), told to OBSERVER as it happens.
+pub async fn act<S: SlurmNodes>(
+    cluster: &Connection,
+    c: &ClusterFile,
+    slurm: &S,
+    u: &Upkeep,
+    fence: &Fence<'_>,
+    observer: &Observer,
+) -> Result<Vec<(String, Event)>, PassError> {
+    let fenced = || match fence() {
+        true => Ok(()),
+        false => Err(PassError::Fenced),
+    };
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
+    let mut out = Vec::new();
+    let done = |set: &str, e: Event, out: &mut Vec<(String, Event)>| {
+        observer.emit(set, &e);
+        out.push((set.to_string(), e));
+    };
+    let (pod_writes, rest): (Vec<_>, Vec<_>) = u
+        .sync
+        .iter()
+        .partition(|(_, s)| matches!(s, Step::Condition { .. } | Step::Busy { .. }));
+    // The futures made first: a stream over a closure would not be Send for every lifetime.
+    let writes: Vec<_> = pod_writes
+        .into_iter()
+        .map(|(set, s)| pod_write(&pods, set, s, fence))
+        .collect();
+    let written: Vec<Result<(&String, Event), PassError>> = futures::stream::iter(writes)
+        .buffered(WRITES)
+        .collect()
+        .await;
+    let mut first_error = None;
+    for w in written {
+        match w {
+            Ok((set, e)) => done(set, e, &mut out),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let slurm_err = |e: SlurmError| PassError::Missing(format!("Slurm: {e}"));
+    for (set, s) in rest {
+        fenced()?;
+        match s {
+            Step::Drain { node, reason } => {
+                if slurm.drain(node, reason).await.map_err(slurm_err)? == Drain::Requested {
+                    let e = Event::DrainedFor {
+                        node: node.clone(),
+                        reason: reason.clone(),
+                    };
+                    done(set, e, &mut out);
+                }
+            }
+            Step::Recheck { node } => {
+                slurm
+                    .drain(node, REASON_CHECKS_PENDING)
+                    .await
+                    .map_err(slurm_err)?;
+                done(set, Event::Rechecked { node: node.clone() }, &mut out);
+            }
+            Step::Resume { node } => {
+                slurm.resume(node).await.map_err(slurm_err)?;
+                done(set, Event::ResumedFor { node: node.clone() }, &mut out);
+            }
+            Step::Replace { pod, uid } => {
+                crate::sync::replace(&pods, pod, uid).await?;
+                done(set, Event::Unregistered { pod: pod.clone() }, &mut out);
+            }
+            Step::Condition { .. } | Step::Busy { .. } => {}
+        }
+    }
+    for s in &u.scale {
+        for n in &s.resume {
+            fenced()?;
+            match slurm.resume(n).await {
+                Ok(_) => done(&s.node_set, Event::Resume { node: n.clone() }, &mut out),
+                Err(SlurmError::UnknownNode(_)) => {}
+                Err(e) => return Err(slurm_err(e)),
+            }
+        }
+        for n in &s.drain {
+            fenced()?;
+            match slurm.drain(n, REASON_AUTOSCALE).await {
+                Ok(Drain::Requested) => {
+                    let e = Event::Drain {
+                        node: n.clone(),
+                        ours: true,
+                    };
+                    done(&s.node_set, e, &mut out);
+                }
+                // Someone else's drain since the queue was read: theirs; the next pass sees it.
+                Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
+                Err(e) => return Err(slurm_err(e)),
+            }
+        }
+        if let Some(to) = s.to {
+            fenced()?;
+            let why = match &s.decision {
+                Decision::ScaleOut { why, .. } | Decision::ScaleIn { why, .. } => why.as_str(),
+                Decision::Hold { why } => why.as_str(),
+            };
+            autoscale::run::set_replicas(cluster, c, &s.node_set, s.managed, s.from, to, why)
+                .await
+                .map_err(|e| PassError::Missing(e.to_string()))?;
+            let e = Event::Scaled {
+                from: s.from,
+                to,
+                why: why.to_string(),
+            };
+            done(&s.node_set, e, &mut out);
+        }
+    }
+    Ok(out)
+}
+
+/// Sync's write S on a pod of NodeSet SET, behind FENCE.
+async fn pod_write<'a>(
+    pods: &Api<Pod>,
+    set: &'a String,
+    s: &Step,
+    fence: &Fence<'_>,
+) -> Result<(&'a String, Event), PassError> {
+    if !fence() {
+        return Err(PassError::Fenced);
+    }
+    let e = match s {
+        Step::Condition { pod, patch } => {
+            crate::sync::write_condition(pods, pod, patch.clone()).await?;
+            Event::Condition { pod: pod.clone() }
+        }
+        Step::Busy { pod, busy } => {
+            crate::sync::write_busy(pods, pod, *busy).await?;
+            Event::Busy {
+                pod: pod.clone(),
+                busy: *busy,
+            }
+        }
+        Step::Drain { node, .. } | Step::Recheck { node } | Step::Resume { node } => {
+            return Err(PassError::Missing(format!("{node}: not a pod write")));
+        }
+        Step::Replace { pod, .. } => {
+            return Err(PassError::Missing(format!("{pod}: not a pod write")));
+        }
+    };
+    Ok((set, e))
+}
+
+/// What U does, for `plan --cluster`: sync's drains, resumes, holds and replacements (not its
+/// condition and label writes, which change no behaviour), each scale-in's drains and every
+/// change of replicas.
+pub fn steps(u: &Upkeep) -> Vec<crate::plan::Step> {
+    use crate::plan::{Step as Shown, StepBy};
+    let mut out: Vec<Shown> = u
+        .sync
+        .iter()
+        .filter(|(_, s)| !matches!(s, Step::Condition { .. } | Step::Busy { .. }))
+        .map(|(set, s)| {
+            let (action, target, detail) = s.shown();
+            Shown {
+                node_set: set.clone(),
+                by: StepBy::Sync,
+                action,
+                target: target.to_string(),
+                detail: format!("sync: {detail}"),
+            }
+        })
+        .collect();
+    for s in &u.scale {
+        let step = |action, target: &str, detail: String| Shown {
+            node_set: s.node_set.clone(),
+            by: StepBy::Autoscale,
+            action,
+            target: target.to_string(),
+            detail: format!("autoscale: {detail}"),
+        };
+        for n in &s.resume {
+            out.push(step("resume", n, "no longer leaving: given back".into()));
+        }
+        match &s.decision {
+            Decision::Hold { .. } => {}
+            Decision::ScaleOut { to, why } => out.push(step(
+                "scale",
+                &s.node_set,
+                format!("{} -> {to} workers: {why}", s.from),
+            )),
+            Decision::ScaleIn { to, why, .. } => {
+                for n in &s.drain {
+                    out.push(step("drain", n, format!("leaving, {why}")));
+                }
+                let when = match s.to {
+                    Some(now) if now == *to => String::new(),
+                    Some(now) => format!(" ({now} now, the rest once drained)"),
+                    None => " once drained".into(),
+                };
+                out.push(step(
+                    "scale",
+                    &s.node_set,
+                    format!("{} -> {to} workers{when}: {why}", s.from),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
