@@ -378,15 +378,15 @@ async fn pod_write<'a>(
     Ok((set, e))
 }
 
-/// What U does, for `plan --cluster`: sync's drains, resumes, holds and replacements (not its
-/// condition and label writes, which change no behaviour), each scale-in's drains and every
-/// change of replicas.
+/// What U does, for `plan --cluster`: sync's busy labels (they decide what may be evicted),
+/// drains, resumes, holds and replacements (not its condition writes, which change no
+/// behaviour), each scale-in's drains and every change of replicas.
 pub fn steps(u: &Upkeep) -> Vec<crate::plan::Step> {
     use crate::plan::{Step as Shown, StepBy};
     let mut out: Vec<Shown> = u
         .sync
         .iter()
-        .filter(|(_, s)| !matches!(s, Step::Condition { .. } | Step::Busy { .. }))
+        .filter(|(_, s)| !matches!(s, Step::Condition { .. }))
         .map(|(set, s)| {
             let (action, target, detail) = s.shown();
             Shown {

@@ -18,6 +18,7 @@ mod pass;
 mod replicas;
 pub use pass::QUEUE_WAIT;
 mod report;
+mod told;
 pub mod view;
 
 use std::net::SocketAddr;
@@ -118,8 +119,9 @@ struct State {
     events: crate::status::Recorder,
     /// Waiting workers (NodeSet/node/jobs) already told in an Event.
     waiting_told: std::collections::BTreeSet<String>,
-    /// The last pass's worker sync or autoscale failure (logged when it changes).
-    upkeep_error: Option<String>,
+    /// Conditions told once when they start, change and end (not every pass): worker sync or
+    /// autoscale failing, Slurm unknown, the job queue unknown, no Slurm client.
+    told: Told,
     /// Watched workers of the target.
     cache: Option<Cache>,
     /// Slurm client minted from the JWT key Secret: (which Secret and URL, client, read at).
@@ -132,6 +134,15 @@ struct State {
     cost: Option<(crate::controller::Phases, crate::slurm::Traffic, i64)>,
     /// A force-push taken (`--allow-force-push`), to record as an Event.
     force_pushed: Option<String>,
+}
+
+/// The persisting conditions of the loop (see `told`).
+#[derive(Default)]
+struct Told {
+    upkeep: told::Persisting,
+    slurm: told::Persisting,
+    queue: told::Persisting,
+    connect: told::Persisting,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

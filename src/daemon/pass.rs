@@ -440,12 +440,17 @@ async fn reconcile(
                 &mut state.waiting_told,
             )
             .await;
-            if let Some(e) = &out.upkeep_error
-                && state.upkeep_error.as_ref() != Some(e)
+            match state
+                .told
+                .upkeep
+                .see(out.upkeep_error.as_deref(), Instant::now())
             {
-                tracing::warn!("worker sync or autoscale: {e}");
+                Some(t @ super::told::Told::Ended { .. }) => {
+                    tracing::info!("worker sync and autoscale write again: {t}")
+                }
+                Some(t) => tracing::warn!("worker sync or autoscale: {t}"),
+                None => {}
             }
-            state.upkeep_error = out.upkeep_error.clone();
             out.events.iter().any(|(_, e)| e.changed())
         }
         Err(controller::PassError::Fenced) => {
@@ -558,6 +563,7 @@ fn record(
     }
     if connected {
         let jobs_error = out.slurm.as_ref().and_then(|v| v.jobs_error.as_ref());
+        tell_slurm(state, out, jobs_error);
         state.status.slurm = match (&out.slurm_error, jobs_error) {
             (Some(e), _) => format!("unreachable or failing, destructive steps wait: {e}"),
             (None, Some(e)) => format!(
@@ -569,6 +575,27 @@ fn record(
     let metrics = shared.metrics.lock().expect("metrics");
     metrics.progress(&out.progress);
     metrics.checks(&out.sets);
+}
+
+/// Slurm unknown, and the job queue unknown while the nodes are read: each logged when it
+/// starts, changes and ends, not every pass (a queue of 50,000 jobs takes slurmrestd minutes).
+fn tell_slurm(state: &mut State, out: &Outcome, jobs_error: Option<&String>) {
+    use super::told::Told;
+    let now = Instant::now();
+    let unknown = out.slurm_error.as_ref().map(ToString::to_string);
+    match state.told.slurm.see(unknown.as_deref(), now) {
+        Some(t @ Told::Ended { .. }) => tracing::info!("Slurm answers again: {t}"),
+        Some(t) => tracing::warn!("Slurm's state is unknown, destructive steps wait: {t}"),
+        None => {}
+    }
+    let queue = jobs_error.filter(|_| unknown.is_none());
+    match state.told.queue.see(queue.map(String::as_str), now) {
+        Some(t @ Told::Ended { .. }) => tracing::info!("the job queue is read again: {t}"),
+        Some(t) => tracing::warn!(
+            "the job queue is not known, autoscale and canary verdicts wait (rollouts go on from node states): {t}"
+        ),
+        None => {}
+    }
 }
 
 /// With several slurmrestd and the cluster's own Service (no `--slurmrestd-url`): SLURM sends to
@@ -649,6 +676,9 @@ async fn connect(
         .await
     {
         Ok(mut client) => {
+            if let Some(t) = state.told.connect.see(None, Instant::now()) {
+                tracing::info!("Slurm connected: {t}");
+            }
             client.set_queue_wait(QUEUE_WAIT);
             client.set_job_user(job_user);
             // The same slurmrestd with the Secret read again: what the last client read of the
@@ -665,7 +695,10 @@ async fn connect(
         Err(e) => {
             state.slurm = None;
             state.status.slurm = format!("not connected: {e}");
-            tracing::warn!("Slurm: {e}");
+            let told = state.told.connect.see(Some(&e.to_string()), Instant::now());
+            if let Some(t) = told {
+                tracing::warn!("Slurm: {t}");
+            }
             None
         }
     }

@@ -381,7 +381,17 @@ async fn scale_in_gives_back_idle_workers_below_a_busy_one() {
         })
         .await;
     }
-    // The controller pass deletes the drained pods; the busy one stays.
+    // A later pass of the autoscaler lowers the count over the workers Slurm reports drained
+    // (a scale-in never waits inside a pass); then the controller pass deletes the drained
+    // pods, and the busy one stays.
+    let templates: Api<k8s_openapi::api::core::v1::PodTemplate> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    eventually("the count lowered to 1", Duration::from_secs(30), async || {
+        let t = templates.get(&w).await.ok()?;
+        let count = t.metadata.annotations?.get(slurmops::vocab::ANNOTATION_REPLICAS)?.clone();
+        (count == "1").then_some(())
+    })
+    .await;
     apply("60s");
     let _ = autoscaler.kill();
     let _ = autoscaler.wait();
