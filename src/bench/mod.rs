@@ -172,7 +172,8 @@ pub fn offline_plan() -> Vec<Figure> {
             .sum::<usize>()
     });
     let ratio = plan_time.as_secs_f64() / ser_time.as_secs_f64().max(1e-9);
-    vec![
+    let phases = plan_phases(&old, &new);
+    let mut out = vec![
         fig(
             "plan.500_nodesets.wall",
             ms(plan_time),
@@ -203,7 +204,53 @@ pub fn offline_plan() -> Vec<Figure> {
             "x",
             "limit 5x",
         ),
+    ];
+    out.extend(phases);
+    out
+}
+
+/// The offline plan's phases, each the best of 7 (so that the next regression names itself):
+/// validating both revisions, rendering both, the diff, the text.
+fn plan_phases(old: &str, new: &str) -> Vec<Figure> {
+    let (validate, (a, b)) = best(7, || {
+        let a = spec::load("old/cluster.yaml", old).expect("generated input is valid");
+        let b = spec::load("new/cluster.yaml", new).expect("generated input is valid");
+        (a, b)
+    });
+    let (render, (ra, rb)) = best(7, || (render::render(&a), render::render(&b)));
+    let (diff, p) = best(7, || {
+        plan::plan(
+            Some(Side {
+                cluster: &a,
+                rendered: &ra,
+            }),
+            Side {
+                cluster: &b,
+                rendered: &rb,
+            },
+        )
+    });
+    let (format, _) = best(7, || plan::format::text(&p, "bench").len());
+    [
+        ("validate", validate, "spec::load of both revisions"),
+        ("render", render, "render::render of both revisions"),
+        (
+            "diff",
+            diff,
+            "plan::plan: the objects and Slurm's files compared",
+        ),
+        ("format", format, "plan::format::text"),
     ]
+    .into_iter()
+    .map(|(phase, d, what)| {
+        fig(
+            &format!("plan.500_nodesets.phase.{phase}"),
+            ms(d),
+            "ms",
+            what.to_string(),
+        )
+    })
+    .collect()
 }
 
 /// Render time for 10, 100, 1,000 NodeSets and the fitted exponent (1 = linear).

@@ -274,7 +274,11 @@ fn worker(
             .get(&(c.name.as_str(), w.name.as_str()))
             .filter(|(due, j)| mark.is_none_or(|m| *due > m.at && m.job != Some(j.id)))
             .map(|(due, j)| (*due, *j));
-        let due = due_since(c, w, mark, pending_since, now);
+        let newest = cx
+            .latest
+            .get(&(c.name.as_str(), w.name.as_str()))
+            .map(|(due, j)| (*due, j.id));
+        let due = due_since(c, w, mark, pending_since, newest, now);
         let Some(stamp) = due.or(fresh.map(|f| f.0)) else {
             failed |= count(out, cx.set, c, w);
             continue;
@@ -435,22 +439,30 @@ fn mark_of(w: &Worker, c: &ActiveCheck, mark: Mark) -> Action {
 /// Since when check C is due on W (the stamp in its job's name), or None when its last result
 /// stands: a new pod has none (`onRegister`); a worker held `slurmops: checks pending` since
 /// PENDING (its node's problem cleared) needs a result newer than that; and a scheduled check
-/// is due again at each tick after the pod was made.
+/// is due again at each tick after the pod was made. NEWEST: the stamp and id of C's newest job
+/// on W, which tells a result of the hold's second apart from one before it.
 fn due_since(
     c: &ActiveCheck,
     w: &Worker,
     mark: Option<&Mark>,
     pending: Option<i64>,
+    newest: Option<(i64, u64)>,
     now: i64,
 ) -> Option<i64> {
     let created = w.created.unwrap_or(0);
     if c.on_register && mark.is_none() {
         return Some(created);
     }
-    if let (true, Some(p), Some(m)) = (c.on_register, pending, mark)
-        && m.at < p
-    {
-        return Some(p);
+    if let (true, Some(p), Some(m)) = (c.on_register, pending, mark) {
+        // Slurm's times are whole seconds: a result of the very second the worker was held
+        // stands only when its job was submitted for that hold (seen on the bed: a check passed,
+        // the node was cordoned and uncordoned within that second, and the worker was resumed
+        // on the result from before).
+        let after = m.at > p
+            || (m.at == p && newest.is_some_and(|(due, id)| due >= p && m.job == Some(id)));
+        if !after {
+            return Some(p);
+        }
     }
     let tick = c.last_tick(now).filter(|t| *t >= created)?;
     mark.is_none_or(|m| m.at < tick).then_some(tick)

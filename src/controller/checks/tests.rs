@@ -631,6 +631,43 @@ fn a_worker_held_again_after_its_node_s_problem_cleared_runs_its_checks_again_th
 }
 
 #[test]
+fn a_result_of_the_second_the_worker_was_held_stands_only_when_its_job_ran_for_the_hold() {
+    // Seen on the bed (26.05): the check passed, then the node was cordoned and uncordoned, all
+    // within one second: the worker was held `checks pending` in the second of that result, and
+    // resumed on it without running the check again. (Held 100 s before NOW.)
+    let held = vec![node("gpu-0", &["IDLE", "DRAIN"], PENDING)];
+    let before = Mark {
+        job: Some(7),
+        ..passed(NOW - 100)
+    };
+    let registered = check_job(7, "gpu-0", NOW - 130, "COMPLETED");
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", before)])],
+        held.clone(),
+        vec![registered],
+        &[],
+    );
+    assert_eq!(steps(&c), ["submit gpu-0", "resume gpu-0"]);
+    // The job submitted for the hold (its stamp the hold's second) ended in that same second:
+    // its result stands, nothing runs again.
+    let mut rerun = check_job(8, "gpu-0", NOW - 100, "COMPLETED");
+    rerun.end_time = Some(NOW - 100);
+    let after = Mark {
+        job: Some(8),
+        ..passed(NOW - 100)
+    };
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", after)])],
+        held,
+        vec![rerun],
+        &[],
+    );
+    assert_eq!(steps(&c), ["resume gpu-0"]);
+}
+
+#[test]
 fn a_check_job_of_a_worker_resumed_for_it_is_judged_when_it_ends() {
     // Held after its node's problem, resumed when its job was submitted: it is due no more
     // (in service), and its job's result is still kept.
