@@ -137,14 +137,24 @@ fn plan_between(old: &str, new: &str) -> plan::Plan {
     let a = spec::load("old/cluster.yaml", old).expect("generated input is valid");
     let b = spec::load("new/cluster.yaml", new).expect("generated input is valid");
     let (ra, rb) = (render::render(&a), render::render(&b));
+    diff(&a, &ra, &b, &rb)
+}
+
+/// The plan from A (rendered RA) to B (rendered RB).
+fn diff(
+    a: &spec::ClusterFile,
+    ra: &render::Rendered,
+    b: &spec::ClusterFile,
+    rb: &render::Rendered,
+) -> plan::Plan {
     plan::plan(
         Some(Side {
-            cluster: &a,
-            rendered: &ra,
+            cluster: a,
+            rendered: ra,
         }),
         Side {
-            cluster: &b,
-            rendered: &rb,
+            cluster: b,
+            rendered: rb,
         },
     )
 }
@@ -218,25 +228,14 @@ fn plan_phases(old: &str, new: &str) -> Vec<Figure> {
         (a, b)
     });
     let (render, (ra, rb)) = best(7, || (render::render(&a), render::render(&b)));
-    let (diff, p) = best(7, || {
-        plan::plan(
-            Some(Side {
-                cluster: &a,
-                rendered: &ra,
-            }),
-            Side {
-                cluster: &b,
-                rendered: &rb,
-            },
-        )
-    });
+    let (diffed, p) = best(7, || diff(&a, &ra, &b, &rb));
     let (format, _) = best(7, || plan::format::text(&p, "bench").len());
     [
         ("validate", validate, "spec::load of both revisions"),
         ("render", render, "render::render of both revisions"),
         (
             "diff",
-            diff,
+            diffed,
             "plan::plan: the objects and Slurm's files compared",
         ),
         ("format", format, "plan::format::text"),

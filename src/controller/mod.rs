@@ -73,6 +73,11 @@ pub enum PassError {
     },
     #[error("this replica lost the Lease: the pass stopped before its next write")]
     Fenced,
+    /// A write to Slurm failed (worker sync, autoscale).
+    #[error("Slurm: {0}")]
+    Slurm(#[from] crate::slurm::SlurmError),
+    #[error(transparent)]
+    Scale(#[from] crate::autoscale::run::ScaleError),
     #[error("{0}")]
     Missing(String),
 }

@@ -255,14 +255,15 @@ pub async fn act<S: SlurmNodes>(
         .into_iter()
         .map(|(set, s)| pod_write(&pods, set, s, fence))
         .collect();
-    let written: Vec<Result<(&String, Event), PassError>> = futures::stream::iter(writes)
+    let written: Vec<Result<Option<(&String, Event)>, PassError>> = futures::stream::iter(writes)
         .buffered(WRITES)
         .collect()
         .await;
     let mut first_error = None;
     for w in written {
         match w {
-            Ok((set, e)) => done(set, e, &mut out),
+            Ok(Some((set, e))) => done(set, e, &mut out),
+            Ok(None) => {}
             Err(e) => {
                 first_error.get_or_insert(e);
             }
@@ -271,12 +272,11 @@ pub async fn act<S: SlurmNodes>(
     if let Some(e) = first_error {
         return Err(e);
     }
-    let slurm_err = |e: SlurmError| PassError::Missing(format!("Slurm: {e}"));
     for (set, s) in rest {
         fenced()?;
         match s {
             Step::Drain { node, reason } => {
-                if slurm.drain(node, reason).await.map_err(slurm_err)? == Drain::Requested {
+                if slurm.drain(node, reason).await? == Drain::Requested {
                     let e = Event::DrainedFor {
                         node: node.clone(),
                         reason: reason.clone(),
@@ -285,14 +285,11 @@ pub async fn act<S: SlurmNodes>(
                 }
             }
             Step::Recheck { node } => {
-                slurm
-                    .drain(node, REASON_CHECKS_PENDING)
-                    .await
-                    .map_err(slurm_err)?;
+                slurm.drain(node, REASON_CHECKS_PENDING).await?;
                 done(set, Event::Rechecked { node: node.clone() }, &mut out);
             }
             Step::Resume { node } => {
-                slurm.resume(node).await.map_err(slurm_err)?;
+                slurm.resume(node).await?;
                 done(set, Event::ResumedFor { node: node.clone() }, &mut out);
             }
             Step::Replace { pod, uid } => {
@@ -308,7 +305,7 @@ pub async fn act<S: SlurmNodes>(
             match slurm.resume(n).await {
                 Ok(_) => done(&s.node_set, Event::Resume { node: n.clone() }, &mut out),
                 Err(SlurmError::UnknownNode(_)) => {}
-                Err(e) => return Err(slurm_err(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         for n in &s.drain {
@@ -323,7 +320,7 @@ pub async fn act<S: SlurmNodes>(
                 }
                 // Someone else's drain since the queue was read: theirs; the next pass sees it.
                 Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
-                Err(e) => return Err(slurm_err(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         if let Some(to) = s.to {
@@ -333,8 +330,7 @@ pub async fn act<S: SlurmNodes>(
                 Decision::Hold { why } => why.as_str(),
             };
             autoscale::run::set_replicas(cluster, c, &s.node_set, s.managed, s.from, to, why)
-                .await
-                .map_err(|e| PassError::Missing(e.to_string()))?;
+                .await?;
             let e = Event::Scaled {
                 from: s.from,
                 to,
@@ -346,13 +342,13 @@ pub async fn act<S: SlurmNodes>(
     Ok(out)
 }
 
-/// Sync's write S on a pod of NodeSet SET, behind FENCE.
+/// Sync's write S on a pod of NodeSet SET, behind FENCE (None: S writes no pod).
 async fn pod_write<'a>(
     pods: &Api<Pod>,
     set: &'a String,
     s: &Step,
     fence: &Fence<'_>,
-) -> Result<(&'a String, Event), PassError> {
+) -> Result<Option<(&'a String, Event)>, PassError> {
     if !fence() {
         return Err(PassError::Fenced);
     }
@@ -368,14 +364,11 @@ async fn pod_write<'a>(
                 busy: *busy,
             }
         }
-        Step::Drain { node, .. } | Step::Recheck { node } | Step::Resume { node } => {
-            return Err(PassError::Missing(format!("{node}: not a pod write")));
-        }
-        Step::Replace { pod, .. } => {
-            return Err(PassError::Missing(format!("{pod}: not a pod write")));
+        Step::Drain { .. } | Step::Recheck { .. } | Step::Resume { .. } | Step::Replace { .. } => {
+            return Ok(None);
         }
     };
-    Ok((set, e))
+    Ok(Some((set, e)))
 }
 
 /// What U does, for `plan --cluster`: sync's busy labels (they decide what may be evicted),

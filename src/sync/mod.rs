@@ -7,8 +7,9 @@
 //! - A cordoned Kubernetes node, or one with a condition or taint `policy.nodeHealth` lists,
 //!   drains the workers on it in Slurm (running jobs finish, no new ones start); when the problem
 //!   clears they are resumed, but only drains slurmops set for that node (`health`).
-//! - A Ready worker whose Slurm node stays unknown for the registration grace is replaced: Slurm
-//!   cannot run anything there, so deleting it kills nothing. At most one per NodeSet per pass.
+//! - A worker Ready for longer than the registration grace (since its Ready condition's
+//!   transition) whose Slurm node is unknown is replaced: Slurm cannot run anything there, so
+//!   deleting it kills nothing. At most one per NodeSet per pass.
 //!
 //! Writes happen only on change; a pass over a steady cluster writes nothing. What sync does is
 //! decided by `decide` (pure) on the controller pass's observation and written by the pass

@@ -8,10 +8,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use super::*;
-use crate::controller::decide::{SetView, SlurmView, Worker};
-use crate::slurm::{Job, Node, NodeState};
-
-const NOW: i64 = 1_800_000_000;
+use crate::controller::decide::tests::NOW;
+use crate::controller::decide::{self, SetView, SlurmView, Worker};
+use crate::slurm::{Job, Node};
 
 fn cluster(extra: &str) -> ClusterFile {
     crate::spec::load(
@@ -39,13 +38,11 @@ fn autoscaled() -> ClusterFile {
     cluster(", autoscale: {min: 1, max: 4, scaleDownDelay: 60s}")
 }
 
+/// A Slurm node with state FLAGS and drain REASON, busy last at LAST_BUSY.
 fn node(name: &str, flags: &[&str], reason: &str, last_busy: Option<i64>) -> Node {
     Node {
-        name: name.into(),
-        state: NodeState(flags.iter().map(|f| f.to_string()).collect()),
-        reason: reason.into(),
         last_busy,
-        ..Node::default()
+        ..decide::tests::node(name, flags, reason)
     }
 }
 
