@@ -5,7 +5,8 @@
 # every example against the official Kubernetes schemas. Needs root (apt, chroot, mounts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { printf '\n== %s\n' "$*"; }
+# Each step says when it started (seconds since the run began), so a slow run names its slow step.
+step() { printf '\n== %s (at %d s)\n' "$*" "$SECONDS"; }
 export CARGO_TERM_COLOR=never
 
 step "system packages"
@@ -133,4 +134,4 @@ for f in bed-idle bed-waiting bed-canary-failed bed-canary-failed-phone-dark vie
   [ -s "$shots/$f.png" ] || { echo "missing screenshot $shots/$f.png" >&2; exit 1; }
 done
 ls -l "$shots"
-echo "all checks passed"
+echo "all checks passed in $SECONDS s"
