@@ -137,7 +137,7 @@ fn binary_figures(binary: Option<String>) -> Result<Vec<Figure>, String> {
 }
 
 async fn apply(cluster: &slurmops::k8s::Connection, text: &str, wait: bool) -> Result<(), String> {
-    let c = slurmops::spec::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
+    let c = slurmops::cluster::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
     let opts = slurmops::apply::Options {
         wait: wait.then_some(Duration::from_secs(120)),
         ..Default::default()
@@ -184,7 +184,7 @@ async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
 
     let after = support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-b");
     apply(&cluster, &after, false).await?;
-    let c = slurmops::spec::load("cluster.yaml", &after).map_err(|d| format!("{d:?}"))?;
+    let c = slurmops::cluster::load("cluster.yaml", &after).map_err(|d| format!("{d:?}"))?;
     let log: Arc<Mutex<Vec<(Instant, Event)>>> = Arc::default();
     let observer = {
         let log = log.clone();

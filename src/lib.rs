@@ -1,8 +1,8 @@
 //! slurmops: a Slurm cluster on Kubernetes, described by one cluster.yaml in git.
 //!
 //! The pipeline reads top to bottom, one module per stage:
-//! `source` (read cluster.yaml from a directory or a git revision) → `spec` (parse and validate)
-//! → `render` (pure: spec → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
+//! `source` (read cluster.yaml from a directory or a git revision) → `cluster` (parse and validate the cluster file)
+//! → `render` (pure: the cluster → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
 //! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
 //! Slurm, replace pods), `autoscale` (replicas from Slurm's queue) and `sync` (Slurm state on pods,
 //! cordons into drains) → `status` (Events). `controller` runs them as one level-triggered pass
@@ -15,6 +15,7 @@ pub mod apply;
 pub mod autoscale;
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod controller;
 pub mod daemon;
 pub mod import;
@@ -25,7 +26,6 @@ pub mod render;
 pub mod rollout;
 pub mod slurm;
 pub mod source;
-pub mod spec;
 pub mod status;
 pub mod sync;
 pub mod text;

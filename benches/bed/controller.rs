@@ -55,7 +55,7 @@ async fn reconcile(
     text: &str,
     deleted: &Deletions,
 ) -> Result<Duration, String> {
-    let c = slurmops::spec::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
+    let c = slurmops::cluster::load("cluster.yaml", text).map_err(|d| format!("{d:?}"))?;
     let r = slurmops::render::render(&c);
     let slurm = crate::support::slurm::client();
     let observer = {
@@ -374,7 +374,7 @@ pub async fn idle_pass() -> Result<Vec<Figure>, String> {
 async fn idle_requests(env: &TestEnv) -> Result<Vec<Figure>, String> {
     let text = slurmops::bench::generate(200, 0, 10, 0)
         .replace("namespace: slurm", &format!("namespace: {}", env.ns));
-    let c = slurmops::spec::load("cluster.yaml", &text).map_err(|d| format!("{d:?}"))?;
+    let c = slurmops::cluster::load("cluster.yaml", &text).map_err(|d| format!("{d:?}"))?;
     let r = slurmops::render::render(&c);
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await

@@ -11,8 +11,8 @@ pub mod diff;
 pub mod model;
 pub mod rest;
 
+use crate::cluster::ClusterFile;
 use crate::slurm::{Client, SlurmError};
-use crate::spec::ClusterFile;
 
 pub use diff::{BusyJob, Change, Diff, Mode, Op};
 

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::spec::types::{Accounting, Association, AssociationLimits, QosLimits};
-use crate::spec::words::{list_text, minutes_text, parse_minutes, parse_tres, tres_text};
+use crate::cluster::types::{Accounting, Association, AssociationLimits, QosLimits};
+use crate::cluster::words::{list_text, minutes_text, parse_minutes, parse_tres, tres_text};
 
-pub use crate::spec::accounts::{BUILT_IN_QOS, ROOT};
+pub use crate::cluster::accounts::{BUILT_IN_QOS, ROOT};
 
 /// One accounting object. The order is the order of creation: QOS before the accounts that
 /// allow them, accounts before their users' associations, associations before the user

@@ -9,11 +9,11 @@ use serde_json::{Value, json};
 
 use super::diff::{BusyJob, Change, Op};
 use super::model::{Key, Object, Objects, Settings, normalize};
-use crate::slurm::{Client, SlurmError};
-use crate::spec::words::{
+use crate::cluster::words::{
     Tres, flag_from_rest, flag_to_rest, list_text, minutes_text, parse_minutes, parse_tres,
     tres_text,
 };
+use crate::slurm::{Client, SlurmError};
 
 /// The marker's prefix in QOS descriptions and association comments.
 pub const MARKER: &str = "slurmops:";

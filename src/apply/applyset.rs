@@ -17,7 +17,7 @@ pub use crate::vocab::{
 pub const DATA_CLUSTER_YAML: &str = "cluster.yaml";
 
 /// The largest cluster.yaml the parent keeps: a ConfigMap holds at most 1 MiB, and cluster.yaml
-/// may be up to 4 MiB (`spec::yaml::MAX_BYTES`). A larger one is not kept (`plan --cluster` then
+/// may be up to 4 MiB (`cluster::yaml::MAX_BYTES`). A larger one is not kept (`plan --cluster` then
 /// summarises without the last applied revision) rather than failing every apply.
 pub const KEPT_CLUSTER_YAML_BYTES: usize = 768 << 10;
 
@@ -73,8 +73,8 @@ pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String
 /// The cluster.yaml the last apply recorded in the ApplySet parent (None: none, or unreadable).
 pub async fn last_applied(
     cluster: &super::Connection,
-    c: &crate::spec::ClusterFile,
-) -> Result<Option<crate::spec::ClusterFile>, super::ApplyError> {
+    c: &crate::cluster::ClusterFile,
+) -> Result<Option<crate::cluster::ClusterFile>, super::ApplyError> {
     let name = parent_name(&c.metadata.name);
     let parent = cluster
         .get("v1", "ConfigMap", &c.metadata.namespace, &name)
@@ -87,7 +87,7 @@ pub async fn last_applied(
                 .cloned()
         })
         .and_then(|v| v.as_str().map(str::to_string));
-    Ok(text.and_then(|t| crate::spec::load("last-applied/cluster.yaml", &t).ok()))
+    Ok(text.and_then(|t| crate::cluster::load("last-applied/cluster.yaml", &t).ok()))
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use super::{
     ApplyError, Connection, Verdict, api_err, compare, desired, field_manager, immutable_changes,
     key, members, retry, served, verdict,
 };
+use crate::cluster::types::ClusterFile;
 use crate::plan::{self, Action, Change, Plan, Side};
 use crate::render::Rendered;
-use crate::spec::types::ClusterFile;
 
 /// `plan --cluster`: live vs desired for every object of APPLIED (what the pass would apply: R
 /// with unsafe scale-ins held), objects that would be pruned, and the Slurm summary of R against

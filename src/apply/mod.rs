@@ -23,11 +23,11 @@ use std::time::Duration;
 use kube::api::{DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::{Value as Json, json};
 
+use crate::cluster::types::ClusterFile;
 use crate::k8s::Connection;
 pub use crate::k8s::Requests;
 use crate::plan::IMMUTABLE_STS_FIELDS;
 use crate::render::{Object, Rendered};
-use crate::spec::types::ClusterFile;
 pub use drift::drift;
 pub use prune::{NoSlurm, PruneGuard};
 use prune::{check_scale_in, prune_set};

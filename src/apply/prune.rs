@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use serde_json::Value as Json;
 
 use super::{ApplyError, Connection, Members, Options, api_err, key};
+use crate::cluster::types::ClusterFile;
+use crate::cluster::values::IntOrPercent;
 use crate::render::Object;
-use crate::spec::types::ClusterFile;
-use crate::spec::values::IntOrPercent;
 
 /// Answers whether pruning a worker StatefulSet may delete its pods: every pod's Slurm node must
 /// be known drained (or gone). Implemented over slurmrestd by the caller; absent → refuse.

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 
 use super::{ApplyError, api_err, retry};
+use crate::cluster::types::ClusterFile;
 use crate::k8s::Connection;
-use crate::spec::types::ClusterFile;
 
 /// What is wrong with C's state claim for backup controllers, or Ok when C has none or it is
 /// ReadWriteMany.

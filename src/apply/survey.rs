@@ -15,9 +15,9 @@ use super::{
     prune_set, recreate_orphaning, retry, same_hash, served, take_back_keys, unchanged,
     update_parent, upgrade, window,
 };
+use crate::cluster::types::ClusterFile;
 use crate::k8s::Connection;
 use crate::render::{Object, Rendered};
-use crate::spec::types::ClusterFile;
 
 /// What apply does with one object: the one answer to "did it change", for apply and for
 /// `plan --cluster` (`drift`).

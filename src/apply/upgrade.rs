@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value as Json;
 
+use crate::cluster::release;
 use crate::render::Object;
 use crate::render::names::{LABEL_COMPONENT, LABEL_SLURM_VERSION};
-use crate::spec::release;
 
 /// The order components take a new release; workers come last.
 const TIERS: [&[&str]; 4] = [

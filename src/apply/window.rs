@@ -12,10 +12,10 @@ use serde_json::Value as Json;
 
 use super::compare::{HASH_ANNOTATION, contains};
 use super::upgrade::{Held, template_version, tier};
+use crate::cluster::types::ClusterFile;
+use crate::cluster::window::{ControlPlaneWindow, timing, told_at, zone_of};
 use crate::render::Object;
 use crate::render::names::LABEL_COMPONENT;
-use crate::spec::types::ClusterFile;
-use crate::spec::window::{ControlPlaneWindow, timing, told_at, zone_of};
 
 /// What waits for the next window at NOW: DESIRED against the LIVE workloads (`(id, body)`).
 pub fn held(c: &ClusterFile, desired: &[&Object], live: &[(String, Json)], now: i64) -> Held {
@@ -153,7 +153,7 @@ spec:
     controlPlaneWindow: {mode}
 "#
         );
-        crate::spec::load("c.yaml", &text).unwrap()
+        crate::cluster::load("c.yaml", &text).unwrap()
     }
 
     /// R's objects with the hash annotation apply gives them.

@@ -14,8 +14,8 @@ pub mod run;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::cluster::types::{Autoscale, ClusterFile};
 use crate::slurm::Job;
-use crate::spec::types::{Autoscale, ClusterFile};
 
 /// A worker as the autoscaler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,7 +320,7 @@ fn in_partition(c: &ClusterFile, partition: &str, node_set: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::values::Duration as Dur;
+    use crate::cluster::values::Duration as Dur;
 
     fn rule(min: u32, max: u32) -> Autoscale {
         Autoscale {
@@ -429,7 +429,7 @@ mod tests {
     }
 
     fn two_sets() -> ClusterFile {
-        crate::spec::load(
+        crate::cluster::load(
             "c.yaml",
             r#"apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster

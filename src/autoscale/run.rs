@@ -13,11 +13,11 @@ use serde_json::json;
 
 use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::AUTOSCALE_MANAGER;
+use crate::cluster::types::{ClusterFile, NodeSet};
 use crate::controller::decide::SetView;
 use crate::k8s::Connection;
 use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
 use crate::slurm::{Node, our_reason};
-use crate::spec::types::{ClusterFile, NodeSet};
 use crate::status::{self, Note};
 
 /// Annotation on the StatefulSet: the last autoscale change and why.

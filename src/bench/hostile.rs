@@ -4,7 +4,7 @@
 //! bench reports the worst case.
 
 /// Largest input in the corpus: just under the accepted cluster.yaml size.
-const BUDGET: usize = crate::spec::yaml::MAX_BYTES - 4096;
+const BUDGET: usize = crate::cluster::yaml::MAX_BYTES - 4096;
 
 const HEAD: &str = "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata:\n  name: evil\n  namespace: slurm\n";
 const SPEC: &str = "spec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: k, key: k}\n    jwtKey: {name: j, key: j}\n  nodeSets:\n    - name: cpu\n      replicas: 1\n  partitions:\n    - name: p\n      nodeSets: [ALL]\n";
@@ -233,7 +233,7 @@ mod tests {
     fn every_input_fits_the_accepted_size() {
         for (name, text) in super::corpus() {
             assert!(
-                text.len() <= crate::spec::yaml::MAX_BYTES,
+                text.len() <= crate::cluster::yaml::MAX_BYTES,
                 "{name}: {}",
                 text.len()
             );

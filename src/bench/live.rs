@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use super::{Figure, fig, generate, ms, rss_mib};
 use crate::apply::{self, NoSlurm, Options};
 use crate::k8s::Connection;
-use crate::{render, spec};
+use crate::{cluster, render};
 
 const EXAMPLE: &str = include_str!("../../examples/repo/cluster.yaml");
 
@@ -55,7 +55,7 @@ async fn noop(
     text: &str,
     note: &str,
 ) -> Result<Vec<Figure>, String> {
-    let c = spec::load(label, text).map_err(|d| format!("{label}: {} errors", d.len()))?;
+    let c = cluster::load(label, text).map_err(|d| format!("{label}: {} errors", d.len()))?;
     let r = render::render(&c);
     let opts = Options::default();
     apply::apply(cluster, &c, text, &r, &opts, &NoSlurm)

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster;
 use crate::plan::{self, Side};
 use crate::render;
-use crate::spec;
 
 /// One figure.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,17 +134,17 @@ fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
 
 /// What `slurmops plan` does offline between two cluster.yaml texts: load, render, diff.
 fn plan_between(old: &str, new: &str) -> plan::Plan {
-    let a = spec::load("old/cluster.yaml", old).expect("generated input is valid");
-    let b = spec::load("new/cluster.yaml", new).expect("generated input is valid");
+    let a = cluster::load("old/cluster.yaml", old).expect("generated input is valid");
+    let b = cluster::load("new/cluster.yaml", new).expect("generated input is valid");
     let (ra, rb) = (render::render(&a), render::render(&b));
     diff(&a, &ra, &b, &rb)
 }
 
 /// The plan from A (rendered RA) to B (rendered RB).
 fn diff(
-    a: &spec::ClusterFile,
+    a: &cluster::ClusterFile,
     ra: &render::Rendered,
-    b: &spec::ClusterFile,
+    b: &cluster::ClusterFile,
     rb: &render::Rendered,
 ) -> plan::Plan {
     plan::plan(
@@ -169,7 +169,7 @@ pub fn offline_plan() -> Vec<Figure> {
         (p.changes.len(), text.len())
     });
     let rss = peak_rss_mib();
-    let b = spec::load("new/cluster.yaml", &new).expect("valid");
+    let b = cluster::load("new/cluster.yaml", &new).expect("valid");
     let rb = render::render(&b);
     let (ser_time, bytes) = best(7, || {
         rb.objects
@@ -223,15 +223,15 @@ pub fn offline_plan() -> Vec<Figure> {
 /// validating both revisions, rendering both, the diff, the text.
 fn plan_phases(old: &str, new: &str) -> Vec<Figure> {
     let (validate, (a, b)) = best(7, || {
-        let a = spec::load("old/cluster.yaml", old).expect("generated input is valid");
-        let b = spec::load("new/cluster.yaml", new).expect("generated input is valid");
+        let a = cluster::load("old/cluster.yaml", old).expect("generated input is valid");
+        let b = cluster::load("new/cluster.yaml", new).expect("generated input is valid");
         (a, b)
     });
     let (render, (ra, rb)) = best(7, || (render::render(&a), render::render(&b)));
     let (diffed, p) = best(7, || diff(&a, &ra, &b, &rb));
     let (format, _) = best(7, || plan::format::text(&p, "bench").len());
     [
-        ("validate", validate, "spec::load of both revisions"),
+        ("validate", validate, "cluster::load of both revisions"),
         ("render", render, "render::render of both revisions"),
         (
             "diff",
@@ -258,7 +258,7 @@ pub fn render_scaling() -> Vec<Figure> {
     let mut out = Vec::new();
     for n in [10usize, 100, 1000] {
         let text = generate(n, 20, (n / 10).max(1), 0);
-        let c = spec::load("cluster.yaml", &text).expect("valid");
+        let c = cluster::load("cluster.yaml", &text).expect("valid");
         let (t, objects) = best(3, || render::render(&c).objects.len());
         points.push(((n as f64).ln(), t.as_secs_f64().ln()));
         out.push(fig(
@@ -307,7 +307,7 @@ pub fn parser_throughput() -> Vec<Figure> {
     let mut invalid = 0usize;
     for _ in 0..runs {
         for i in &inputs {
-            if spec::load("cluster.yaml", i).is_err() {
+            if cluster::load("cluster.yaml", i).is_err() {
                 invalid += 1;
             }
         }
@@ -363,7 +363,7 @@ pub fn hostile_worst() -> Vec<Figure> {
     let mut worst = (Duration::ZERO, "");
     for (name, text) in hostile::corpus() {
         let t = Instant::now();
-        let _ = spec::load("hostile.yaml", &text);
+        let _ = cluster::load("hostile.yaml", &text);
         worst = worst.max((t.elapsed(), name));
     }
     vec![fig(
@@ -392,7 +392,7 @@ mod tests {
     fn generated_clusters_are_valid_and_the_changed_share_rolls() {
         let old = generate(40, 3, 4, 0);
         let new = generate(40, 3, 4, 2);
-        let a = spec::load("a", &old).unwrap();
+        let a = cluster::load("a", &old).unwrap();
         assert_eq!(a.spec.node_sets.len(), 40);
         assert_eq!(a.spec.partitions.len(), 4);
         assert_eq!(plan_between(&old, &new).slurm.node_sets_rolled.len(), 2);

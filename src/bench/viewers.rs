@@ -144,7 +144,7 @@ fn passes(
     seq: &mut u64,
     n: usize,
 ) -> f64 {
-    let c = crate::spec::load("bench.yaml", &generate(50, 20, 4, 0))
+    let c = crate::cluster::load("bench.yaml", &generate(50, 20, 4, 0))
         .expect("the generated cluster is valid");
     let c = Arc::new(c);
     let mut times: Vec<f64> = (0..n)

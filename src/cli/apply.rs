@@ -4,13 +4,13 @@ use std::path::{Path, PathBuf};
 
 use super::{CliError, Format, Outcome, Success, load, read};
 use crate::apply::{self, NoSlurm, Options};
+use crate::cluster::window::WindowMode;
+use crate::cluster::{self, values::Duration};
 use crate::controller::drive::{Driven, RolloutError, drive};
 use crate::controller::{Env, Target};
 use crate::k8s::Connection;
 use crate::render;
 use crate::rollout::Observer;
-use crate::spec::window::WindowMode;
-use crate::spec::{self, values::Duration};
 
 #[derive(clap::Args)]
 pub struct KubeArgs {
@@ -159,7 +159,7 @@ struct How {
 async fn with_slurm(
     cluster: &Connection,
     slurm: &crate::slurm::Client,
-    c: &spec::ClusterFile,
+    c: &cluster::ClusterFile,
     text: &str,
     r: &render::Rendered,
     opts: &Options,
@@ -329,7 +329,7 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> Outcome {
         );
         return Ok(Success::Done);
     }
-    let sets: Vec<&crate::spec::types::NodeSet> = c
+    let sets: Vec<&crate::cluster::types::NodeSet> = c
         .spec
         .node_sets
         .iter()
@@ -403,7 +403,7 @@ pub fn rollout_cmd(mut a: RolloutArgs) -> Outcome {
 /// Event is for people: failing to record it does not undo the decision.
 async fn note(
     cluster: &Connection,
-    c: &spec::ClusterFile,
+    c: &cluster::ClusterFile,
     set: &str,
     reason: &'static str,
     message: String,

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use super::apply::{KubeArgs, runtime};
 use super::{CliError, Outcome, Success};
 use crate::apply::Options;
+use crate::cluster::values::Duration;
 use crate::daemon::{self, Config, SlurmSource};
 use crate::k8s::Connection;
 use crate::source::remote::{Auth, Remote};
-use crate::spec::values::Duration;
 
 #[derive(clap::Args)]
 pub struct RunArgs {

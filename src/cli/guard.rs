@@ -2,8 +2,8 @@
 //! safe defaults, widened by `--allow-*` and `--policy`) and for `validate --guardrails` (the
 //! same check in a pull request's CI, so it refuses what the daemon will refuse).
 
-use crate::spec::Guardrails;
-use crate::spec::guard_file::GuardFile;
+use crate::cluster::Guardrails;
+use crate::cluster::guard_file::GuardFile;
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct GuardArgs {
@@ -120,7 +120,7 @@ impl GuardArgs {
     /// given, else HOME (None: any namespace). Err: the policy file's problems, one per line.
     pub fn guardrails(&self, home: Option<&str>) -> Result<Guardrails, String> {
         let file = match &self.policy {
-            Some(p) => crate::spec::guard_file::read(p).map_err(|ds| {
+            Some(p) => crate::cluster::guard_file::read(p).map_err(|ds| {
                 let lines: Vec<String> = ds.iter().map(ToString::to_string).collect();
                 format!(
                     "{}\n{}: {} problems in the policy file; nothing was checked",
@@ -145,7 +145,7 @@ impl GuardArgs {
         if let Some(d) = self
             .allow_programs
             .iter()
-            .find(|d| !crate::spec::guard_file::is_digest(d))
+            .find(|d| !crate::cluster::guard_file::is_digest(d))
         {
             return Err(format!(
                 "--allow-program {d}: a program is allowed by its digest, sha256: and 64 lowercase hex digits (validate --guardrails prints the digest of what it refuses)"

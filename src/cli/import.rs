@@ -59,7 +59,7 @@ pub fn run(from: From) -> Outcome {
 
 /// The file at P, refused past the size any cluster.yaml may have.
 fn read(p: &PathBuf) -> Result<String, CliError> {
-    let limit = crate::spec::yaml::MAX_BYTES;
+    let limit = crate::cluster::yaml::MAX_BYTES;
     let mut text = String::new();
     std::fs::File::open(p)
         .and_then(|f| f.take(limit as u64 + 1).read_to_string(&mut text))

@@ -17,10 +17,10 @@ mod slurm;
 mod sync;
 mod watch;
 
+use crate::cluster::{self, ClusterFile};
 use crate::plan::{self, Side, format};
 use crate::render::{self, Rendered};
 use crate::source::{self, GitCli, Loaded};
-use crate::spec::{self, ClusterFile};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
@@ -327,7 +327,7 @@ fn run(command: Cmd) -> Outcome {
             format,
         ),
         Cmd::Schema { markdown: true } => {
-            print!("{}", spec::reference::markdown());
+            print!("{}", cluster::reference::markdown());
             Ok(Success::Done)
         }
         Cmd::Schema { markdown: false } => {
@@ -445,14 +445,14 @@ fn allow_http() -> bool {
 
 /// The committed schema file's content.
 pub fn schema_text() -> String {
-    serde_json::to_string_pretty(&spec::json_schema()).expect("schema serializes") + "\n"
+    serde_json::to_string_pretty(&cluster::json_schema()).expect("schema serializes") + "\n"
 }
 
 /// A failure already explained to the user on stderr.
 struct Reported;
 
 fn load(loaded: &Loaded) -> Result<ClusterFile, Reported> {
-    spec::load(&loaded.name, &loaded.text).map_err(|diags| {
+    cluster::load(&loaded.name, &loaded.text).map_err(|diags| {
         for d in &diags {
             eprintln!("{d}");
         }
@@ -473,8 +473,8 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
 }
 
 /// Whether the guardrails G refuse cluster file L (C): each refusal printed.
-fn refused(l: &Loaded, c: &ClusterFile, g: &spec::Guardrails) -> bool {
-    let refused = spec::refusals(&l.name, &l.text, c, g);
+fn refused(l: &Loaded, c: &ClusterFile, g: &cluster::Guardrails) -> bool {
+    let refused = cluster::refusals(&l.name, &l.text, c, g);
     for d in &refused {
         eprintln!("{d}");
     }
@@ -489,7 +489,7 @@ fn refused(l: &Loaded, c: &ClusterFile, g: &spec::Guardrails) -> bool {
 }
 
 /// The guardrails of GUARD's flags and policy file; the policy file's problems printed.
-fn guardrails(guard: &guard::GuardArgs) -> Result<spec::Guardrails, Reported> {
+fn guardrails(guard: &guard::GuardArgs) -> Result<cluster::Guardrails, Reported> {
     guard.guardrails(None).map_err(|e| {
         eprintln!("{e}");
         Reported
@@ -509,7 +509,7 @@ fn plan_refused(path: &Path, head: Option<&str>, guard: &guard::GuardArgs) -> bo
         None => read(path).ok(),
     };
     let Some(l) = l else { return false };
-    let Ok(c) = spec::load(&l.name, &l.text) else {
+    let Ok(c) = cluster::load(&l.name, &l.text) else {
         return false;
     };
     refused(&l, &c, &g)
@@ -528,8 +528,8 @@ fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
         c.spec.node_sets.len(),
         c.spec.partitions.len()
     );
-    if let Some(r) = spec::release::find(&c.spec.slurm_version).filter(|r| !r.proven) {
-        let proven: Vec<&str> = spec::release::SUPPORTED
+    if let Some(r) = cluster::release::find(&c.spec.slurm_version).filter(|r| !r.proven) {
+        let proven: Vec<&str> = cluster::release::SUPPORTED
             .iter()
             .filter(|r| r.proven)
             .map(|r| r.version)
@@ -549,12 +549,12 @@ fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
 fn validate_json(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
     let g = guard.map(guardrails).transpose()?;
     let l = read(path)?;
-    let (c, errors) = match spec::load(&l.name, &l.text) {
+    let (c, errors) = match cluster::load(&l.name, &l.text) {
         Ok(c) => (Some(c), Vec::new()),
         Err(d) => (None, d),
     };
     let refused = match (&c, &g) {
-        (Some(c), Some(g)) => spec::refusals(&l.name, &l.text, c, g),
+        (Some(c), Some(g)) => cluster::refusals(&l.name, &l.text, c, g),
         _ => Vec::new(),
     };
     let valid = c.is_some() && refused.is_empty();

@@ -233,7 +233,7 @@ fn connect(c: &Connection) -> Result<Client, SlurmError> {
 async fn from_cluster(c: &Connection, path: &std::path::Path) -> Result<Client, SlurmError> {
     let file = crate::source::cluster_file(path);
     let loaded = crate::source::read_file(&file).map_err(|e| SlurmError::Config(e.to_string()))?;
-    let cluster = crate::spec::load(&loaded.name, &loaded.text).map_err(|d| {
+    let cluster = crate::cluster::load(&loaded.name, &loaded.text).map_err(|d| {
         let lines: Vec<String> = d.iter().map(ToString::to_string).collect();
         SlurmError::Config(lines.join("\n"))
     })?;

@@ -4,9 +4,9 @@
 
 use super::Outcome;
 use super::watch::{self, every};
+use crate::cluster::values::Duration;
 use crate::controller::upkeep::Keep;
 use crate::rollout::Observer;
-use crate::spec::values::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use super::apply::{KubeArgs, runtime};
 use super::{CliError, Outcome, Success, load, read};
+use crate::cluster::ClusterFile;
+use crate::cluster::values::Duration;
 use crate::k8s::Connection;
 use crate::slurm::Client;
-use crate::spec::ClusterFile;
-use crate::spec::values::Duration;
 
 #[derive(clap::Args)]
 pub struct WatchArgs {

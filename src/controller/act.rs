@@ -11,10 +11,10 @@ use super::decide::Action;
 use super::maint;
 use super::{Fence, PassError};
 use crate::apply::{CANARY_MANAGER, MAINTENANCE_MANAGER};
+use crate::cluster::canary::{SCRIPT_END, ScriptRef};
 use crate::render::names::ANNOTATION_CANARY;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
-use crate::spec::canary::{SCRIPT_END, ScriptRef};
 
 /// Keeps check CHECK's result MARK on POD as its condition (a pod gone meanwhile is no error).
 async fn mark_pod(

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::decide::{Action, SetView, SlurmView};
+use crate::cluster::types::BlockTopology;
 use crate::render::slurm::node_topology;
-use crate::spec::types::BlockTopology;
 
 /// What placing one NodeSet's workers needs now.
 #[derive(Debug, Default, PartialEq, Eq)]

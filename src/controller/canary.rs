@@ -13,8 +13,8 @@
 
 use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
 pub use super::gate::{CanaryProgress, CanaryStage, Gate, REASON_CANARY_FAILED, Record, Verdict};
+use crate::cluster::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 use crate::slurm::{Job, JobRequest, Node};
-use crate::spec::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;

@@ -3,7 +3,7 @@
 //! prints its figure as `slurmops-value: X`; the job's wrapper judges it. Shared by the checks'
 //! jobs and a canary validated by a check.
 
-use crate::spec::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
+use crate::cluster::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
 
 /// The script of check C on a worker with GPUS GPUs.
 pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {

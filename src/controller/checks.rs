@@ -22,9 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::canary::HOLD_SECS;
 use super::decide::{Action, SetView, SlurmView, Worker};
 pub use super::mark::{Mark, Summary, marks};
+use crate::cluster::active_checks::{ActiveCheck, OnFailure};
+use crate::cluster::types::ClusterSpec;
 use crate::slurm::{Job, JobRequest, Node};
-use crate::spec::active_checks::{ActiveCheck, OnFailure};
-use crate::spec::types::ClusterSpec;
 use crate::vocab::{CHECK_JOB_PREFIX, REASON_CHECK, REASON_CHECKS_PENDING, REASON_PREFIX};
 
 /// What the checks add to a pass.

@@ -354,7 +354,7 @@ pub enum Action {
     /// Submit a canary's validation job (its script read from the ConfigMap FROM, when set).
     Submit {
         job: crate::slurm::JobRequest,
-        from: Option<crate::spec::canary::ScriptRef>,
+        from: Option<crate::cluster::canary::ScriptRef>,
     },
     /// Submit an active check's job.
     CheckSubmit { job: crate::slurm::JobRequest },

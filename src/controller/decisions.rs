@@ -8,18 +8,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::decide::{self, Action, Decision, Policy, Progress, SetView, SlurmView, Want};
 use super::observation::Observation;
 use super::{blocks, canary, checks, maint, per_node};
-use crate::spec::ClusterFile;
-use crate::spec::canary::Validation;
-use crate::spec::window::{self, WindowMode};
+use crate::cluster::ClusterFile;
+use crate::cluster::canary::Validation;
+use crate::cluster::window::{self, WindowMode};
 
 /// The NodeSet's rollout policy from cluster.yaml.
 /// LIVE: the workers a perNode NodeSet wants now (its percentages are of those).
-pub fn policy(ns: &crate::spec::types::NodeSet, registration_grace: i64, live: u32) -> Policy {
+pub fn policy(ns: &crate::cluster::types::NodeSet, registration_grace: i64, live: u32) -> Policy {
     let u = &ns.update;
     Policy {
         max_unavailable: ns.max_unavailable(live),
         drain_timeout: Some(u.drain_timeout.as_secs() as i64),
-        force: matches!(u.on_timeout, crate::spec::types::OnTimeout::Force),
+        force: matches!(u.on_timeout, crate::cluster::types::OnTimeout::Force),
         registration_grace,
         gate: canary::Gate::Open,
         window: decide::WindowGate::Open,
@@ -223,7 +223,7 @@ fn reserve_for_windows(
 
 /// Whether the maintenance windows let NodeSet N drain workers now.
 fn window_gate(
-    n: Option<&crate::spec::types::NodeSet>,
+    n: Option<&crate::cluster::types::NodeSet>,
     t: &window::Timing,
     ignore: bool,
 ) -> decide::WindowGate {
@@ -380,7 +380,7 @@ fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Plac
 /// one) of workers, busy ones kept first. Without Slurm nothing is made and nothing leaves.
 fn count_want(
     s: &SetView,
-    n: &crate::spec::types::NodeSet,
+    n: &crate::cluster::types::NodeSet,
     obs: &Observation,
 ) -> (Want, Option<per_node::Placement>) {
     let Ok(slurm) = &obs.slurm else {
@@ -454,7 +454,7 @@ spec:
     - {{name: p, nodeSets: [ALL]}}
 "#
         );
-        crate::spec::load("cluster.yaml", &yaml).expect("valid")
+        crate::cluster::load("cluster.yaml", &yaml).expect("valid")
     }
 
     /// A's two workers are outdated; B runs three (git says two), all current; all idle.
@@ -600,7 +600,7 @@ spec:
             );
         }
         yaml += "  partitions:\n    - {name: p, nodeSets: [ALL]}\n";
-        let c = crate::spec::load("cluster.yaml", &yaml).expect("valid");
+        let c = crate::cluster::load("cluster.yaml", &yaml).expect("valid");
         let (mut sets, mut nodes, mut jobs) = (BTreeMap::new(), Vec::new(), Vec::new());
         for s in 0..sets_n {
             let name = format!("s{s}");

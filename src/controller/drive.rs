@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use super::decide::controller_drain;
 use super::{Env, Moves, Outcome, PassError, PassScope, Target};
 use crate::accounting::SlurmAccounts;
+use crate::cluster::ClusterFile;
 use crate::k8s::Connection;
 use crate::render::Rendered;
 use crate::rollout::{Event, Observer, Report};
 use crate::slurm::SlurmNodes;
-use crate::spec::ClusterFile;
 
 /// Why a driver stopped before the work was done.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams};
 
 use super::decide::Progress;
 use super::watch::Scope;
-use crate::spec::ClusterFile;
+use crate::cluster::ClusterFile;
 
 /// A NodeSet's workload as Kubernetes reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,7 +147,7 @@ mod tests {
             text.push_str(&format!("    - {{name: {s}, replicas: 2}}\n"));
         }
         text.push_str("  partitions:\n    - {name: p, nodeSets: [ALL]}\n");
-        crate::spec::load("cluster.yaml", &text).expect("valid")
+        crate::cluster::load("cluster.yaml", &text).expect("valid")
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! slurmctld's sidecar reads instead: one key per reservation, `START END NODES`.
 
 use super::decide::{Action, Progress};
+use crate::cluster::window::Timing;
 use crate::slurm::{Reservation, ReservationRequest};
-use crate::spec::window::Timing;
 
 pub use crate::vocab::RESERVATION_PREFIX as PREFIX;
 

@@ -46,11 +46,11 @@ use self::observe::{Needs, Scope, observe};
 use self::watch::Cache;
 use crate::accounting::SlurmAccounts;
 use crate::apply::{self, ApplyError, NoSlurm, Options, PruneGuard, Report};
+use crate::cluster::ClusterFile;
 use crate::k8s::Connection;
 use crate::render::Rendered;
 use crate::rollout::{Event, Observer};
 use crate::slurm::SlurmNodes;
-use crate::spec::ClusterFile;
 pub use decisions::{Moves, Scope as PassScope, decide_pass, policy};
 pub use preview::Preview;
 

@@ -16,11 +16,11 @@ use super::decide::{SetView, SlurmView, Worker};
 pub use super::observation::{Observation, Reservations, SlurmUnknown};
 use super::watch::Cache;
 pub use super::watch::Scope;
+use crate::cluster::ClusterFile;
+use crate::cluster::window::{self, WindowMode};
 use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
-use crate::spec::ClusterFile;
-use crate::spec::window::{self, WindowMode};
 
 /// What a pass must read besides the workers and Slurm's nodes and jobs, from cluster.yaml.
 #[derive(Debug, Clone, Default)]
@@ -37,7 +37,7 @@ pub struct Needs {
     /// a NodeSet missing here is being removed.
     pub wanted: BTreeMap<String, Option<u32>>,
     /// Worker sync runs: the Kubernetes nodes' health under these rules (`policy.nodeHealth`).
-    pub health: Option<Option<crate::spec::policy::NodeHealth>>,
+    pub health: Option<Option<crate::cluster::policy::NodeHealth>>,
 }
 
 /// When a pass reads Slurm's job queue. Whether a node may run jobs is in its state (ALLOCATED,

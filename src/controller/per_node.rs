@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::decide::{SetView, SlurmView};
+use crate::cluster::values::PER_NODE_LIMIT;
 use crate::slurm::REASON_PREFIX;
-use crate::spec::values::PER_NODE_LIMIT;
 
 /// The workers autoscale set for a NodeSet whose pods slurmops makes (its PodTemplate's
 /// annotation), if it set any.

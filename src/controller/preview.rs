@@ -183,7 +183,7 @@ impl Preview {
     /// For each rollout that waits for a window: the pending jobs of the partitions holding its
     /// NodeSet, and those its reservation keeps off the workers now (their time limits would
     /// still run when the window opens).
-    pub fn pending_held_back(&self, c: &crate::spec::ClusterFile, plan: &mut Plan) {
+    pub fn pending_held_back(&self, c: &crate::cluster::ClusterFile, plan: &mut Plan) {
         let Ok(view) = &self.observation.slurm else {
             return;
         };

@@ -23,10 +23,10 @@ use kube::api::Api;
 use super::observation::Observation;
 use super::{Fence, PassError};
 use crate::autoscale::{self, Decision, WorkerState};
+use crate::cluster::ClusterFile;
 use crate::k8s::Connection;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes, our_reason};
-use crate::spec::ClusterFile;
 use crate::sync::decide::Step;
 use crate::vocab::{REASON_AUTOSCALE, REASON_CHECKS_PENDING};
 

@@ -63,7 +63,7 @@ pub struct Config {
     pub namespace: String,
     /// What the install allows a commit (checked with validation: a refused commit is
     /// `refused`, each finding at its position).
-    pub guard: crate::spec::Guardrails,
+    pub guard: crate::cluster::Guardrails,
     /// The cluster (cluster.yaml's metadata.name) this daemon manages, when several share the
     /// namespace: its Lease, status ConfigMap and metrics carry the name, and a cluster.yaml
     /// naming another cluster is refused.
@@ -92,7 +92,7 @@ pub struct Config {
 /// A valid commit: its cluster.yaml parsed and rendered.
 struct Loaded {
     fetched: Fetched,
-    c: crate::spec::ClusterFile,
+    c: crate::cluster::ClusterFile,
     r: crate::render::Rendered,
 }
 

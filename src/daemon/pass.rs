@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::http::Shared;
 use super::{Config, Loaded, SlurmSource, State};
+use crate::cluster;
 use crate::controller::observe::Scope;
 use crate::controller::watch::Cache;
 use crate::controller::{self, Env, Outcome, Target};
@@ -18,7 +19,6 @@ use crate::k8s::Connection;
 use crate::slurm::Client;
 use crate::source::history::Lineage;
 use crate::source::remote::Fetched;
-use crate::spec;
 use crate::status::verdict::{self, Happened, Verdict};
 
 fn now_rfc3339() -> String {
@@ -275,7 +275,7 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
         super::report::count(shared, Verdict::Refused, started);
         return None;
     }
-    match spec::load(&f.name, &f.text) {
+    match cluster::load(&f.name, &f.text) {
         Ok(c) if cfg.cluster.as_ref().is_some_and(|n| *n != c.metadata.name) => {
             // Two daemons share the namespace: one must never apply the other's cluster.
             let why = format!(
@@ -292,7 +292,7 @@ fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Optio
         }
         Ok(c) => {
             // What the install's guardrails refuse, each at its position.
-            let refused = spec::refusals(&f.name, &f.text, &c, &cfg.guard);
+            let refused = cluster::refusals(&f.name, &f.text, &c, &cfg.guard);
             if !refused.is_empty() {
                 let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
                 tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused by the install's guardrails: {}", short(&f.commit), lines.join("; "));
@@ -605,7 +605,7 @@ fn find_replicas(
     cluster: &Connection,
     cfg: &Config,
     state: &mut State,
-    c: &spec::ClusterFile,
+    c: &cluster::ClusterFile,
     slurm: &Client,
 ) {
     let own_service = matches!(&cfg.slurm, SlurmSource::Cluster { url: None, .. });
@@ -642,7 +642,7 @@ async fn connect(
     cluster: &Connection,
     cfg: &Config,
     state: &mut State,
-    c: &spec::ClusterFile,
+    c: &cluster::ClusterFile,
 ) -> Option<Arc<Client>> {
     let (url, user, job_user, allow_http) = match &cfg.slurm {
         SlurmSource::Off => {
@@ -705,7 +705,7 @@ async fn connect(
 }
 
 /// Watches the target's workers, so that a pod becoming Ready or going away wakes the next pass.
-fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &spec::ClusterFile) {
+fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &cluster::ClusterFile) {
     let scope = Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     if !state.cache.as_ref().is_some_and(|w| *w.scope() == scope) {
         state.cache = Some(Cache::start(

@@ -131,7 +131,7 @@ pub fn import(files: &[(String, String)], o: &Options) -> Result<Imported, Impor
     let yaml = format!(
         "# Imported from Slinky values by `slurmops import slinky`: read the report it printed\n# (every NEEDS line) before applying.\n{body}"
     );
-    if let Err(problems) = crate::spec::load("cluster.yaml", &yaml) {
+    if let Err(problems) = crate::cluster::load("cluster.yaml", &yaml) {
         let text: Vec<String> = problems.iter().map(|d| d.to_string()).collect();
         return Err(ImportError::Invalid(format!("{}\n{yaml}", text.join("\n"))));
     }
@@ -175,13 +175,13 @@ fn images(v: &Values, o: &Options, spec: &mut Map<String, Json>) -> Images {
     let repo = v.text(&["controller", "slurmctld", "image", "repository"]);
     let tag = v.text(&["controller", "slurmctld", "image", "tag"]);
     let (version, flavor) = match tag.as_deref().and_then(|t| t.split_once('-')) {
-        Some((ver, flavor)) if crate::spec::release::find(ver).is_some() => {
+        Some((ver, flavor)) if crate::cluster::release::find(ver).is_some() => {
             (Some(ver.to_string()), flavor.to_string())
         }
         _ => (None, "ubuntu24.04".to_string()),
     };
     let version = version.or(o.slurm_version.clone()).unwrap_or_else(|| {
-        let latest = crate::spec::release::SUPPORTED
+        let latest = crate::cluster::release::SUPPORTED
             .last()
             .map(|r| r.version)
             .unwrap_or("25.11");
@@ -481,8 +481,8 @@ mod tests {
         import(&files, &o).unwrap()
     }
 
-    fn load(i: &Imported) -> crate::spec::ClusterFile {
-        crate::spec::load("cluster.yaml", &i.yaml).unwrap()
+    fn load(i: &Imported) -> crate::cluster::ClusterFile {
+        crate::cluster::load("cluster.yaml", &i.yaml).unwrap()
     }
 
     #[test]

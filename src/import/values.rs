@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use serde_json::Value as Json;
 
 use super::{Entry, ImportError, Outcome};
-use crate::spec::yaml::{self, Pos};
+use crate::cluster::yaml::{self, Pos};
 
 /// One node of the merged values.
 #[derive(Debug, Clone)]

@@ -2,8 +2,8 @@
 //! Slurm terms: what runs, on how many workers, how many at once, when, and what a failure does.
 //! Pure: the schedule is shown as written, and `at` adds its next time against the plan's.
 
-use crate::spec::active_checks::{ActiveCheck, OnFailure, holds_new_workers};
-use crate::spec::types::ClusterFile;
+use crate::cluster::active_checks::{ActiveCheck, OnFailure, holds_new_workers};
+use crate::cluster::types::ClusterFile;
 
 /// One line per check added, changed or removed between BASE and HEAD.
 pub fn changes(base: &ClusterFile, head: &ClusterFile) -> Vec<String> {
@@ -54,7 +54,7 @@ pub fn at(lines: &mut [String], c: &ClusterFile, now: i64) {
             format!("check {} added: ", check.name),
             format!("check {} changed: ", check.name),
         ];
-        let told = crate::spec::window::told_at(next, &check.time_zone);
+        let told = crate::cluster::window::told_at(next, &check.time_zone);
         for l in lines
             .iter_mut()
             .filter(|l| heads.iter().any(|h| l.starts_with(h.as_str())))
@@ -66,7 +66,7 @@ pub fn at(lines: &mut [String], c: &ClusterFile, now: i64) {
 
 /// What check C of HEAD does, in one sentence.
 fn what(c: &ActiveCheck, head: &ClusterFile) -> String {
-    let sets: Vec<&crate::spec::types::NodeSet> =
+    let sets: Vec<&crate::cluster::types::NodeSet> =
         head.spec.node_sets.iter().filter(|n| c.covers(n)).collect();
     let names: Vec<&str> = sets.iter().map(|n| n.name.as_str()).collect();
     let workers = match sets.iter().any(|n| n.replicas.per_node()) {

@@ -110,7 +110,7 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
         }
     }
     for sc in &s.scaled {
-        use crate::spec::values::Replicas::{Count, PerNode};
+        use crate::cluster::values::Replicas::{Count, PerNode};
         let how = match (sc.from, sc.to) {
             (Count(a), Count(b)) if b < a && sc.any_idle => {
                 "idle workers are drained, then removed, whatever their ordinals; busy ones stay"
@@ -270,7 +270,7 @@ fn ts(t: i64) -> String {
 /// When W's next window is, against the plan's time (or the schedules, without one): in the time
 /// zone of its schedule, and in UTC too where that is another.
 fn window_when(w: &crate::plan::WindowStep) -> String {
-    use crate::spec::window::{local, told_at};
+    use crate::cluster::window::{local, told_at};
     let zone = w.time_zone.as_deref().unwrap_or("UTC");
     match (w.next, w.now) {
         (Some((s, e)), Some(now)) if s <= now => {

@@ -11,10 +11,10 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use similar::TextDiff;
 
+use crate::cluster::types::{ClusterFile, NodeSet};
+use crate::cluster::values::{IntOrPercent, Replicas};
+use crate::cluster::window::ControlPlaneWindow;
 use crate::render::{Object, Rendered};
-use crate::spec::types::{ClusterFile, NodeSet};
-use crate::spec::values::{IntOrPercent, Replicas};
-use crate::spec::window::ControlPlaneWindow;
 
 /// One side of a plan: a cluster.yaml and what it renders to.
 pub struct Side<'a> {
@@ -635,7 +635,8 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
                         replicas: c.replicas,
                         nodes: Vec::new(),
                         check: c.validate.describe(),
-                        per_node: c.validate.nodes == crate::spec::canary::ValidateNodes::PerNode,
+                        per_node: c.validate.nodes
+                            == crate::cluster::canary::ValidateNodes::PerNode,
                         timeout: c.validate.timeout.to_string(),
                         ready_timeout: c.ready_timeout.to_string(),
                     }),
@@ -654,7 +655,7 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
             });
         }
         if before.autoscale != ns.autoscale {
-            let show = |a: &Option<crate::spec::types::Autoscale>| match a {
+            let show = |a: &Option<crate::cluster::types::Autoscale>| match a {
                 Some(a) => format!(
                     "min {} max {} ({} pending jobs per worker, scale down after {} idle)",
                     a.min, a.max, a.pending_jobs_per_replica, a.scale_down_delay
@@ -692,9 +693,9 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
 
 fn window_step(c: &ClusterFile, ns: &NodeSet) -> Option<WindowStep> {
     let mode = match ns.update.window {
-        crate::spec::window::WindowMode::None => return None,
-        crate::spec::window::WindowMode::Required => "required",
-        crate::spec::window::WindowMode::Preferred => "preferred",
+        crate::cluster::window::WindowMode::None => return None,
+        crate::cluster::window::WindowMode::Required => "required",
+        crate::cluster::window::WindowMode::Preferred => "preferred",
     };
     Some(windows_of(c, mode))
 }
@@ -719,9 +720,9 @@ fn windows_of(c: &ClusterFile, mode: &str) -> WindowStep {
 /// Gives P's window steps the next window after NOW (the plan itself takes no clock).
 pub fn at(p: &mut Plan, c: &ClusterFile, now: i64) {
     let windows = &c.spec.policy.maintenance_windows;
-    let t = crate::spec::window::timing(windows, now);
+    let t = crate::cluster::window::timing(windows, now);
     let next = t.open.or(t.next);
-    let zone = next.and_then(|n| crate::spec::window::zone_of(windows, n, now));
+    let zone = next.and_then(|n| crate::cluster::window::zone_of(windows, n, now));
     let rolls = p
         .slurm
         .node_sets_rolled
@@ -752,7 +753,7 @@ fn ctld_files(r: &Rendered) -> Vec<(&String, &String)> {
 
 /// The upgrade from BASE's Slurm release to HEAD's, when they differ.
 pub fn upgrade(base: &ClusterFile, head: &ClusterFile) -> Option<Upgrade> {
-    use crate::spec::release;
+    use crate::cluster::release;
     let (from, to) = (&base.spec.slurm_version, &head.spec.slurm_version);
     if from == to {
         return None;

@@ -22,8 +22,8 @@ use super::reconfigure;
 use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
 };
-use crate::spec::types::{ClusterFile, ConfigFile, LoginSet};
-use crate::spec::window::reserves_through_sidecar;
+use crate::cluster::types::{ClusterFile, ConfigFile, LoginSet};
+use crate::cluster::window::reserves_through_sidecar;
 
 /// The volume of slurmctld's /run/slurmctld (pid file, authentication socket), shared with its
 /// sidecar.
@@ -144,7 +144,7 @@ fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String> {
 
 /// The sidecar that runs `scontrol reconfigure` once the kubelet has updated slurmctld's files,
 /// and on Slurm 24.11 makes the maintenance reservations the controller asks for.
-fn reconfigure_sidecar(s: &crate::spec::types::ClusterSpec) -> Container {
+fn reconfigure_sidecar(s: &crate::cluster::types::ClusterSpec) -> Container {
     let reserves = reserves_through_sidecar(s);
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
     if reserves {

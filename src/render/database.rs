@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::components::{meta, non_root, pdb, selector, service};
 use super::names::{Component, Names};
 use super::pod::{self, PodParts};
-use crate::spec::types::{ClusterFile, Database, InClusterDatabase, PodSettings};
-use crate::spec::values::parse_quantity;
+use crate::cluster::types::{ClusterFile, Database, InClusterDatabase, PodSettings};
+use crate::cluster::values::parse_quantity;
 
 /// The `mysql` user of the official image.
 pub const MARIADB_UID: i64 = 999;

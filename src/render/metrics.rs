@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::components::service;
 use super::names::{Component, Names};
 use super::slurm::SLURMCTLD_PORT;
-use crate::spec::release;
-use crate::spec::types::ClusterFile;
+use crate::cluster::release;
+use crate::cluster::types::ClusterFile;
 
 /// slurmctld's OpenMetrics endpoints (`/metrics` itself is an index of them), as 26.05 serves them.
 pub const ENDPOINTS: &[&str] = &[

@@ -22,7 +22,7 @@ use k8s_openapi::{Metadata, Resource};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::spec::types::ClusterFile;
+use crate::cluster::types::ClusterFile;
 pub use names::Names;
 pub use slurm::SlurmFiles;
 
@@ -122,7 +122,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
         config_map(&names, &names.config_map(), config),
         &names,
     ));
-    if crate::spec::window::reserves_through_sidecar(&c.spec) {
+    if crate::cluster::window::reserves_through_sidecar(&c.spec) {
         // Its keys are the controller's (field manager slurmops-maintenance): apply sets none.
         push(Object::from_typed(
             ConfigMap {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::spec::types::{ClusterFile, ClusterSpec};
+use crate::cluster::types::{ClusterFile, ClusterSpec};
 
 pub use crate::vocab::{
     ANNOTATION_CANARY, ANNOTATION_REPLICAS, CHECKSUM_PREFIX, LABEL_BUSY, LABEL_COMPONENT,

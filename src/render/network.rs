@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::components::meta;
 use super::names::{Component, LABEL_INSTANCE, Names};
 use super::slurm::{SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT};
-use crate::spec::ClusterFile;
+use crate::cluster::ClusterFile;
 
 fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
     NetworkPolicyPeer {
@@ -133,7 +133,7 @@ mod tests {
     use super::*;
 
     fn cluster(extra: &str) -> ClusterFile {
-        crate::spec::load("c.yaml", &cluster_text(extra)).unwrap()
+        crate::cluster::load("c.yaml", &cluster_text(extra)).unwrap()
     }
 
     #[test]
@@ -159,7 +159,7 @@ mod tests {
         assert!(policies(&off, &names).is_empty());
         let bad = "  networkPolicy: {restapiFromNamespaces: [Not_A_Namespace]}\n";
         assert!(
-            crate::spec::load("c.yaml", &cluster_text(bad))
+            crate::cluster::load("c.yaml", &cluster_text(bad))
                 .unwrap_err()
                 .iter()
                 .any(|d| d.path.contains("restapiFromNamespaces[0]"))

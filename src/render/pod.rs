@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
 use super::names::{CHECKSUM_PREFIX, Component, Names};
-use crate::spec::types::{ClusterSpec, PodSettings, SecretRef};
+use crate::cluster::types::{ClusterSpec, PodSettings, SecretRef};
 
 /// A short, stable digest of a config file, for pod template annotations.
 pub fn checksum(content: &str) -> String {

@@ -8,8 +8,8 @@ use minijinja::{Environment, context};
 use serde::Serialize;
 
 use super::names::{HA_TAKEOVER_SECONDS, Names};
-use crate::spec::types::{ClusterFile, GpuDetect, NodeSet};
-use crate::spec::values::{SlurmValue, parse_quantity};
+use crate::cluster::types::{ClusterFile, GpuDetect, NodeSet};
+use crate::cluster::values::{SlurmValue, parse_quantity};
 
 pub use super::names::{SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT};
 /// The name of the block topology in topology.yaml (a worker's topology is `NAME:BLOCK`).
@@ -213,7 +213,7 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
     {
         set("SwitchType", "switch/nvidia_imex".into());
     }
-    let release = crate::spec::release::find(&s.slurm_version);
+    let release = crate::cluster::release::find(&s.slurm_version);
     // The topology itself is in topology.yaml (named TOPOLOGY_NAME, the cluster default).
     if s.topology
         .as_ref()
@@ -385,7 +385,7 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
     files
 }
 
-fn topology_context(b: &crate::spec::types::BlockTopology) -> minijinja::Value {
+fn topology_context(b: &crate::cluster::types::BlockTopology) -> minijinja::Value {
     context! {
         name => TOPOLOGY_NAME,
         blocks => b.blocks,

@@ -25,8 +25,8 @@ use super::components::{meta, pdb, selector, service};
 use super::names::{Component, LABEL_BUSY, LABEL_REVISION, Names};
 use super::pod::{self, PodParts, checksum};
 use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
-use crate::spec::active_checks::{ActiveCheck, holds_new_workers};
-use crate::spec::types::{ClusterFile, NodeSet};
+use crate::cluster::active_checks::{ActiveCheck, holds_new_workers};
+use crate::cluster::types::{ClusterFile, NodeSet};
 use crate::vocab::{REASON_CHECKS_PENDING, REASON_PREFIX};
 
 const IMEX_CLAIM: &str = "imex-channel";

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret};
 
 use super::auth::{Credentials, KeyBytes};
 use super::{Client, Config, Replica, SlurmError};
-use crate::spec::ClusterFile;
+use crate::cluster::ClusterFile;
 
 /// Lifetime of a minted token (renewed at 80%).
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(600);

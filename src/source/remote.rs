@@ -53,7 +53,7 @@ pub enum RemoteError {
     Mirror { dir: String, message: String },
     #[error(
         "{url} at {commit}: {path} is {size} bytes; cluster.yaml may be at most {max} bytes (not read)",
-        max = crate::spec::yaml::MAX_BYTES
+        max = crate::cluster::yaml::MAX_BYTES
     )]
     TooLarge {
         url: String,
@@ -389,7 +389,7 @@ impl Remote {
         if kind != git2::ObjectType::Blob {
             return Err(missing());
         }
-        if size > crate::spec::yaml::MAX_BYTES {
+        if size > crate::cluster::yaml::MAX_BYTES {
             return Err(RemoteError::TooLarge {
                 url: self.shown_url(),
                 commit: id.clone(),

@@ -25,7 +25,7 @@ fn when(t: i64, now: i64) -> String {
 
 /// The window [O, C) in the zone Z of its schedule, and when it opens from NOW.
 fn next_window((o, c): (i64, i64), z: &str, now: i64) -> String {
-    match crate::spec::window::local((o, c), z) {
+    match crate::cluster::window::local((o, c), z) {
         Some(local) => format!("next window {local}, opens {}", when(o, now)),
         None => format!("next window {} until {}", when(o, now), when(c, now)),
     }

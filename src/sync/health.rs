@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 
+use crate::cluster::types::NodeHealth;
 use crate::slurm::our_reason;
-use crate::spec::types::NodeHealth;
 use crate::vocab::{ANNOTATION_DRAIN, REASON_DRAIN_REQUESTED};
 
 /// Longest condition message carried into a Slurm reason (untrusted text from the Node).
@@ -123,7 +123,7 @@ fn one_line(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::types::{NodeConditionRule, TaintRule};
+    use crate::cluster::types::{NodeConditionRule, TaintRule};
     use serde_json::json;
 
     fn node(v: serde_json::Value) -> Node {

@@ -24,10 +24,10 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
+use crate::cluster::ClusterFile;
 use crate::controller::PassError;
 use crate::render::names::{LABEL_BUSY, LABEL_NODESET};
 use crate::slurm::Node;
-use crate::spec::ClusterFile;
 
 /// The pod condition type carrying Slurm's view of the worker.
 pub use crate::vocab::CONDITION_SLURM_NODE as CONDITION;
@@ -73,7 +73,7 @@ pub(crate) fn checked_sets(c: &ClusterFile) -> std::collections::BTreeSet<String
         .node_sets
         .iter()
         .filter(|ns| {
-            crate::spec::active_checks::holds_new_workers(&c.spec.policy.active_checks, ns)
+            crate::cluster::active_checks::holds_new_workers(&c.spec.policy.active_checks, ns)
         })
         .map(|ns| ns.name.clone())
         .collect()

@@ -92,7 +92,7 @@ on_each_slurm! {
         let release = support::slurm_release();
         let suffix = support::unique_suffix();
         let v1 = cluster_yaml(&suffix, 1, true, "");
-        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let c = slurmops::cluster::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
         let s = AcctSlurm::start(&c, release, &format!("pw-{suffix}"));
         assert!(
             s.log("slurmdbd").contains("started"),
@@ -172,7 +172,7 @@ on_each_slurm! {
         let release = support::slurm_release();
         let suffix = support::unique_suffix();
         let v1 = cluster_yaml(&suffix, 2, true, "");
-        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let c = slurmops::cluster::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
         let s = AcctSlurm::start(&c, release, &format!("pw-{suffix}"));
         s.start_node("acct-n1", 2);
         let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };
@@ -245,7 +245,7 @@ async fn apply_reconciles_accounting_in_its_pass_and_plan_reads_slurmdbd_live() 
         cluster_yaml(&env.suffix, max_cpu, true, extra).replace("namespace: slurm", &ns_line)
     };
     let v1 = yaml(1, "");
-    let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+    let c = slurmops::cluster::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
     let s = AcctSlurm::start(&c, "24.11", &format!("pw-{}", env.suffix));
     let repo = tempfile::tempdir().unwrap();
     let dir = repo.path().to_str().unwrap().to_string();
@@ -336,7 +336,7 @@ on_each_slurm! {
             "      host: db.example\n",
             "      inCluster: {storage: 1Gi, resources: {limits: {memory: 3Gi}}}\n",
         );
-        let c = slurmops::spec::load("cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
+        let c = slurmops::cluster::load("cluster.yaml", &text).unwrap_or_else(|d| panic!("{d:?}"));
         let r = slurmops::render::render(&c);
         let cnf = r
             .get("ConfigMap", "bed-mariadb")
@@ -396,7 +396,7 @@ on_each_slurm! {
         env.grant_slurmops_role().await;
         let v1 = cluster_yaml(&env.suffix, 2, true, "")
             .replace("namespace: slurm", &format!("namespace: {}", env.ns));
-        let c = slurmops::spec::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+        let c = slurmops::cluster::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
         let s = AcctSlurm::start(&c, release, &format!("pw-{}", env.suffix));
         s.start_node("dbd-n1", 2);
         let cli = Cli { url: s.restd_url.clone(), dir: tempfile::tempdir().unwrap() };

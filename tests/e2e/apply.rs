@@ -500,7 +500,7 @@ async fn a_rendering_that_would_prune_everything_is_refused() {
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_restricted), None)
         .await
         .unwrap();
-    let c = slurmops::spec::load("cluster.yaml", &yaml).unwrap();
+    let c = slurmops::cluster::load("cluster.yaml", &yaml).unwrap();
     let mut empty = slurmops::render::render(&c);
     empty.objects.clear();
     let err = slurmops::apply::apply(

@@ -11,8 +11,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::spec::load;
 
 use crate::support::{
     Event, TestEnv, bed, eventually, git, git_command, served_repo, slurm_instance,

@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 
+use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::spec::load;
 
 use crate::support::slurm::{
     confining_overlay, node_state, rendered_slurmd_conf, sh, sh_on, start_ctld,

@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use slurmops::cluster::{ClusterFile, load};
 use slurmops::render::{Rendered, render};
-use slurmops::spec::{ClusterFile, load};
 
 use crate::support::daemon::{Daemon, applied, status};
 use crate::support::gitops::Bed;

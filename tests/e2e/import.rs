@@ -73,7 +73,7 @@ async fn an_imported_slinky_cluster_applies_and_its_workers_register() {
         );
     }
     let text = String::from_utf8(out.stdout).unwrap();
-    let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
+    let c = slurmops::cluster::load("cluster.yaml", &text).unwrap();
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
@@ -225,7 +225,7 @@ async fn a_slinky_controllers_queue_survives_the_move_to_the_imported_configurat
         "{report}\n{text}"
     );
     let start = |text: &str, sub: &str| {
-        let c = slurmops::spec::load("cluster.yaml", text).unwrap();
+        let c = slurmops::cluster::load("cluster.yaml", text).unwrap();
         let conf = dir.path().join(sub);
         std::fs::create_dir(&conf).unwrap();
         for (name, content) in test_host_overlay(&c, &slurmops::render::render(&c), inst, port) {

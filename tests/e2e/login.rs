@@ -141,7 +141,7 @@ async fn a_user_logs_in_over_ssh_and_runs_srun_and_a_batch_job_that_completes() 
         + &format!(
             "  loginSets:\n    - {{name: l, replicas: 1, sssdConf: {{name: sssd, key: sssd.conf}}}}\n  nodeSets:\n    - {{name: {w}, replicas: 1, cpu: \"1\", memory: 256Mi}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n"
         );
-    let c = slurmops::spec::load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let c = slurmops::cluster::load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();

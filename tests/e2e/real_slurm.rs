@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
+use slurmops::cluster::load;
 use slurmops::render::{Rendered, render};
-use slurmops::spec::load;
 
 use crate::support::slurm::{conf_cache, node, sh, start_ctld, test_host_overlay};
 

@@ -57,7 +57,7 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
         .unwrap()
     };
     write("registry.example/slurmd:24.11-a");
-    let c = slurmops::spec::load(
+    let c = slurmops::cluster::load(
         "cluster.yaml",
         &support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-a"),
     )
@@ -138,7 +138,7 @@ async fn image_change_rolls_every_worker_without_killing_the_running_job() {
     }
 
     // The image changes in git; apply updates the StatefulSet; pods stay until rolled.
-    let c2 = slurmops::spec::load(
+    let c2 = slurmops::cluster::load(
         "cluster.yaml",
         &support::four_workers(&env.ns, &w, "registry.example/slurmd:24.11-b"),
     )
@@ -276,7 +276,7 @@ async fn deployed_then_changed(env: &TestEnv, w: &str, replicas: u32) -> String 
     ] {
         let text = support::four_workers(&env.ns, w, image)
             .replace("replicas: 4", &format!("replicas: {replicas}"));
-        let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
+        let c = slurmops::cluster::load("cluster.yaml", &text).unwrap();
         let opts = slurmops::apply::Options {
             wait,
             ..Default::default()
@@ -306,7 +306,7 @@ async fn roll(
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_admin), None)
         .await
         .unwrap();
-    let c = slurmops::spec::load("cluster.yaml", text).unwrap();
+    let c = slurmops::cluster::load("cluster.yaml", text).unwrap();
     let r = slurmops::render::render(&c);
     let rollout = slurmops::controller::drive::Rollout {
         c: &c,

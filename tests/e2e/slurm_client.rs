@@ -308,7 +308,7 @@ async fn suite(parser: DataParser) {
 
 /// The newest data parser this process's Slurm release serves.
 fn newest_parser() -> DataParser {
-    let release = slurmops::spec::release::find(support::slurm_release()).unwrap();
+    let release = slurmops::cluster::release::find(support::slurm_release()).unwrap();
     DataParser::ALL
         .into_iter()
         .find(|p| p.as_str() == release.parsers[0])

@@ -58,7 +58,7 @@ fn sync_once(dir: &std::path::Path) -> String {
 async fn lost_lease_pass(
     yaml: &str,
 ) -> Result<slurmops::controller::Outcome, slurmops::controller::PassError> {
-    let c = slurmops::spec::load("cluster.yaml", yaml).expect("valid");
+    let c = slurmops::cluster::load("cluster.yaml", yaml).expect("valid");
     let rendered = slurmops::render::render(&c);
     let cluster = slurmops::k8s::Connection::connect(Some(&bed().kubeconfig_restricted), None)
         .await

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::spec::load;
 
 use crate::support::slurm::{slurmd_port, test_host_overlay};
 use crate::support::{Event, OwnSlurm, TestEnv, bed, eventually, unique_suffix};

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use slurmops::spec::{Diagnostic, Guardrails, guard_code::digest, load, refusals};
+use slurmops::cluster::{Diagnostic, Guardrails, guard_code::digest, load, refusals};
 
 const MINIMAL: &str = include_str!("../../examples/minimal/cluster.yaml");
 

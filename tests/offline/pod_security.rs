@@ -12,8 +12,8 @@
 //! privileged and nothing else; a login set passes baseline unless it asks for `privileged`.
 
 use serde_json::{Value as Json, json};
+use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::spec::load;
 
 /// Settings written into a test pod: (path, value).
 type Edits = Vec<(String, Json)>;

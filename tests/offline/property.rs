@@ -3,7 +3,7 @@
 //! `PROPERTY_SECONDS` (default 20) it loads mutants of the examples — bytes flipped, lines
 //! duplicated, cut or swapped, YAML syntax (anchors, aliases, merge keys, flow brackets, tags,
 //! quotes, deep nesting) spliced in at random places — and holds three properties for every one:
-//! `spec::load` returns (never panics), a failure is a list of diagnostics that each have a
+//! `cluster::load` returns (never panics), a failure is a list of diagnostics that each have a
 //! position, and what loads also renders and plans without a panic. A failing input is written to
 //! `target/property-failure.yaml` with the seed that made it.
 
@@ -141,7 +141,7 @@ fn any_mutant_of_the_examples_loads_or_fails_with_positions_never_panics() {
     .iter()
     .map(|p| std::fs::read_to_string(p).unwrap())
     .collect();
-    let base_cluster = slurmops::spec::load("base", &bases[1]).unwrap();
+    let base_cluster = slurmops::cluster::load("base", &bases[1]).unwrap();
     let base_rendered = slurmops::render::render(&base_cluster);
     let mut rng = Rng(seed);
     let (mut tried, mut loaded) = (0u64, 0u64);
@@ -150,7 +150,7 @@ fn any_mutant_of_the_examples_loads_or_fails_with_positions_never_panics() {
         let base = &bases[rng.below(bases.len())];
         let text = mutate(&mut rng, base);
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            match slurmops::spec::load("m.yaml", &text) {
+            match slurmops::cluster::load("m.yaml", &text) {
                 Ok(c) => {
                     let r = slurmops::render::render(&c);
                     let _ = slurmops::plan::plan(

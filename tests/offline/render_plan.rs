@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::Command;
 
 use slurmops::cli::{objects_yaml, schema_text};
+use slurmops::cluster::{ClusterFile, load};
 use slurmops::plan::{Action, Side, format, plan};
 use slurmops::render::{Object, Rendered, render};
-use slurmops::spec::{ClusterFile, load};
 
 fn example(dir: &str) -> (ClusterFile, String) {
     let f = format!("{dir}/cluster.yaml");
@@ -328,7 +328,7 @@ fn a_partition_change_reconfigures_slurmctld_and_restarts_nothing() {
         "{:?}",
         p.slurm.node_sets_rolled
     );
-    let c = slurmops::spec::load("cluster.yaml", &text).unwrap();
+    let c = slurmops::cluster::load("cluster.yaml", &text).unwrap();
     let all: Vec<String> = c.spec.node_sets.iter().map(|n| n.name.clone()).collect();
     assert_eq!(p.slurm.node_sets_untouched, all);
     // Only the controller's objects (config and its pod template) change; no worker StatefulSet.

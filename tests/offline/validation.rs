@@ -1,7 +1,7 @@
 //! One test per class of cluster.yaml error: the message, the position and the hint a user
 //! gets, and that every problem is reported at once.
 
-use slurmops::spec::{Diagnostic, load};
+use slurmops::cluster::{Diagnostic, load};
 
 const VALID: &str = include_str!("../../examples/minimal/cluster.yaml");
 
@@ -426,7 +426,7 @@ fn an_unsupported_slurm_release_names_the_supported_ones() {
 fn blocks_must_be_label_values_listed_once_and_metrics_need_25_11_or_later() {
     let topo = "  topology:\n    block: {nodeLabel: l, blocks: [r1, r1, \"-bad\"], nodeSets: [cpu], blockSize: 2}\n  partitions:\n";
     let text = with("  partitions:\n", topo).replace("\"24.11\"", "\"26.05\"");
-    let ds = slurmops::spec::load("cluster.yaml", &text).unwrap_err();
+    let ds = slurmops::cluster::load("cluster.yaml", &text).unwrap_err();
     let msgs: Vec<&str> = ds.iter().map(|d| d.message.as_str()).collect();
     assert_eq!(
         msgs,

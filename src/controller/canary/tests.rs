@@ -1,9 +1,9 @@
 use super::*;
+use crate::cluster::canary::{Canary, Validate};
+use crate::cluster::values::Duration;
 use crate::controller::decide::tests::{NOW, node};
 use crate::controller::decide::{Decision, Policy, Want};
 use crate::controller::decisions::gated;
-use crate::spec::canary::{Canary, Validate};
-use crate::spec::values::Duration;
 
 fn worker(i: u32, rev: &str) -> Worker {
     Worker {
@@ -506,10 +506,11 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
 
 #[test]
 fn a_canary_validated_by_an_active_check_runs_its_script_and_fails_on_its_figure() {
-    let check: crate::spec::active_checks::ActiveCheck = serde_json::from_value(serde_json::json!(
-        {"name": "nccl", "builtin": "nccl", "minValue": 350, "unit": "GB/s"}
-    ))
-    .unwrap();
+    let check: crate::cluster::active_checks::ActiveCheck =
+        serde_json::from_value(serde_json::json!(
+            {"name": "nccl", "builtin": "nccl", "minValue": 350, "unit": "GB/s"}
+        ))
+        .unwrap();
     let mut v = validation(1, ValidateNodes::PerNode);
     v.canary.validate.builtin = None;
     v.canary.validate.check = Some("nccl".into());

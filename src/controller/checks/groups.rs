@@ -14,9 +14,9 @@ use super::{
     Checked, Latest, Mark, check_drain, count, ended, hold, job_name, judge, judgeable, mark_of,
     request, summary, tally,
 };
+use crate::cluster::active_checks::{ActiveCheck, CheckSpan, OnFailure};
 use crate::controller::decide::{Action, SetView, SlurmView, Worker};
 use crate::slurm::Node;
-use crate::spec::active_checks::{ActiveCheck, CheckSpan, OnFailure};
 
 /// Workers one job of a check runs on.
 pub(super) struct Group<'a> {

@@ -22,7 +22,7 @@ spec:
     - {{name: p, nodeSets: [gpu, cpu]}}
 "#
     );
-    crate::spec::load("cluster.yaml", &yaml)
+    crate::cluster::load("cluster.yaml", &yaml)
         .expect("valid")
         .spec
 }

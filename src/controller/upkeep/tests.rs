@@ -13,7 +13,7 @@ use crate::controller::decide::{self, SetView, SlurmView, Worker};
 use crate::slurm::{Job, Node};
 
 fn cluster(extra: &str) -> ClusterFile {
-    crate::spec::load(
+    crate::cluster::load(
         "c.yaml",
         &format!(
             r#"apiVersion: slurmops.dev/v1alpha1

@@ -8,9 +8,9 @@
 use serde_json::{Map, Value as Json};
 
 use super::{ignored, needs};
+use crate::cluster::validate::{OWNED_SLURM_CONF, RENDERED_FILES};
 use crate::import::Outcome;
 use crate::import::values::Values;
-use crate::spec::validate::{OWNED_SLURM_CONF, RENDERED_FILES};
 
 /// Whether slurmops renders config file NAME itself.
 pub(super) fn rendered(name: &str) -> bool {

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use slurmops::cluster::ClusterFile;
 use slurmops::render::render;
-use slurmops::spec::ClusterFile;
 
 use super::slurm::{overlay_files, sh_on, slurmd_port};
 

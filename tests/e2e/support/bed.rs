@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
+use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::spec::load;
 
 use super::slurm::test_host_overlay;
 
@@ -78,9 +78,9 @@ pub const BLOCK_LABEL: &str = "slurmops.dev/test-block";
 pub const BLOCKS: [&str; 2] = ["rack-a", "rack-b"];
 
 /// The bed's block topology: BLOCKS of 2 nodes (workers join by the BLOCK_LABEL of their Node).
-pub fn bed_topology() -> slurmops::spec::types::Topology {
-    slurmops::spec::types::Topology {
-        block: slurmops::spec::types::BlockTopology {
+pub fn bed_topology() -> slurmops::cluster::types::Topology {
+    slurmops::cluster::types::Topology {
+        block: slurmops::cluster::types::BlockTopology {
             node_label: BLOCK_LABEL.into(),
             blocks: BLOCKS.iter().map(|b| b.to_string()).collect(),
             node_sets: vec!["cpu".into()],
@@ -126,7 +126,7 @@ fn start() -> Bed {
         .map(|(release, instance, port)| {
             let mut cluster = cluster.clone();
             cluster.spec.slurm_version = release.to_string();
-            if slurmops::spec::release::find(release).is_some_and(|r| r.block_topology) {
+            if slurmops::cluster::release::find(release).is_some_and(|r| r.block_topology) {
                 cluster.spec.topology = Some(bed_topology());
             }
             let conf = tempfile::tempdir().expect("temp dir");

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use slurmops::cluster::ClusterFile;
 use slurmops::render::Rendered;
-use slurmops::spec::ClusterFile;
 
 const SLURM_SH: &str = "tests/bed/slurm.sh";
 

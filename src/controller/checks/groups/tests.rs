@@ -186,7 +186,9 @@ spec:
   topology:
     block: {nodeLabel: clique, blocks: [a, b], nodeSets: [gpu], blockSize: 4}
 "#;
-    let spec = crate::spec::load("cluster.yaml", yaml).expect("valid").spec;
+    let spec = crate::cluster::load("cluster.yaml", yaml)
+        .expect("valid")
+        .spec;
     let mut workers = checked_before_the_tick(5);
     for (i, w) in workers.iter_mut().enumerate() {
         w.host = Some(format!("host-{i}"));

@@ -470,7 +470,7 @@ mod tests {
             "      volumes:\n        - name: shared\n          persistentVolumeClaim: {claimName: lustre-home}\n        - {name: root, hostPath: {path: /}}\n        - {name: data, hostPath: {path: /data/../etc}}\n        - {name: scratch, hostPath: {path: /scratch/x}}\n      podTemplate:\n        hostNetwork: true\n        labels: {privileged: \"true\"}\n        extraContainers:\n          - {name: s, image: s, securityContext: {capabilities: {add: [SYS_ADMIN, CHOWN]}}}\n      tolerations:\n        - {key: node-role.kubernetes.io/control-plane, operator: Exists}\n        - {operator: Exists}\n      volumeMounts:",
             1,
         );
-        crate::spec::load("cluster.yaml", &text).expect("valid")
+        crate::cluster::load("cluster.yaml", &text).expect("valid")
     }
 
     fn paths(g: &Guardrails) -> Vec<String> {
