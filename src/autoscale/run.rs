@@ -17,13 +17,13 @@ use crate::cluster::types::{ClusterFile, NodeSet};
 use crate::controller::decide::SetView;
 use crate::k8s::Connection;
 use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
-use crate::slurm::{Node, our_reason};
+use crate::slurm::Node;
 use crate::status::{self, Note};
 
 /// Annotation on the StatefulSet: the last autoscale change and why.
 pub use crate::vocab::ANNOTATION_AUTOSCALE as ANNOTATION;
 /// Drain reason of autoscale scale-in (prefixed `slurmops: `).
-pub use crate::vocab::REASON_AUTOSCALE as REASON;
+use crate::vocab::DrainReason;
 
 #[derive(Debug, thiserror::Error)]
 #[error("autoscale: NodeSet {node_set}: {what}: {source}")]
@@ -129,7 +129,7 @@ fn worker_state(pod_ready: Option<bool>, node: Option<&Node>, now: i64) -> Worke
         return WorkerState::Busy;
     }
     if n.state.has("DRAIN") {
-        return if n.reason.starts_with(&our_reason(REASON)) {
+        return if DrainReason::parse(&n.reason) == Some(DrainReason::Autoscale) {
             WorkerState::DrainedByUs
         } else {
             WorkerState::HeldByOther {

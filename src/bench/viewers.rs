@@ -57,7 +57,7 @@ fn status(seq: u64) -> Status {
         repository: "https://git.example/infra.git".into(),
         branch: "main".into(),
         last_applied_commit: format!("{seq:040}"),
-        result: "applied".into(),
+        result: crate::vocab::Verdict::Applied.as_str().into(),
         node_sets: crate::status::bound::progress(&sets),
         ..Status::default()
     }

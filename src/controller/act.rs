@@ -85,7 +85,7 @@ pub async fn act<S: SlurmNodes>(
             continue;
         }
         let event = match a {
-            Action::Drain { node, reason } => match slurm.drain(node, reason).await {
+            Action::Drain { node, reason } => match slurm.drain(node, &reason.to_string()).await {
                 Ok(d) => Event::Drain {
                     node: node.clone(),
                     ours: !matches!(d, Drain::HeldByOther { .. }),
@@ -189,7 +189,7 @@ pub async fn act<S: SlurmNodes>(
                     break;
                 }
             },
-            Action::Hold { node, reason } => match slurm.drain(node, reason).await {
+            Action::Hold { node, reason } => match slurm.drain(node, &reason.to_string()).await {
                 Ok(_) => Event::CanaryHeld {
                     node: node.clone(),
                     reason: reason.clone(),

@@ -11,8 +11,8 @@
 //! Nothing is remembered in memory: the jobs are found in Slurm by name, and the verdict is kept
 //! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge).
 
-use super::decide::{Action, SetView, SlurmView, Worker, controller_drain};
-pub use super::gate::{CanaryProgress, CanaryStage, Gate, REASON_CANARY_FAILED, Record, Verdict};
+use super::decide::{Action, DrainReason, SetView, SlurmView, Worker, controller_drain};
+pub use super::gate::{CanaryProgress, CanaryStage, Gate, Record, Verdict};
 use crate::cluster::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
 use crate::slurm::{Job, JobRequest, Node};
 
@@ -266,9 +266,9 @@ fn fail(
         .filter(|id| slurm.job(**id).is_some_and(|j| !ended(j)))
         .map(|id| Action::Cancel { job: *id })
         .collect();
-    let reason = match job {
-        Some(job) => format!("{REASON_CANARY_FAILED}: job {job}: {error}"),
-        None => format!("{REASON_CANARY_FAILED}: {error}"),
+    let reason = DrainReason::CanaryFailed {
+        job,
+        error: error.clone(),
     };
     actions.extend(names.iter().map(|n| Action::Hold {
         node: n.clone(),

@@ -25,7 +25,7 @@ pub use super::mark::{Mark, Summary, marks};
 use crate::cluster::active_checks::{ActiveCheck, OnFailure};
 use crate::cluster::types::ClusterSpec;
 use crate::slurm::{Job, JobRequest, Node};
-use crate::vocab::{CHECK_JOB_PREFIX, REASON_CHECK, REASON_CHECKS_PENDING, REASON_PREFIX};
+use crate::vocab::{CHECK_JOB_PREFIX, DrainReason};
 
 /// What the checks add to a pass.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -44,26 +44,23 @@ pub struct Checked {
 /// Failures a summary names (the counts stay exact).
 const MAX_FAILURES: usize = 20;
 
-/// The drain reason of a failed check (after `slurmops: `).
-pub fn failed_reason(check: &str, job: Option<u64>, error: &str) -> String {
-    match job {
-        Some(j) => format!("{REASON_CHECK} {check} failed: job {j}: {error}"),
-        None => format!("{REASON_CHECK} {check} failed: {error}"),
-    }
+/// The drain reason of a failed check.
+pub fn failed_reason(check: &str, job: Option<u64>, error: &str) -> DrainReason {
+    let (check, error) = (check.to_string(), error.to_string());
+    DrainReason::CheckFailed { check, job, error }
 }
 
 /// The check N's drain names, when N is drained by slurmops for a check: Some("") when held
 /// for pending checks, Some(CHECK) for a failed one.
-fn check_drain(n: &Node) -> Option<&str> {
+fn check_drain(n: &Node) -> Option<String> {
     if !n.state.has("DRAIN") {
         return None;
     }
-    let r = n.reason.strip_prefix(REASON_PREFIX)?.trim_start();
-    if r == REASON_CHECKS_PENDING {
-        return Some("");
+    match DrainReason::parse(&n.reason)? {
+        DrainReason::ChecksPending => Some(String::new()),
+        DrainReason::CheckFailed { check, .. } => Some(check),
+        _ => None,
     }
-    let rest = r.strip_prefix(REASON_CHECK)?.strip_prefix(' ')?;
-    rest.split_once(" failed").map(|(name, _)| name)
 }
 
 pub fn job_name(check: &str, node: &str, due: i64) -> String {
@@ -246,7 +243,9 @@ fn worker(
     let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
     let drain = check_drain(n);
     // Held for pending checks since (a new worker, or one whose node's problem cleared).
-    let pending_since = (drain == Some("")).then_some(n.reason_changed_at).flatten();
+    let pending_since = (drain.as_deref() == Some(""))
+        .then_some(n.reason_changed_at)
+        .flatten();
     let mut acts: Vec<Action> = Vec::new();
     let mut dues: Vec<Due> = Vec::new();
     // A check failed and drains the worker: it stays out until that check passes again.
@@ -291,7 +290,7 @@ fn worker(
                 let m = judge(c, j, now);
                 if !m.passed && drains {
                     failed = true;
-                    if drain != Some(c.name.as_str()) {
+                    if drain.as_deref() != Some(c.name.as_str()) {
                         acts.push(hold(&c.name, &w.name, m.job, &m.text));
                     }
                 }

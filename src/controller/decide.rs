@@ -9,28 +9,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::gate::{Gate, REASON_CANARY_FAILED};
+use super::gate::Gate;
 use crate::rollout::{Candidate, order};
-use crate::slurm::{Job, Jobs, Node, Nodes, REASON_PREFIX};
+use crate::slurm::{Job, Jobs, Node, Nodes};
+pub use crate::vocab::DrainReason;
 
-/// Drain reasons (after `slurmops: `) the controller sets, and recognises as its own work.
-pub use crate::vocab::{REASON_NODE_LEFT, REASON_REMOVED, REASON_ROLLOUT, REASON_SCALE_IN};
-
-/// A drain slurmops set for a rollout, scale-in or removal (not a cordon, autoscale or a hand drain
-/// through `slurmops slurm drain`): the controller may resume it once the worker is wanted again.
+/// A drain slurmops set for a rollout, scale-in, removal or a failed canary (not a cordon,
+/// autoscale, an active check or a hand drain through `slurmops slurm drain`): the controller may
+/// resume it once the worker is wanted again.
 pub fn controller_drain(n: &Node) -> bool {
-    n.state.has("DRAIN")
-        && [
-            REASON_ROLLOUT,
-            REASON_SCALE_IN,
-            REASON_REMOVED,
-            REASON_NODE_LEFT,
-        ]
-        .iter()
-        .any(|r| n.reason == format!("{REASON_PREFIX} {r}"))
-        || n.state.has("DRAIN")
-            && n.reason
-                .starts_with(&format!("{REASON_PREFIX} {REASON_CANARY_FAILED}:"))
+    n.state.has("DRAIN") && DrainReason::parse(&n.reason).is_some_and(|r| r.is_controllers())
 }
 
 /// One worker pod as observed.
@@ -83,7 +71,7 @@ pub enum Want {
     /// other one leaves, drained with WHY (node left, scale-in).
     Only {
         keep: BTreeSet<String>,
-        why: &'static str,
+        why: DrainReason,
     },
 }
 
@@ -340,7 +328,7 @@ impl SlurmView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// DRAIN with `slurmops: REASON`.
-    Drain { node: String, reason: &'static str },
+    Drain { node: String, reason: DrainReason },
     /// Delete the pod (uid precondition): its node is drained, unknown to Slurm, or forced.
     Delete {
         pod: String,
@@ -369,7 +357,7 @@ pub enum Action {
     /// Cancel a validation job that no longer decides anything.
     Cancel { job: u64 },
     /// DRAIN with `slurmops: REASON`, replacing a reason of ours (a failed canary).
-    Hold { node: String, reason: String },
+    Hold { node: String, reason: DrainReason },
     /// Reserve the workers that wait for a maintenance window, for the window.
     Reserve {
         request: crate::slurm::ReservationRequest,
@@ -530,15 +518,15 @@ pub fn decide(
         Want::Only { keep, .. } => Some(keep.len() as u32),
     };
     let why = match want {
-        Want::Removed => REASON_REMOVED,
-        Want::Only { why, .. } => why,
-        _ => REASON_SCALE_IN,
+        Want::Removed => DrainReason::Removed,
+        Want::Only { why, .. } => why.clone(),
+        _ => DrainReason::ScaleIn,
     };
     let (mut leaving, staying): (Vec<&Worker>, Vec<&Worker>) =
         sorted(set).into_iter().partition(|w| want.leaves(w));
     // The highest ordinals first, as the StatefulSet removes them.
     leaving.reverse();
-    let all_gone = leave(set, &leaving, why, slurm, &mut d);
+    let all_gone = leave(set, &leaving, &why, slurm, &mut d);
     if !all_gone || (set.managed && !leaving.is_empty()) {
         match want {
             Want::Removed => d.keep = true,
@@ -575,7 +563,7 @@ pub fn decide(
 fn leave(
     set: &SetView,
     leaving: &[&Worker],
-    why: &'static str,
+    why: &DrainReason,
     slurm: &SlurmView,
     d: &mut Decision,
 ) -> bool {
@@ -599,7 +587,7 @@ fn leave(
         if !n.state.has("DRAIN") {
             d.actions.push(Action::Drain {
                 node: w.name.clone(),
-                reason: why,
+                reason: why.clone(),
             });
         }
         d.progress.waiting.push(waiting(&w.name, why, n, slurm));
@@ -607,10 +595,10 @@ fn leave(
     all
 }
 
-fn waiting(node: &str, why: &str, n: &Node, slurm: &SlurmView) -> Waiting {
+fn waiting(node: &str, why: &DrainReason, n: &Node, slurm: &SlurmView) -> Waiting {
     Waiting {
         node: node.to_string(),
-        why: why.to_string(),
+        why: why.words(),
         jobs: slurm
             .jobs_on(node)
             .iter()
@@ -679,12 +667,12 @@ fn roll(
             out += 1;
             d.progress.in_flight.push(w.name.clone());
             if n.state.is_drained() {
-                if !n.reason.starts_with(REASON_PREFIX) {
+                if DrainReason::parse(&n.reason).is_none() {
                     // Someone else's drain: said once (drain leaves their reason alone) before the
                     // pod goes.
                     d.actions.push(Action::Drain {
                         node: w.name.clone(),
-                        reason: REASON_ROLLOUT,
+                        reason: DrainReason::Rollout,
                     });
                 }
                 d.actions.push(delete(w, false));
@@ -693,7 +681,7 @@ fn roll(
             } else {
                 d.progress
                     .waiting
-                    .push(waiting(&w.name, REASON_ROLLOUT, n, slurm));
+                    .push(waiting(&w.name, &DrainReason::Rollout, n, slurm));
             }
             continue;
         }
@@ -745,7 +733,7 @@ fn roll(
         d.progress.in_flight.push(pod.clone());
         d.actions.push(Action::Drain {
             node: pod,
-            reason: REASON_ROLLOUT,
+            reason: DrainReason::Rollout,
         });
     }
 }

@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::decide::{self, Action, Decision, Policy, Progress, SetView, SlurmView, Want};
+use super::decide::{
+    self, Action, Decision, DrainReason, Policy, Progress, SetView, SlurmView, Want,
+};
 use super::observation::Observation;
 use super::{blocks, canary, checks, maint, per_node};
 use crate::cluster::ClusterFile;
@@ -362,7 +364,7 @@ fn per_node_want(s: &SetView, obs: &Observation) -> (Want, Option<per_node::Plac
             let names = per_node::taken_names(slurm);
             let placed = per_node::place(s, spec, nodes, &names);
             let keep = placed.keep.clone();
-            let why = decide::REASON_NODE_LEFT;
+            let why = DrainReason::NodeLeft;
             (Want::Only { keep, why }, Some(placed))
         }
         (Err(e), _, _) => (
@@ -394,7 +396,7 @@ fn count_want(
         .unwrap_or(n.replicas.count());
     let placed = per_node::keep_count(s, count, slurm);
     let keep = placed.keep.clone();
-    let why = decide::REASON_SCALE_IN;
+    let why = DrainReason::ScaleIn;
     (Want::Only { keep, why }, Some(placed))
 }
 

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The drain reason (after `slurmops: `) of a canary whose validation failed.
-pub use crate::vocab::REASON_CANARY_FAILED;
+pub use crate::vocab::{CanaryStage, CanaryVerdict as Verdict};
 
 /// A canary's verdict, as the workload's annotation keeps it (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,15 +16,6 @@ pub struct Record {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Passed,
-    Failed,
-    /// An operator proceeded past a failed canary (`slurmops rollout --resume`).
-    Resumed,
 }
 
 impl Record {
@@ -50,41 +40,6 @@ pub enum Gate {
     Limit(u32),
     /// The canary failed: no worker rolls.
     Halt,
-}
-
-/// Where a canary is (its words in the status and the view: `replacing`, `validating`, ...).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CanaryStage {
-    /// The canaries are being replaced by pods of the new revision.
-    #[default]
-    Replacing,
-    /// Their validation job runs.
-    Validating,
-    /// The validation failed: the rollout halts.
-    Failed,
-    /// The revision is validated: the rest rolls.
-    Passed,
-    /// An operator proceeded past a failed canary.
-    Resumed,
-}
-
-impl CanaryStage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CanaryStage::Replacing => "replacing",
-            CanaryStage::Validating => "validating",
-            CanaryStage::Failed => "failed",
-            CanaryStage::Passed => "passed",
-            CanaryStage::Resumed => "resumed",
-        }
-    }
-}
-
-impl std::fmt::Display for CanaryStage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Where a NodeSet's canary stands, for `slurmops status`.

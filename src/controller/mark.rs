@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::vocab::CONDITION_CHECK_PREFIX;
+use crate::vocab::{CONDITION_CHECK_PREFIX, CheckResult};
 
 /// A check's last result on a worker, as its pod condition keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,11 +27,12 @@ impl Mark {
             .value
             .map(|v| format!("value={v} "))
             .unwrap_or_default();
-        let (status, reason) = match self.passed {
-            true => ("True", "Passed"),
-            false => ("False", "Failed"),
-        };
-        (status, reason, format!("{job}{value}: {}", self.text))
+        let r = CheckResult::of(self.passed);
+        (
+            r.status(),
+            r.reason(),
+            format!("{job}{value}: {}", self.text),
+        )
     }
 
     /// The mark of a condition STATUS with MESSAGE, judged AT.
@@ -43,7 +44,7 @@ impl Mark {
                 .map(str::to_string)
         };
         Mark {
-            passed: status == "True",
+            passed: CheckResult::parse(status) == CheckResult::Passed,
             at,
             job: field("job=").and_then(|j| j.parse().ok()),
             value: field("value=")

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, PodTemplate};
 
 use super::decide::{SetView, SlurmView};
 use crate::slurm::{Reservation, SlurmError};
+use crate::vocab::DrainReason;
 
 /// Why Slurm's state is unknown to a pass (so nothing destructive happens), kept typed up to
 /// whoever reports it.
@@ -62,7 +63,7 @@ pub struct Observation {
     /// Kubernetes nodes with a problem (cordon, a listed condition or taint, a drain request)
     /// and its drain reason, read when worker sync runs; why not, when they could not be read
     /// (then sync neither drains nor resumes for node health).
-    pub health: Result<BTreeMap<String, String>, String>,
+    pub health: Result<BTreeMap<String, DrainReason>, String>,
 }
 
 /// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.

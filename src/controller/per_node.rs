@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::decide::{SetView, SlurmView};
 use crate::cluster::values::PER_NODE_LIMIT;
-use crate::slurm::REASON_PREFIX;
+use crate::vocab::DrainReason;
 
 /// The workers autoscale set for a NodeSet whose pods slurmops makes (its PodTemplate's
 /// annotation), if it set any.
@@ -218,7 +218,7 @@ fn free_names<'a>(
 pub fn keep_count(set: &SetView, count: u32, slurm: &SlurmView) -> Placement {
     let rank = |name: &str, ready: bool| match slurm.nodes.get(name) {
         _ if slurm.busy(name) => 0,
-        Some(n) if n.state.has("DRAIN") && n.reason.starts_with(REASON_PREFIX) => 3,
+        Some(n) if n.state.has("DRAIN") && DrainReason::parse(&n.reason).is_some() => 3,
         Some(n) if ready && !n.state.has("NOT_RESPONDING") => 1,
         _ => 2,
     };
@@ -240,11 +240,12 @@ pub fn keep_count(set: &SetView, count: u32, slurm: &SlurmView) -> Placement {
 /// old pod is gone (as a StatefulSet's does), so Slurm sees the same node come back on the new
 /// revision and the controller resumes its drain, instead of a node left drained for ever.
 pub fn taken_names(slurm: &SlurmView) -> BTreeSet<String> {
-    let rollout = format!("{REASON_PREFIX} {}", crate::vocab::REASON_ROLLOUT);
     slurm
         .nodes
         .iter()
-        .filter(|(_, n)| !(n.state.has("DRAIN") && n.reason == rollout))
+        .filter(|(_, n)| {
+            !(n.state.has("DRAIN") && DrainReason::parse(&n.reason) == Some(DrainReason::Rollout))
+        })
         .map(|(name, _)| name.clone())
         .collect()
 }

@@ -47,7 +47,7 @@ impl Preview {
             };
             for a in &d.actions {
                 out.push(match a {
-                    Action::Drain { node, reason } => step("drain", node, reason.to_string()),
+                    Action::Drain { node, reason } => step("drain", node, reason.words()),
                     Action::Delete { pod, forced, .. } => step(
                         "delete",
                         pod,
@@ -77,7 +77,7 @@ impl Preview {
                         step("mark", pod, format!("{check}: {}", mark.condition().2))
                     }
                     Action::Cancel { job } => step("cancel", &format!("job {job}"), String::new()),
-                    Action::Hold { node, reason } => step("hold", node, reason.clone()),
+                    Action::Hold { node, reason } => step("hold", node, reason.words()),
                     Action::Reserve { request, .. } => step(
                         "reserve",
                         &request.name,

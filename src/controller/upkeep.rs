@@ -26,9 +26,9 @@ use crate::autoscale::{self, Decision, WorkerState};
 use crate::cluster::ClusterFile;
 use crate::k8s::Connection;
 use crate::rollout::{Event, Observer};
-use crate::slurm::{Drain, SlurmError, SlurmNodes, our_reason};
+use crate::slurm::{Drain, SlurmError, SlurmNodes};
 use crate::sync::decide::Step;
-use crate::vocab::{REASON_AUTOSCALE, REASON_CHECKS_PENDING};
+use crate::vocab::DrainReason;
 
 /// Which upkeep a pass does (the daemon and `apply`: both; `slurmops sync` and `slurmops
 /// autoscale`: theirs alone).
@@ -130,7 +130,8 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
             out.scale
                 .push(scale(&ns.name, ns.managed(), &o, decision, |n| {
                     view.nodes.get(n).is_some_and(|n| {
-                        n.state.has("DRAIN") && n.reason.starts_with(&our_reason(REASON_AUTOSCALE))
+                        n.state.has("DRAIN")
+                            && DrainReason::parse(&n.reason) == Some(DrainReason::Autoscale)
                     })
                 }));
         }
@@ -276,16 +277,18 @@ pub async fn act<S: SlurmNodes>(
         fenced()?;
         match s {
             Step::Drain { node, reason } => {
-                if slurm.drain(node, reason).await? == Drain::Requested {
+                if slurm.drain(node, &reason.to_string()).await? == Drain::Requested {
                     let e = Event::DrainedFor {
                         node: node.clone(),
-                        reason: reason.clone(),
+                        reason: reason.words(),
                     };
                     done(set, e, &mut out);
                 }
             }
             Step::Recheck { node } => {
-                slurm.drain(node, REASON_CHECKS_PENDING).await?;
+                slurm
+                    .drain(node, &DrainReason::ChecksPending.to_string())
+                    .await?;
                 done(set, Event::Rechecked { node: node.clone() }, &mut out);
             }
             Step::Resume { node } => {
@@ -310,7 +313,7 @@ pub async fn act<S: SlurmNodes>(
         }
         for n in &s.drain {
             fenced()?;
-            match slurm.drain(n, REASON_AUTOSCALE).await {
+            match slurm.drain(n, &DrainReason::Autoscale.to_string()).await {
                 Ok(Drain::Requested) => {
                     let e = Event::Drain {
                         node: n.clone(),

@@ -27,7 +27,7 @@ use super::pod::{self, PodParts, checksum};
 use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
 use crate::cluster::active_checks::{ActiveCheck, holds_new_workers};
 use crate::cluster::types::{ClusterFile, NodeSet};
-use crate::vocab::{REASON_CHECKS_PENDING, REASON_PREFIX};
+use crate::vocab::DrainReason;
 
 const IMEX_CLAIM: &str = "imex-channel";
 
@@ -179,7 +179,10 @@ fn stateful_set(names: &Names, ns: &NodeSet, template: PodTemplateSpec) -> State
 fn registering_conf(checks: &[ActiveCheck], ns: &NodeSet) -> String {
     let conf = slurmd_conf(ns);
     match holds_new_workers(checks, ns) {
-        true => format!("{conf} State=DRAIN Reason=\"{REASON_PREFIX} {REASON_CHECKS_PENDING}\""),
+        true => format!(
+            "{conf} State=DRAIN Reason=\"{}\"",
+            DrainReason::ChecksPending
+        ),
         false => conf,
     }
 }

@@ -100,7 +100,7 @@ pub enum Event {
     /// A canary failed: the worker stays drained with REASON.
     CanaryHeld {
         node: String,
-        reason: String,
+        reason: crate::vocab::DrainReason,
     },
     /// An active check's job was submitted.
     CheckSubmitted {
@@ -251,7 +251,7 @@ impl std::fmt::Display for Event {
                 false => write!(f, "{node}: check {check} failed ({text})"),
             },
             Event::CanaryHeld { node, reason } => {
-                write!(f, "{node} stays drained: slurmops: {reason}")
+                write!(f, "{node} stays drained: {reason}")
             }
             Event::Condition { pod } => write!(f, "{pod}: Slurm condition updated"),
             Event::Busy { pod, busy: true } => {

@@ -1,83 +1,8 @@
-//! The daemon's result as a type: what the last attempt on git came to, and the one pure
+//! The daemon's result (its words in `vocab::Verdict`) and the one pure
 //! transition from what just happened. The status ConfigMap's `result`, the Event recorded when
 //! it changes and the `result` label of `slurmops_reconciles_total` are all spelled from it.
 
-use crate::vocab;
-
-/// What the last attempt came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Verdict {
-    /// Nothing yet (a new daemon), or git back with a commit not applied yet.
-    #[default]
-    None,
-    Applied,
-    /// cluster.yaml of the commit is invalid: nothing applied, the last good state stays.
-    Invalid,
-    /// The commit is refused (signature, another cluster's file): nothing applied.
-    Refused,
-    /// Applying failed: retried on every pass.
-    Failed,
-    /// git cannot be fetched: the last applied state stays.
-    FetchFailed,
-    /// `--suspend` or `spec.policy.suspend`: nothing applied.
-    Suspended,
-    /// The commit applied and its canary failed: its rollout is halted.
-    CanaryFailed,
-}
-
-impl Verdict {
-    pub const ALL: [Verdict; 8] = [
-        Verdict::None,
-        Verdict::Applied,
-        Verdict::Invalid,
-        Verdict::Refused,
-        Verdict::Failed,
-        Verdict::FetchFailed,
-        Verdict::Suspended,
-        Verdict::CanaryFailed,
-    ];
-
-    /// As the status ConfigMap and the metric label spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::None => "",
-            Verdict::Applied => "applied",
-            Verdict::Invalid => "invalid",
-            Verdict::Refused => "refused",
-            Verdict::Failed => "failed",
-            Verdict::FetchFailed => "fetch-failed",
-            Verdict::Suspended => "suspended",
-            Verdict::CanaryFailed => "canary-failed",
-        }
-    }
-
-    /// The verdict a status ConfigMap spells (unknown words read as None).
-    pub fn parse(s: &str) -> Verdict {
-        Verdict::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .unwrap_or_default()
-    }
-
-    /// The Event recorded when the result becomes this one: its reason, and whether it warns.
-    pub fn event(self) -> Option<(&'static str, bool)> {
-        Some(match self {
-            Verdict::None => return None,
-            Verdict::Applied => (vocab::EVENT_APPLIED, false),
-            Verdict::Suspended => (vocab::EVENT_SUSPENDED, false),
-            Verdict::Invalid => (vocab::EVENT_INVALID_COMMIT, true),
-            Verdict::Refused => (vocab::EVENT_REFUSED_COMMIT, true),
-            Verdict::FetchFailed => (vocab::EVENT_FETCH_FAILED, true),
-            Verdict::Failed => (vocab::EVENT_APPLY_FAILED, true),
-            Verdict::CanaryFailed => (vocab::EVENT_CANARY_FAILED, true),
-        })
-    }
-
-    /// Whether the attempt's duration counts in the reconcile histogram (an apply was tried).
-    pub fn timed(self) -> bool {
-        matches!(self, Verdict::Applied | Verdict::Failed)
-    }
-}
+pub use crate::vocab::Verdict;
 
 /// The result and the commit it is about.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -262,11 +187,11 @@ mod tests {
         }
         assert_eq!(
             Verdict::CanaryFailed.event(),
-            Some((vocab::EVENT_CANARY_FAILED, true))
+            Some((crate::vocab::EVENT_CANARY_FAILED, true))
         );
         assert_eq!(
             Verdict::Failed.event(),
-            Some((vocab::EVENT_APPLY_FAILED, true))
+            Some((crate::vocab::EVENT_APPLY_FAILED, true))
         );
         assert_eq!(Verdict::None.event(), None);
     }

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::health;
 use super::{busy_change, condition_patch};
 use crate::slurm::Node;
+use crate::vocab::DrainReason;
 
 /// One thing sync writes, for a worker of a NodeSet.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +25,7 @@ pub enum Step {
     /// The pod's busy label set (jobs run there) or removed.
     Busy { pod: String, busy: bool },
     /// Drain the worker in Slurm: its Kubernetes node's problem, or a drain request.
-    Drain { node: String, reason: String },
+    Drain { node: String, reason: DrainReason },
     /// The problem cleared on a NodeSet whose new workers wait for active checks: held
     /// (`checks pending`) until they pass, which resumes it.
     Recheck { node: String },
@@ -41,7 +42,7 @@ pub struct Input<'a> {
     /// Slurm's nodes.
     pub nodes: &'a BTreeMap<String, Node>,
     /// Kubernetes nodes with a problem and the reason; None when the Nodes could not be read.
-    pub problems: Option<&'a BTreeMap<String, String>>,
+    pub problems: Option<&'a BTreeMap<String, DrainReason>>,
     /// NodeSets whose new workers wait for active checks.
     pub checked: &'a BTreeSet<String>,
     /// Workers Ready and unknown to Slurm for longer than the registration grace.
@@ -97,7 +98,7 @@ pub fn decide(i: &Input) -> Vec<(String, Step)> {
 fn follow(
     n: &Node,
     on: Option<&str>,
-    want: Option<String>,
+    want: Option<DrainReason>,
     nodes_known: bool,
     checked: bool,
 ) -> Option<Step> {
@@ -134,7 +135,7 @@ impl Step {
             }
             Step::Busy { pod, busy: true } => ("label", pod, "busy: jobs run there".into()),
             Step::Busy { pod, busy: false } => ("label", pod, "not busy any more".into()),
-            Step::Drain { node, reason } => ("drain", node, reason.clone()),
+            Step::Drain { node, reason } => ("drain", node, reason.words()),
             Step::Recheck { node } => (
                 "hold",
                 node,

@@ -11,28 +11,21 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::cluster::types::NodeHealth;
-use crate::slurm::our_reason;
-use crate::vocab::{ANNOTATION_DRAIN, REASON_DRAIN_REQUESTED};
+use crate::vocab::{ANNOTATION_DRAIN, DrainReason};
 
 /// Longest condition message carried into a Slurm reason (untrusted text from the Node).
 const MAX_MESSAGE: usize = 160;
 
-/// The drain reason of a cordon on Kubernetes node ON.
-pub fn cordon_reason(on: &str) -> String {
-    format!("node {on} cordoned")
-}
-
 /// Whether REASON (as Slurm reports it) is a drain slurmops set for Kubernetes node ON.
 pub fn drained_for(reason: &str, on: &str) -> bool {
-    reason == our_reason(&cordon_reason(on))
-        || reason.starts_with(&our_reason(&format!("node {on}: ")))
+    DrainReason::parse(reason).is_some_and(|r| r.is_for_node(on))
 }
 
-/// Each listed node with a problem, and the drain reason for it (before the `slurmops:` prefix).
+/// Each listed node with a problem, and the drain reason for it.
 pub fn problems<N: std::borrow::Borrow<Node>>(
     nodes: &[N],
     rules: Option<&NodeHealth>,
-) -> BTreeMap<String, String> {
+) -> BTreeMap<String, DrainReason> {
     nodes
         .iter()
         .map(|n| n.borrow())
@@ -44,13 +37,15 @@ pub fn problems<N: std::borrow::Borrow<Node>>(
         .collect()
 }
 
-fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
+fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<DrainReason> {
+    let node = name.to_string();
     if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
-        return Some(cordon_reason(name));
+        return Some(DrainReason::Cordoned { node });
     }
     if let Some(why) = request_of(n.metadata.annotations.as_ref()) {
-        return Some(format!("node {name}: {why}"));
+        return Some(DrainReason::node_request(node, &why));
     }
+    let problem = |problem| Some(DrainReason::NodeProblem { node, problem });
     let rules = rules?;
     let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
     for c in conditions.into_iter().flatten() {
@@ -64,7 +59,7 @@ fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
                 .as_deref()
                 .or(c.reason.as_deref())
                 .unwrap_or(&c.status);
-            return Some(format!("node {name}: {}: {}", c.type_, one_line(message)));
+            return problem(format!("{}: {}", c.type_, one_line(message)));
         }
     }
     let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
@@ -74,23 +69,23 @@ fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<String> {
             .iter()
             .any(|r| r.key == t.key && r.effect.as_ref().is_none_or(|e| *e == t.effect))
         {
-            return Some(format!("node {name}: taint {}:{}", t.key, t.effect));
+            return problem(format!("taint {}:{}", t.key, t.effect));
         }
     }
     None
 }
 
 /// The drain a worker pod's own request asks for (`drain requested: REASON`), if any.
-pub fn requested(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
-    request_of(pod.metadata.annotations.as_ref())
+pub fn requested(pod: &k8s_openapi::api::core::v1::Pod) -> Option<DrainReason> {
+    request_of(pod.metadata.annotations.as_ref()).map(DrainReason::Requested)
 }
 
 /// Whether REASON (as Slurm reports it) is a drain slurmops set for a worker pod's request.
 pub fn drained_on_request(reason: &str) -> bool {
-    reason.starts_with(&our_reason(&format!("{REASON_DRAIN_REQUESTED}:")))
+    matches!(DrainReason::parse(reason), Some(DrainReason::Requested(_)))
 }
 
-/// `drain requested: REASON` for a drain request among ANNOTATIONS (an empty value: `by
+/// The requester's words of a drain request among ANNOTATIONS (an empty value: `by
 /// annotation`). The value is whoever set it's text: one line, no control characters, cut.
 fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
     let why = annotations?.get(ANNOTATION_DRAIN)?;
@@ -104,7 +99,7 @@ fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> 
     } else {
         clean
     };
-    Some(format!("{REASON_DRAIN_REQUESTED}: {clean}"))
+    Some(clean)
 }
 
 /// MESSAGE on one line, at most MAX_MESSAGE bytes (cut at a character boundary).
@@ -154,9 +149,15 @@ mod tests {
             node(json!({"metadata": {"name": "e"}, "spec": {"unschedulable": true}})),
         ];
         let p = problems(&nodes, Some(&rules));
-        assert_eq!(p["a"], "node a: GpuUnhealthy: XID 79: GPU fell off the bus");
-        assert_eq!(p["c"], "node c: taint nvidia.com/gpu-xid:NoSchedule");
-        assert_eq!(p["e"], "node e cordoned");
+        assert_eq!(
+            p["a"].words(),
+            "node a: GpuUnhealthy: XID 79: GPU fell off the bus"
+        );
+        assert_eq!(
+            p["c"].words(),
+            "node c: taint nvidia.com/gpu-xid:NoSchedule"
+        );
+        assert_eq!(p["e"].words(), "node e cordoned");
         assert_eq!(p.len(), 3, "{p:?}");
         // Without rules, cordons still count.
         assert_eq!(problems(&nodes, None).keys().collect::<Vec<_>>(), ["e"]);
@@ -172,8 +173,11 @@ mod tests {
             node(json!({"metadata": {"name": "c", "annotations": {"other": "x"}}})),
         ];
         let p = problems(&nodes, None);
-        assert_eq!(p["a"], "node a: drain requested: gpu-health: XID 79 [31m");
-        assert_eq!(p["b"], "node b: drain requested: by annotation");
+        assert_eq!(
+            p["a"].words(),
+            "node a: drain requested: gpu-health: XID 79 [31m"
+        );
+        assert_eq!(p["b"].words(), "node b: drain requested: by annotation");
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(drained_for("slurmops: node a: drain requested: x", "a"));
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
@@ -181,7 +185,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            requested(&pod).as_deref(),
+            requested(&pod).map(|r| r.words()).as_deref(),
             Some("drain requested: ticket 4711")
         );
         assert!(drained_on_request("slurmops: drain requested: ticket 4711"));

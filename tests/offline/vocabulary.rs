@@ -1,5 +1,5 @@
 //! The vocabulary is the API of a tool without CRDs: every label, annotation, field manager,
-//! drain and Event reason, condition type and status key lives in `src/vocab.rs`, and the
+//! drain and Event reason, condition type and status key lives in `src/vocab/`, and the
 //! table of them in docs/vocabulary.md is generated from it.
 
 use std::path::{Path, PathBuf};
@@ -45,7 +45,8 @@ fn every_label_and_annotation_is_spelled_in_the_vocabulary_module_only() {
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     let mut found = Vec::new();
-    for f in files.iter().filter(|f| !f.ends_with("vocab.rs")) {
+    let vocab = root.join("vocab");
+    for f in files.iter().filter(|f| !f.starts_with(&vocab)) {
         let text = std::fs::read_to_string(f).unwrap();
         for (line, lit) in literal_names(&text) {
             found.push(format!("{}:{line}: \"{lit}\"", f.display()));
@@ -53,8 +54,100 @@ fn every_label_and_annotation_is_spelled_in_the_vocabulary_module_only() {
     }
     assert!(
         found.is_empty(),
-        "names of slurmops' API spelled outside src/vocab.rs (add a constant there, with a doc line, and use it):\n{}",
+        "names of slurmops' API spelled outside src/vocab/ (add a constant there, with a doc line, and use it):\n{}",
         found.join("\n")
+    );
+}
+
+/// The words of slurmops' state, each spelled by its type in `src/vocab/`: the daemon's
+/// verdicts and a canary's stages, and the drain reasons.
+fn state_words() -> (Vec<&'static str>, Vec<&'static str>) {
+    use slurmops::vocab::{ALL, CanaryStage, Kind, Verdict};
+    let verdicts = Verdict::ALL.iter().map(|v| v.as_str());
+    let stages = CanaryStage::ALL.iter().map(|s| s.as_str());
+    let drains = ALL
+        .iter()
+        .filter(|t| t.kind == Kind::DrainReason && t.name != "REASON_PREFIX")
+        .map(|t| t.value);
+    let states = verdicts.chain(stages).filter(|w| !w.is_empty()).collect();
+    (states, drains.collect())
+}
+
+/// Places in TEXT's code (not its tests, not comments) where a string literal spells a state
+/// word: a verdict or stage whole (not as a JSON key), a drain reason whole or as the start of
+/// one (`WORD: ...`), or a drain reason with its prefix (`slurmops: {...}`, `slurmops: WORD`).
+/// Words that are also everyday field and step names (`passed`, `failed`, `rollout`,
+/// `autoscale`, `check`) count only with the prefix.
+fn literal_state_words(text: &str, words: &(Vec<&str>, Vec<&str>)) -> Vec<(usize, String)> {
+    const EVERYDAY: [&str; 5] = ["passed", "failed", "rollout", "autoscale", "check"];
+    let (states, drains) = words;
+    let bare = |w: &&&str| !EVERYDAY.contains(*w);
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let code = line.split("//").next().unwrap_or("");
+        let pieces: Vec<&str> = code.split('"').collect();
+        for (i, q) in pieces.iter().enumerate().skip(1).step_by(2) {
+            let key = pieces
+                .get(i + 1)
+                .is_some_and(|after| after.starts_with(':'));
+            let state = !key && states.iter().filter(bare).any(|w| q == w);
+            let drain = drains
+                .iter()
+                .filter(bare)
+                .any(|w| q == w || q.starts_with(&format!("{w}: ")));
+            let prefixed = q.contains("slurmops: {")
+                || states
+                    .iter()
+                    .chain(drains)
+                    .any(|w| q.contains(&format!("slurmops: {w}")));
+            if state || drain || prefixed {
+                out.push((n + 1, q.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_verdict_stage_and_drain_reason_is_spelled_by_its_type_only() {
+    let words = state_words();
+    assert!(words.0.len() >= 10 && words.1.len() >= 9, "{words:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let test_file = f.ends_with("tests.rs") || f.components().any(|c| c.as_os_str() == "tests");
+        if f.starts_with(root.join("vocab")) || test_file {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, lit) in literal_state_words(&text, &words) {
+            found.push(format!("{}:{line}: \"{lit}\"", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "verdicts, canary stages or drain reasons spelled outside src/vocab/ (spell them through vocab::Verdict, CanaryStage, DrainReason):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_state_scan_finds_a_spelled_verdict_and_drain_reason_and_skips_tests() {
+    let words = state_words();
+    let text = "let v = \"canary-failed\";\nlet r = format!(\"scale-in: {n}\");\nlet s = format!(\"slurmops: {why}\");\nlet m = \"the rollout waits\"; // \"rollout\"\nlet j = json!({\"refused\": 1, \"x\": \"refused\"});\n#[cfg(test)]\nlet t = \"canary-failed\";";
+    assert_eq!(
+        literal_state_words(text, &words),
+        [
+            (1, "canary-failed".to_string()),
+            (2, "scale-in: {n}".to_string()),
+            (3, "slurmops: {why}".to_string()),
+            (5, "refused".to_string())
+        ]
     );
 }
 

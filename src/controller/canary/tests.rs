@@ -287,7 +287,7 @@ fn a_failed_validation_holds_the_canaries_with_its_error_and_halts_everything() 
         "{:?}",
         d.actions
     );
-    let reason = "canary failed: job 8: nvidia-smi not found on w-1".to_string();
+    let reason = DrainReason::ours("canary failed: job 8: nvidia-smi not found on w-1");
     for n in ["w-0", "w-1"] {
         assert!(
             d.actions.contains(&Action::Hold {
@@ -308,16 +308,8 @@ fn a_failed_validation_holds_the_canaries_with_its_error_and_halts_everything() 
 
     // Later passes: halted, even with room and outdated workers; nothing at all happens.
     let mut nodes = idle(&["w-2", "w-3"]);
-    nodes.push(node(
-        "w-0",
-        &["IDLE", "DRAIN"],
-        &format!("slurmops: {reason}"),
-    ));
-    nodes.push(node(
-        "w-1",
-        &["IDLE", "DRAIN"],
-        &format!("slurmops: {reason}"),
-    ));
+    nodes.push(node("w-0", &["IDLE", "DRAIN"], &reason.to_string()));
+    nodes.push(node("w-1", &["IDLE", "DRAIN"], &reason.to_string()));
     let s = set(&["new", "new", "old", "old"], Some(r.clone()));
     let d = run(&s, &v, &slurm(nodes.clone(), vec![]), 4);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
@@ -472,7 +464,7 @@ fn a_canary_that_does_not_come_up_within_ready_timeout_fails_the_canary() {
         d.actions,
         vec![Action::Hold {
             node: "w-0".into(),
-            reason: reason.into()
+            reason: DrainReason::ours(reason)
         }]
     );
     let r = d.record.clone().expect("a verdict");
@@ -544,7 +536,7 @@ fn a_canary_validated_by_an_active_check_runs_its_script_and_fails_on_its_figure
     assert!(
         d.actions.contains(&Action::Hold {
             node: "w-0".into(),
-            reason: "canary failed: job 8: figure 180 GB/s below 350 GB/s".into()
+            reason: DrainReason::ours("canary failed: job 8: figure 180 GB/s below 350 GB/s")
         }),
         "{:?}",
         d.actions

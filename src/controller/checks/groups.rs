@@ -138,7 +138,7 @@ pub(super) fn run(
                     count(out, set, c, w);
                     continue;
                 }
-                if !m.passed && drains && check_drain(n) != Some(c.name.as_str()) {
+                if !m.passed && drains && check_drain(n).as_deref() != Some(c.name.as_str()) {
                     acts.push(hold(&c.name, &w.name, m.job, &m.text));
                 }
                 if mark(w, c) != Some(&m) {
@@ -172,7 +172,7 @@ pub(super) fn run(
                 // Waiting on a worker someone else drained: it would hold room under the cap
                 // until that drain ends; a later run finds the group free.
                 None if g.members.iter().any(|(_, n)| {
-                    n.state.has("DRAIN") && check_drain(n) != Some(c.name.as_str())
+                    n.state.has("DRAIN") && check_drain(n).as_deref() != Some(c.name.as_str())
                 }) =>
                 {
                     acts.push(Action::CheckCancel { job: j.id });
@@ -194,7 +194,7 @@ pub(super) fn run(
             // check's last failure alone (resumed as its job is submitted, which starts first).
             let free = |(w, n): &(&Worker, &Node)| {
                 let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
-                let ours = check_drain(n) == Some(c.name.as_str()) && !failed_other(w);
+                let ours = check_drain(n).as_deref() == Some(c.name.as_str()) && !failed_other(w);
                 answers
                     && (ours || !n.state.has("DRAIN") && (c.while_jobs_run || !n.state.is_busy()))
             };
@@ -209,7 +209,7 @@ pub(super) fn run(
                         job: request(c, &name, nodes, on.partition, on.gpus),
                     });
                     for (w, node) in &g.members {
-                        if check_drain(node) == Some(c.name.as_str()) {
+                        if check_drain(node).as_deref() == Some(c.name.as_str()) {
                             acts.push(Action::Resume {
                                 node: w.name.clone(),
                             });

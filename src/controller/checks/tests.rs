@@ -114,7 +114,7 @@ pub(super) fn steps(c: &Checked) -> Vec<String> {
         .map(|a| match a {
             Action::CheckSubmit { job } => format!("submit {}", job.nodes.join(",")),
             Action::Resume { node } => format!("resume {node}"),
-            Action::Hold { node, reason } => format!("hold {node}: {reason}"),
+            Action::Hold { node, reason } => format!("hold {node}: {}", reason.words()),
             Action::CheckCancel { job } => format!("cancel {job}"),
             Action::Mark { pod, mark, .. } => format!("mark {pod} {}", mark.condition().2),
             other => format!("{other:?}"),

@@ -68,7 +68,7 @@ fn idle(names: &[&str]) -> Vec<Node> {
 
 const OURS: &str = "slurmops: rollout";
 
-fn drain(n: &str, reason: &'static str) -> Action {
+fn drain(n: &str, reason: DrainReason) -> Action {
     Action::Drain {
         node: n.into(),
         reason,
@@ -94,7 +94,7 @@ fn an_idle_worker_drains_first_within_max_unavailable_and_a_busy_one_waits() {
         vec![job(7, "a-0", NOW + 600)],
     );
     let d = decide(&s, &Want::Replicas(3), &Policy::default(), &slurm, NOW);
-    assert_eq!(d.actions, vec![drain("a-1", REASON_ROLLOUT)]);
+    assert_eq!(d.actions, vec![drain("a-1", DrainReason::Rollout)]);
     assert_eq!(d.progress.in_flight, vec!["a-1"]);
     assert!(!d.progress.done);
     assert_eq!(d.hold_replicas, None);
@@ -116,7 +116,7 @@ fn a_draining_worker_with_a_job_waits_names_the_job_and_holds_the_budget() {
         d.progress.waiting,
         vec![Waiting {
             node: "a-0".into(),
-            why: REASON_ROLLOUT.into(),
+            why: "rollout".into(),
             jobs: vec![Holder {
                 id: 42,
                 user: "alice".into(),
@@ -131,7 +131,7 @@ fn a_draining_worker_with_a_job_waits_names_the_job_and_holds_the_budget() {
         ..Policy::default()
     };
     let d = decide(&s, &Want::Replicas(2), &two, &slurm, NOW);
-    assert_eq!(d.actions, vec![drain("a-1", REASON_ROLLOUT)]);
+    assert_eq!(d.actions, vec![drain("a-1", DrainReason::Rollout)]);
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn drained_outdated_workers_are_deleted_whoever_drained_them() {
         d.actions,
         vec![
             delete("a-0", false),
-            drain("a-1", REASON_ROLLOUT),
+            drain("a-1", DrainReason::Rollout),
             delete("a-1", false)
         ]
     );
@@ -226,7 +226,10 @@ fn scale_in_drains_the_highest_ordinals_and_holds_replicas_until_they_are_draine
     let d = decide(&s, &Want::Replicas(2), &Policy::default(), &busy, NOW);
     assert_eq!(
         d.actions,
-        vec![drain("a-3", REASON_SCALE_IN), drain("a-2", REASON_SCALE_IN)]
+        vec![
+            drain("a-3", DrainReason::ScaleIn),
+            drain("a-2", DrainReason::ScaleIn)
+        ]
     );
     assert_eq!(d.hold_replicas, Some(4));
     assert_eq!(d.progress.leaving, vec!["a-3", "a-2"]);
@@ -271,7 +274,7 @@ fn a_removed_node_set_is_kept_until_every_worker_is_drained() {
     );
     let d = decide(&s, &Want::Removed, &Policy::default(), &slurm, NOW);
     assert!(d.keep);
-    assert_eq!(d.actions, vec![drain("gone-1", REASON_REMOVED)]);
+    assert_eq!(d.actions, vec![drain("gone-1", DrainReason::Removed)]);
     let slurm = SlurmView::new(
         vec![node(
             "gone-0",
@@ -397,7 +400,10 @@ fn outside_a_required_window_nothing_drains_and_outside_a_preferred_one_only_idl
     );
     assert_eq!(
         d.actions,
-        vec![drain("a-1", REASON_ROLLOUT), drain("a-2", REASON_ROLLOUT)]
+        vec![
+            drain("a-1", DrainReason::Rollout),
+            drain("a-2", DrainReason::Rollout)
+        ]
     );
     assert_eq!(d.progress.window.expect("a-0 held").workers, ["a-0"]);
 

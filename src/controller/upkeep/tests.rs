@@ -11,6 +11,7 @@ use super::*;
 use crate::controller::decide::tests::NOW;
 use crate::controller::decide::{self, SetView, SlurmView, Worker};
 use crate::slurm::{Job, Node};
+use crate::vocab::DrainReason;
 
 fn cluster(extra: &str) -> ClusterFile {
     crate::cluster::load(
@@ -103,7 +104,7 @@ fn observed(
     obs.pods = (0..replicas).map(|i| pod(i, Some(NOW - 3600))).collect();
     obs.health = Ok(problems
         .iter()
-        .map(|(n, r)| (n.to_string(), r.to_string()))
+        .map(|(n, r)| (n.to_string(), DrainReason::ours(r)))
         .collect());
     obs
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{Input, decide};
 use crate::slurm::{Node, NodeState};
-use crate::vocab::{ANNOTATION_DRAIN, LABEL_BUSY};
+use crate::vocab::{ANNOTATION_DRAIN, DrainReason, LABEL_BUSY};
 
 const HOST: &str = "kube-1";
 
@@ -35,7 +35,7 @@ fn node(name: &str, states: &[&str], reason: &str) -> Node {
 struct Case {
     pods: Vec<Pod>,
     nodes: Vec<Node>,
-    problems: Option<BTreeMap<String, String>>,
+    problems: Option<BTreeMap<String, DrainReason>>,
     checked: bool,
     overdue: Vec<&'static str>,
 }
@@ -79,8 +79,9 @@ impl Case {
     }
 }
 
-fn cordoned() -> Option<BTreeMap<String, String>> {
-    Some([(HOST.to_string(), format!("node {HOST} cordoned"))].into())
+fn cordoned() -> Option<BTreeMap<String, DrainReason>> {
+    let node = HOST.to_string();
+    Some([(HOST.to_string(), DrainReason::Cordoned { node })].into())
 }
 
 #[test]

@@ -5,6 +5,12 @@
 //! (`docs/vocabulary.md`'s table is generated from `ALL` and checked by a test, and a test
 //! fails when a `slurmops.dev/` or ApplySet name is spelled as a literal anywhere else).
 
+mod drain;
+mod state;
+
+pub use drain::DrainReason;
+pub use state::{CanaryStage, CanaryVerdict, CheckResult, Verdict};
+
 /// The field manager of cluster NAME's apply (`slurmops/NAME`): one per cluster, so that a
 /// field one cluster's daemon set is never another's to drop. At most 49 bytes (names are at
 /// most 40), under the API server's 128.
