@@ -206,55 +206,12 @@ where
             (None, later) => driven.applied = later.clone(),
             _ => {}
         }
-        for (set, e) in &out.events {
-            let r = driven.rollouts.entry(set.clone()).or_default();
-            r.events.push(e.clone());
-            match e {
-                // A leaving worker (perNode: its node left) is not coming back.
-                Event::Delete { pod, .. } if !leaving(&out, set, pod) => {
-                    deleted.insert((set.clone(), pod.clone()));
-                }
-                Event::Drain { node, .. } if leaving(&out, set, node) => {
-                    let d = driven.drained_leaving.entry(set.clone()).or_default();
-                    if !d.contains(node) {
-                        d.push(node.clone());
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (set, pod) in back(&out, &deleted) {
-            let e = Event::Ready { pod: pod.clone() };
-            observer.emit(&set, &e);
-            let r = driven.rollouts.entry(set.clone()).or_default();
-            r.events.push(e);
-            r.replaced.push(pod.clone());
-            deleted.remove(&(set, pod));
+        driven.record(&out, &mut deleted);
+        if driven.replaced(&out, &mut deleted, observer) {
             progress_at = Instant::now();
         }
-        match (&out.slurm_error, outage) {
-            (Some(error), None) => {
-                outage = Some(Instant::now());
-                say(
-                    observer,
-                    &out,
-                    Event::SlurmUnreachable {
-                        error: error.to_string(),
-                    },
-                );
-            }
-            (Some(error), Some(since)) if since.elapsed() > until.slurm_outage_timeout => {
-                return Err(RolloutError::SlurmUnknown {
-                    node_set: sets(&out),
-                    error: error.clone(),
-                });
-            }
-            (None, Some(_)) => {
-                outage = None;
-                progress_at = Instant::now();
-                say(observer, &out, Event::SlurmBack);
-            }
-            _ => {}
+        if follow_outage(&out, &mut outage, until, observer)? {
+            progress_at = Instant::now();
         }
         driven.progress = out.progress.clone();
         canary_failed(&out)?;
@@ -283,6 +240,81 @@ where
             None => tokio::time::sleep(until.poll).await,
         }
     }
+}
+
+impl Driven {
+    /// Takes a pass's events into the report: the pods deleted to be replaced go to DELETED (a
+    /// leaving worker's, perNode whose node left, is not coming back), leaving workers' drains
+    /// to `drained_leaving`.
+    fn record(&mut self, out: &Outcome, deleted: &mut BTreeSet<(String, String)>) {
+        for (set, e) in &out.events {
+            let r = self.rollouts.entry(set.clone()).or_default();
+            r.events.push(e.clone());
+            match e {
+                Event::Delete { pod, .. } if !leaving(out, set, pod) => {
+                    deleted.insert((set.clone(), pod.clone()));
+                }
+                Event::Drain { node, .. } if leaving(out, set, node) => {
+                    let d = self.drained_leaving.entry(set.clone()).or_default();
+                    if !d.contains(node) {
+                        d.push(node.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The DELETED pods back and Ready after a pass: each reported replaced and said; true when
+    /// any came back.
+    fn replaced(
+        &mut self,
+        out: &Outcome,
+        deleted: &mut BTreeSet<(String, String)>,
+        observer: &Observer,
+    ) -> bool {
+        let back = back(out, deleted);
+        let any = !back.is_empty();
+        for (set, pod) in back {
+            let e = Event::Ready { pod: pod.clone() };
+            observer.emit(&set, &e);
+            let r = self.rollouts.entry(set.clone()).or_default();
+            r.events.push(e);
+            r.replaced.push(pod.clone());
+            deleted.remove(&(set, pod));
+        }
+        any
+    }
+}
+
+/// Follows Slurm being out of reach across passes (since OUTAGE): said when it starts and ends,
+/// an error once it lasts past the drive's limit. True when Slurm came back with this pass.
+fn follow_outage(
+    out: &Outcome,
+    outage: &mut Option<Instant>,
+    until: &Until,
+    observer: &Observer,
+) -> Result<bool, RolloutError> {
+    match (&out.slurm_error, *outage) {
+        (Some(error), None) => {
+            *outage = Some(Instant::now());
+            let error = error.to_string();
+            say(observer, out, Event::SlurmUnreachable { error });
+        }
+        (Some(error), Some(since)) if since.elapsed() > until.slurm_outage_timeout => {
+            return Err(RolloutError::SlurmUnknown {
+                node_set: sets(out),
+                error: error.clone(),
+            });
+        }
+        (None, Some(_)) => {
+            *outage = None;
+            say(observer, out, Event::SlurmBack);
+            return Ok(true);
+        }
+        _ => {}
+    }
+    Ok(false)
 }
 
 fn leaving(out: &Outcome, set: &str, node: &String) -> bool {

@@ -101,44 +101,12 @@ pub async fn observe<S: SlurmNodes>(
     slurm: Option<&S>,
     needs: &Needs,
 ) -> Result<Observation, kube::Error> {
-    let (sts, pods) = match cache.filter(|c| c.serves(scope)) {
-        Some(c) => (c.stateful_sets(), c.pods()),
-        None => {
-            let lp = ListParams::default().labels(&scope.selector);
-            let sts = Api::<StatefulSet>::namespaced(client.clone(), &scope.namespace)
-                .list(&lp)
-                .await?
-                .items;
-            let pods = Api::<Pod>::namespaced(client.clone(), &scope.namespace)
-                .list(&lp)
-                .await?
-                .items;
-            (
-                sts.into_iter().map(Arc::new).collect(),
-                pods.into_iter().map(Arc::new).collect(),
-            )
-        }
-    };
-    let templates = match cache.filter(|c| c.serves(scope)) {
-        Some(c) => c.templates(),
-        None => {
-            let lp = ListParams::default().labels(&scope.selector);
-            Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace)
-                .list(&lp)
-                .await?
-                .items
-        }
-    };
-    let templates: BTreeMap<String, PodTemplate> = templates
-        .into_iter()
-        .filter_map(|t| Some((t.metadata.name.clone()?, t)))
-        .collect();
+    let (sts, pods, templates) = read_workloads(client, scope, cache).await?;
     // The node cache serves perNode placement and block labels alike; without it, one LIST.
     let held = Cache::nodes(cache);
     // A node watch still making its first listing: wait for it rather than LIST every Node.
     let listing = held.listing();
     let cached_nodes = held.ready();
-    const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
     let templates_empty = templates.is_empty();
     // Read when placement or worker sync needs them, once for both.
     let read = match (templates_empty && needs.health.is_none(), &cached_nodes) {
@@ -174,21 +142,9 @@ pub async fn observe<S: SlurmNodes>(
     };
     let mut slurm_time = slurm_started.elapsed();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let blocks = match &needs.blocks {
-        Some(_) if listing && slurm_view.is_ok() => Err(LISTING.to_string()),
-        Some((label, in_blocks)) if slurm_view.is_ok() => {
-            let hosts: BTreeSet<String> = sets
-                .values()
-                .filter(|s| in_blocks.contains(&s.name))
-                .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
-                .collect();
-            host_blocks(client, cached_nodes.as_deref(), label, &hosts).await.map_err(|e| {
-                format!(
-                    "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
-                )
-            })
-        }
-        _ => Ok(BTreeMap::new()),
+    let blocks = match slurm_view.is_ok() {
+        true => read_blocks(client, needs, &sets, cached_nodes.as_deref(), listing).await,
+        false => Ok(BTreeMap::new()),
     };
     let reserved_started = std::time::Instant::now();
     let reservations = match (slurm, needs.reservations, &slurm_view) {
@@ -209,6 +165,85 @@ pub async fn observe<S: SlurmNodes>(
         pods,
         health,
     })
+}
+
+/// The scope's StatefulSets, worker pods and PodTemplates: from the watch cache when it serves
+/// the scope, else one LIST per kind.
+async fn read_workloads(
+    client: &kube::Client,
+    scope: &Scope,
+    cache: Option<&Cache>,
+) -> Result<Workloads, kube::Error> {
+    let (sts, pods) = match cache.filter(|c| c.serves(scope)) {
+        Some(c) => (c.stateful_sets(), c.pods()),
+        None => {
+            let lp = ListParams::default().labels(&scope.selector);
+            let sts = Api::<StatefulSet>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items;
+            let pods = Api::<Pod>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items;
+            (
+                sts.into_iter().map(Arc::new).collect(),
+                pods.into_iter().map(Arc::new).collect(),
+            )
+        }
+    };
+    let templates = match cache.filter(|c| c.serves(scope)) {
+        Some(c) => c.templates(),
+        None => {
+            let lp = ListParams::default().labels(&scope.selector);
+            Api::<PodTemplate>::namespaced(client.clone(), &scope.namespace)
+                .list(&lp)
+                .await?
+                .items
+        }
+    };
+    let templates = templates
+        .into_iter()
+        .filter_map(|t| Some((t.metadata.name.clone()?, t)))
+        .collect();
+    Ok((sts, pods, templates))
+}
+
+/// The scope's workloads: StatefulSets, pods, PodTemplates by name.
+type Workloads = (
+    Vec<Arc<StatefulSet>>,
+    Vec<Arc<Pod>>,
+    BTreeMap<String, PodTemplate>,
+);
+
+/// Said while the node watch makes its first listing.
+const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
+
+/// The block labels of the Kubernetes nodes the workers of NodeSets in block topology run on
+/// (when NEEDS asks for them), from CACHED nodes or their reads.
+async fn read_blocks(
+    client: &kube::Client,
+    needs: &Needs,
+    sets: &BTreeMap<String, SetView>,
+    cached_nodes: Option<&[Arc<Node>]>,
+    listing: bool,
+) -> Result<BTreeMap<String, String>, String> {
+    match &needs.blocks {
+        Some(_) if listing => Err(LISTING.to_string()),
+        Some((label, in_blocks)) => {
+            let hosts: BTreeSet<String> = sets
+                .values()
+                .filter(|s| in_blocks.contains(&s.name))
+                .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
+                .collect();
+            host_blocks(client, cached_nodes, label, &hosts).await.map_err(|e| {
+                format!(
+                    "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
+                )
+            })
+        }
+        _ => Ok(BTreeMap::new()),
+    }
 }
 
 /// Slurm's reservations, then those asked of slurmctld's sidecar that Slurm does not hold yet.
@@ -476,162 +511,4 @@ pub fn worker(p: &Pod) -> Option<Worker> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::controller::decide::Worker;
-    use crate::slurm::{Node, NodeState};
-
-    /// NodeSet "gpu" (revision r2) with workers gpu-0 and gpu-1 on REVS, Slurm states STATES.
-    fn case(
-        revs: [&str; 2],
-        states: [Option<&[&str]>; 2],
-    ) -> (BTreeMap<String, SetView>, BTreeMap<String, Node>) {
-        let workers = (0..2)
-            .map(|i| Worker {
-                name: format!("gpu-{i}"),
-                uid: format!("u{i}"),
-                ordinal: Some(i as u32),
-                revision: revs[i].into(),
-                ready: true,
-                deleting: false,
-                created: Some(0),
-                host: None,
-                checks: Default::default(),
-            })
-            .collect();
-        let set = SetView {
-            name: "gpu".into(),
-            replicas: 2,
-            update_revision: Some("r2".into()),
-            managed: false,
-            canary: None,
-            current_revision: None,
-            workers,
-        };
-        let nodes = states
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let name = format!("gpu-{i}");
-                let state = NodeState(s.as_ref()?.iter().map(|x| x.to_string()).collect());
-                Some((
-                    name.clone(),
-                    Node {
-                        name,
-                        state,
-                        ..Node::default()
-                    },
-                ))
-            })
-            .collect();
-        (BTreeMap::from([("gpu".to_string(), set)]), nodes)
-    }
-
-    fn needs(wanted: Option<Option<u32>>, jobs: JobsNeed) -> Needs {
-        Needs {
-            jobs,
-            wanted: wanted.map(|w| ("gpu".to_string(), w)).into_iter().collect(),
-            ..Needs::default()
-        }
-    }
-
-    #[test]
-    fn the_job_queue_is_read_only_when_a_busy_worker_may_move() {
-        let idle: Option<&[&str]> = Some(&["IDLE"]);
-        let busy: Option<&[&str]> = Some(&["ALLOCATED"]);
-        let draining: Option<&[&str]> = Some(&["MIXED", "DRAIN"]);
-        let two = Some(Some(2));
-        #[rustfmt::skip]
-        type Row<'a> = (&'a str, [&'a str; 2], [Option<&'a [&'a str]>; 2], Option<Option<u32>>, JobsNeed, bool);
-        let table: Vec<Row> = vec![
-            (
-                "settled and idle",
-                ["r2", "r2"],
-                [idle, idle],
-                two,
-                JobsNeed::WhenMoving,
-                false,
-            ),
-            (
-                "settled with a job running",
-                ["r2", "r2"],
-                [busy, busy],
-                two,
-                JobsNeed::WhenMoving,
-                false,
-            ),
-            (
-                "outdated but idle",
-                ["r1", "r1"],
-                [idle, idle],
-                two,
-                JobsNeed::WhenMoving,
-                false,
-            ),
-            (
-                "outdated and busy",
-                ["r2", "r1"],
-                [idle, busy],
-                two,
-                JobsNeed::WhenMoving,
-                true,
-            ),
-            (
-                "outdated and unknown to Slurm",
-                ["r1", "r2"],
-                [None, idle],
-                two,
-                JobsNeed::WhenMoving,
-                true,
-            ),
-            (
-                "draining for someone",
-                ["r2", "r2"],
-                [draining, idle],
-                two,
-                JobsNeed::WhenMoving,
-                true,
-            ),
-            (
-                "scale-in of a busy worker",
-                ["r2", "r2"],
-                [idle, busy],
-                Some(Some(1)),
-                JobsNeed::WhenMoving,
-                true,
-            ),
-            (
-                "scale-in of an idle worker",
-                ["r2", "r2"],
-                [busy, idle],
-                Some(Some(1)),
-                JobsNeed::WhenMoving,
-                false,
-            ),
-            (
-                "NodeSet removed, busy",
-                ["r2", "r2"],
-                [busy, idle],
-                None,
-                JobsNeed::WhenMoving,
-                true,
-            ),
-            (
-                "autoscale or canary",
-                ["r2", "r2"],
-                [idle, idle],
-                two,
-                JobsNeed::Always,
-                true,
-            ),
-        ];
-        for (what, revs, states, wanted, jobs, read) in table {
-            let (sets, nodes) = case(revs, states);
-            assert_eq!(
-                jobs_needed(&needs(wanted, jobs), &sets, &nodes),
-                read,
-                "{what}"
-            );
-        }
-    }
-}
+mod tests;

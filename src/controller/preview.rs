@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::applying::{changed_node_sets, held, settle};
 use super::decide::{Action, Decision};
 use super::observation::Observation;
-use super::{changed_node_sets, held, settle};
 use crate::plan::{JobOnNode, NodeDrain, Plan, Step};
 use crate::render::Rendered;
 
