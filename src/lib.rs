@@ -18,6 +18,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod daemon;
+pub mod events;
 pub mod import;
 pub mod k8s;
 pub mod net;

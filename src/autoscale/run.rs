@@ -15,10 +15,10 @@ use super::{Capacity, Decision, Observation, WorkerState, decide, demand};
 use crate::apply::AUTOSCALE_MANAGER;
 use crate::cluster::types::{ClusterFile, NodeSet};
 use crate::controller::decide::SetView;
+use crate::events::{self, Note};
 use crate::k8s::Connection;
 use crate::render::names::ANNOTATION_REPLICAS as REPLICAS;
 use crate::slurm::Node;
-use crate::status::{self, Note};
 
 /// Annotation on the StatefulSet: the last autoscale change and why.
 pub use crate::vocab::ANNOTATION_AUTOSCALE as ANNOTATION;
@@ -199,7 +199,7 @@ pub async fn set_replicas(
         warning: false,
     };
     // The Event is for people; failing to record it does not undo the scale.
-    let _ = status::record(&cluster.client, note).await;
+    let _ = events::record(&cluster.client, note).await;
     Ok(())
 }
 
