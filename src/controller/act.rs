@@ -3,18 +3,20 @@
 //! (fencing: a replica that lost the Lease stops before its next write).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use super::decide::Action;
-use super::maint;
 use super::{Fence, PassError};
-use crate::apply::{CANARY_MANAGER, MAINTENANCE_MANAGER};
-use crate::cluster::canary::{SCRIPT_END, ScriptRef};
+use crate::apply::CANARY_MANAGER;
 use crate::render::names::ANNOTATION_CANARY;
 use crate::rollout::{Event, Observer};
-use crate::slurm::{Drain, SlurmError, SlurmNodes};
+use crate::slurm::{SlurmError, SlurmNodes};
+
+mod jobs;
+mod nodes;
+mod reservations;
 
 /// Keeps check CHECK's result MARK on POD as its condition (a pod gone meanwhile is no error).
 async fn mark_pod(
@@ -64,6 +66,22 @@ pub struct Acted {
     pub reservation_error: Option<String>,
 }
 
+/// What carrying out one action tells the loop of `act`.
+enum Outcome {
+    /// It wrote: the event is told and recorded.
+    Wrote(Event),
+    /// Nothing written (gone, unknown, or already so): the next action.
+    Skipped,
+    /// Slurm refused a worker its block: noted, the next action.
+    Unplaced(String),
+    /// A canary's script could not be read: noted, the next action.
+    CanaryError(String),
+    /// A maintenance reservation could not be made or asked for: noted, the next action.
+    ReservationError(String),
+    /// A Slurm error: noted, and the rest waits for the next pass.
+    Stopped(SlurmError),
+}
+
 pub async fn act<S: SlurmNodes>(
     pods: &Api<Pod>,
     slurm: &S,
@@ -84,260 +102,93 @@ pub async fn act<S: SlurmNodes>(
         {
             continue;
         }
-        let event = match a {
-            Action::Drain { node, reason } => match slurm.drain(node, &reason.to_string()).await {
-                Ok(d) => Event::Drain {
-                    node: node.clone(),
-                    ours: !matches!(d, Drain::HeldByOther { .. }),
-                },
-                Err(SlurmError::UnknownNode(_)) => continue,
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::Resume { node } => match slurm.resume(node).await {
-                Ok(crate::slurm::Resume::Resumed) => Event::Resume { node: node.clone() },
-                Ok(_) | Err(SlurmError::UnknownNode(_)) => continue,
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::SetTopology { node, topology } => {
-                match slurm.set_topology(node, topology).await {
-                    Ok(()) => Event::Block {
-                        node: node.clone(),
-                        topology: topology.clone(),
-                    },
-                    Err(SlurmError::UnknownNode(_)) => continue,
-                    Err(e) if e.is_transient() => {
-                        out.slurm_error = Some(e);
-                        break;
-                    }
-                    Err(e) => {
-                        out.unplaced
-                            .push(format!("{node}: Slurm refused block {topology}: {e}"));
-                        continue;
-                    }
-                }
+        match carry_out(pods, slurm, a, &mut deferred).await? {
+            Outcome::Wrote(event) => {
+                observer.emit(node_set, &event);
+                out.events.push(event);
             }
-            Action::Submit { job, from } => {
-                let job = match from {
-                    None => job.clone(),
-                    Some(r) => match script_of(pods, r).await {
-                        Ok(text) => crate::slurm::JobRequest {
-                            script: super::canary::wrap(&job.name, &text),
-                            ..job.clone()
-                        },
-                        Err(e) => {
-                            out.canary_error = Some(e);
-                            continue;
-                        }
-                    },
-                };
-                match slurm.submit(&job).await {
-                    Ok(id) => Event::CanarySubmitted {
-                        job: id,
-                        nodes: job.nodes.clone(),
-                    },
-                    Err(e) => {
-                        out.slurm_error = Some(e);
-                        break;
-                    }
-                }
+            Outcome::Skipped => {}
+            Outcome::Unplaced(why) => out.unplaced.push(why),
+            Outcome::CanaryError(e) => out.canary_error = Some(e),
+            Outcome::ReservationError(e) => out.reservation_error = Some(e),
+            Outcome::Stopped(e) => {
+                out.slurm_error = Some(e);
+                break;
             }
-            Action::CheckSubmit { job } => match slurm.submit(job).await {
-                Ok(id) => Event::CheckSubmitted {
-                    job: id,
-                    name: job.name.clone(),
-                },
-                // slurmctld does not know the check's license yet (a check just added: its
-                // slurm.conf reaches slurmctld by the next reconfigure): a later pass submits.
-                Err(e) if e.has_errno(crate::slurm::client::errno::INVALID_LICENSES) => {
-                    deferred.extend(job.nodes.iter().map(String::as_str));
-                    Event::CheckDeferred {
-                        name: job.name.clone(),
-                        license: job.licenses.clone().unwrap_or_default(),
-                    }
-                }
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::CheckCancel { job } => match slurm.cancel(*job).await {
-                Ok(()) => Event::CheckCancelled { job: *job },
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::Mark { pod, check, mark } => {
-                mark_pod(pods, pod, check, mark).await?;
-                Event::Checked {
-                    node: pod.clone(),
-                    check: check.clone(),
-                    passed: mark.passed,
-                    text: mark.condition().2,
-                }
-            }
-            Action::Cancel { job } => match slurm.cancel(*job).await {
-                Ok(()) => Event::CanaryCancelled { job: *job },
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::Hold { node, reason } => match slurm.drain(node, &reason.to_string()).await {
-                Ok(_) => Event::CanaryHeld {
-                    node: node.clone(),
-                    reason: reason.clone(),
-                },
-                Err(SlurmError::UnknownNode(_)) => continue,
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::Reserve {
-                request,
-                sidecar: Some(cm),
-            } => match ask_sidecar(pods, cm, &request.name, Some(maint::entry(request))).await {
-                Ok(true) => reserved(request, Some(cm)),
-                Ok(false) => continue,
-                Err(e) => {
-                    out.reservation_error = Some(e);
-                    continue;
-                }
-            },
-            Action::Reserve {
-                request,
-                sidecar: None,
-            } => match slurm.reserve(request).await {
-                Ok(()) => reserved(request, None),
-                Err(e) if e.is_transient() => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-                Err(e) => {
-                    out.reservation_error = Some(e.to_string());
-                    continue;
-                }
-            },
-            Action::Unreserve {
-                name,
-                sidecar: Some(cm),
-            } => match ask_sidecar(pods, cm, name, None).await {
-                Ok(true) => Event::Unreserved { name: name.clone() },
-                Ok(false) => continue,
-                Err(e) => {
-                    out.reservation_error = Some(e);
-                    continue;
-                }
-            },
-            Action::Unreserve {
-                name,
-                sidecar: None,
-            } => match slurm.unreserve(name).await {
-                Ok(()) => Event::Unreserved { name: name.clone() },
-                Err(e) => {
-                    out.slurm_error = Some(e);
-                    break;
-                }
-            },
-            Action::Delete { pod, uid, forced } => {
-                if !delete(pods, pod, uid)
-                    .await
-                    .map_err(|source| PassError::Kube {
-                        what: format!("delete pod {pod}"),
-                        source,
-                    })?
-                {
-                    continue;
-                }
-                Event::Delete {
-                    pod: pod.clone(),
-                    forced: *forced,
-                }
-            }
-        };
-        observer.emit(node_set, &event);
-        out.events.push(event);
+        }
     }
     Ok(out)
 }
 
-fn reserved(r: &crate::slurm::ReservationRequest, sidecar: Option<&String>) -> Event {
-    Event::Reserved {
-        name: r.name.clone(),
-        nodes: r.nodes.clone(),
-        start: r.start,
-        sidecar: sidecar.cloned(),
-    }
-}
-
-/// Sets (VALUE) or removes (None) reservation NAME in the ConfigMap CM that slurmctld's sidecar
-/// makes reservations from; true when that changed it.
-async fn ask_sidecar(
+/// Carries out action A: one write to Slurm or Kubernetes (an error of Kubernetes ends the pass).
+/// DEFERRED: workers whose check job waits for its license (a check submit adds to it).
+async fn carry_out<'a, S: SlurmNodes>(
     pods: &Api<Pod>,
-    cm: &str,
-    name: &str,
-    value: Option<String>,
-) -> Result<bool, String> {
-    let ns = pods.namespace().unwrap_or("default");
-    let cms: Api<ConfigMap> = Api::namespaced(pods.clone().into_client(), ns);
-    let what = format!("maintenance reservation {name} through ConfigMap {ns}/{cm}");
-    let live = match cms.get_opt(cm).await {
-        Ok(Some(live)) => live,
-        Ok(None) => {
-            return Err(format!(
-                "{what}: no such ConfigMap (it is applied with cluster.yaml: run the daemon or apply)"
-            ));
+    slurm: &S,
+    a: &'a Action,
+    deferred: &mut Vec<&'a str>,
+) -> Result<Outcome, PassError> {
+    Ok(match a {
+        Action::Drain { node, reason } => nodes::drain(slurm, node, reason).await,
+        Action::Resume { node } => nodes::resume(slurm, node).await,
+        Action::SetTopology { node, topology } => nodes::set_topology(slurm, node, topology).await,
+        Action::Submit { job, from } => jobs::submit_canary(pods, slurm, job, from.as_ref()).await,
+        Action::CheckSubmit { job } => jobs::submit_check(slurm, job, deferred).await,
+        Action::CheckCancel { job } => {
+            jobs::cancel(slurm, *job, |job| Event::CheckCancelled { job }).await
         }
-        Err(e) => return Err(format!("{what}: cannot be read: {e}")),
-    };
-    if live.data.as_ref().and_then(|d| d.get(name)) == value.as_ref() {
-        return Ok(false);
-    }
-    let patch = serde_json::json!({"data": {name: value}});
-    let params = PatchParams {
-        field_manager: Some(MAINTENANCE_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    cms.patch(cm, &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|e| format!("{what}: cannot be written: {e}"))?;
-    Ok(true)
+        Action::Mark { pod, check, mark } => keep_mark(pods, pod, check, mark).await?,
+        Action::Cancel { job } => {
+            jobs::cancel(slurm, *job, |job| Event::CanaryCancelled { job }).await
+        }
+        Action::Hold { node, reason } => nodes::hold(slurm, node, reason).await,
+        Action::Reserve { request, sidecar } => {
+            reservations::reserve(pods, slurm, request, sidecar.as_ref()).await
+        }
+        Action::Unreserve { name, sidecar } => {
+            reservations::unreserve(pods, slurm, name, sidecar.as_ref()).await
+        }
+        Action::Delete { pod, uid, forced } => delete_pod(pods, pod, uid, *forced).await?,
+    })
 }
 
-/// Most bytes of a validation script read from a ConfigMap.
-const MAX_SCRIPT: usize = 64 * 1024;
+/// Keeps check CHECK's result MARK on POD (`Action::Mark`).
+async fn keep_mark(
+    pods: &Api<Pod>,
+    pod: &str,
+    check: &str,
+    mark: &super::checks::Mark,
+) -> Result<Outcome, PassError> {
+    mark_pod(pods, pod, check, mark).await?;
+    Ok(Outcome::Wrote(Event::Checked {
+        node: pod.to_string(),
+        check: check.to_string(),
+        passed: mark.passed,
+        text: mark.condition().2,
+    }))
+}
 
-/// The validation script in the ConfigMap R (of the pods' namespace).
-async fn script_of(pods: &Api<Pod>, r: &ScriptRef) -> Result<String, String> {
-    let ns = pods.namespace().unwrap_or("default");
-    let cms: Api<ConfigMap> = Api::namespaced(pods.clone().into_client(), ns);
-    let what = format!("canary script: ConfigMap {ns}/{} key {}", r.name, r.key);
-    let cm = match cms.get_opt(&r.name).await {
-        Ok(Some(cm)) => cm,
-        Ok(None) => {
-            return Err(format!(
-                "{what}: no such ConfigMap (create it, or fix configMapRef)"
-            ));
-        }
-        Err(e) => return Err(format!("{what}: cannot be read: {e}")),
-    };
-    let text = cm
-        .data
-        .and_then(|d| d.get(&r.key).cloned())
-        .ok_or_else(|| format!("{what}: no such key (add it, or fix configMapRef.key)"))?;
-    if text.len() > MAX_SCRIPT || text.lines().any(|l| l.trim() == SCRIPT_END) {
-        return Err(format!(
-            "{what}: more than {MAX_SCRIPT} bytes, or a line {SCRIPT_END} (which would end it)"
-        ));
+/// Deletes POD if it is still the one observed (`Action::Delete`); skipped when it is already
+/// gone or replaced.
+async fn delete_pod(
+    pods: &Api<Pod>,
+    pod: &str,
+    uid: &str,
+    forced: bool,
+) -> Result<Outcome, PassError> {
+    if !delete(pods, pod, uid)
+        .await
+        .map_err(|source| PassError::Kube {
+            what: format!("delete pod {pod}"),
+            source,
+        })?
+    {
+        return Ok(Outcome::Skipped);
     }
-    Ok(text)
+    Ok(Outcome::Wrote(Event::Delete {
+        pod: pod.to_string(),
+        forced,
+    }))
 }
 
 /// Deletes POD if it is still the one observed (uid); false when it is already gone or replaced.

@@ -237,24 +237,59 @@ pub async fn act<S: SlurmNodes>(
     fence: &Fence<'_>,
     observer: &Observer,
 ) -> Result<Vec<(String, Event)>, PassError> {
-    let fenced = || match fence() {
-        true => Ok(()),
-        false => Err(PassError::Fenced),
-    };
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
-    let mut out = Vec::new();
-    let done = |set: &str, e: Event, out: &mut Vec<(String, Event)>| {
-        observer.emit(set, &e);
-        out.push((set.to_string(), e));
+    let mut out = Told {
+        observer,
+        events: Vec::new(),
     };
     let (pod_writes, rest): (Vec<_>, Vec<_>) = u
         .sync
         .iter()
         .partition(|(_, s)| matches!(s, Step::Condition { .. } | Step::Busy { .. }));
+    write_pods(&pods, pod_writes, fence, &mut out).await?;
+    for (set, s) in rest {
+        fenced(fence)?;
+        sync_node(&pods, slurm, set, s, &mut out).await?;
+    }
+    for s in &u.scale {
+        autoscale_set(cluster, c, slurm, s, fence, &mut out).await?;
+    }
+    Ok(out.events)
+}
+
+/// The events of an upkeep so far (by NodeSet), each told to the observer as it is recorded.
+struct Told<'a> {
+    observer: &'a Observer,
+    events: Vec<(String, Event)>,
+}
+
+impl Told<'_> {
+    fn done(&mut self, set: &str, e: Event) {
+        self.observer.emit(set, &e);
+        self.events.push((set.to_string(), e));
+    }
+}
+
+/// Whether this process may still write (FENCE): `PassError::Fenced` once it may not.
+fn fenced(fence: &Fence<'_>) -> Result<(), PassError> {
+    match fence() {
+        true => Ok(()),
+        false => Err(PassError::Fenced),
+    }
+}
+
+/// Sync's pod writes (conditions, busy labels), WRITES at a time, each behind FENCE: every one
+/// that wrote is recorded, in order, then the first error, if any, ends the upkeep.
+async fn write_pods(
+    pods: &Api<Pod>,
+    pod_writes: Vec<&(String, Step)>,
+    fence: &Fence<'_>,
+    out: &mut Told<'_>,
+) -> Result<(), PassError> {
     // The futures made first: a stream over a closure would not be Send for every lifetime.
     let writes: Vec<_> = pod_writes
         .into_iter()
-        .map(|(set, s)| pod_write(&pods, set, s, fence))
+        .map(|(set, s)| pod_write(pods, set, s, fence))
         .collect();
     let written: Vec<Result<Option<(&String, Event)>, PassError>> = futures::stream::iter(writes)
         .buffered(WRITES)
@@ -263,86 +298,105 @@ pub async fn act<S: SlurmNodes>(
     let mut first_error = None;
     for w in written {
         match w {
-            Ok(Some((set, e))) => done(set, e, &mut out),
+            Ok(Some((set, e))) => out.done(set, e),
             Ok(None) => {}
             Err(e) => {
                 first_error.get_or_insert(e);
             }
         }
     }
-    if let Some(e) = first_error {
-        return Err(e);
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    for (set, s) in rest {
-        fenced()?;
-        match s {
-            Step::Drain { node, reason } => {
-                if slurm.drain(node, &reason.to_string()).await? == Drain::Requested {
-                    let e = Event::DrainedFor {
-                        node: node.clone(),
-                        reason: reason.words(),
-                    };
-                    done(set, e, &mut out);
-                }
-            }
-            Step::Recheck { node } => {
-                slurm
-                    .drain(node, &DrainReason::ChecksPending.to_string())
-                    .await?;
-                done(set, Event::Rechecked { node: node.clone() }, &mut out);
-            }
-            Step::Resume { node } => {
-                slurm.resume(node).await?;
-                done(set, Event::ResumedFor { node: node.clone() }, &mut out);
-            }
-            Step::Replace { pod, uid } => {
-                crate::sync::replace(&pods, pod, uid).await?;
-                done(set, Event::Unregistered { pod: pod.clone() }, &mut out);
-            }
-            Step::Condition { .. } | Step::Busy { .. } => {}
-        }
-    }
-    for s in &u.scale {
-        for n in &s.resume {
-            fenced()?;
-            match slurm.resume(n).await {
-                Ok(_) => done(&s.node_set, Event::Resume { node: n.clone() }, &mut out),
-                Err(SlurmError::UnknownNode(_)) => {}
-                Err(e) => return Err(e.into()),
+}
+
+/// Sync's step S on a worker of NodeSet SET: a drain, recheck, resume or replacement (pod
+/// writes are `write_pods`'s).
+async fn sync_node<S: SlurmNodes>(
+    pods: &Api<Pod>,
+    slurm: &S,
+    set: &str,
+    s: &Step,
+    out: &mut Told<'_>,
+) -> Result<(), PassError> {
+    match s {
+        Step::Drain { node, reason } => {
+            if slurm.drain(node, &reason.to_string()).await? == Drain::Requested {
+                let e = Event::DrainedFor {
+                    node: node.clone(),
+                    reason: reason.words(),
+                };
+                out.done(set, e);
             }
         }
-        for n in &s.drain {
-            fenced()?;
-            match slurm.drain(n, &DrainReason::Autoscale.to_string()).await {
-                Ok(Drain::Requested) => {
-                    let e = Event::Drain {
-                        node: n.clone(),
-                        ours: true,
-                    };
-                    done(&s.node_set, e, &mut out);
-                }
-                // Someone else's drain since the queue was read: theirs; the next pass sees it.
-                Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if let Some(to) = s.to {
-            fenced()?;
-            let why = match &s.decision {
-                Decision::ScaleOut { why, .. } | Decision::ScaleIn { why, .. } => why.as_str(),
-                Decision::Hold { why } => why.as_str(),
-            };
-            autoscale::run::set_replicas(cluster, c, &s.node_set, s.managed, s.from, to, why)
+        Step::Recheck { node } => {
+            slurm
+                .drain(node, &DrainReason::ChecksPending.to_string())
                 .await?;
-            let e = Event::Scaled {
-                from: s.from,
-                to,
-                why: why.to_string(),
-            };
-            done(&s.node_set, e, &mut out);
+            out.done(set, Event::Rechecked { node: node.clone() });
+        }
+        Step::Resume { node } => {
+            slurm.resume(node).await?;
+            out.done(set, Event::ResumedFor { node: node.clone() });
+        }
+        Step::Replace { pod, uid } => {
+            crate::sync::replace(pods, pod, uid).await?;
+            out.done(set, Event::Unregistered { pod: pod.clone() });
+        }
+        Step::Condition { .. } | Step::Busy { .. } => {}
+    }
+    Ok(())
+}
+
+/// NodeSet S's autoscale, each write behind FENCE: its workers given back, then the leaving ones
+/// drained, then its replicas set.
+async fn autoscale_set<S: SlurmNodes>(
+    cluster: &Connection,
+    c: &ClusterFile,
+    slurm: &S,
+    s: &Scale,
+    fence: &Fence<'_>,
+    out: &mut Told<'_>,
+) -> Result<(), PassError> {
+    for n in &s.resume {
+        fenced(fence)?;
+        match slurm.resume(n).await {
+            Ok(_) => out.done(&s.node_set, Event::Resume { node: n.clone() }),
+            Err(SlurmError::UnknownNode(_)) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(out)
+    for n in &s.drain {
+        fenced(fence)?;
+        match slurm.drain(n, &DrainReason::Autoscale.to_string()).await {
+            Ok(Drain::Requested) => {
+                let e = Event::Drain {
+                    node: n.clone(),
+                    ours: true,
+                };
+                out.done(&s.node_set, e);
+            }
+            // Someone else's drain since the queue was read: theirs; the next pass sees it.
+            Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(to) = s.to {
+        fenced(fence)?;
+        let why = match &s.decision {
+            Decision::ScaleOut { why, .. } | Decision::ScaleIn { why, .. } => why.as_str(),
+            Decision::Hold { why } => why.as_str(),
+        };
+        autoscale::run::set_replicas(cluster, c, &s.node_set, s.managed, s.from, to, why).await?;
+        let e = Event::Scaled {
+            from: s.from,
+            to,
+            why: why.to_string(),
+        };
+        out.done(&s.node_set, e);
+    }
+    Ok(())
 }
 
 /// Sync's write S on a pod of NodeSet SET, behind FENCE (None: S writes no pod).

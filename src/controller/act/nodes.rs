@@ -1,0 +1,56 @@
+//! Slurm node writes of `act`: drains, resumes, holds and blocks, one function per kind of action,
+//! each telling the loop what came of it.
+
+use super::Outcome;
+use crate::rollout::Event;
+use crate::slurm::{Drain, SlurmError, SlurmNodes};
+use crate::vocab::DrainReason;
+
+/// DRAIN NODE with REASON (`Action::Drain`); an unknown node is skipped.
+pub(super) async fn drain<S: SlurmNodes>(slurm: &S, node: &str, reason: &DrainReason) -> Outcome {
+    match slurm.drain(node, &reason.to_string()).await {
+        Ok(d) => Outcome::Wrote(Event::Drain {
+            node: node.to_string(),
+            ours: !matches!(d, Drain::HeldByOther { .. }),
+        }),
+        Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
+        Err(e) => Outcome::Stopped(e),
+    }
+}
+
+/// RESUME NODE (`Action::Resume`); a node not drained, or unknown, is skipped.
+pub(super) async fn resume<S: SlurmNodes>(slurm: &S, node: &str) -> Outcome {
+    match slurm.resume(node).await {
+        Ok(crate::slurm::Resume::Resumed) => Outcome::Wrote(Event::Resume {
+            node: node.to_string(),
+        }),
+        Ok(_) | Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
+        Err(e) => Outcome::Stopped(e),
+    }
+}
+
+/// Puts NODE in block TOPOLOGY (`Action::SetTopology`); a refusal that is not transient leaves
+/// the node unplaced and the other steps go on.
+pub(super) async fn set_topology<S: SlurmNodes>(slurm: &S, node: &str, topology: &str) -> Outcome {
+    match slurm.set_topology(node, topology).await {
+        Ok(()) => Outcome::Wrote(Event::Block {
+            node: node.to_string(),
+            topology: topology.to_string(),
+        }),
+        Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
+        Err(e) if e.is_transient() => Outcome::Stopped(e),
+        Err(e) => Outcome::Unplaced(format!("{node}: Slurm refused block {topology}: {e}")),
+    }
+}
+
+/// DRAIN NODE with REASON for a failed canary (`Action::Hold`); an unknown node is skipped.
+pub(super) async fn hold<S: SlurmNodes>(slurm: &S, node: &str, reason: &DrainReason) -> Outcome {
+    match slurm.drain(node, &reason.to_string()).await {
+        Ok(_) => Outcome::Wrote(Event::CanaryHeld {
+            node: node.to_string(),
+            reason: reason.clone(),
+        }),
+        Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
+        Err(e) => Outcome::Stopped(e),
+    }
+}
