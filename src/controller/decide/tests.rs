@@ -1,5 +1,5 @@
 use super::*;
-use crate::slurm::NodeState;
+use crate::slurm::{Job, NodeState};
 
 pub(crate) const NOW: i64 = 1_000_000;
 
