@@ -1,18 +1,18 @@
 //! slurmops: a Slurm cluster on Kubernetes, described by one cluster.yaml in git.
 //!
-//! The pipeline reads top to bottom, one module per stage:
-//! `source` (read cluster.yaml from a directory or a git revision) → `cluster` (parse and validate the cluster file)
-//! → `render` (pure: the cluster → Kubernetes objects and Slurm configs) → `plan` (pure: diff two
-//! renderings) → `apply` (server-side apply, inventory, prune, drift) → `rollout` (drain through
-//! Slurm, replace pods), `autoscale` (replicas from Slurm's queue) and `sync` (Slurm state on pods,
-//! cordons into drains) → `status` (Events). `controller` runs them as one level-triggered pass
-//! (observe, decide, act, return) for the daemon and for `apply`.
-//! `slurm` is the edge to slurmrestd; `cli` wires the stages to files, git,
-//! the cluster and the terminal.
+//! The pipeline reads top to bottom, one module per stage, each importing only from those before
+//! it (`tests/offline/structure.rs`): `source` (read cluster.yaml from a directory or a git
+//! revision) → `cluster` (parse and validate the cluster file) → `render` (pure: the cluster →
+//! Kubernetes objects and Slurm configs) → `plan` (pure: diff two renderings) → `apply`
+//! (server-side apply, inventory, prune, drift) → `rollout` (the order workers drain in, what a
+//! rollout reports) → `controller` (one level-triggered pass — observe, decide, act, return — for
+//! the daemon and every command that writes: rollouts, worker sync and autoscale are its
+//! decisions) → `status` (the status ConfigMap and what it shows) → `daemon` → `cli`. Below them
+//! all: `vocab` (every name users see), `k8s`, `events` (Kubernetes Events), and `slurm`, the edge
+//! to slurmrestd.
 
 pub mod accounting;
 pub mod apply;
-pub mod autoscale;
 pub mod bench;
 pub mod cli;
 pub mod cluster;
@@ -28,6 +28,5 @@ pub mod rollout;
 pub mod slurm;
 pub mod source;
 pub mod status;
-pub mod sync;
 pub mod text;
 pub mod vocab;

@@ -42,7 +42,7 @@ pub fn run(a: Args) -> Outcome {
 
 /// What NodeSet S waits for, in a line; empty when it changes now (the change is printed).
 fn waiting(s: &crate::controller::upkeep::Scale) -> String {
-    use crate::autoscale::Decision;
+    use crate::controller::autoscale::Decision;
     match &s.decision {
         Decision::Hold { why } => format!("{}: {} worker(s), holding: {why}", s.node_set, s.from),
         Decision::ScaleIn { leaving, .. } if s.to.is_none() => format!(

@@ -16,6 +16,7 @@
 
 pub mod act;
 mod applying;
+pub mod autoscale;
 pub mod blocks;
 pub mod canary;
 mod carry;
@@ -33,6 +34,7 @@ pub mod observe;
 mod outcome;
 pub mod per_node;
 mod preview;
+pub mod sync;
 pub mod upkeep;
 pub mod watch;
 
@@ -75,7 +77,7 @@ pub enum PassError {
     #[error("Slurm: {0}")]
     Slurm(#[from] crate::slurm::SlurmError),
     #[error(transparent)]
-    Scale(#[from] crate::autoscale::run::ScaleError),
+    Scale(#[from] crate::controller::autoscale::run::ScaleError),
     #[error("{0}")]
     Missing(String),
 }

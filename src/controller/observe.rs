@@ -125,7 +125,7 @@ pub async fn observe<S: SlurmNodes>(
         None => Ok(BTreeMap::new()),
         Some(rules) => read
             .as_ref()
-            .map(|n| crate::sync::health::problems(n, rules.as_ref()))
+            .map(|n| crate::controller::sync::health::problems(n, rules.as_ref()))
             .map_err(Clone::clone),
     };
     let nodes = match templates_empty {

@@ -22,12 +22,12 @@ use kube::api::Api;
 
 use super::observation::Observation;
 use super::{Fence, PassError};
-use crate::autoscale::{self, Decision, WorkerState};
 use crate::cluster::ClusterFile;
+use crate::controller::autoscale::{self, Decision, WorkerState};
+use crate::controller::sync::decide::Step;
 use crate::k8s::Connection;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
-use crate::sync::decide::Step;
 use crate::vocab::DrainReason;
 
 /// Which upkeep a pass does (the daemon and `apply`: both; `slurmops sync` and `slurmops
@@ -99,21 +99,22 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
     };
     let mut out = Upkeep::default();
     if keep.sync {
-        let sets = crate::sync::sets_of(c, &obs.pods);
+        let sets = crate::controller::sync::sets_of(c, &obs.pods);
         let overdue: BTreeSet<String> = sets
             .iter()
             .flat_map(|(_, pods)| pods)
             .filter(|p| unregistered_for(p, &view.nodes, obs.now) > Some(grace))
             .filter_map(|p| p.metadata.name.clone())
             .collect();
-        out.sync = crate::sync::decide::decide(&crate::sync::decide::Input {
-            sets: &sets,
-            nodes: &view.nodes,
-            problems: obs.health.as_ref().ok(),
-            checked: &crate::sync::checked_sets(c),
-            overdue: &overdue,
-            now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
-        });
+        out.sync =
+            crate::controller::sync::decide::decide(&crate::controller::sync::decide::Input {
+                sets: &sets,
+                nodes: &view.nodes,
+                problems: obs.health.as_ref().ok(),
+                checked: &crate::controller::sync::checked_sets(c),
+                overdue: &overdue,
+                now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
+            });
     }
     if keep.autoscale && view.jobs_error.is_none() {
         let seen = c
@@ -341,7 +342,7 @@ async fn sync_node<S: SlurmNodes>(
             out.done(set, Event::ResumedFor { node: node.clone() });
         }
         Step::Replace { pod, uid } => {
-            crate::sync::replace(pods, pod, uid).await?;
+            crate::controller::sync::replace(pods, pod, uid).await?;
             out.done(set, Event::Unregistered { pod: pod.clone() });
         }
         Step::Condition { .. } | Step::Busy { .. } => {}
@@ -411,11 +412,11 @@ async fn pod_write<'a>(
     }
     let e = match s {
         Step::Condition { pod, patch } => {
-            crate::sync::write_condition(pods, pod, patch.clone()).await?;
+            crate::controller::sync::write_condition(pods, pod, patch.clone()).await?;
             Event::Condition { pod: pod.clone() }
         }
         Step::Busy { pod, busy } => {
-            crate::sync::write_busy(pods, pod, *busy).await?;
+            crate::controller::sync::write_busy(pods, pod, *busy).await?;
             Event::Busy {
                 pod: pod.clone(),
                 busy: *busy,
