@@ -67,12 +67,6 @@ pub fn job_name(check: &str, node: &str, due: i64) -> String {
     format!("{CHECK_JOB_PREFIX}:{check}:{node}:{due}")
 }
 
-/// One due check on one worker.
-struct Due<'a> {
-    check: &'a ActiveCheck,
-    name: String,
-}
-
 /// The checks' part of a pass over SETS. ROLLOUT_RESUMES: the workers the rollout resumes this
 /// pass (a replaced worker back on its revision), which a due check keeps drained instead.
 pub fn assess(
@@ -122,7 +116,7 @@ pub fn assess(
             let Some(n) = slurm.nodes.get(&w.name) else {
                 continue;
             };
-            let cx = Worker1 {
+            let cx = worker::Worker1 {
                 w,
                 n,
                 latest: &latest,
@@ -131,7 +125,7 @@ pub fn assess(
                 gpus,
                 resumed_by_rollout: rollout_resumes.contains(&w.name),
             };
-            worker(&cx, &mine, &mut room, now, &mut out);
+            worker::worker(&cx, &mine, &mut room, now, &mut out);
         }
         for c in mine.iter().filter(|c| c.across_nodes()) {
             let on = groups::On {
@@ -214,194 +208,11 @@ fn latest_jobs(slurm: &SlurmView) -> Latest<'_> {
     out
 }
 
-struct Worker1<'a> {
-    w: &'a Worker,
-    n: &'a Node,
-    latest: &'a Latest<'a>,
-    set: &'a str,
-    partition: &'a str,
-    gpus: u32,
-    resumed_by_rollout: bool,
-}
-
 fn summary<'a>(out: &'a mut Checked, set: &str, check: &str) -> &'a mut Summary {
     out.summary
         .get_mut(set)
         .and_then(|v| v.iter_mut().find(|s| s.check == check))
         .expect("a summary per NodeSet and check")
-}
-
-/// One worker's checks.
-fn worker(
-    cx: &Worker1,
-    checks: &[&ActiveCheck],
-    room: &mut BTreeMap<&str, u32>,
-    now: i64,
-    out: &mut Checked,
-) {
-    let (w, n) = (cx.w, cx.n);
-    let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
-    let drain = check_drain(n);
-    // Held for pending checks since (a new worker, or one whose node's problem cleared).
-    let pending_since = (drain.as_deref() == Some(""))
-        .then_some(n.reason_changed_at)
-        .flatten();
-    let mut acts: Vec<Action> = Vec::new();
-    let mut dues: Vec<Due> = Vec::new();
-    // A check failed and drains the worker: it stays out until that check passes again.
-    let mut failed = false;
-    // A check across nodes failed here: the worker stays drained for it (its group runs it
-    // again), though its own checks may run.
-    let mut group_failed: Option<(&str, &Mark)> = None;
-    // Jobs submitted and not started: a failed worker's are cancelled (they would wait on a
-    // drained node, and hold room under their check's cap, for ever).
-    let mut pending: Vec<(&str, u64)> = Vec::new();
-    for c in checks {
-        let drains = c.on_failure == OnFailure::Drain;
-        let mark = w.checks.get(&c.name);
-        if c.across_nodes() {
-            // Run and counted by its group (groups.rs); a failure keeps the worker drained.
-            if let Some(m) = mark.filter(|m| drains && !m.passed) {
-                group_failed = group_failed.or(Some((c.name.as_str(), m)));
-            }
-            continue;
-        }
-        // Its newest job, when newer than its last result: in flight, or ended and not judged
-        // yet (a worker resumed for it is due no more, and still needs its verdict).
-        let fresh = cx
-            .latest
-            .get(&(c.name.as_str(), w.name.as_str()))
-            .filter(|(due, j)| mark.is_none_or(|m| *due > m.at && m.job != Some(j.id)))
-            .map(|(due, j)| (*due, *j));
-        let newest = cx
-            .latest
-            .get(&(c.name.as_str(), w.name.as_str()))
-            .map(|(due, j)| (*due, j.id));
-        let due = due_since(c, w, mark, pending_since, newest, now);
-        let Some(stamp) = due.or(fresh.map(|f| f.0)) else {
-            failed |= count(out, cx.set, c, w);
-            continue;
-        };
-        let name = job_name(&c.name, &w.name, stamp);
-        let job = fresh.filter(|f| f.0 >= stamp).map(|f| f.1);
-        match job {
-            // Ended after it ran, or failed and waits to be drained.
-            Some(j) if judgeable(j) => {
-                let m = judge(c, j, now);
-                if !m.passed && drains {
-                    failed = true;
-                    if drain.as_deref() != Some(c.name.as_str()) {
-                        acts.push(hold(&c.name, &w.name, m.job, &m.text));
-                    }
-                }
-                // Kept once: a pass that writes nothing new does not act (nor wake the next).
-                if mark != Some(&m) {
-                    acts.push(mark_of(w, c, m));
-                }
-            }
-            Some(j) if !ended(j) => {
-                summary(out, cx.set, &c.name).running += 1;
-                // A new worker's first result: `apply` and `rollout` wait for it.
-                if mark.is_none() {
-                    out.busy.insert(cx.set.to_string());
-                }
-                let limit = c.timeout.as_secs() as i64;
-                match j.start_time.filter(|s| *s > 0) {
-                    Some(s) if now - s >= limit => {
-                        let text = format!("ran past its timeout {}, cancelled", c.timeout);
-                        // Drained first: a job cancelled frees the worker, and Slurm would
-                        // start a user's job there before a later drain (seen in CI).
-                        if drains {
-                            failed = true;
-                            acts.push(hold(&c.name, &w.name, Some(j.id), &text));
-                        }
-                        acts.push(Action::CheckCancel { job: j.id });
-                        let m = Mark {
-                            passed: false,
-                            at: now,
-                            job: Some(j.id),
-                            value: None,
-                            text,
-                        };
-                        acts.push(mark_of(w, c, m));
-                    }
-                    Some(s) => {
-                        let sm = summary(out, cx.set, &c.name);
-                        sm.next = Some(sm.next.map_or(s + limit, |t| t.min(s + limit)));
-                    }
-                    None => pending.push((c.name.as_str(), j.id)),
-                }
-            }
-            // Never submitted, or ended without running: due.
-            _ if due.is_some() => dues.push(Due { check: c, name }),
-            _ => {}
-        }
-    }
-    // Held (slurmops drained it for checks, or the rollout would resume a replaced worker):
-    // every due check is submitted at once and then the worker is resumed, or none is. In
-    // service: a scheduled run starts on an idle worker (or beside jobs when the check allows).
-    let held = drain.is_some() || cx.resumed_by_rollout;
-    let may = |c: &ActiveCheck| {
-        answers && (held || !n.state.has("DRAIN") && (c.while_jobs_run || !n.state.is_busy()))
-    };
-    let go = |d: &Due, room: &BTreeMap<&str, u32>| {
-        may(d.check) && room.get(d.check.name.as_str()).is_some_and(|r| *r > 0)
-    };
-    let all = !dues.is_empty() && dues.iter().all(|d| go(d, room));
-    let mut waiting = false;
-    if failed {
-        for (check, job) in pending {
-            acts.push(Action::CheckCancel { job });
-            summary(out, cx.set, check).running -= 1;
-        }
-    }
-    for d in &dues {
-        // A held worker waits for its checks; a scheduled run on one in service (which may
-        // wait days for the worker to be idle) keeps no command waiting.
-        if held && !failed {
-            out.busy.insert(cx.set.to_string());
-        }
-        if !failed && (all || !held) && go(d, room) {
-            *room.get_mut(d.check.name.as_str()).expect("room") -= 1;
-            acts.push(Action::CheckSubmit {
-                job: request(
-                    d.check,
-                    &d.name,
-                    vec![w.name.clone()],
-                    cx.partition,
-                    cx.gpus,
-                ),
-            });
-            summary(out, cx.set, &d.check.name).running += 1;
-        } else {
-            waiting = true;
-            summary(out, cx.set, &d.check.name).waiting += 1;
-        }
-    }
-    if held {
-        if failed || waiting || group_failed.is_some() {
-            if cx.resumed_by_rollout {
-                out.keep_drained.insert(w.name.clone());
-            }
-            // Its own checks passed, a group's failed: drained for that group's check, which
-            // resumes it when the group passes (held `checks pending`, no group would run it).
-            if let (false, false, Some((c, m))) = (failed, waiting, group_failed)
-                && drain.is_some_and(|d| d != c)
-            {
-                acts.push(hold(c, &w.name, m.job, &m.text));
-            }
-        } else if drain.is_some() && answers {
-            acts.push(Action::Resume {
-                node: w.name.clone(),
-            });
-        }
-    }
-    if !acts.is_empty() {
-        out.actions
-            .entry(cx.set.to_string())
-            .or_default()
-            .extend(acts);
-    }
 }
 
 /// Counts W's standing result of C in its summary: whether it failed and drains the worker.
@@ -433,38 +244,6 @@ fn mark_of(w: &Worker, c: &ActiveCheck, mark: Mark) -> Action {
         check: c.name.clone(),
         mark,
     }
-}
-
-/// Since when check C is due on W (the stamp in its job's name), or None when its last result
-/// stands: a new pod has none (`onRegister`); a worker held `slurmops: checks pending` since
-/// PENDING (its node's problem cleared) needs a result newer than that; and a scheduled check
-/// is due again at each tick after the pod was made. NEWEST: the stamp and id of C's newest job
-/// on W, which tells a result of the hold's second apart from one before it.
-fn due_since(
-    c: &ActiveCheck,
-    w: &Worker,
-    mark: Option<&Mark>,
-    pending: Option<i64>,
-    newest: Option<(i64, u64)>,
-    now: i64,
-) -> Option<i64> {
-    let created = w.created.unwrap_or(0);
-    if c.on_register && mark.is_none() {
-        return Some(created);
-    }
-    if let (true, Some(p), Some(m)) = (c.on_register, pending, mark) {
-        // Slurm's times are whole seconds: a result of the very second the worker was held
-        // stands only when its job was submitted for that hold (seen on the bed: a check passed,
-        // the node was cordoned and uncordoned within that second, and the worker was resumed
-        // on the result from before).
-        let after = m.at > p
-            || (m.at == p && newest.is_some_and(|(due, id)| due >= p && m.job == Some(id)));
-        if !after {
-            return Some(p);
-        }
-    }
-    let tick = c.last_tick(now).filter(|t| *t >= created)?;
-    mark.is_none_or(|m| m.at < tick).then_some(tick)
 }
 
 fn hold(check: &str, node: &str, job: Option<u64>, error: &str) -> Action {
@@ -566,3 +345,4 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
 mod groups;
 #[cfg(test)]
 mod tests;
+mod worker;

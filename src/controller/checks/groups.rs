@@ -16,7 +16,7 @@ use super::{
 };
 use crate::cluster::active_checks::{ActiveCheck, CheckSpan, OnFailure};
 use crate::controller::decide::{Action, SetView, SlurmView, Worker};
-use crate::slurm::Node;
+use crate::slurm::{Job, Node};
 
 /// Workers one job of a check runs on.
 pub(super) struct Group<'a> {
@@ -101,7 +101,6 @@ pub(super) fn run(
     out: &mut Checked,
 ) {
     let set = on.set.name.as_str();
-    let drains = c.on_failure == OnFailure::Drain;
     let due = c.last_tick(now).filter(|t| {
         g.members.iter().any(|(w, _)| {
             w.created.unwrap_or(0) <= *t && mark(w, c).is_none_or(|m: &Mark| m.at < *t)
@@ -122,109 +121,160 @@ pub(super) fn run(
         }
         return;
     };
-    let mut acts: Vec<Action> = Vec::new();
-    let on_job = |j: u64, text: &str| Mark {
-        passed: false,
-        at: now,
-        job: Some(j),
-        value: None,
-        text: text.into(),
+    let mut pass = GroupPass {
+        on,
+        c,
+        g,
+        acts: Vec::new(),
     };
     match fresh.filter(|f| f.0 >= stamp).map(|f| f.1) {
-        Some(j) if judgeable(j) => {
-            let m = judge(c, j, now);
-            for (w, n) in &g.members {
-                if !j.nodes.contains(&w.name) {
-                    count(out, set, c, w);
-                    continue;
-                }
-                if !m.passed && drains && check_drain(n).as_deref() != Some(c.name.as_str()) {
-                    acts.push(hold(&c.name, &w.name, m.job, &m.text));
-                }
-                if mark(w, c) != Some(&m) {
-                    acts.push(mark_of(w, c, m.clone()));
-                }
-                tally(out, set, c, w, &m);
-            }
-        }
-        Some(j) if !ended(j) => {
-            let limit = c.timeout.as_secs() as i64;
-            match j.start_time.filter(|s| *s > 0) {
-                Some(s) if now - s >= limit => {
-                    let text = format!("ran past its timeout {}, cancelled", c.timeout);
-                    // Drained first: a job cancelled frees its workers, and Slurm would start
-                    // a user's job there before a later drain.
-                    if drains {
-                        for (w, _) in &g.members {
-                            acts.push(hold(&c.name, &w.name, Some(j.id), &text));
-                        }
-                    }
-                    acts.push(Action::CheckCancel { job: j.id });
-                    for (w, _) in &g.members {
-                        acts.push(mark_of(w, c, on_job(j.id, &text)));
-                    }
-                }
-                Some(s) => {
-                    let sm = summary(out, set, &c.name);
-                    sm.running += g.members.len() as u32;
-                    sm.next = Some(sm.next.map_or(s + limit, |t| t.min(s + limit)));
-                }
-                // Waiting on a worker someone else drained: it would hold room under the cap
-                // until that drain ends; a later run finds the group free.
-                None if g.members.iter().any(|(_, n)| {
-                    n.state.has("DRAIN") && check_drain(n).as_deref() != Some(c.name.as_str())
-                }) =>
-                {
-                    acts.push(Action::CheckCancel { job: j.id });
-                    summary(out, set, &c.name).waiting += g.members.len() as u32;
-                }
-                None => summary(out, set, &c.name).running += g.members.len() as u32,
-            }
-        }
+        Some(j) if judgeable(j) => pass.keep_result(j, now, out),
+        Some(j) if !ended(j) => pass.time_running(j, now, out),
         // Never submitted, or ended without running: due.
-        _ if due.is_some() => {
-            let failed_other = |w: &Worker| {
-                checks.iter().any(|o| {
-                    o.name != c.name
-                        && o.on_failure == OnFailure::Drain
-                        && w.checks.get(&o.name).is_some_and(|m| !m.passed)
-                })
-            };
-            // Free: in service and idle (or the check runs beside jobs), or drained by this
-            // check's last failure alone (resumed as its job is submitted, which starts first).
-            let free = |(w, n): &(&Worker, &Node)| {
-                let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
-                let ours = check_drain(n).as_deref() == Some(c.name.as_str()) && !failed_other(w);
-                answers
-                    && (ours || !n.state.has("DRAIN") && (c.while_jobs_run || !n.state.is_busy()))
-            };
-            let n = g.members.len() as u32;
-            let left = room.get_mut(c.name.as_str()).filter(|r| **r > 0);
-            match left {
-                Some(r) if g.members.iter().all(free) => {
-                    *r -= 1;
-                    let nodes = g.members.iter().map(|(w, _)| w.name.clone()).collect();
-                    let name = job_name(&c.name, &g.key, stamp);
-                    acts.push(Action::CheckSubmit {
-                        job: request(c, &name, nodes, on.partition, on.gpus),
-                    });
-                    for (w, node) in &g.members {
-                        if check_drain(node).as_deref() == Some(c.name.as_str()) {
-                            acts.push(Action::Resume {
-                                node: w.name.clone(),
-                            });
-                        }
-                    }
-                    summary(out, set, &c.name).running += n;
-                }
-                _ => summary(out, set, &c.name).waiting += n,
-            }
-        }
+        _ if due.is_some() => pass.submit_if_free(checks, room, stamp, out),
         _ => {}
     }
-    if !acts.is_empty() {
-        out.actions.entry(set.to_string()).or_default().extend(acts);
+    pass.record(out);
+}
+
+/// Check C on group G this pass, and the steps it takes.
+struct GroupPass<'a> {
+    on: &'a On<'a>,
+    c: &'a ActiveCheck,
+    g: &'a Group<'a>,
+    acts: Vec<Action>,
+}
+
+impl<'a> GroupPass<'a> {
+    fn set(&self) -> &'a str {
+        self.on.set.name.as_str()
     }
+
+    /// The group's job J is judged: each worker it ran on marked (and drained on a failure).
+    fn keep_result(&mut self, j: &Job, now: i64, out: &mut Checked) {
+        let (c, g, set) = (self.c, self.g, self.set());
+        let drains = c.on_failure == OnFailure::Drain;
+        let m = judge(c, j, now);
+        for (w, n) in &g.members {
+            if !j.nodes.contains(&w.name) {
+                count(out, set, c, w);
+                continue;
+            }
+            if !m.passed && drains && check_drain(n).as_deref() != Some(c.name.as_str()) {
+                self.acts.push(hold(&c.name, &w.name, m.job, &m.text));
+            }
+            if mark(w, c) != Some(&m) {
+                self.acts.push(mark_of(w, c, m.clone()));
+            }
+            tally(out, set, c, w, &m);
+        }
+    }
+
+    /// The group's job J runs (or waits to start): cancelled past its timeout, which fails
+    /// every member; else the next pass is asked for at its timeout; one waiting on a worker
+    /// someone else drained is cancelled.
+    fn time_running(&mut self, j: &Job, now: i64, out: &mut Checked) {
+        let (c, g, set) = (self.c, self.g, self.set());
+        let limit = c.timeout.as_secs() as i64;
+        match j.start_time.filter(|s| *s > 0) {
+            Some(s) if now - s >= limit => {
+                let text = format!("ran past its timeout {}, cancelled", c.timeout);
+                // Drained first: a job cancelled frees its workers, and Slurm would start
+                // a user's job there before a later drain.
+                if c.on_failure == OnFailure::Drain {
+                    for (w, _) in &g.members {
+                        self.acts.push(hold(&c.name, &w.name, Some(j.id), &text));
+                    }
+                }
+                self.acts.push(Action::CheckCancel { job: j.id });
+                for (w, _) in &g.members {
+                    let m = Mark {
+                        passed: false,
+                        at: now,
+                        job: Some(j.id),
+                        value: None,
+                        text: text.clone(),
+                    };
+                    self.acts.push(mark_of(w, c, m));
+                }
+            }
+            Some(s) => {
+                let sm = summary(out, set, &c.name);
+                sm.running += g.members.len() as u32;
+                sm.next = Some(sm.next.map_or(s + limit, |t| t.min(s + limit)));
+            }
+            // Waiting on a worker someone else drained: it would hold room under the cap
+            // until that drain ends; a later run finds the group free.
+            None if g.members.iter().any(|(_, n)| {
+                n.state.has("DRAIN") && check_drain(n).as_deref() != Some(c.name.as_str())
+            }) =>
+            {
+                self.acts.push(Action::CheckCancel { job: j.id });
+                summary(out, set, &c.name).waiting += g.members.len() as u32;
+            }
+            None => summary(out, set, &c.name).running += g.members.len() as u32,
+        }
+    }
+
+    /// The group's due job (STAMP) submitted when every member is free and the check has room
+    /// under its cap (a member drained by this check's last failure is resumed for it); else
+    /// it waits. CHECKS: all of them.
+    fn submit_if_free(
+        &mut self,
+        checks: &[ActiveCheck],
+        room: &mut BTreeMap<&str, u32>,
+        stamp: i64,
+        out: &mut Checked,
+    ) {
+        let (on, c, g, set) = (self.on, self.c, self.g, self.set());
+        let n = g.members.len() as u32;
+        let left = room.get_mut(c.name.as_str()).filter(|r| **r > 0);
+        match left {
+            Some(r) if g.members.iter().all(|m| free(c, checks, m)) => {
+                *r -= 1;
+                let nodes = g.members.iter().map(|(w, _)| w.name.clone()).collect();
+                let name = job_name(&c.name, &g.key, stamp);
+                self.acts.push(Action::CheckSubmit {
+                    job: request(c, &name, nodes, on.partition, on.gpus),
+                });
+                for (w, node) in &g.members {
+                    if check_drain(node).as_deref() == Some(c.name.as_str()) {
+                        self.acts.push(Action::Resume {
+                            node: w.name.clone(),
+                        });
+                    }
+                }
+                summary(out, set, &c.name).running += n;
+            }
+            _ => summary(out, set, &c.name).waiting += n,
+        }
+    }
+
+    /// The steps gathered, added to the group's NodeSet's.
+    fn record(self, out: &mut Checked) {
+        if !self.acts.is_empty() {
+            let set = self.set().to_string();
+            out.actions.entry(set).or_default().extend(self.acts);
+        }
+    }
+}
+
+/// Whether member (W, N) is free for check C: in service and idle (or the check runs beside
+/// jobs), or drained by this check's last failure alone (resumed as its job is submitted,
+/// which starts first). CHECKS: all of them.
+fn free(c: &ActiveCheck, checks: &[ActiveCheck], (w, n): &(&Worker, &Node)) -> bool {
+    let answers = !n.state.has("DOWN") && !n.state.has("NOT_RESPONDING");
+    let ours = check_drain(n).as_deref() == Some(c.name.as_str()) && !failed_another(c, checks, w);
+    answers && (ours || !n.state.has("DRAIN") && (c.while_jobs_run || !n.state.is_busy()))
+}
+
+/// Whether another check than C that drains on failure failed on W. CHECKS: all of them.
+fn failed_another(c: &ActiveCheck, checks: &[ActiveCheck], w: &Worker) -> bool {
+    checks.iter().any(|o| {
+        o.name != c.name
+            && o.on_failure == OnFailure::Drain
+            && w.checks.get(&o.name).is_some_and(|m| !m.passed)
+    })
 }
 
 #[cfg(test)]
