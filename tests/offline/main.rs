@@ -16,5 +16,6 @@ mod release;
 mod render_plan;
 mod signatures;
 mod slurm_faults;
+mod structure;
 mod validation;
 mod vocabulary;

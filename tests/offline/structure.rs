@@ -1,0 +1,200 @@
+//! The code's shape, held by tests: the controller in files of at most 600 lines and functions
+//! of at most 80 (a reader sees a stage in a screenful), and the modules importing downwards only.
+
+use std::path::{Path, PathBuf};
+
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 80;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The functions of TEXT's code (not its tests: `tests.rs` files and what follows
+/// `#[cfg(test)]`) longer than MAX lines, from the `fn` line to its closing brace, as
+/// (line, lines, name). The code is rustfmt's: a body ends at a `}` indented as its `fn` is.
+fn long_functions(text: &str, max: usize) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let head = ["pub ", "pub(crate) ", "pub(super) ", "async ", "const "]
+            .iter()
+            .fold(code, |c, p| c.strip_prefix(p).unwrap_or(c));
+        let head = head.strip_prefix("async ").unwrap_or(head);
+        let Some(rest) = head.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(j) = lines[i + 1..end].iter().position(|l| *l == close) {
+            let n = j + 2;
+            if n > max {
+                let name = rest.split(['(', '<']).next().unwrap_or(rest);
+                out.push((i + 1, n, name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_controller_s_files_and_functions_stay_a_screenful() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/controller"), &mut files);
+    files.sort();
+    assert!(files.len() > 20, "{files:?}");
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let shown = f.strip_prefix(root).unwrap().display();
+        let n = text.lines().count();
+        if n > MAX_FILE_LINES {
+            found.push(format!("{shown}: {n} lines (at most {MAX_FILE_LINES})"));
+        }
+        if f.ends_with("tests.rs") {
+            continue;
+        }
+        for (line, n, name) in long_functions(&text, MAX_FN_LINES) {
+            found.push(format!(
+                "{shown}:{line}: fn {name} is {n} lines (at most {MAX_FN_LINES})"
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the controller holds one concept per file and functions a reader sees whole; split by what the code does:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_length_scan_counts_a_body_to_its_closing_brace_and_skips_tests() {
+    let body = |n: usize| "    x();\n".repeat(n);
+    let text = format!(
+        "pub async fn long(a: u8) -> u8 {{\n{}}}\n\nfn short() {{\n{}}}\n\nimpl A {{\n    pub(super) fn inner<T>(&self) {{\n{}    }}\n    fn decl();\n}}\n#[cfg(test)]\nfn in_tests() {{\n{}}}\n",
+        body(79),
+        body(78),
+        body(80),
+        body(200),
+    );
+    assert_eq!(
+        long_functions(&text, 80),
+        [(1, 81, "long".to_string()), (165, 82, "inner".to_string())]
+    );
+}
+
+/// The top-level modules, lowest first: each imports only from those before it (the pipeline
+/// `cluster` → `render` → `plan` → `apply` → `controller` → `status`, with its edges below).
+const LAYERS: [&str; 19] = [
+    "vocab",
+    "text",
+    "net",
+    "k8s",
+    "events",
+    "cluster",
+    "source",
+    "render",
+    "slurm",
+    "accounting",
+    "plan",
+    "apply",
+    "rollout",
+    "controller",
+    "status",
+    "daemon",
+    "import",
+    "bench",
+    "cli",
+];
+
+/// The top-level modules TEXT's code (its tests aside) names as `crate::NAME`.
+fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    let code = &text[..end];
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+        rest = after;
+    }
+    // `use crate::{a, b::c}`: every name of the group.
+    for group in code.split("crate::{").skip(1) {
+        let inner = group.split('}').next().unwrap_or("");
+        for item in inner.split(',') {
+            let name = item.trim().split("::").next().unwrap_or("").trim();
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_imports_only_from_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let layer = |m: &str| LAYERS.iter().position(|l| *l == m);
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        if ["lib", "main"].contains(&name.as_str()) {
+            continue;
+        }
+        let Some(own) = layer(&name) else {
+            found.push(format!("src/{name}: not in LAYERS (place it there)"));
+            continue;
+        };
+        let mut files = Vec::new();
+        match p.is_dir() {
+            true => rust_files(&p, &mut files),
+            false => files.push(p.clone()),
+        }
+        for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for m in imported_modules(&text) {
+                if m != name && layer(&m).is_some_and(|l| l > own) {
+                    let shown = f.strip_prefix(&src).unwrap().display();
+                    found.push(format!(
+                        "src/{shown} imports crate::{m}, a layer above {name}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules import downwards only (LAYERS, lowest first):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_import_scan_reads_paths_and_groups_and_skips_tests() {
+    let text = "use crate::render::names;\nuse crate::{plan, slurm::Node};\nfn f() { crate::status::record(); }\n#[cfg(test)]\nmod tests { use crate::cli; }";
+    let found: Vec<String> = imported_modules(text).into_iter().collect();
+    assert_eq!(found, ["plan", "render", "slurm", "status"]);
+}
