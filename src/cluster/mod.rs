@@ -68,6 +68,8 @@ pub fn load(file: &str, text: &str) -> Result<ClusterFile, Vec<Diagnostic>> {
     let at = |findings: Vec<diag::Finding>, total: usize| diagnostics(file, text, findings, total);
     let over = validate::oversized(&value);
     if !over.is_empty() {
+        // Its positions come from parsing the text again: the JSON goes first.
+        drop(value);
         let total = total + over.len();
         return Err(at(findings.into_iter().chain(over).collect(), total));
     }

@@ -42,10 +42,10 @@ pub struct Metadata {
     pub name: String,
     /// Namespace holding all objects of this cluster.
     pub namespace: String,
-    /// Labels added to every rendered object.
+    /// Labels added to every rendered object (at most 256).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    /// Annotations added to every rendered object.
+    /// Annotations added to every rendered object (at most 256).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }

@@ -1259,3 +1259,59 @@ fn a_canary_validated_by_a_check_names_one_that_exists_and_takes_it_as_it_runs()
             .contains("exactly one of builtin, script, configMapRef and check")
     );
 }
+
+/// Every rendered object carries `metadata`'s labels and annotations: what Kubernetes refuses on
+/// an object (a label value past 63 characters, annotations past 256 KiB) and a count that would
+/// multiply into every object (150,000 labels made one commit's rendering 400 MB) are errors at
+/// their place, before anything is rendered.
+#[test]
+fn labels_and_annotations_past_kubernetes_limits_or_too_many_are_refused_where_they_stand() {
+    let long = with(
+        "  namespace: slurm\n",
+        &format!(
+            "  namespace: slurm\n  labels: {{team: {}}}\n",
+            "x".repeat(64)
+        ),
+    );
+    let e = one(&long);
+    assert_eq!(e.path, "metadata.labels.team", "{e}");
+    assert!(e.message.contains("at most 63"), "{e}");
+    assert_eq!(e.line, line_of(&long, "labels:"), "{e}");
+
+    let many: String = (0..257).map(|i| format!("    k{i}: v\n")).collect();
+    let many = with(
+        "  namespace: slurm\n",
+        &format!("  namespace: slurm\n  labels:\n{many}"),
+    );
+    let e = one(&many);
+    assert_eq!(e.path, "metadata.labels", "{e}");
+    assert!(
+        e.message
+            .starts_with("257 labels; slurmops takes at most 256"),
+        "{e}"
+    );
+
+    let big = with(
+        "  namespace: slurm\n",
+        &format!(
+            "  namespace: slurm\n  annotations: {{note: {}}}\n",
+            "x".repeat(300 * 1024)
+        ),
+    );
+    let e = one(&big);
+    assert_eq!(e.path, "metadata.annotations", "{e}");
+    assert!(e.message.contains("at most 262144"), "{e}");
+
+    // At the limits, valid.
+    let fine: String = (0..256)
+        .map(|i| format!("    k{i}: {}\n", "v".repeat(63)))
+        .collect();
+    load(
+        "cluster.yaml",
+        &with(
+            "  namespace: slurm\n",
+            &format!("  namespace: slurm\n  labels:\n{fine}"),
+        ),
+    )
+    .expect("256 labels of 63 characters are valid");
+}

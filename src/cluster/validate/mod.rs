@@ -83,6 +83,9 @@ const MAX_TEXT: usize = 1024;
 const MAX_NODE_SETS: usize = 1_000;
 const MAX_PARTITIONS: usize = 1_000;
 const MAX_ACTIVE_CHECKS: usize = 100;
+/// Most labels, and most annotations, of `metadata` (each is put on every rendered object: 150,000
+/// labels made the rendering of one commit 400 MB).
+const MAX_METADATA: usize = 256;
 /// Most features of a NodeSet or of a check (Slurm features: a few per node).
 const MAX_FEATURES: usize = 256;
 
@@ -139,7 +142,60 @@ pub fn oversized(value: &serde_json::Value) -> Vec<Finding> {
             .map_or(0, Vec::len)
     };
     let counts = [len(LISTS[0].0), len(LISTS[1].0), len(LISTS[2].0)];
-    lists_over(counts, &Path::root().key("spec"))
+    let mut out = lists_over(counts, &Path::root().key("spec"));
+    for at in ["labels", "annotations"] {
+        let n = value["metadata"][at].as_object().map_or(0, |m| m.len());
+        if n > MAX_METADATA {
+            let path = Path::root().key("metadata").key(at);
+            out.push(
+                Finding::new(path, format!("{n} {at}; slurmops takes at most {MAX_METADATA} (each goes on every object it renders)"))
+                    .hint("keep the cluster-wide ones here, and put the others on the objects that need them"),
+            );
+        }
+    }
+    out.extend(kubernetes_metadata_limits(&value["metadata"]));
+    out
+}
+
+/// Kubernetes' own limits on the labels and annotations `metadata` puts on every rendered object
+/// (the API server refuses an object past them): a label value of at most 63 characters, all of
+/// an object's annotations at most 256 KiB.
+fn kubernetes_metadata_limits(metadata: &serde_json::Value) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let at = |k: &str| Path::root().key("metadata").key(k);
+    if let Some(labels) = metadata["labels"].as_object() {
+        let long = labels
+            .iter()
+            .find(|(_, v)| v.as_str().is_some_and(|v| v.len() > 63));
+        if let Some((k, v)) = long {
+            let n = v.as_str().map_or(0, str::len);
+            out.push(
+                Finding::new(
+                    at("labels").key(k),
+                    format!("a label value of {n} bytes; Kubernetes takes at most 63"),
+                )
+                .hint("put long text in an annotation"),
+            );
+        }
+    }
+    if let Some(annotations) = metadata["annotations"].as_object() {
+        let bytes: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if bytes > 256 * 1024 {
+            out.push(
+                Finding::new(
+                    at("annotations"),
+                    format!(
+                        "{bytes} bytes of annotations; Kubernetes takes at most 262144 on an object"
+                    ),
+                )
+                .hint("keep annotations short: each goes on every object slurmops renders"),
+            );
+        }
+    }
+    out
 }
 
 /// Names a reference may name: found at once, and named in a hint by the closest or a few.
