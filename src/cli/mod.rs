@@ -20,6 +20,7 @@ mod watch;
 use crate::cluster::{self, ClusterFile};
 use crate::plan::{self, Side, format};
 use crate::render::{self, Rendered};
+use crate::source::admit::{Candidate, Refusal, Rules, admit};
 use crate::source::{self, GitCli, Loaded};
 
 pub const EXIT_OK: i32 = 0;
@@ -472,20 +473,53 @@ fn read(path: &Path) -> Result<Loaded, Reported> {
     })
 }
 
-/// Whether the guardrails G refuse cluster file L (C): each refusal printed.
-fn refused(l: &Loaded, c: &ClusterFile, g: &cluster::Guardrails) -> bool {
-    let refused = cluster::refusals(&l.name, &l.text, c, g);
-    for d in &refused {
-        eprintln!("{d}");
+/// Why a file was not admitted, already said on stderr.
+enum Refused {
+    Invalid,
+    Guardrails,
+}
+
+impl From<Refused> for Reported {
+    fn from(_: Refused) -> Reported {
+        Reported
     }
-    if !refused.is_empty() {
-        eprintln!(
-            "{}: {} refused by the guardrails (the daemon would refuse this commit)",
-            l.name,
-            refused.len()
-        );
+}
+
+/// File L admitted as the daemon admits a commit (validated, then under the guardrails G when
+/// given): its cluster, or each error or refusal printed at its position.
+fn admitted(l: &Loaded, g: Option<&cluster::Guardrails>) -> Result<ClusterFile, Refused> {
+    let candidate = Candidate {
+        name: &l.name,
+        text: &l.text,
+        commit: None,
+    };
+    let rules = Rules {
+        guard: g,
+        ..Rules::default()
+    };
+    let refusal = match admit(&candidate, &rules) {
+        Ok(a) => return Ok(a.c),
+        Err(r) => r,
+    };
+    for line in refusal.lines() {
+        eprintln!("{line}");
     }
-    !refused.is_empty()
+    match refusal {
+        Refusal::Invalid(d) => {
+            eprintln!("{}: {} error(s); nothing was changed", l.name, d.len());
+            Err(Refused::Invalid)
+        }
+        Refusal::Guardrails { refused, .. } => {
+            eprintln!(
+                "{}: {} refused by the guardrails (the daemon would refuse this commit)",
+                l.name,
+                refused.len()
+            );
+            Err(Refused::Guardrails)
+        }
+        // A file without a commit or `--cluster` has no other refusal (said above if it had).
+        _ => Err(Refused::Guardrails),
+    }
 }
 
 /// The guardrails of GUARD's flags and policy file; the policy file's problems printed.
@@ -509,19 +543,14 @@ fn plan_refused(path: &Path, head: Option<&str>, guard: &guard::GuardArgs) -> bo
         None => read(path).ok(),
     };
     let Some(l) = l else { return false };
-    let Ok(c) = cluster::load(&l.name, &l.text) else {
-        return false;
-    };
-    refused(&l, &c, &g)
+    // A cluster.yaml that does not load is the plan's to report.
+    matches!(admitted(&l, Some(&g)), Err(Refused::Guardrails))
 }
 
 fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
     let g = guard.map(guardrails).transpose()?;
     let l = read(path)?;
-    let c = load(&l)?;
-    if g.is_some_and(|g| refused(&l, &c, &g)) {
-        return Err(Reported.into());
-    }
+    let c = admitted(&l, g.as_ref()).map_err(Reported::from)?;
     println!(
         "{}: valid ({} NodeSets, {} partitions)",
         l.name,
@@ -549,13 +578,21 @@ fn validate(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
 fn validate_json(path: &Path, guard: Option<&guard::GuardArgs>) -> Outcome {
     let g = guard.map(guardrails).transpose()?;
     let l = read(path)?;
-    let (c, errors) = match cluster::load(&l.name, &l.text) {
-        Ok(c) => (Some(c), Vec::new()),
-        Err(d) => (None, d),
+    let candidate = Candidate {
+        name: &l.name,
+        text: &l.text,
+        commit: None,
     };
-    let refused = match (&c, &g) {
-        (Some(c), Some(g)) => cluster::refusals(&l.name, &l.text, c, g),
-        _ => Vec::new(),
+    let rules = Rules {
+        guard: g.as_ref(),
+        ..Rules::default()
+    };
+    let (c, errors, refused) = match admit(&candidate, &rules) {
+        Ok(a) => (Some(a.c), Vec::new(), Vec::new()),
+        Err(Refusal::Invalid(errors)) => (None, errors, Vec::new()),
+        Err(Refusal::Guardrails { refused, cluster }) => (Some(*cluster), Vec::new(), refused),
+        // A file without a commit or `--cluster` has no other refusal; none is valid.
+        Err(_) => (None, Vec::new(), Vec::new()),
     };
     let valid = c.is_some() && refused.is_empty();
     let doc = serde_json::json!({

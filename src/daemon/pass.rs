@@ -17,7 +17,7 @@ use crate::controller::watch::Cache;
 use crate::controller::{self, Env, Outcome, Target};
 use crate::k8s::Connection;
 use crate::slurm::Client;
-use crate::source::history::Lineage;
+use crate::source::admit::{Candidate, Commit, Refusal, Rules, admit};
 use crate::source::remote::Fetched;
 use crate::status::verdict::{self, Happened, Verdict};
 
@@ -245,89 +245,67 @@ fn fetched_commit(
 /// good target stays).
 fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Option<Loaded> {
     let started = Instant::now();
-    if let Lineage::Rewritten { last } = &f.lineage {
-        let what = format!(
-            "commit {} does not descend from the last applied commit {}: the branch was moved back or its history rewritten (a force-push)",
-            short(&f.commit),
-            short(last)
-        );
-        if !cfg.allow_force_push {
-            let why = format!(
-                "{what}. Not applied; the cluster stays at {}. To go back to an older state, push a commit that reverts to it on top of {}; to follow force-pushes, run the daemon with --allow-force-push",
-                short(last),
-                short(last)
-            );
-            tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
-            happen(state, Happened::Refused(&f.commit));
-            state.status.errors = why;
-            super::report::count(shared, Verdict::Refused, started);
-            return None;
-        }
-        tracing::warn!(commit = %f.commit, "{what}; taken (--allow-force-push)");
-        state.force_pushed = Some(format!("{what}; taken (--allow-force-push)"));
-    }
-    if let Some(allowed) = &cfg.allowed_signers
-        && let Err(why) = allowed.verify(&f.commit, f.signature.as_ref())
-    {
-        tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
-        happen(state, Happened::Refused(&f.commit));
-        state.status.errors = why;
-        super::report::count(shared, Verdict::Refused, started);
-        return None;
-    }
-    match cluster::load(&f.name, &f.text) {
-        Ok(c) if cfg.cluster.as_ref().is_some_and(|n| *n != c.metadata.name) => {
-            // Two daemons share the namespace: one must never apply the other's cluster.
-            let why = format!(
-                "{}: this daemon manages cluster {} (--cluster), but cluster.yaml describes cluster {}: point it at the right repository or path",
-                f.name,
-                cfg.cluster.as_deref().unwrap_or_default(),
-                c.metadata.name
-            );
-            tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused: {why}", short(&f.commit));
-            happen(state, Happened::Refused(&f.commit));
-            state.status.errors = why;
-            super::report::count(shared, Verdict::Refused, started);
-            None
-        }
-        Ok(c) => {
-            // What the install's guardrails refuse, each at its position.
-            let refused = cluster::refusals(&f.name, &f.text, &c, &cfg.guard);
-            if !refused.is_empty() {
-                let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
-                tracing::warn!(commit = %f.commit, result = Verdict::Refused.as_str(), "commit {}: refused by the install's guardrails: {}", short(&f.commit), lines.join("; "));
-                happen(state, Happened::Refused(&f.commit));
-                state.status.errors = lines.join("\n");
-                super::report::count(shared, Verdict::Refused, started);
-                return None;
+    let candidate = Candidate {
+        name: &f.name,
+        text: &f.text,
+        commit: Some(Commit {
+            id: &f.commit,
+            signature: f.signature.as_ref(),
+            lineage: &f.lineage,
+        }),
+    };
+    let rules = Rules {
+        signers: cfg.allowed_signers.as_ref(),
+        allow_force_push: cfg.allow_force_push,
+        cluster: cfg.cluster.as_deref(),
+        guard: Some(&cfg.guard),
+    };
+    match admit(&candidate, &rules) {
+        Ok(a) => {
+            if let Some(taken) = &a.force_pushed {
+                tracing::warn!(commit = %f.commit, "{taken}");
+                state.force_pushed = Some(taken.clone());
             }
-            let r = crate::render::render(&c);
             Some(Loaded {
                 fetched: f.clone(),
-                c,
-                r,
+                c: a.c,
+                r: a.rendered,
             })
         }
-        Err(diags) => {
-            let errors: Vec<String> = diags.iter().map(ToString::to_string).collect();
+        Err(refusal) => {
+            refused(shared, state, f, &refusal, started);
+            None
+        }
+    }
+}
+
+/// Commit F not admitted for REFUSAL: said, recorded in status (the last good target stays).
+fn refused(shared: &Shared, state: &mut State, f: &Fetched, refusal: &Refusal, started: Instant) {
+    let commit = &f.commit;
+    let verdict = match refusal.invalid() {
+        true => {
             let stays = if state.status.last_applied_commit.is_empty() {
                 "its current state".to_string()
             } else {
                 short(&state.status.last_applied_commit).to_string()
             };
             tracing::warn!(
-                commit = %f.commit,
+                commit = %commit,
                 result = Verdict::Invalid.as_str(),
-                "commit {}: cluster.yaml invalid ({} error(s)); not applied, the cluster stays at {stays}",
-                short(&f.commit),
-                errors.len(),
+                "commit {}: {refusal}; not applied, the cluster stays at {stays}",
+                short(commit),
             );
-            happen(state, Happened::Invalid(&f.commit));
-            state.status.errors = errors.join("\n");
-            super::report::count(shared, Verdict::Invalid, started);
-            None
+            happen(state, Happened::Invalid(commit));
+            Verdict::Invalid
         }
-    }
+        false => {
+            tracing::warn!(commit = %commit, result = Verdict::Refused.as_str(), "commit {}: refused: {refusal}", short(commit));
+            happen(state, Happened::Refused(commit));
+            Verdict::Refused
+        }
+    };
+    state.status.errors = refusal.lines().join("\n");
+    super::report::count(shared, verdict, started);
 }
 
 fn suspended(cfg: &Config, state: &mut State) {

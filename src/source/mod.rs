@@ -7,6 +7,7 @@ use std::process::Command;
 
 use thiserror::Error;
 
+pub mod admit;
 pub mod history;
 pub mod known_hosts;
 mod openpgp;
