@@ -626,6 +626,45 @@ async fn a_git_server_that_never_answers_fails_the_fetch_in_time_and_the_loop_go
     env.cleanup().await;
 }
 
+/// Slurm out of reach pass after pass: the daemon says so once, when it starts — not every pass
+/// (issue 56: a condition that persists is logged when it starts, changes and ends) — while its
+/// passes go on and `/healthz` stays green.
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_out_of_reach_is_logged_once_while_the_passes_go_on() {
+    let (env, repo, url, dir) = gitops("quiet").await;
+    repo.push(&cluster_yaml(&env.ns, "1:00:00"), "first");
+    // A loopback port nothing listens on: every read of Slurm is refused at once.
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let d = Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "a",
+        &[
+            "--interval",
+            "1s",
+            "--slurmrestd-url",
+            &nobody,
+            "--slurm-jwt",
+            "not.a.token",
+        ],
+    );
+    eventually("ten passes", Duration::from_secs(90), async || {
+        (d.metric("slurmops_passes_total")? >= 10.0).then_some(())
+    })
+    .await;
+    assert_eq!(d.get("/healthz").0, 200);
+    let log = d.output();
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Slurm's state is unknown"))
+        .collect();
+    assert_eq!(told.len(), 1, "said once over ten passes:\n{log}");
+    assert!(told[0].contains("WARN"), "{}", told[0]);
+    drop(d);
+    env.cleanup().await;
+}
+
 /// A daemon taking signed webhooks (secret "s3cret"), without Slurm, polling every 10 minutes,
 /// with its first commit applied; at most NOFILE open descriptors when given.
 async fn webhook_daemon(
