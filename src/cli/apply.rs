@@ -181,7 +181,7 @@ async fn with_slurm(
         cache: Some(&cache),
         fence: &always,
         observer: &observer,
-        registration_grace: crate::controller::drive::REGISTRATION_GRACE,
+        registration_grace: crate::controller::decide::REGISTRATION_GRACE,
     };
     let later = Options {
         wait: None,
@@ -251,7 +251,7 @@ pub fn plan_cluster(
             cache: None,
             fence: &|| false,
             observer: &observer,
-            registration_grace: crate::controller::drive::REGISTRATION_GRACE,
+            registration_grace: crate::controller::decide::REGISTRATION_GRACE,
         };
         let opts = Options::default();
         let t = Target {

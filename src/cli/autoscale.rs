@@ -21,7 +21,7 @@ pub fn run(a: Args) -> Outcome {
         sync: false,
         autoscale: true,
     };
-    let grace = crate::controller::drive::REGISTRATION_GRACE;
+    let grace = crate::controller::decide::REGISTRATION_GRACE;
     let observer = Observer::new(|set, e| {
         if matches!(e, crate::rollout::Event::Scaled { .. }) {
             println!("{set}: {e}");

@@ -15,8 +15,8 @@ use crate::slurm::Node;
 pub use crate::vocab::DrainReason;
 
 pub use self::model::{
-    Action, Decision, Holder, Omitted, Policy, Progress, SetView, Waiting, Want, WindowGate,
-    WindowWait, Worker,
+    Action, Decision, Holder, Omitted, Policy, Progress, REGISTRATION_GRACE, SetView, Waiting,
+    Want, WindowGate, WindowWait, Worker,
 };
 pub use self::slurm_view::SlurmView;
 

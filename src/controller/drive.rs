@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::decide::controller_drain;
+use super::decide::{REGISTRATION_GRACE, controller_drain};
 use super::{Env, Moves, Outcome, PassError, PassScope, Target};
 use crate::accounting::SlurmAccounts;
 use crate::cluster::ClusterFile;
@@ -121,9 +121,6 @@ pub async fn roll<S: SlurmNodes + SlurmAccounts>(
     )
     .await
 }
-
-/// Seconds a Ready worker may stay unknown to Slurm before the commands' passes replace it.
-pub const REGISTRATION_GRACE: i64 = 300;
 
 impl Until {
     /// The limits of a command run by people: a pass every half second at most, a replaced

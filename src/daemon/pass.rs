@@ -20,6 +20,7 @@ use crate::slurm::Client;
 use crate::source::admit::{Candidate, Commit, Refusal, Rules, admit};
 use crate::source::remote::Fetched;
 use crate::status::verdict::{self, Happened, Verdict};
+use crate::vocab::SLURM_OFF;
 
 fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
@@ -364,7 +365,7 @@ async fn reconcile(
         cache: state.cache.as_ref(),
         fence,
         observer: &observer,
-        registration_grace: crate::controller::drive::REGISTRATION_GRACE,
+        registration_grace: crate::controller::decide::REGISTRATION_GRACE,
     };
     let target = Target {
         c: &t.c,
@@ -610,9 +611,6 @@ pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 /// While Slurm does not answer, the next pass comes at most this many seconds later.
 const SLURM_RETRY_S: i64 = 10;
-
-/// How the status's Slurm line begins when the daemon runs without Slurm (`--no-slurm`).
-pub const SLURM_OFF: &str = "off";
 
 /// The Slurm client for cluster C: the configured one, or one minting tokens from C's JWT key
 /// Secret (re-read every 10 minutes). None, with the reason in the status, when there is none.

@@ -377,7 +377,7 @@ fn slurm_state(line: &str) -> &'static str {
     let line = line.trim();
     if line.is_empty() {
         "reachable"
-    } else if line.starts_with(&format!("{} (", super::pass::SLURM_OFF)) {
+    } else if line.starts_with(&format!("{} (", crate::vocab::SLURM_OFF)) {
         "off"
     } else {
         "unreachable"

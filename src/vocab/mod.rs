@@ -9,7 +9,7 @@ mod drain;
 mod state;
 
 pub use drain::DrainReason;
-pub use state::{CanaryStage, CanaryVerdict, CheckResult, Verdict};
+pub use state::{CanaryStage, CanaryVerdict, CheckResult, SLURM_OFF, Verdict};
 
 /// The field manager of cluster NAME's apply (`slurmops/NAME`): one per cluster, so that a
 /// field one cluster's daemon set is never another's to drop. At most 49 bytes (names are at

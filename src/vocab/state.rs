@@ -137,6 +137,9 @@ pub enum CanaryVerdict {
     Resumed,
 }
 
+/// How the status's `slurm` line begins when the daemon runs without Slurm (`--no-slurm`).
+pub const SLURM_OFF: &str = "off";
+
 /// An active check's result on a worker, as its pod condition keeps it (status and reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckResult {

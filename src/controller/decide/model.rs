@@ -99,13 +99,16 @@ pub enum WindowGate {
     Closed { idle_may_roll: bool },
 }
 
+/// Seconds a Ready worker may stay unknown to Slurm before a pass replaces it.
+pub const REGISTRATION_GRACE: i64 = 300;
+
 impl Default for Policy {
     fn default() -> Policy {
         Policy {
             max_unavailable: 1,
             drain_timeout: None,
             force: false,
-            registration_grace: crate::controller::drive::REGISTRATION_GRACE,
+            registration_grace: REGISTRATION_GRACE,
             gate: Gate::Open,
             window: WindowGate::Open,
         }
