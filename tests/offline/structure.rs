@@ -198,3 +198,130 @@ fn the_import_scan_reads_paths_and_groups_and_skips_tests() {
     let found: Vec<String> = imported_modules(text).into_iter().collect();
     assert_eq!(found, ["plan", "render", "slurm", "status"]);
 }
+
+/// The modules directly inside DIR (`NAME.rs` or `NAME/`) and, for each, those of them its code
+/// (tests aside) names: `super::NAME` from `DIR/X.rs`, `super::super::NAME` from `DIR/X/Y.rs`, or
+/// `crate::DIR::NAME`.
+fn sibling_imports(
+    dir: &Path,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let children: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .filter(|n| n != "mod" && n != "tests")
+        .collect();
+    let module = dir.file_name().unwrap().to_string_lossy().to_string();
+    let mut graph = std::collections::BTreeMap::new();
+    for child in &children {
+        let mut files = Vec::new();
+        let file = dir.join(format!("{child}.rs"));
+        if file.exists() {
+            files.push(file);
+        }
+        if dir.join(child).is_dir() {
+            rust_files(&dir.join(child), &mut files);
+        }
+        let mut named = std::collections::BTreeSet::new();
+        for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+            let depth = f.strip_prefix(dir).unwrap().components().count();
+            let up = "super::".repeat(depth);
+            for other in children.iter().filter(|o| *o != child) {
+                let paths = [format!("{up}{other}"), format!("crate::{module}::{other}")];
+                let grouped = code.split(&format!("{up}{{")).skip(1).any(|g| {
+                    g.split('}').next().unwrap_or("").split(',').any(|i| {
+                        let i = i.trim();
+                        i == other
+                            || i.starts_with(&format!("{other}::"))
+                            || i.starts_with(&format!("self::{other}"))
+                    })
+                });
+                let direct = paths.iter().any(|p| {
+                    code.match_indices(p.as_str()).any(|(i, _)| {
+                        !code[i + p.len()..]
+                            .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                });
+                if grouped || direct {
+                    named.insert(other.clone());
+                }
+            }
+        }
+        graph.insert(child.clone(), named);
+    }
+    graph
+}
+
+/// A circle in GRAPH, if there is one (its modules in order).
+fn circle(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for next in graph.get(n).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_circle_of_imports_inside_the_controller_the_daemon_or_the_cli() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for dir in ["controller", "daemon", "cli"] {
+        let graph = sibling_imports(&src.join(dir));
+        assert!(graph.len() > 5, "{dir}: {graph:?}");
+        if let Some(c) = circle(&graph) {
+            panic!(
+                "src/{dir}: its modules import one another in a circle: {}",
+                c.join(" → ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_circle_scan_finds_a_circle_through_groups_and_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    std::fs::create_dir_all(m.join("c")).unwrap();
+    std::fs::write(m.join("a.rs"), "use super::{b::X, d};\n").unwrap();
+    std::fs::write(m.join("b.rs"), "fn f() { crate::m::c::g(); }\n").unwrap();
+    std::fs::write(m.join("c.rs"), "mod inner;\n").unwrap();
+    std::fs::write(
+        m.join("c/inner.rs"),
+        "use super::super::a;\n#[cfg(test)]\nuse super::super::d;\n",
+    )
+    .unwrap();
+    std::fs::write(m.join("d.rs"), "use super::dd;\n").unwrap();
+    std::fs::write(m.join("dd.rs"), "").unwrap();
+    let graph = sibling_imports(&m);
+    // `super::dd` names dd, not d; what a test imports counts for nothing.
+    assert_eq!(graph["d"], ["dd".to_string()].into(), "{graph:?}");
+    assert_eq!(graph["c"], ["a".to_string()].into(), "{graph:?}");
+    assert_eq!(circle(&graph).unwrap(), ["a", "b", "c", "a"]);
+}
