@@ -19,3 +19,17 @@ mod slurm_faults;
 mod structure;
 mod validation;
 mod vocabulary;
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under DIR (the structure and vocabulary scans read the sources).
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}

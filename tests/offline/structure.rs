@@ -1,21 +1,12 @@
 //! The code's shape, held by tests: the controller in files of at most 600 lines and functions
 //! of at most 80 (a reader sees a stage in a screenful), and the modules importing downwards only.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::rust_files;
 
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 80;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The functions of TEXT's code (not its tests: `tests.rs` files and what follows
 /// `#[cfg(test)]`) longer than MAX lines, from the `fn` line to its closing brace, as

@@ -2,18 +2,9 @@
 //! drain and Event reason, condition type and status key lives in `src/vocab/`, and the
 //! table of them in docs/vocabulary.md is generated from it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use crate::rust_files;
 
 /// Places in TEXT where a string literal spells a name of the vocabulary's domains:
 /// `slurmops.dev/KEY` (not the cluster.yaml apiVersion) or `applyset.kubernetes.io/KEY`.
