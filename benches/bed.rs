@@ -198,7 +198,7 @@ async fn measure(env: &TestEnv) -> Result<Vec<Figure>, String> {
         text: &after,
         rendered: &rendered,
         node_set: None,
-        ignore_window: false,
+        decrees: Default::default(),
         until,
         observer,
         watch: true,

@@ -22,6 +22,7 @@ pub mod events;
 pub mod import;
 pub mod k8s;
 pub mod net;
+pub mod ops;
 pub mod plan;
 pub mod render;
 pub mod rollout;

@@ -108,6 +108,7 @@ async fn reconcile(
                 apply: Some(opts),
                 scope: Default::default(),
                 fresh: s.fresh,
+                decrees: None,
             };
             slurmops::controller::pass(env, &target).await
         },
@@ -416,6 +417,7 @@ async fn idle_requests(env: &TestEnv) -> Result<Vec<Figure>, String> {
             apply: None,
             scope: Default::default(),
             fresh: false,
+            decrees: None,
         };
         let (k, s) = (cluster.log.summary(), slurm.requests());
         let out = slurmops::controller::pass(&env, &target)

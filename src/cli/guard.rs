@@ -116,6 +116,13 @@ pub struct GuardArgs {
 }
 
 impl GuardArgs {
+    /// The guardrails of a command's flags and policy file (no home namespace); the policy
+    /// file's problems, each at its position.
+    pub fn checked(&self) -> Result<Guardrails, crate::ops::Error> {
+        self.guardrails(None)
+            .map_err(|e| crate::ops::Error::Problems { lines: vec![e] })
+    }
+
     /// The daemon's safe defaults widened by these flags and the policy file; the namespaces
     /// given, else HOME (None: any namespace). Err: the policy file's problems, one per line.
     pub fn guardrails(&self, home: Option<&str>) -> Result<Guardrails, String> {

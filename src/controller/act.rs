@@ -347,44 +347,28 @@ pub async fn record(
     })
 }
 
-/// `slurmops rollout --resume NODE_SET`: an operator proceeds past the failed canary of the
-/// NodeSet's current revision. Recorded on the workload and as an Event; the next pass resumes
-/// the canaries and rolls the rest.
+/// `slurmops rollout --resume NODE_SET`: an operator proceeds past the failed canary of SET's
+/// current revision (as observed by the pass). Recorded on the workload; returns the Event and
+/// the record's new annotation, so the pass that wrote it decides on it.
 pub async fn resume_canary(
     client: &kube::Client,
     namespace: &str,
-    node_set: &str,
-) -> Result<Event, PassError> {
+    set: &super::decide::SetView,
+) -> Result<(Event, String), PassError> {
     use super::canary::{Record, Verdict};
-    let scope = super::observe::Scope::node_set(namespace, node_set);
-    let obs = super::observe::observe(
-        client,
-        &scope,
-        None,
-        None::<&crate::slurm::Client>,
-        &super::observe::Needs::default(),
-    )
-    .await
-    .map_err(|source| PassError::Kube {
-        what: format!("read NodeSet {node_set}"),
-        source,
-    })?;
-    let set = obs.sets.get(node_set).ok_or_else(|| {
-        PassError::Missing(format!(
-            "NodeSet {node_set}: no workload in {namespace} (apply cluster.yaml first)"
-        ))
-    })?;
     let rev = set.update_revision.clone().unwrap_or_default();
     let failed = Record::parse(set.canary.as_deref())
         .filter(|r| r.revision == rev && r.verdict == Verdict::Failed)
         .ok_or_else(|| {
             PassError::Missing(format!(
-                "NodeSet {node_set}: no failed canary to resume past (revision {rev}); nothing changed"
+                "NodeSet {}: no failed canary to resume past (revision {rev}); nothing changed",
+                set.name
             ))
         })?;
     let r = Record {
         verdict: Verdict::Resumed,
         ..failed
     };
-    record(client, namespace, set, &r).await
+    let e = record(client, namespace, set, &r).await?;
+    Ok((e, r.to_json()))
 }

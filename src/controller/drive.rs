@@ -54,8 +54,9 @@ pub struct Rollout<'a> {
     pub rendered: &'a Rendered,
     /// Only this NodeSet; None: every NodeSet of cluster.yaml at once.
     pub node_set: Option<String>,
-    /// Drain outside the maintenance windows (`--ignore-window`; the caller records an Event).
-    pub ignore_window: bool,
+    /// What the operator asked for on purpose (`--resume`, `--ignore-window`): carried out by
+    /// the first pass, recorded as Events.
+    pub decrees: super::Decrees,
     pub until: Until,
     pub observer: Observer,
     /// Watch the workers, so that a new pod Ready starts the next wave at once.
@@ -98,7 +99,7 @@ pub async fn roll<S: SlurmNodes + SlurmAccounts>(
     let scope = PassScope {
         only: Some(only),
         moves: Moves::Roll,
-        ignore_window: r.ignore_window,
+        ignore_window: r.decrees.ignore_window,
         // Worker sync and autoscale are the daemon's (and their commands').
         keep: super::upkeep::Keep::NONE,
     };
@@ -113,6 +114,7 @@ pub async fn roll<S: SlurmNodes + SlurmAccounts>(
                 apply: None,
                 scope: scope.clone(),
                 fresh: s.fresh,
+                decrees: (s.n == 0).then_some(&r.decrees),
             };
             super::pass(env, &t).await
         },

@@ -24,6 +24,7 @@ pub mod check_scripts;
 pub mod checks;
 pub mod decide;
 mod decisions;
+mod decree;
 pub mod drive;
 pub mod gate;
 pub mod kube_only;
@@ -52,6 +53,7 @@ use crate::render::Rendered;
 use crate::rollout::Observer;
 use crate::slurm::SlurmNodes;
 pub use decisions::{Moves, Scope as PassScope, decide_pass, policy};
+pub use decree::Decrees;
 pub use preview::Preview;
 
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
@@ -94,6 +96,8 @@ pub struct Target<'a> {
     /// Read the workers with a LIST, not from the watch cache: the previous pass acted, and the
     /// cache may not have seen its writes yet.
     pub fresh: bool,
+    /// An operator's decisions, carried out by this pass before it decides (a command's first).
+    pub decrees: Option<&'a Decrees>,
 }
 
 /// What a pass runs with.
@@ -126,7 +130,10 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     };
     let traffic = slurm.traffic();
     let started = std::time::Instant::now();
-    let obs = look(env, t, slurm, needs(t)).await?;
+    let mut obs = look(env, t, slurm, needs(t)).await?;
+    if let Some(d) = t.decrees {
+        decree::carry(env, c, t.scope.only.as_ref(), d, &mut obs).await?;
+    }
     let mut phases = Phases {
         observe_slurm: obs.slurm_time,
         observe_kubernetes: started.elapsed().saturating_sub(obs.slurm_time),

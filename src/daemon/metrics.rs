@@ -293,6 +293,7 @@ impl Metrics {
             Event::Rechecked { .. } => "sync_recheck",
             Event::Unregistered { .. } => "sync_replace",
             Event::Scaled { .. } => "autoscale",
+            Event::WindowIgnored { .. } => "window_ignored",
         };
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])

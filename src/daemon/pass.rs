@@ -377,6 +377,7 @@ async fn reconcile(
         // this pass deletes show as deleting in the cache at once (`Cache::expect_deleted`), so no
         // pass LISTs the workers (at 10,000 workers each LIST is hundreds of MB).
         fresh: false,
+        decrees: None,
     };
     match controller::pass(&env, &target).await {
         Ok(out) => {

@@ -155,6 +155,11 @@ pub enum Event {
     Unregistered {
         pod: String,
     },
+    /// An operator had the NodeSet's workers drain outside its maintenance windows
+    /// (`rollout --ignore-window`), in MESSAGE's words.
+    WindowIgnored {
+        message: String,
+    },
     /// Autoscale: the replicas set FROM -> TO, WHY.
     Scaled {
         from: u32,
@@ -170,7 +175,10 @@ impl Event {
     pub fn changed(&self) -> bool {
         !matches!(
             self,
-            Event::CheckDeferred { .. } | Event::Condition { .. } | Event::Busy { .. }
+            Event::CheckDeferred { .. }
+                | Event::Condition { .. }
+                | Event::Busy { .. }
+                | Event::WindowIgnored { .. }
         )
     }
 
@@ -275,6 +283,7 @@ impl std::fmt::Display for Event {
                 write!(f, "{pod}: replaced: Ready but never registered in Slurm")
             }
             Event::Scaled { from, to, why } => write!(f, "scaled {from} -> {to}: {why}"),
+            Event::WindowIgnored { message } => f.write_str(message),
         }
     }
 }

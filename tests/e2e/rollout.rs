@@ -313,7 +313,7 @@ async fn roll(
         text,
         rendered: &r,
         node_set: None,
-        ignore_window: false,
+        decrees: Default::default(),
         until,
         observer,
         watch: true,

@@ -80,6 +80,7 @@ async fn lost_lease_pass(
         apply: None,
         scope: Default::default(),
         fresh: true,
+        decrees: None,
     };
     slurmops::controller::pass(&env, &t).await
 }

@@ -2,12 +2,9 @@
 //! report of every setting on stderr (exit 2 when something needs a person). Thin: the work is
 //! `crate::import`'s.
 
-use std::io::Read;
-use std::path::PathBuf;
-
 use clap::{Args as ClapArgs, Subcommand};
 
-use super::{CliError, Outcome, Success};
+use crate::cli::prelude::*;
 use crate::import::slinky;
 
 #[derive(Subcommand)]
@@ -37,38 +34,18 @@ pub struct SlinkyArgs {
     slurm_version: Option<String>,
 }
 
-pub fn run(from: From) -> Outcome {
+pub fn exec(from: From) -> Outcome {
     let From::Slinky(a) = from;
-    let mut files = Vec::new();
-    for p in &a.values {
-        files.push((p.display().to_string(), read(p)?));
-    }
     let o = slinky::Options {
         name: a.name,
         namespace: a.namespace,
         slurm_version: a.slurm_version,
     };
-    let imported = slinky::import(&files, &o).map_err(|e| CliError::Other(e.to_string()))?;
+    let imported = ops::import::slinky(&a.values, &o)?;
     eprint!("{}", imported.report_text());
     print!("{}", imported.yaml);
     Ok(match imported.needs_person() {
         true => Success::Changes,
         false => Success::Done,
     })
-}
-
-/// The file at P, refused past the size any cluster.yaml may have.
-fn read(p: &PathBuf) -> Result<String, CliError> {
-    let limit = crate::cluster::yaml::MAX_BYTES;
-    let mut text = String::new();
-    std::fs::File::open(p)
-        .and_then(|f| f.take(limit as u64 + 1).read_to_string(&mut text))
-        .map_err(|e| CliError::Other(format!("{}: {e}", p.display())))?;
-    if text.len() > limit {
-        return Err(CliError::Other(format!(
-            "{}: larger than {limit} bytes; a values file is a few hundred lines",
-            p.display()
-        )));
-    }
-    Ok(text)
 }

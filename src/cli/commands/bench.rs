@@ -1,9 +1,7 @@
 //! `slurmops bench`: prints one line per figure (`name value unit (how it is judged)`) and writes
 //! them as JSON with `--json FILE`.
 
-use std::path::PathBuf;
-
-use super::{CliError, Outcome, Success};
+use crate::cli::prelude::*;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,7 +22,7 @@ pub struct Args {
     slurmrestd_url: Option<String>,
 }
 
-pub fn run(a: Args) -> Outcome {
+pub fn exec(a: Args) -> Outcome {
     let exe = a
         .binary
         .clone()
@@ -42,7 +40,7 @@ pub fn run(a: Args) -> Outcome {
     }
     match &a.kubeconfig {
         Some(kc) => {
-            let live = super::apply::runtime().block_on(async {
+            let live = ops::runtime().block_on(async {
                 let cluster = crate::k8s::Connection::connect(Some(kc), None)
                     .await
                     .map_err(|e| e.to_string())?;

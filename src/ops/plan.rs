@@ -1,0 +1,83 @@
+//! `plan`: what applying cluster.yaml would change, offline — between two revisions, two files,
+//! or against an empty cluster.
+
+use std::path::Path;
+
+use super::{Error, load, read, read_revision};
+use crate::cluster::Guardrails;
+use crate::plan::{self, Plan, Side};
+use crate::render;
+use crate::source;
+
+/// Which two sides a plan compares.
+pub struct Sides<'a> {
+    /// cluster.yaml (file or directory) of the new side, unless `head`.
+    pub path: &'a Path,
+    /// The old side at this git revision.
+    pub base: Option<&'a str>,
+    /// The new side at this git revision (with `base`), not the work tree.
+    pub head: Option<&'a str>,
+    /// The old side from this file.
+    pub from: Option<&'a Path>,
+}
+
+/// The plan between S's two sides, and what it is against in words.
+pub fn plan(s: &Sides<'_>) -> Result<(Plan, String), Error> {
+    let file = source::cluster_file(s.path);
+    let new = match s.head {
+        Some(rev) => read_revision(rev, &file)?
+            .ok_or_else(|| Error::Other(format!("revision {rev} has no {}", file.display())))?,
+        None => read(s.path)?,
+    };
+    let old = match (s.base, s.from) {
+        (Some(rev), _) => read_revision(rev, &file)?,
+        (None, Some(f)) => Some(read(f)?),
+        (None, None) => None,
+    };
+    let new_c = load(&new)?;
+    let old_c = old.as_ref().map(load).transpose()?;
+    let new_r = render::render(&new_c);
+    let old_r = old_c.as_ref().map(render::render);
+    let name = &new_c.metadata.name;
+    let target = match (&old, s.base) {
+        (Some(_), Some(rev)) => format!("cluster {name} (from {rev})"),
+        (Some(o), None) => format!("cluster {name} (from {})", o.name),
+        (None, Some(rev)) => format!("cluster {name} (new: {rev} has no cluster.yaml)"),
+        (None, None) => format!("cluster {name} (against an empty cluster)"),
+    };
+    let base_side = old_c
+        .as_ref()
+        .zip(old_r.as_ref())
+        .map(|(cluster, rendered)| Side { cluster, rendered });
+    let new_side = Side {
+        cluster: &new_c,
+        rendered: &new_r,
+    };
+    let mut p = plan::plan(base_side, new_side);
+    plan::at(
+        &mut p,
+        &new_c,
+        k8s_openapi::jiff::Timestamp::now().as_second(),
+    );
+    Ok((p, target))
+}
+
+/// Why the plan P cannot be applied as it is (a Slurm upgrade that skips releases), if so.
+pub fn refused(p: &Plan) -> Option<&str> {
+    p.slurm.upgrade.as_ref()?.refused.as_deref()
+}
+
+/// Refuses, as the daemon would, the cluster.yaml a plan would apply (at PATH, or at revision
+/// HEAD) when the guardrails G refuse it; one that does not load is the plan's to report.
+pub fn guard(path: &Path, head: Option<&str>, g: &Guardrails) -> Result<(), Error> {
+    let file = source::cluster_file(path);
+    let l = match head {
+        Some(rev) => read_revision(rev, &file).ok().flatten(),
+        None => read(path).ok(),
+    };
+    let Some(l) = l else { return Ok(()) };
+    match super::validate::admitted(&l, Some(g)) {
+        Err(r) if r.guardrails => Err(r.into()),
+        _ => Ok(()),
+    }
+}
