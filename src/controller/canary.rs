@@ -13,13 +13,12 @@
 
 use super::decide::{Action, DrainReason, SetView, SlurmView, Worker, controller_drain};
 pub use super::gate::{CanaryProgress, CanaryStage, Gate, Record, Verdict};
-use crate::cluster::canary::{Builtin, SCRIPT_END, ScriptSource, ValidateNodes, Validation};
-use crate::slurm::{Job, JobRequest, Node};
+use super::probe::{self, Judge, Outcome, Probe, ended};
+use crate::cluster::canary::{ScriptSource, ValidateNodes, Validation};
+use crate::slurm::{Job, Node};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;
-/// Longest error line kept in a drain reason.
-const MAX_ERROR: usize = 160;
 
 /// The gate a recorded verdict alone sets (a driver without the canary's spec: a failed canary
 /// still halts the rollout).
@@ -298,29 +297,14 @@ pub fn job_name(node_set: &str, rev: &str, target: &str) -> String {
     format!("{JOB_PREFIX}:{node_set}:{rev}:{target}")
 }
 
-pub(crate) fn ended(j: &Job) -> bool {
-    [
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "PREEMPTED",
-    ]
-    .iter()
-    .any(|s| j.has_state(s))
-        && !j.has_state("COMPLETING")
-}
-
 enum Judged {
     Running,
     Passed,
     Failed { error: String, tail: String },
 }
 
+/// Job J judged once it ended; one not ended within TIMEOUT (seconds) of its submission (a
+/// minute's grace on top), pending included, failed.
 fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
     if !ended(j) {
         let late = j.submit_time.is_some_and(|t| now - t > timeout + 60);
@@ -336,214 +320,53 @@ fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
             false => Judged::Running,
         };
     }
-    if j.has_state("COMPLETED") && j.exit_code.unwrap_or(0) == 0 {
-        return Judged::Passed;
-    }
-    let (error, tail) = parse_comment(&j.comment).unwrap_or_else(|| {
-        let why = Some(&j.state_reason)
-            .filter(|r| !r.is_empty() && *r != "None")
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default();
-        (format!("{}{why}", j.state.join(",")), String::new())
-    });
-    Judged::Failed { error, tail }
-}
-
-/// `slurmops-canary rc=N; error: LINE; tail: A|B` as the wrapper writes it.
-fn parse_comment(c: &str) -> Option<(String, String)> {
-    Report::of(c).map(|r| (r.error, r.tail))
-}
-
-/// What a wrapped job reported through its comment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// The exit code it reports (after the figure was judged): 0 passed.
-    pub rc: i32,
-    /// The first error line (or `exit code N`).
-    pub error: String,
-    pub tail: String,
-    /// The figure it printed (`slurmops-value: X`).
-    pub value: Option<f64>,
-}
-
-impl Report {
-    /// `TAG rc=N; [value: X; ]error: LINE; tail: A|B` as the wrappers write it.
-    pub fn of(c: &str) -> Option<Report> {
-        let rest = [TAG_CANARY, TAG_CHECK]
-            .iter()
-            .find_map(|t| c.strip_prefix(t)?.strip_prefix(" rc="))?;
-        let (rc, rest) = rest.split_once("; ")?;
-        let (value, rest) = match rest.strip_prefix("value: ") {
-            Some(v) => {
-                let (v, rest) = v.split_once("; ")?;
-                (v.trim().parse::<f64>().ok().filter(|v| v.is_finite()), rest)
-            }
-            None => (None, rest),
-        };
-        let rest = rest.strip_prefix("error: ")?;
-        let (error, tail) = rest.split_once("; tail: ").unwrap_or((rest, ""));
-        let error = match error.trim() {
-            "" => format!("exit code {rc}"),
-            e => e.chars().take(MAX_ERROR).collect(),
-        };
-        Some(Report {
-            rc: rc.trim().parse().unwrap_or(1),
-            error,
-            tail: tail.replace('|', "\n").trim().to_string(),
-            value,
-        })
+    match probe::outcome(j) {
+        Outcome::Passed { .. } => Judged::Passed,
+        Outcome::Failed(f) => Judged::Failed {
+            error: f.error_and_reason(),
+            tail: f.tail(),
+        },
+        // Not once it ended.
+        Outcome::Running => Judged::Running,
     }
 }
-
-const TAG_CANARY: &str = "slurmops-canary";
-const TAG_CHECK: &str = "slurmops-check";
 
 /// The submission of one validation job (the script of a ConfigMap is read when it is sent).
 fn submit(cx: &Validation, name: &str, nodes: &[String]) -> Action {
     let v = &cx.canary.validate;
-    let missing = || wrap(name, "echo 'no validation script' >&2; exit 1");
-    let (script, from) = match v.source() {
-        Some(ScriptSource::Builtin(b)) => (wrap(name, &builtin(b, v.nodes, cx.gpus)), None),
-        Some(ScriptSource::Inline(s)) => (wrap(name, &s), None),
-        Some(ScriptSource::ConfigMap(r)) => (wrap(name, ""), Some(r)),
+    let missing = || "echo 'no validation script' >&2; exit 1".to_string();
+    let (script, how, from) = match v.source() {
+        Some(ScriptSource::Builtin(b)) => (
+            probe::scripts::canary_builtin(b, v.nodes, cx.gpus),
+            Judge::ExitCode,
+            None,
+        ),
+        Some(ScriptSource::Inline(s)) => (s, Judge::ExitCode, None),
+        Some(ScriptSource::ConfigMap(r)) => (String::new(), Judge::ExitCode, Some(r)),
         // The active check's own script and threshold; a failure is the canary's to handle.
         Some(ScriptSource::Check(_)) => match &cx.check {
             Some(c) => {
-                let text = super::check_scripts::script_of(c, cx.gpus);
-                let unit = c.unit.as_deref();
-                (wrap_check(name, &text, c.min_value, unit, None), None)
+                let (script, how) = probe::check(c, cx.gpus, false);
+                (script, how, None)
             }
-            None => (missing(), None),
+            None => (missing(), Judge::ExitCode, None),
         },
-        None => (missing(), None),
+        None => (missing(), Judge::ExitCode, None),
+    };
+    let probe = Probe {
+        partition: &cx.partition,
+        nodes: nodes.to_vec(),
+        timeout_secs: v.timeout.as_secs(),
+        extra_minutes: 0,
+        exclusive: false,
+        licenses: None,
+        // A canary is new and held for its validation: the job takes its GPUs.
+        gpus: cx.gpus,
     };
     Action::Submit {
-        job: JobRequest {
-            name: name.into(),
-            script,
-            partition: cx.partition.clone(),
-            nodes: nodes.to_vec(),
-            time_limit_minutes: v.timeout.as_secs().div_ceil(60).clamp(1, 1 << 20) as u32,
-            exclusive: false,
-            licenses: None,
-            // A canary is new and held for its validation: the job takes its GPUs.
-            gpus: cx.gpus,
-        },
+        job: probe.job(name, &script, &how),
         from,
     }
-}
-
-/// The batch script around a canary's check: runs it, and reports its exit code, first error
-/// line and output tail through the job's own comment (the output stays on the node).
-pub fn wrap(job: &str, check: &str) -> String {
-    wrapper(job, check, TAG_CANARY, "", "")
-}
-
-/// The batch script around an active check (see `wrap`): it also reports the figure the check
-/// printed (`slurmops-value: X`) and fails when the figure is below MIN (or missing). When DRAIN
-/// names the check, a failed job keeps its worker until slurmops has drained it (the job runs as
-/// an unprivileged user and may not drain it itself; slurmops judges it from its report while it
-/// waits), at most [`HOLD_SECS`]: no user's job starts there in between.
-pub fn wrap_check(
-    job: &str,
-    check: &str,
-    min: Option<f64>,
-    unit: Option<&str>,
-    drain: Option<&str>,
-) -> String {
-    let unit = unit
-        .map(|u| format!(" {}", shell_word(u)))
-        .unwrap_or_default();
-    let judge = match min {
-        Some(m) => format!(
-            r#"if [ "$rc" = 0 ]; then
-  if [ -z "$value" ]; then rc=1; err="printed no figure (a line slurmops-value: X), needed at least {m}{unit}"
-  elif ! awk -v v="$value" -v m="{m}" 'BEGIN {{ exit !(v + 0 >= m + 0) }}'; then rc=1; err="figure $value{unit} below {m}{unit}"; fi
-fi
-"#
-        ),
-        None => String::new(),
-    };
-    let hold = match drain {
-        Some(_) => format!(
-            r#"if [ "$rc" != 0 ] && [ -n "$SLURMD_NODENAME" ]; then
-  for _ in $(seq {}); do
-    scontrol show node "$SLURMD_NODENAME" 2>/dev/null | grep -q 'State=[A-Z_+]*DRAIN' && break
-    sleep {HOLD_POLL_SECS}
-  done
-fi
-"#,
-            HOLD_SECS / HOLD_POLL_SECS
-        ),
-        None => String::new(),
-    };
-    wrapper(job, check, TAG_CHECK, &judge, &hold)
-}
-
-/// The longest a failed check's job waits for slurmops to drain its worker.
-pub const HOLD_SECS: u64 = 300;
-const HOLD_POLL_SECS: u64 = 2;
-
-/// A safe shell word of S (a unit in a message).
-fn shell_word(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || "/%._-".contains(*c))
-        .collect()
-}
-
-fn wrapper(job: &str, check: &str, tag: &str, judge: &str, hold: &str) -> String {
-    format!(
-        r#"#!/bin/bash
-# {job}: run by slurmops
-dir=$(mktemp -d) || exit 1
-cat > "$dir/check" <<'{SCRIPT_END}'
-{check}
-{SCRIPT_END}
-chmod +x "$dir/check"
-if [ "$(head -c2 "$dir/check")" = '#!' ]; then "$dir/check"; else bash "$dir/check"; fi >"$dir/out" 2>"$dir/err"
-rc=$?
-clean() {{ tr -c '[:print:]\n' ' ' | tr -d ';|"'; }}
-err=$(grep -m1 . "$dir/err" | clean | cut -c1-{MAX_ERROR})
-[ -n "$err" ] || [ "$rc" = 0 ] || err=$(grep . "$dir/out" | tail -n1 | clean | cut -c1-{MAX_ERROR})
-value=$(sed -n 's/^slurmops-value: *\([-+0-9.eE]*\).*/\1/p' "$dir/out" | tail -n1)
-{judge}tail=$(cat "$dir/out" "$dir/err" | grep . | tail -n 8 | clean | cut -c1-120 | paste -sd'|')
-scontrol update JobId="$SLURM_JOB_ID" Comment="{tag} rc=$rc; value: $value; error: $err; tail: $tail" >/dev/null 2>&1
-rm -rf "$dir"
-{hold}exit $rc
-"#
-    )
-}
-
-/// The checks slurmops ships. Under `allCanaries` the job runs each on every canary with srun.
-pub fn builtin(b: Builtin, nodes: ValidateNodes, gpus: u32) -> String {
-    let one = match b {
-        Builtin::Hostname => r#"h=$(hostname); echo "$h runs jobs"
-[ -z "$SLURMD_NODENAME" ] || [ "$h" = "$SLURMD_NODENAME" ] || { echo "hostname $h is not the Slurm node name $SLURMD_NODENAME" >&2; exit 1; }"#
-            .to_string(),
-        Builtin::Gpu => format!(
-            r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
-n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
-[ "$n" -ge {gpus} ] || {{ echo "$(hostname) sees $n GPUs, expected {gpus}" >&2; exit 1; }}
-echo "$(hostname): $n GPUs""#
-        ),
-        Builtin::Nccl => format!(
-            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
-out=$(all_reduce_perf -b 8M -e 256M -f 2 -g {} 2>&1); echo "$out"
-echo "$out" | grep -q 'Avg bus bandwidth' || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}"#,
-            gpus.max(1)
-        ),
-    };
-    match nodes {
-        ValidateNodes::PerNode => format!("#!/bin/bash\n{one}\n"),
-        ValidateNodes::AllCanaries => format!(
-            "#!/bin/bash\nsrun --ntasks-per-node=1 bash -c {}\n",
-            shell_quote(&one)
-        ),
-    }
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::canary::HOLD_SECS;
 use super::decide::{Action, SetView, SlurmView, Worker};
 pub use super::mark::{Mark, Summary, marks};
+use super::probe::{self, HOLD_SECS, Outcome, Probe, ended};
 use crate::cluster::active_checks::{ActiveCheck, OnFailure};
 use crate::cluster::types::ClusterSpec;
 use crate::slurm::{Job, JobRequest, Node};
@@ -253,39 +253,38 @@ fn hold(check: &str, node: &str, job: Option<u64>, error: &str) -> Action {
     }
 }
 
-fn ended(j: &Job) -> bool {
-    super::canary::ended(j)
-}
-
 /// Whether J is to be judged now: it ended after it ran (one cancelled while pending has no
 /// nodes), or it still runs and reports a failure (it waits for its worker to be drained).
 fn judgeable(j: &Job) -> bool {
-    if ended(j) {
-        return !j.nodes.is_empty();
+    match probe::outcome(j) {
+        Outcome::Running => false,
+        _ if ended(j) => !j.nodes.is_empty(),
+        _ => true,
     }
-    super::canary::Report::of(&j.comment).is_some_and(|r| r.rc != 0)
 }
 
-/// The result of job J of check C, which ended.
+/// The result of job J of check C, which is judgeable.
 fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
-    let report = super::canary::Report::of(&j.comment);
     let at = j.end_time.filter(|t| *t > 0).unwrap_or(now);
-    let passed = j.has_state("COMPLETED") && j.exit_code.unwrap_or(0) == 0;
-    let value = report.as_ref().and_then(|r| r.value);
     let unit = c.unit.as_deref().unwrap_or("");
-    // Cancelled at its timeout (by a pass whose mark this pass may not see yet), or by Slurm.
-    let ran = j.start_time.zip(j.end_time).map(|(s, e)| e - s);
-    let limit = c.timeout.as_secs() as i64;
-    let timed_out =
-        j.has_state("TIMEOUT") || j.has_state("CANCELLED") && ran.is_some_and(|r| r >= limit);
-    let text = match (passed, &report) {
-        (true, _) => match value {
-            Some(v) => format!("passed, {v} {unit}").trim_end().to_string(),
-            None => "passed".into(),
-        },
-        (false, _) if timed_out => format!("ran past its timeout {}, cancelled", c.timeout),
-        (false, Some(r)) => r.error.clone(),
-        (false, None) => j.state.join(","),
+    let (passed, value, text) = match probe::outcome(j) {
+        Outcome::Passed { value } => (
+            true,
+            value,
+            match value {
+                Some(v) => format!("passed, {v} {unit}").trim_end().to_string(),
+                None => "passed".into(),
+            },
+        ),
+        // Cancelled at its timeout (by a pass whose mark this pass may not see yet), or by Slurm.
+        Outcome::Failed(f) if f.timed_out(c.timeout.as_secs() as i64) => (
+            false,
+            f.value(),
+            format!("ran past its timeout {}, cancelled", c.timeout),
+        ),
+        Outcome::Failed(f) => (false, f.value(), f.error()),
+        // Not judgeable: read as it stands.
+        Outcome::Running => (false, None, j.state.join(",")),
     };
     Mark {
         passed,
@@ -304,22 +303,20 @@ fn request(
     partition: &str,
     gpus: u32,
 ) -> JobRequest {
-    let script = super::check_scripts::script_of(c, gpus);
-    let drain = (c.on_failure == OnFailure::Drain).then_some(c.name.as_str());
-    JobRequest {
-        name: name.into(),
-        script: super::canary::wrap_check(name, &script, c.min_value, c.unit.as_deref(), drain),
-        partition: partition.into(),
+    let (script, how) = probe::check(c, gpus, c.on_failure == OnFailure::Drain);
+    let probe = Probe {
+        partition,
         nodes,
         // Slurm's limit is a backstop: the pass cancels a job at its timeout. A failed job
-        // waits for its drain on top (`canary::HOLD_SECS`).
-        time_limit_minutes: (c.timeout.as_secs().div_ceil(60) + 1 + HOLD_SECS.div_ceil(60))
-            .clamp(1, 1 << 20) as u32,
+        // waits for its drain on top (`probe::HOLD_SECS`).
+        timeout_secs: c.timeout.as_secs(),
+        extra_minutes: 1 + HOLD_SECS.div_ceil(60),
         exclusive: !c.while_jobs_run,
         licenses: Some(format!("{}:1", c.license())),
         // Beside users' jobs it takes no GPU of theirs.
         gpus: if c.while_jobs_run { 0 } else { gpus },
-    }
+    };
+    probe.job(name, &script, &how)
 }
 
 /// Every check's job script on each NodeSet it covers, as a worker of it runs the job (the job

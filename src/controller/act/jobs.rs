@@ -21,7 +21,11 @@ pub(super) async fn submit_canary<S: SlurmNodes>(
         None => job.clone(),
         Some(r) => match script_of(pods, r).await {
             Ok(text) => JobRequest {
-                script: crate::controller::canary::wrap(&job.name, &text),
+                script: crate::controller::probe::wrap(
+                    &job.name,
+                    &text,
+                    &crate::controller::probe::Judge::ExitCode,
+                ),
                 ..job.clone()
             },
             Err(e) => return Outcome::CanaryError(e),

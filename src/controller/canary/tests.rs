@@ -1,9 +1,10 @@
 use super::*;
-use crate::cluster::canary::{Canary, Validate};
+use crate::cluster::canary::{Builtin, Canary, Validate};
 use crate::cluster::values::Duration;
 use crate::controller::decide::tests::{NOW, node};
 use crate::controller::decide::{Decision, Policy, Want};
 use crate::controller::decisions::gated;
+use crate::slurm::JobRequest;
 
 fn worker(i: u32, rev: &str) -> Worker {
     Worker {
@@ -410,30 +411,6 @@ fn a_new_node_set_or_a_settled_one_has_no_canary_step() {
     assert!(d.actions.is_empty());
     assert_eq!(d.progress.canary, None);
     assert!(d.progress.done);
-}
-
-#[test]
-fn a_job_comment_gives_the_error_line_and_the_output_tail() {
-    assert_eq!(
-        parse_comment("slurmops-canary rc=3; error: ; tail: a|b"),
-        Some(("exit code 3".into(), "a\nb".into()))
-    );
-    assert_eq!(parse_comment("user text"), None);
-    let long = format!("slurmops-canary rc=1; error: {}; tail: ", "x".repeat(500));
-    assert_eq!(parse_comment(&long).unwrap().0.len(), MAX_ERROR);
-}
-
-#[test]
-fn the_wrapper_runs_the_script_verbatim_and_reports_through_the_comment() {
-    let w = wrap(
-        "slurmops-canary:w:new:w-0",
-        "#!/usr/bin/python3\nprint('x')",
-    );
-    assert!(w.contains(
-        "<<'SLURMOPS_SCRIPT_END'\n#!/usr/bin/python3\nprint('x')\nSLURMOPS_SCRIPT_END\n"
-    ));
-    assert!(w.contains("scontrol update JobId=\"$SLURM_JOB_ID\" Comment="));
-    assert!(builtin(Builtin::Gpu, ValidateNodes::PerNode, 8).contains("expected 8"));
 }
 
 /// A canary replaced onto a bad image never becomes Ready (or never registers): once

@@ -1,14 +1,62 @@
-//! The scripts of active checks (`policy.activeChecks`): a site's own, or one slurmops ships —
-//! `gpu`, `nccl` and `ib` — as a GPU node runs it, alone or across the nodes of its job. Each
-//! prints its figure as `slurmops-value: X`; the job's wrapper judges it. Shared by the checks'
-//! jobs and a canary validated by a check.
+//! The one catalogue of the scripts slurmops ships, for canaries and active checks alike: a
+//! canary's `validate.builtin` (`hostname`, `gpu`, `nccl`) and an active check's (`gpu`,
+//! `nccl`, `ib`), as a node runs it, alone or across the nodes of its job. Their common steps
+//! (a tool missing, the GPUs seen) are written once. A check's prints its figure as
+//! `slurmops-value: X`; the wrapper judges it.
 
 use crate::cluster::active_checks::{ActiveCheck, CheckBuiltin, CheckSpan};
+use crate::cluster::canary::{Builtin, ValidateNodes};
+
+/// The step every built-in starts with: TOOL is there, or the node fails.
+fn need(tool: &str) -> String {
+    format!(
+        r#"command -v {tool} >/dev/null || {{ echo "{tool} not found on $(hostname)" >&2; exit 1; }}"#
+    )
+}
+
+/// nvidia-smi sees at least WANT GPUs (`$n`: how many it sees).
+fn gpus_seen(want: u32) -> String {
+    format!(
+        r#"{}
+n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
+[ "$n" -ge {want} ] || {{ echo "$(hostname) sees $n GPUs, expected {want}" >&2; exit 1; }}"#,
+        need("nvidia-smi")
+    )
+}
+
+/// A canary's built-in check on a worker with GPUS GPUs. Under `allCanaries` the job runs it on
+/// every canary with srun.
+pub fn canary_builtin(b: Builtin, nodes: ValidateNodes, gpus: u32) -> String {
+    let one = match b {
+        Builtin::Hostname => r#"h=$(hostname); echo "$h runs jobs"
+[ -z "$SLURMD_NODENAME" ] || [ "$h" = "$SLURMD_NODENAME" ] || { echo "hostname $h is not the Slurm node name $SLURMD_NODENAME" >&2; exit 1; }"#
+            .to_string(),
+        Builtin::Gpu => gpus_seen(gpus) + "\n" + r#"echo "$(hostname): $n GPUs""#,
+        Builtin::Nccl => format!(
+            r#"{}
+out=$(all_reduce_perf -b 8M -e 256M -f 2 -g {} 2>&1); echo "$out"
+echo "$out" | grep -q 'Avg bus bandwidth' || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}"#,
+            need("all_reduce_perf"),
+            gpus.max(1)
+        ),
+    };
+    match nodes {
+        ValidateNodes::PerNode => format!("#!/bin/bash\n{one}\n"),
+        ValidateNodes::AllCanaries => format!(
+            "#!/bin/bash\nsrun --ntasks-per-node=1 bash -c {}\n",
+            shell_quote(&one)
+        ),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
 
 /// The script of check C on a worker with GPUS GPUs.
-pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {
+pub fn check(c: &ActiveCheck, gpus: u32) -> String {
     match (c.builtin, &c.script) {
-        (Some(b), _) => builtin(b, c.level.unwrap_or(1), gpus, c.span),
+        (Some(b), _) => check_builtin(b, c.level.unwrap_or(1), gpus, c.span),
         (None, Some(s)) => s.clone(),
         (None, None) => "echo 'no check script' >&2; exit 1".into(),
     }
@@ -16,21 +64,24 @@ pub fn script_of(c: &ActiveCheck, gpus: u32) -> String {
 
 /// The checks slurmops ships, as a GPU node runs them (SPAN: alone, or across the nodes of the
 /// job). Each prints its figure as `slurmops-value: X`.
-pub fn builtin(b: CheckBuiltin, level: u8, gpus: u32, span: CheckSpan) -> String {
+pub fn check_builtin(b: CheckBuiltin, level: u8, gpus: u32, span: CheckSpan) -> String {
     let want = gpus.max(1);
     let body = match (b, span) {
         // One MPI rank per GPU on every node of the job (nccl-tests built with MPI=1).
         (CheckBuiltin::Nccl, CheckSpan::Block | CheckSpan::Pair) => format!(
-            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+            r#"{need}
 out=$(srun --mpi=pmix --ntasks-per-node={want} all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
 bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
 [ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf across $SLURM_JOB_NODELIST failed" >&2; exit 1; }}
-echo "slurmops-value: $bw""#
+echo "slurmops-value: $bw""#,
+            need = need("all_reduce_perf")
         ),
         // RDMA write bandwidth from each other node of the job to the first (perftest's
         // ib_write_bw); the lowest is the figure.
-        (CheckBuiltin::Ib, CheckSpan::Pair) => r#"command -v ib_write_bw >/dev/null || { echo "ib_write_bw not found on $(hostname)" >&2; exit 1; }
-nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+        (CheckBuiltin::Ib, CheckSpan::Pair) => {
+            need("ib_write_bw")
+                + "\n"
+                + r#"nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 [ "${#nodes[@]}" -ge 2 ] || { echo "the pair check needs 2 nodes, got ${#nodes[@]}" >&2; exit 1; }
 addr=$(scontrol show node "${nodes[0]}" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
 low=
@@ -44,7 +95,7 @@ for peer in "${nodes[@]:1}"; do
   low=$(awk -v a="$low" -v b="$bw" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }')
 done
 echo "slurmops-value: $low""#
-            .to_string(),
+        }
         (b, _) => per_node(b, level, want),
     };
     format!("#!/bin/bash\n{body}\n")
@@ -55,9 +106,7 @@ fn per_node(b: CheckBuiltin, level: u8, want: u32) -> String {
     match b {
         // What nvidia-smi can tell on every node, then DCGM's diagnostics where dcgmi is.
         CheckBuiltin::Gpu => format!(
-            r#"command -v nvidia-smi >/dev/null || {{ echo "nvidia-smi not found on $(hostname)" >&2; exit 1; }}
-n=$(nvidia-smi -L | grep -c '^GPU') || {{ echo "nvidia-smi -L failed on $(hostname)" >&2; exit 1; }}
-[ "$n" -ge {want} ] || {{ echo "$(hostname) sees $n GPUs, expected {want}" >&2; exit 1; }}
+            r#"{seen}
 bad=()
 # One query per signal: a field this driver does not know (or N/A on this GPU) is skipped.
 q() {{ nvidia-smi --query-gpu="index,$1" --format=csv,noheader,nounits 2>/dev/null; }}
@@ -89,32 +138,38 @@ if command -v dcgmi >/dev/null; then
 else
   echo "dcgmi not found: DCGM diagnostics skipped (nvidia-smi's checks passed)"
 fi
-echo "slurmops-value: $n""#
+echo "slurmops-value: $n""#,
+            seen = gpus_seen(want)
         ),
         // With one GPU an all-reduce moves nothing between GPUs (its bus bandwidth is 0 by
         // definition): the figure is then the algorithm bandwidth at the largest size.
-        CheckBuiltin::Nccl if want == 1 => r#"command -v all_reduce_perf >/dev/null || { echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }
-out=$(all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
+        CheckBuiltin::Nccl if want == 1 => {
+            need("all_reduce_perf")
+                + "\n"
+                + r#"out=$(all_reduce_perf -b 8M -e 1G -f 2 -g 1 2>&1); rc=$?; echo "$out"
 bw=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 { v = $7 } END { print v }')
 [ "$rc" = 0 ] && [ -n "$bw" ] || { echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }
 echo "one GPU: the figure is the algorithm bandwidth at the largest size (the bus bandwidth of one rank is 0)"
 echo "slurmops-value: $bw""#
-            .to_string(),
+        }
         CheckBuiltin::Nccl => format!(
-            r#"command -v all_reduce_perf >/dev/null || {{ echo "all_reduce_perf not found on $(hostname)" >&2; exit 1; }}
+            r#"{need}
 out=$(all_reduce_perf -b 8M -e 1G -f 2 -g {want} 2>&1); rc=$?; echo "$out"
 bw=$(echo "$out" | sed -n 's/^# *Avg bus bandwidth *: *\([0-9.]*\).*/\1/p' | tail -n1)
 [ "$rc" = 0 ] && [ -n "$bw" ] || {{ echo "all_reduce_perf failed on $(hostname)" >&2; exit 1; }}
-echo "slurmops-value: $bw""#
+echo "slurmops-value: $bw""#,
+            need = need("all_reduce_perf")
         ),
-        CheckBuiltin::Ib => r#"command -v ibstat >/dev/null || { echo "ibstat not found on $(hostname)" >&2; exit 1; }
-out=$(ibstat) || { echo "ibstat failed on $(hostname)" >&2; exit 1; }; echo "$out"
+        CheckBuiltin::Ib => {
+            need("ibstat")
+                + "\n"
+                + r#"out=$(ibstat) || { echo "ibstat failed on $(hostname)" >&2; exit 1; }; echo "$out"
 down=$(echo "$out" | grep -c '^[[:space:]]*State: ' ); active=$(echo "$out" | grep -c '^[[:space:]]*State: Active')
 [ "$down" -gt 0 ] || { echo "no InfiniBand port on $(hostname)" >&2; exit 1; }
 [ "$active" = "$down" ] || { echo "$((down - active)) of $down InfiniBand ports not Active on $(hostname)" >&2; exit 1; }
 rate=$(echo "$out" | sed -n 's/^[[:space:]]*Rate: *\([0-9.]*\).*/\1/p' | sort -n | head -n1)
 echo "slurmops-value: $rate""#
-            .to_string(),
+        }
     }
 }
 

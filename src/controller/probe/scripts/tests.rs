@@ -49,7 +49,7 @@ fn run_builtin_on(
     }
     let out = std::process::Command::new("bash")
         .arg("-c")
-        .arg(builtin(b, 2, gpus, span))
+        .arg(check_builtin(b, 2, gpus, span))
         .env("SLURM_JOB_NODELIST", "gpu-[0-1]")
         .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
         .output()
