@@ -341,5 +341,5 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
 
 mod groups;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod worker;

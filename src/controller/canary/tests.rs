@@ -519,3 +519,44 @@ fn a_canary_validated_by_an_active_check_runs_its_script_and_fails_on_its_figure
         d.actions
     );
 }
+
+/// A canary's job and an active check's are one probe: a canary validated by a check runs the
+/// very job the check runs on a worker (its script in the same wrapper, judged on the same
+/// figure; the canary's own hold on failure instead of the check's), and a built-in is the
+/// catalogue's script in that wrapper.
+#[test]
+fn a_canary_and_an_active_check_submit_the_same_probe_for_the_same_script() {
+    let spec = crate::controller::checks::tests::spec(
+        "{name: nccl, builtin: nccl, minValue: 350, unit: GB/s, onFailure: report, nodeSets: [gpu]}",
+    );
+    let mut cx = validation(1, ValidateNodes::PerNode);
+    cx.canary.validate.builtin = None;
+    cx.canary.validate.check = Some("nccl".into());
+    cx.check = spec.policy.active_checks.first().cloned();
+    // As many GPUs as the check's NodeSet has (none).
+    cx.gpus = 0;
+    let name = job_name("gpu", "new", "gpu-0");
+    let Action::Submit { job, from: None } = submit(&cx, &name, &["gpu-0".into()]) else {
+        panic!("a submission")
+    };
+    let checks = crate::controller::checks::job_scripts(&spec);
+    let [(check, set, script)] = &checks[..] else {
+        panic!("{checks:?}")
+    };
+    assert_eq!((check.as_str(), set.as_str()), ("nccl", "gpu"));
+    let check_name = crate::controller::checks::job_name("nccl", "gpu-N", 0);
+    assert_eq!(
+        job.script.replace(&name, "JOB"),
+        script.replace(&check_name, "JOB")
+    );
+    let (text, how) = probe::check(cx.check.as_ref().unwrap(), 0, false);
+    assert_eq!(job.script, probe::wrap(&name, &text, &how));
+    assert!(text.contains("-g 1 "), "{text}");
+
+    let v = validation(1, ValidateNodes::AllCanaries);
+    let Action::Submit { job, .. } = submit(&v, &name, &["w-0".into(), "w-1".into()]) else {
+        panic!("a submission")
+    };
+    let text = probe::scripts::canary_builtin(Builtin::Hostname, ValidateNodes::AllCanaries, 8);
+    assert_eq!(job.script, probe::wrap(&name, &text, &Judge::ExitCode));
+}

@@ -2,7 +2,7 @@ use super::*;
 use crate::controller::decide::tests::{NOW, node};
 
 /// NodeSet `gpu` of workers gpu-0.., in partition `p`, checked by CHECK (YAML flow mapping).
-pub(super) fn spec(check: &str) -> ClusterSpec {
+pub(crate) fn spec(check: &str) -> ClusterSpec {
     let yaml = format!(
         r#"apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster
