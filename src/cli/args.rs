@@ -67,6 +67,15 @@ pub struct WatchArgs {
 }
 
 impl WatchArgs {
+    /// cluster.yaml loaded, and a client for slurmrestd (node states and jobs come from Slurm).
+    pub fn prepare(
+        &self,
+    ) -> Result<(crate::cluster::ClusterFile, crate::slurm::Client), crate::ops::Error> {
+        let (_, c) = crate::ops::cluster_at(&self.path)?;
+        let slurm = self.slurm.client("node states and jobs come from Slurm")?;
+        Ok((c, slurm))
+    }
+
     /// How often, against which cluster.
     pub fn every(&self) -> crate::ops::upkeep::Every<'_> {
         crate::ops::upkeep::Every {

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{Error, read};
 use crate::cluster::{self, ClusterFile, Guardrails};
 use crate::source::Loaded;
-use crate::source::admit::{Candidate, Refusal, Rules, admit};
+use crate::source::admit::{Admitted, Candidate, Refusal, Rules, admit};
 
 /// A file that was admitted.
 pub struct Valid {
@@ -69,16 +69,7 @@ pub fn validate(path: &Path, g: Option<&Guardrails>) -> Result<Valid, Error> {
 /// File L admitted as the daemon admits a commit (validated, then under the guardrails G when
 /// given): its cluster, or each error or refusal at its position and a summary.
 pub fn admitted(l: &Loaded, g: Option<&Guardrails>) -> Result<ClusterFile, Refused> {
-    let candidate = Candidate {
-        name: &l.name,
-        text: &l.text,
-        commit: None,
-    };
-    let rules = Rules {
-        guard: g,
-        ..Rules::default()
-    };
-    let refusal = match admit(&candidate, &rules) {
+    let refusal = match admit_file(l, g) {
         Ok(a) => return Ok(a.c),
         Err(r) => r,
     };
@@ -106,6 +97,20 @@ pub fn admitted(l: &Loaded, g: Option<&Guardrails>) -> Result<ClusterFile, Refus
     Err(Refused { guardrails, lines })
 }
 
+/// File L through the daemon's admission, as a file without a commit (under G when given).
+fn admit_file(l: &Loaded, g: Option<&Guardrails>) -> Result<Admitted, Refusal> {
+    let candidate = Candidate {
+        name: &l.name,
+        text: &l.text,
+        commit: None,
+    };
+    let rules = Rules {
+        guard: g,
+        ..Rules::default()
+    };
+    admit(&candidate, &rules)
+}
+
 /// `validate --output json`'s document: whatever the verdict, what was found.
 pub struct Report {
     pub valid: bool,
@@ -116,16 +121,7 @@ pub struct Report {
 /// read is an error.
 pub fn report(path: &Path, g: Option<&Guardrails>) -> Result<Report, Error> {
     let l = read(path)?;
-    let candidate = Candidate {
-        name: &l.name,
-        text: &l.text,
-        commit: None,
-    };
-    let rules = Rules {
-        guard: g,
-        ..Rules::default()
-    };
-    let (c, errors, refused) = match admit(&candidate, &rules) {
+    let (c, errors, refused) = match admit_file(&l, g) {
         Ok(a) => (Some(a.c), Vec::new(), Vec::new()),
         Err(Refusal::Invalid(errors)) => (None, errors, Vec::new()),
         Err(Refusal::Guardrails { refused, cluster }) => (Some(*cluster), Vec::new(), refused),

@@ -11,11 +11,7 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Outcome {
-    let (_, c) = ops::cluster_at(&a.watch.path)?;
-    let slurm = a
-        .watch
-        .slurm
-        .client("node states and jobs come from Slurm")?;
+    let (c, slurm) = a.watch.prepare()?;
     if !ops::upkeep::autoscales(&c) {
         println!("{}: no NodeSet has autoscale rules", c.metadata.name);
         return Ok(Success::Done);

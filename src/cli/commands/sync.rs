@@ -15,11 +15,7 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Outcome {
-    let (_, c) = ops::cluster_at(&a.watch.path)?;
-    let slurm = a
-        .watch
-        .slurm
-        .client("node states and jobs come from Slurm")?;
+    let (c, slurm) = a.watch.prepare()?;
     let grace = a.registration_grace.as_secs() as i64;
     // Each write as it is made: "POD: Slurm condition updated", "POD: drained: REASON", ...
     let observer = Observer::new(|_, e| println!("{e}"));
