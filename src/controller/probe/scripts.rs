@@ -117,8 +117,9 @@ done < <(q ecc.errors.uncorrected.volatile.total)
 while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: retired pages pending (reset the GPU)"); done < <(q retired_pages.pending)
 while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: row remapping pending (reset the GPU)"); done < <(q remapped_rows.pending)
 while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: row remapping failed"); done < <(q remapped_rows.failure)
+# Clock event reasons: their name since driver R535, the older name (clocks_throttle_reasons) before.
 for r in hw_slowdown hw_thermal_slowdown hw_power_brake_slowdown; do
-  while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: clocks held back ($r)"); done < <(q clocks_throttle_reasons.$r)
+  while IFS=', ' read -r i v; do yes "$v" && bad+=("GPU $i: clocks held back ($r)"); done < <(q clocks_event_reasons.$r || q clocks_throttle_reasons.$r)
 done
 while IFS=', ' read -r i cur max; do
   case "$cur$max" in *[!0-9]*|'') continue;; esac
@@ -131,7 +132,8 @@ if log=$(dmesg 2>/dev/null); then
 else
   echo "the kernel log is not readable here: XIDs not checked"
 fi
-nvidia-smi --query-gpu=index,name,ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.active,pcie.link.width.current --format=csv 2>/dev/null
+summary=index,name,ecc.errors.uncorrected.volatile.total,pcie.link.width.current
+nvidia-smi --query-gpu=$summary,clocks_event_reasons.active --format=csv 2>/dev/null || nvidia-smi --query-gpu=$summary,clocks_throttle_reasons.active --format=csv 2>/dev/null
 if [ "${{#bad[@]}}" -gt 0 ]; then (IFS=';'; echo "${{bad[*]}}" | sed 's/;/; /g' >&2); exit 1; fi
 if command -v dcgmi >/dev/null; then
   dcgmi diag -r {level} || {{ echo "dcgmi diag -r {level} failed on $(hostname)" >&2; exit 1; }}

@@ -85,13 +85,11 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     assert_eq!(rc, 1);
     assert!(out.contains("sees 4 GPUs, expected 8"), "{out}");
     // all_reduce_perf: -b min bytes, -e max bytes, -f step factor, -g GPUs; its summary line.
-    let nccl = "#       size         count      type   redop    root     time   algbw   busbw\n\
-                  1073741824     268435456     float     sum      -1   4710.3  227.96  398.93\n\
-                # Out of bounds values : 0 OK\n# Avg bus bandwidth    : 397.512 \n#";
-    let (rc, out, args) = run_builtin(CheckBuiltin::Nccl, &[("all_reduce_perf", nccl)]);
+    let nccl = fixture("all_reduce_perf-8gpu.txt");
+    let (rc, out, args) = run_builtin(CheckBuiltin::Nccl, &[("all_reduce_perf", &nccl)]);
     assert_eq!(rc, 0, "{out}");
     assert_eq!(args, "all_reduce_perf -b 8M -e 1G -f 2 -g 8\n");
-    assert!(out.contains("slurmops-value: 397.512"), "{out}");
+    assert!(out.contains("slurmops-value: 391.501"), "{out}");
     // ibstat: every port's State and Rate (Gb/s); the lowest rate is the figure.
     let ib = "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\
               CA 'mlx5_1'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 200";
@@ -105,60 +103,70 @@ fn the_built_in_checks_call_the_tools_with_their_documented_arguments_and_read_t
     assert!(out.contains("1 of 2 InfiniBand ports not Active"), "{out}");
 }
 
-/// A stand-in nvidia-smi for 8 H100s answering `-L` and `--query-gpu=index,FIELDS
-/// --format=csv,noheader,nounits` as the tool documents (`nvidia-smi --help-query-gpu`; the
-/// formats as documented, not output captured on a GPU: no GPU was at hand). FAULTS: (field,
-/// GPU, value) replacing a healthy value; a field named `unknown:FIELD` makes the tool refuse
-/// FIELD as it refuses a field it does not know.
+/// A fixture under tests/fixtures/gpu-tools/ without its header (`#!` lines: what documented
+/// format it follows; none is output captured on a GPU, none was at hand).
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/gpu-tools/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| !l.starts_with("#!"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A stand-in nvidia-smi for 8 H100s answering `-L` and `--query-gpu=FIELDS --format=csv[,
+/// noheader][,nounits]` from the fixtures (nvidia-smi-L.txt, nvidia-smi-query-gpu.csv), as the
+/// tool documents them. FAULTS: (field, GPU, value) replacing the fixture's healthy value; a
+/// field named `unknown:FIELD` makes the tool refuse FIELD as it refuses a field it does not
+/// know (an older driver, or a newer name).
 fn smi(faults: &[(&str, u32, &str)]) -> String {
-    let healthy = |field: &str| match field {
-        "ecc.errors.uncorrected.volatile.total" => "0",
-        "retired_pages.pending" => "[N/A]",
-        "remapped_rows.pending" | "remapped_rows.failure" => "No",
-        "pcie.link.width.current,pcie.link.width.max" => "16, 16",
-        f if f.starts_with("clocks_throttle_reasons.") => "Not Active",
-        _ => "[N/A]",
-    };
-    let mut arms = String::new();
-    for field in [
-        "ecc.errors.uncorrected.volatile.total",
-        "retired_pages.pending",
-        "remapped_rows.pending",
-        "remapped_rows.failure",
-        "clocks_throttle_reasons.hw_slowdown",
-        "clocks_throttle_reasons.hw_thermal_slowdown",
-        "clocks_throttle_reasons.hw_power_brake_slowdown",
-        "pcie.link.width.current,pcie.link.width.max",
-    ] {
-        if faults
-            .iter()
-            .any(|(f, _, _)| *f == format!("unknown:{field}"))
-        {
-            arms += &format!(
-                "  --query-gpu=index,{field}) echo 'Field \"{field}\" is not a valid field to query.' >&2; exit 2;;\n"
-            );
-            continue;
+    let csv = fixture("nvidia-smi-query-gpu.csv");
+    let mut rows: Vec<Vec<String>> = csv
+        .lines()
+        .map(|l| l.split(", ").map(str::to_string).collect())
+        .collect();
+    for (field, gpu, value) in faults {
+        if let Some(col) = rows[0].iter().position(|h| h == field) {
+            rows[*gpu as usize + 1][col] = value.to_string();
         }
-        let lines: Vec<String> = (0..8)
-            .map(|i| {
-                let v = faults
-                    .iter()
-                    .find(|(f, g, _)| *f == field && *g == i)
-                    .map_or(healthy(field), |(_, _, v)| v);
-                format!("{i}, {v}")
-            })
-            .collect();
-        arms += &format!(
-            "  --query-gpu=index,{field}) printf '%s\\n' {};;\n",
-            lines
-                .iter()
-                .map(|l| format!("'{l}'"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
     }
+    let unknown: Vec<usize> = (0..rows[0].len())
+        .filter(|&c| {
+            faults
+                .iter()
+                .any(|(f, _, _)| *f == format!("unknown:{}", rows[0][c]))
+        })
+        .collect();
+    let table: String = rows
+        .iter()
+        .map(|r| {
+            let kept: Vec<&str> = (0..r.len())
+                .filter(|c| !unknown.contains(c))
+                .map(|c| r[c].as_str())
+                .collect();
+            kept.join(", ") + "\n"
+        })
+        .collect();
     format!(
-        "#!case \"$1\" in\n  -L) for i in 0 1 2 3 4 5 6 7; do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done;;\n{arms}  *) exit 2;;\nesac"
+        r#"#!case "$1" in
+  -L) cat <<'L'
+{}L
+  ;;
+  --query-gpu=*)
+    case "$2" in *noheader*) skip=1;; *) skip=0;; esac
+    awk -v want="${{1#--query-gpu=}}" -v skip="$skip" 'BEGIN {{ FS = ", "; n = split(want, w, ",") }}
+      NR == 1 {{ for (i = 1; i <= NF; i++) col[$i] = i
+        for (j = 1; j <= n; j++) if (!(w[j] in col)) {{ printf "Field \"%s\" is not a valid field to query.\n", w[j] > "/dev/stderr"; exit 2 }}
+        if (skip) next }}
+      {{ line = ""; for (j = 1; j <= n; j++) line = line (j > 1 ? ", " : "") $col[w[j]]; print line }}' <<'CSV'
+{table}CSV
+  ;;
+  *) exit 2;;
+esac"#,
+        fixture("nvidia-smi-L.txt")
     )
 }
 
@@ -172,7 +180,7 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
     for field in [
         "ecc.errors.uncorrected.volatile.total",
         "remapped_rows.failure",
-        "clocks_throttle_reasons.hw_slowdown",
+        "clocks_event_reasons.hw_slowdown",
         "pcie.link.width.current,pcie.link.width.max",
     ] {
         assert!(
@@ -185,8 +193,8 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
     // Each fault is named with its GPU, all of them in the error line the drain reason quotes.
     let faults = [
         ("ecc.errors.uncorrected.volatile.total", 3, "2"),
-        ("clocks_throttle_reasons.hw_slowdown", 5, "Active"),
-        ("pcie.link.width.current,pcie.link.width.max", 6, "8, 16"),
+        ("clocks_event_reasons.hw_slowdown", 5, "Active"),
+        ("pcie.link.width.current", 6, "8"),
         ("remapped_rows.failure", 1, "Yes"),
     ];
     let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&faults))]);
@@ -211,9 +219,51 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
     ];
     let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&older))]);
     assert_eq!(rc, 0, "{out}");
+    // A driver before R535 knows the clock event reasons by their older name only.
+    let before_r535 = [
+        ("unknown:clocks_event_reasons.hw_slowdown", 0, ""),
+        ("unknown:clocks_event_reasons.hw_thermal_slowdown", 0, ""),
+        (
+            "unknown:clocks_event_reasons.hw_power_brake_slowdown",
+            0,
+            "",
+        ),
+        ("unknown:clocks_event_reasons.active", 0, ""),
+        ("clocks_throttle_reasons.hw_thermal_slowdown", 2, "Active"),
+    ];
+    let (rc, out, args) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&before_r535))]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(
+        out.contains("GPU 2: clocks held back (hw_thermal_slowdown)"),
+        "{out}"
+    );
+    assert!(
+        args.contains("--query-gpu=index,clocks_throttle_reasons.hw_thermal_slowdown "),
+        "{args}"
+    );
+    // A driver that knows only the new name reads the same fault there.
+    let new_names_only = [
+        ("unknown:clocks_throttle_reasons.hw_thermal_slowdown", 0, ""),
+        ("clocks_event_reasons.hw_thermal_slowdown", 2, "Active"),
+    ];
+    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&new_names_only))]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(
+        out.contains("GPU 2: clocks held back (hw_thermal_slowdown)"),
+        "{out}"
+    );
+    // The healthy table as the node's log shows it (nvidia-smi's csv with its header).
+    let (_, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &smi(&[]))]);
+    assert!(
+        out.contains("index, name, ecc.errors.uncorrected.volatile.total, pcie.link.width.current, clocks_event_reasons.active\n0, NVIDIA H100 80GB HBM3, 0, 16, 0x0000000000000000"),
+        "{out}"
+    );
     // No driver (nvidia-smi's documented failure): a failure naming the node, never a figure.
-    let no_driver = "#!echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9";
-    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", no_driver)]);
+    let no_driver = format!(
+        "#!cat <<'OUT'\n{}OUT\nexit 9",
+        fixture("nvidia-smi-no-driver.txt")
+    );
+    let (rc, out, _) = run_builtin(CheckBuiltin::Gpu, &[("nvidia-smi", &no_driver)]);
     assert_eq!(rc, 1, "{out}");
     assert!(out.contains("nvidia-smi -L failed on"), "{out}");
     assert!(!out.contains("slurmops-value"), "{out}");
@@ -231,12 +281,7 @@ fn the_gpu_check_reads_what_nvidia_smi_tells_without_dcgm_and_names_each_fault()
 fn the_nccl_check_on_one_gpu_judges_the_algorithm_bandwidth_not_the_bus_bandwidth_of_one_rank() {
     // nccl-tests' all_reduce_perf as it documents its table (out-of-place, then in-place
     // columns; not output captured on a GPU): with one rank the bus bandwidth is 0.
-    let one = "#                                                              out-of-place                       in-place\n\
-#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n\
-     8388608       2097152     float     sum      -1    35.41  236.92    0.00      0    10.12  829.02    0.00      0\n\
-  1073741824     268435456     float     sum      -1   2874.5  373.54    0.00      0   2601.1  412.81    0.00      0\n\
-# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n#";
+    let one = &fixture("all_reduce_perf-1gpu.txt");
     let (rc, out, args) = run_builtin_on(
         CheckBuiltin::Nccl,
         1,
