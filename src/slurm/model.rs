@@ -188,9 +188,11 @@ pub struct JobRequest {
     /// Slurm licenses it takes while it runs (`NAME:COUNT`): an active check's cap, enforced
     /// by slurmctld.
     pub licenses: Option<String>,
-    /// GPUs it asks for on each node (`gres/gpu:N`): a GPU worker's all. A job that asks for
-    /// none gets none, exclusive or not, and with ConstrainDevices (what slurmops renders) it
-    /// cannot open a GPU at all.
+    /// GPUs it asks for on each node (`gres/gpu:N`): a GPU worker's all. Slurm (24.11 to
+    /// 26.05) gives an exclusive job the node's GPUs even when it asks for none, but a job
+    /// sharing the node gets none, and under ConstrainDevices (what slurmops renders) cannot
+    /// open one; asked for explicitly, the GPUs are the job's either way (bed test
+    /// `gpu_devices`).
     pub gpus: u32,
 }
 

@@ -139,6 +139,12 @@ mounts() {
     mkdir -p "$R/run/fake-gpu" "$R/run/slurm" "$R/run/slurmctld"
     for i in $(seq 0 15); do mknod "$R/run/fake-gpu/nvidia$i" c 1 3; done
   fi
+  # GPU device files where the rendered gres.conf points (its File= form), as the NVIDIA driver
+  # makes them: character devices major 195, minor N (nvidiactl 255), on the host's /dev that
+  # every chroot binds. No driver answers them: open(2) fails with ENXIO where a job's device
+  # cgroup allows one, EPERM where it denies it.
+  for i in $(seq 0 7); do [ -e "/dev/nvidia$i" ] || mknod -m 666 "/dev/nvidia$i" c 195 "$i"; done
+  [ -e /dev/nvidiactl ] || mknod -m 666 /dev/nvidiactl c 195 255
   # One auth key and one JWT key for every instance of every release (slurmd reads
   # /etc/slurm/slurm.key before it has fetched its instance's config; a 26.05 slurmd joins a 24.11
   # slurmctld in an upgrade).

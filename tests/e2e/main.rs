@@ -17,6 +17,7 @@ mod confinement;
 mod controller;
 mod daemon;
 mod deployed;
+mod gpu_devices;
 mod ha;
 mod import;
 mod login;
