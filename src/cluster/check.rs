@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Number, Value as Json};
 
-use super::diag::{Finding, Path, did_you_mean};
+use super::diag::{Finding, Path, Trail, did_you_mean};
 use super::values::{Duration, IntOrPercent};
 use super::yaml::{Node, Value};
 
@@ -26,7 +26,8 @@ pub fn check(mut node: Node, root: &Json, limit: usize) -> (Json, Vec<Finding>, 
         limit,
         total: 0,
     };
-    let value = c.walk(&mut node, root, &Path::root());
+    let top = Path::root();
+    let value = c.walk(&mut node, root, &Trail::At(&top));
     (value, c.findings, c.total)
 }
 
@@ -113,7 +114,7 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn walk(&mut self, node: &mut Node, schema: &'s Json, path: &Path) -> Json {
+    fn walk(&mut self, node: &mut Node, schema: &'s Json, path: &Trail<'_>) -> Json {
         let is_quantity = schema
             .get("$ref")
             .and_then(Json::as_str)
@@ -130,7 +131,7 @@ impl<'s> Checker<'s> {
             && !node.is_null()
         {
             self.report(
-                Finding::new(path.clone(), "inline secret material is not allowed here").hint(
+                Finding::new(path.path(), "inline secret material is not allowed here").hint(
                     "store it in a Kubernetes Secret and reference it as {name: SECRET, key: KEY}",
                 ),
             );
@@ -155,7 +156,7 @@ impl<'s> Checker<'s> {
                         .iter_mut()
                         .enumerate()
                         .map(|(i, n)| {
-                            let v = self.walk(n, item_schema, &path.index(i));
+                            let v = self.walk(n, item_schema, &Trail::Index(path, i));
                             *n = spent();
                             v
                         })
@@ -178,7 +179,7 @@ impl<'s> Checker<'s> {
         node: &mut Node,
         branches: &'s [Json],
         schema: &'s Json,
-        path: &Path,
+        path: &Trail<'_>,
     ) -> Json {
         // The first branch that fits without findings wins; otherwise report the findings of the
         // branch whose shape matches the node (a mapping for a mapping, and so on). Branches the
@@ -191,6 +192,8 @@ impl<'s> Checker<'s> {
             .collect();
         let alone = open.len() == 1;
         let mut best: Option<(Json, Vec<Finding>, usize)> = None;
+        // The path of the node, made once a branch has findings (most nodes fit the first).
+        let mut here: Option<Path> = None;
         for branch in open {
             let mut sub = Checker {
                 root: self.root,
@@ -205,14 +208,15 @@ impl<'s> Checker<'s> {
             if sub.findings.is_empty() {
                 return value;
             }
+            let here = &*here.get_or_insert_with(|| path.path());
             let shape_fits = !sub
                 .findings
                 .iter()
-                .any(|f| f.path == *path && f.message.starts_with("expected "));
+                .any(|f| f.path == *here && f.message.starts_with("expected "));
             if best.is_none() || shape_fits {
                 let replace = best
                     .as_ref()
-                    .is_none_or(|(_, f, _)| f.iter().any(|f| f.path == *path));
+                    .is_none_or(|(_, f, _)| f.iter().any(|f| f.path == *here));
                 if replace {
                     best = Some((value, sub.findings, sub.total));
                 }
@@ -227,7 +231,8 @@ impl<'s> Checker<'s> {
             Some((value, findings, total))
                 if secret
                     || findings.iter().all(|f| {
-                        f.path != *path || f.message.starts_with("missing required field")
+                        Some(&f.path) != here.as_ref()
+                            || f.message.starts_with("missing required field")
                     }) =>
             {
                 let dropped = total - findings.len();
@@ -240,7 +245,7 @@ impl<'s> Checker<'s> {
             _ => {
                 let expected = describe(schema, self);
                 self.report(Finding::new(
-                    path.clone(),
+                    path.path(),
                     format!("expected {expected}, found {kind}"),
                 ));
                 Json::Null
@@ -252,18 +257,18 @@ impl<'s> Checker<'s> {
         &mut self,
         entries: &mut [(super::yaml::Key, Node)],
         schema: &'s Json,
-        path: &Path,
+        path: &Trail<'_>,
     ) -> Json {
         let props = schema.get("properties").and_then(Json::as_object);
         let extra = schema.get("additionalProperties");
         let mut out = Map::with_capacity(entries.len());
         for (key, value) in entries.iter_mut() {
-            let child = path.key(&key.text);
+            let child = Trail::Key(path, &key.text);
             let sub = props.and_then(|p| p.get(&*key.text));
             let sub = match (sub, extra) {
                 (Some(s), _) => s,
                 (None, Some(Json::Bool(false))) | (None, None) if props.is_some() => {
-                    let mut f = Finding::new(child, format!("unknown field `{}`", key.text));
+                    let mut f = Finding::new(child.path(), format!("unknown field `{}`", key.text));
                     f.at_key = Some(key.text.to_string());
                     if let Some(p) = props {
                         f = match did_you_mean(&key.text, p.keys().map(String::as_str)) {
@@ -286,7 +291,7 @@ impl<'s> Checker<'s> {
                 if is_required(schema, &key.text) {
                     let expected = value_kind(self.resolve(sub), self);
                     let mut f = Finding::new(
-                        child,
+                        child.path(),
                         format!("`{}` is required but has no value (null)", key.text),
                     )
                     .hint(format!("give it {expected}"));
@@ -303,7 +308,7 @@ impl<'s> Checker<'s> {
             for r in required.iter().filter_map(Json::as_str) {
                 if !entries.iter().any(|(k, _)| &*k.text == r) {
                     self.report(Finding::new(
-                        path.clone(),
+                        path.path(),
                         format!("missing required field `{r}`"),
                     ));
                 }
@@ -312,7 +317,13 @@ impl<'s> Checker<'s> {
         Json::Object(out)
     }
 
-    fn scalar_as(&mut self, node: &mut Node, types: &[&str], schema: &Json, path: &Path) -> Json {
+    fn scalar_as(
+        &mut self,
+        node: &mut Node,
+        types: &[&str],
+        schema: &Json,
+        path: &Trail<'_>,
+    ) -> Json {
         let null = node.is_null();
         let kind = kind_name(node);
         if types.is_empty() && matches!(node.value, Value::Scalar { .. }) {
@@ -342,7 +353,7 @@ impl<'s> Checker<'s> {
         };
         let Some(value) = value else {
             let mut f = Finding::new(
-                path.clone(),
+                path.path(),
                 format!("expected {}, found {:?}", types.join(" or "), text),
             );
             if !plain {
@@ -371,12 +382,12 @@ impl<'s> Checker<'s> {
         None
     }
 
-    fn constraints(&mut self, value: &Json, schema: &Json, path: &Path) {
+    fn constraints(&mut self, value: &Json, schema: &Json, path: &Trail<'_>) {
         if let (Some(Json::Array(allowed)), Some(s)) = (schema.get("enum"), value.as_str()) {
             let words: Vec<&str> = allowed.iter().filter_map(Json::as_str).collect();
             if !words.contains(&s) {
                 let mut f = Finding::new(
-                    path.clone(),
+                    path.path(),
                     format!("{s:?} is not one of: {}", words.join(", ")),
                 );
                 if let Some(m) = did_you_mean(s, words.iter().copied()) {
@@ -389,7 +400,7 @@ impl<'s> Checker<'s> {
             && n < min
         {
             self.report(Finding::new(
-                path.clone(),
+                path.path(),
                 format!("{n} is less than the minimum {min}"),
             ));
         }
@@ -397,7 +408,7 @@ impl<'s> Checker<'s> {
             && n > max
         {
             self.report(Finding::new(
-                path.clone(),
+                path.path(),
                 format!("{n} is more than the maximum {max}"),
             ));
         }
@@ -411,13 +422,13 @@ impl<'s> Checker<'s> {
             _ => None,
         };
         if let Some(e) = pattern_error {
-            self.report(Finding::new(path.clone(), e));
+            self.report(Finding::new(path.path(), e));
         }
     }
 
-    fn mismatch(&mut self, kind: &str, types: &[&str], path: &Path) -> Json {
+    fn mismatch(&mut self, kind: &str, types: &[&str], path: &Trail<'_>) -> Json {
         self.report(Finding::new(
-            path.clone(),
+            path.path(),
             format!("expected {}, found {kind}", types.join(" or "),),
         ));
         Json::Null

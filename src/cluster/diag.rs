@@ -58,6 +58,38 @@ impl Path {
     }
 }
 
+/// A path being walked, made into a [`Path`] only when something is found there: a walk over
+/// every value of a file would otherwise copy its path once per value (most of a validation's
+/// allocations, when each value had a path of its own).
+pub enum Trail<'a> {
+    At(&'a Path),
+    Key(&'a Trail<'a>, &'a str),
+    Index(&'a Trail<'a>, usize),
+}
+
+impl Trail<'_> {
+    pub fn path(&self) -> Path {
+        let mut segments = Vec::new();
+        let mut t = self;
+        let base = loop {
+            match t {
+                Trail::At(p) => break *p,
+                Trail::Key(up, k) => {
+                    segments.push(PathSeg::Key((*k).to_string()));
+                    t = up;
+                }
+                Trail::Index(up, i) => {
+                    segments.push(PathSeg::Index(*i));
+                    t = up;
+                }
+            }
+        };
+        let mut p = base.clone();
+        p.0.extend(segments.into_iter().rev());
+        p
+    }
+}
+
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {

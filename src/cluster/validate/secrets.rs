@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::super::diag::Path;
+use super::super::diag::{Path, Trail};
 use super::super::types::{Accounting, ClusterFile, ClusterSpec};
 use super::Validator;
 
@@ -134,6 +134,17 @@ fn scan(c: &ClusterFile, found: &mut Vec<(String, Path)>) {
 /// `secretName`, the `name` of a `secret` (projected volumes), of a `secretRef`, `secretKeyRef`
 /// or any `...SecretRef`, of the SecretRef fields of cluster.yaml, and of `imagePullSecrets`.
 pub(crate) fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<(String, Path)>) {
+    walk(v, &Trail::At(at), key, out);
+}
+
+/// Whether K names a ConfigMap, in any case (`configMapRef`, `ConfigMap`).
+fn names_config_map(k: &str) -> bool {
+    k.as_bytes()
+        .windows(b"configmap".len())
+        .any(|w| w.eq_ignore_ascii_case(b"configmap"))
+}
+
+fn walk(v: &Value, at: &Trail<'_>, key: Option<&str>, out: &mut Vec<(String, Path)>) {
     match v {
         Value::Object(m) => {
             let refers = key.is_some_and(|k| {
@@ -145,30 +156,32 @@ pub(crate) fn references(v: &Value, at: &Path, key: Option<&str>, out: &mut Vec<
             });
             // cluster.yaml's own SecretRef: exactly a name and a key (a ConfigMapRef has the
             // same shape).
-            let config_map = key.is_some_and(|k| k.to_ascii_lowercase().contains("configmap"));
+            let config_map = key.is_some_and(names_config_map);
             let own_ref = m.len() == 2 && m.get("key").is_some_and(Value::is_string) && !config_map;
             if (refers || own_ref)
                 && let Some(Value::String(n)) = m.get("name")
             {
-                out.push((n.clone(), at.key("name")));
+                out.push((n.clone(), at.path().key("name")));
             }
             for (k, child) in m {
+                let here = Trail::Key(at, k);
                 if k == "secretName"
                     && let Value::String(n) = child
                 {
-                    out.push((n.clone(), at.key(k)));
+                    out.push((n.clone(), here.path()));
                 }
-                references(child, &at.key(k), Some(k), out);
+                walk(child, &here, Some(k), out);
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
+                let here = Trail::Index(at, i);
                 if let (Some(k), Value::String(n)) = (key, item)
                     && k.ends_with("Secrets")
                 {
-                    out.push((n.clone(), at.index(i)));
+                    out.push((n.clone(), here.path()));
                 }
-                references(item, &at.index(i), key, out);
+                walk(item, &here, key, out);
             }
         }
         _ => {}
