@@ -304,13 +304,54 @@ impl<'a> Builder<'a> {
     }
 
     /// TEXT as a key, shared with every earlier key of the same text.
-    fn key(&mut self, text: Box<str>) -> std::sync::Arc<str> {
-        if let Some(k) = self.keys.get(&*text) {
+    fn key(&mut self, text: &str) -> std::sync::Arc<str> {
+        if let Some(k) = self.keys.get(text) {
             return k.clone();
         }
         let k: std::sync::Arc<str> = text.into();
         self.keys.insert(k.clone());
         k
+    }
+
+    /// A mapping's key at DEPTH. A plain key (no anchor) is read straight from the parser's
+    /// event into the shared text, charged as `node` charges a scalar: no copy of its own first.
+    fn key_node(&mut self, depth: usize) -> Result<Key, YamlError> {
+        if !matches!(self.parser.peek(), Some(Ok((Event::Scalar(_, _, 0, _), _)))) {
+            let key_node = self.node(depth)?;
+            return match key_node.value {
+                Value::Scalar { text, .. } => Ok(Key {
+                    text: self.key(&text),
+                    pos: key_node.pos,
+                }),
+                _ => Err(YamlError::at(
+                    key_node.pos,
+                    "mapping keys must be plain words, not lists or maps",
+                )),
+            };
+        }
+        let (ev, span) = self.next()?;
+        let pos = Pos::of(&span);
+        if depth > MAX_DEPTH {
+            return Err(YamlError::at(
+                pos,
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        self.charge(Cost { nodes: 1, bytes: 0 }, pos)?;
+        let Event::Scalar(text, ..) = ev else {
+            return Err(YamlError::at(pos, "unexpected YAML event"));
+        };
+        self.charge(
+            Cost {
+                nodes: 0,
+                bytes: text.len(),
+            },
+            pos,
+        )?;
+        Ok(Key {
+            text: self.key(&text),
+            pos,
+        })
     }
 
     fn sequence(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
@@ -330,33 +371,20 @@ impl<'a> Builder<'a> {
     }
 
     fn mapping(&mut self, pos: Pos, depth: usize) -> Result<Node, YamlError> {
-        let mut entries: Vec<(Key, Node)> = Vec::new();
-        let mut seen: HashMap<std::sync::Arc<str>, Pos> = HashMap::new();
+        let mut entries = Entries::default();
         let mut merged: Vec<(Key, Node)> = Vec::new();
         loop {
             if matches!(self.parser.peek(), Some(Ok((Event::MappingEnd, _)))) {
                 self.next()?;
                 break;
             }
-            let key_node = self.node(depth + 1)?;
-            let key = match key_node.value {
-                Value::Scalar { text, .. } => Key {
-                    text: self.key(text),
-                    pos: key_node.pos,
-                },
-                _ => {
-                    return Err(YamlError::at(
-                        key_node.pos,
-                        "mapping keys must be plain words, not lists or maps",
-                    ));
-                }
-            };
+            let key = self.key_node(depth + 1)?;
             let value = self.node(depth + 1)?;
             if &*key.text == "<<" {
                 merged.extend(merge_source(value)?);
                 continue;
             }
-            if let Some(first) = seen.insert(key.text.clone(), key.pos) {
+            if let Some(first) = entries.first(&key.text) {
                 return Err(YamlError::at(
                     key.pos,
                     format!(
@@ -365,18 +393,64 @@ impl<'a> Builder<'a> {
                     ),
                 ));
             }
-            entries.push((key, value));
+            entries.push(key, value);
         }
         for (k, v) in merged {
-            if !seen.contains_key(&k.text) {
-                seen.insert(k.text.clone(), k.pos);
-                entries.push((k, v));
+            if entries.first(&k.text).is_none() {
+                entries.push(k, v);
             }
         }
+        let entries = entries.list;
         Ok(Node {
             value: Value::Map(entries.into_boxed_slice()),
             pos,
         })
+    }
+}
+
+/// A mapping's entries as they are read, with where each key first stands. A few keys (nearly
+/// every mapping) are searched in place; past `INDEXED` a hash index keeps a mapping of any size
+/// linear to read.
+#[derive(Default)]
+struct Entries {
+    list: Vec<(Key, Node)>,
+    index: Option<HashMap<std::sync::Arc<str>, Pos>>,
+}
+
+impl Entries {
+    const INDEXED: usize = 16;
+
+    /// Where the key TEXT stands, if it is there.
+    fn first(&self, text: &str) -> Option<Pos> {
+        match &self.index {
+            Some(index) => index.get(text).copied(),
+            None => self
+                .list
+                .iter()
+                .find(|(k, _)| &*k.text == text)
+                .map(|(k, _)| k.pos),
+        }
+    }
+
+    /// Adds an entry whose key is not there yet.
+    fn push(&mut self, key: Key, value: Node) {
+        match &mut self.index {
+            Some(index) => {
+                index.insert(key.text.clone(), key.pos);
+            }
+            None if self.list.len() + 1 >= Self::INDEXED => {
+                self.index = Some(
+                    self.list
+                        .iter()
+                        .map(|(k, _)| k)
+                        .chain([&key])
+                        .map(|k| (k.text.clone(), k.pos))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+        self.list.push((key, value));
     }
 }
 
