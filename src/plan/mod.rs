@@ -300,8 +300,13 @@ fn masked(o: &Object) -> Json {
 }
 
 fn yaml(o: Option<&Object>) -> String {
-    o.map(|o| serde_saphyr::to_string(&masked(o)).expect("JSON values serialize to YAML"))
-        .unwrap_or_default()
+    let to_yaml = |v: &Json| serde_saphyr::to_string(v).expect("JSON values serialize to YAML");
+    // Only a Secret has values to mask: other objects are written as they are, not copied first.
+    o.map(|o| match o.kind == "Secret" {
+        true => to_yaml(&masked(o)),
+        false => to_yaml(&o.body),
+    })
+    .unwrap_or_default()
 }
 
 pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
@@ -326,12 +331,20 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
     let new = head.rendered;
     let mut changes = Vec::new();
     let mut warnings = Vec::new();
-    let key = |o: &'_ Object| (o.kind.clone(), o.namespace.clone(), o.name.clone());
+    // Borrowed keys: a lookup per object, thousands of them, copies no name.
+    fn key(o: &Object) -> (&str, &str, &str) {
+        (&o.kind, &o.namespace, &o.name)
+    }
     let old_by_id: BTreeMap<_, &Object> = old.objects.iter().map(|o| (key(o), o)).collect();
     let new_ids: BTreeSet<_> = new.objects.iter().map(key).collect();
+    // Workloads found unchanged here: the Slurm summary does not compare their templates again.
+    let mut unchanged = BTreeSet::new();
     for o in &new.objects {
         let before = old_by_id.get(&key(o)).copied();
         if before.is_some_and(|b| same(&b.body, &o.body)) {
+            if is_workload(o) {
+                unchanged.insert(o.name.as_str());
+            }
             continue;
         }
         let mut action = if before.is_some() {
@@ -386,7 +399,7 @@ pub fn plan(base: Option<Side>, head: Side) -> Plan {
             diff,
         });
     }
-    let slurm = slurm_summary(base.as_ref(), &head, old, new);
+    let slurm = slurm_summary(base.as_ref(), &head, (old, new), &unchanged);
     if !slurm.node_sets_removed.is_empty() {
         warnings.push(format!(
             "NodeSets removed: {}. Every worker is drained in Slurm first (running jobs finish), then its objects are pruned.",
@@ -432,14 +445,12 @@ fn template_diff(old: &Object, new: &Object) -> Vec<String> {
             vec!["pod template".into()]
         };
     };
-    if a == b {
+    if same(a, b) {
         return Vec::new();
     }
-    let container = |v: &Json, f: &str| {
-        v.pointer("/spec/containers/0")
-            .and_then(|c| c.get(f))
-            .cloned()
-    };
+    fn container<'a>(v: &'a Json, f: &str) -> Option<&'a Json> {
+        v.pointer("/spec/containers/0").and_then(|c| c.get(f))
+    }
     let mut because: Vec<String> = [
         "image",
         "args",
@@ -514,10 +525,15 @@ fn ctl(r: &Rendered) -> Option<&Object> {
     })
 }
 
+/// A NodeSet's workload (or slurmctld's): a StatefulSet, or a perNode NodeSet's PodTemplate.
+fn is_workload(o: &Object) -> bool {
+    o.kind == "StatefulSet" || o.kind == "PodTemplate"
+}
+
 fn stateful_sets(r: &Rendered) -> BTreeMap<&str, &Object> {
     r.objects
         .iter()
-        .filter(|o| o.kind == "StatefulSet" || o.kind == "PodTemplate")
+        .filter(|o| is_workload(o))
         .map(|o| (o.name.as_str(), o))
         .collect()
 }
@@ -545,7 +561,14 @@ fn offline_accounting(base: Option<&ClusterFile>, head: &ClusterFile) -> crate::
     diff::diff(&inputs, crate::accounting::mode(head))
 }
 
-fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendered) -> SlurmSummary {
+/// The plan in Slurm's terms from OLD to NEW (rendered from BASE and HEAD); UNCHANGED names the
+/// workloads whose objects are the same in both.
+fn slurm_summary(
+    base: Option<&Side>,
+    head: &Side,
+    (old, new): (&Rendered, &Rendered),
+    unchanged: &BTreeSet<&str>,
+) -> SlurmSummary {
     let mut s = SlurmSummary::default();
     let files: std::collections::BTreeSet<&String> = old
         .slurm
@@ -616,7 +639,11 @@ fn slurm_summary(base: Option<&Side>, head: &Side, old: &Rendered, new: &Rendere
             continue;
         };
         if let (Some(a), Some(b)) = (old_sts.get(ns.name.as_str()), new_sts.get(ns.name.as_str())) {
-            let because = template_diff(a, b);
+            // An object unchanged has its template unchanged.
+            let because = match a.kind == b.kind && unchanged.contains(b.name.as_str()) {
+                true => Vec::new(),
+                false => template_diff(a, b),
+            };
             if !because.is_empty() {
                 let (workers, max_unavailable) = match (before.replicas, ns.replicas) {
                     (Replicas::Count(a), Replicas::Count(b)) => (
