@@ -474,10 +474,14 @@ case "$cmd" in
     port=$1 cnf=${2:-} D=/var/lib/mysql-$inst
     kill_pidfile "$RUN/mariadbd.pid"
     mounts
+    # A temporary directory of its own: a starting mariadbd removes every `#sql*` file it finds in
+    # its tmpdir, and instances sharing the chroot's /tmp removed one another's temporary tables
+    # (an install failed: "Unknown table 'mysql.tmp_user_sys'").
+    mkdir -p "$R$D.tmp"; chroot "$R" chown mysql:mysql "$D.tmp"
     if [ ! -d "$R$D/mysql" ]; then
       rm -rf "${R:?}$D"; mkdir -p "$R$D"
-      chroot "$R" bash -ec "chown mysql:mysql $D; mariadb-install-db --user=mysql --datadir=$D \
-        --skip-test-db --auth-root-authentication-method=socket" > "$RUN/install.out" 2>&1 \
+      chroot "$R" bash -ec "chown mysql:mysql $D; TMPDIR=$D.tmp mariadb-install-db --user=mysql \
+        --datadir=$D --skip-test-db --auth-root-authentication-method=socket" > "$RUN/install.out" 2>&1 \
         || { echo "mariadb-install-db failed:" >&2; tail -20 "$RUN/install.out" >&2; exit 1; }
     fi
     mkdir -p "$R/run/mysqld"; chroot "$R" chown mysql:mysql /run/mysqld
@@ -491,7 +495,7 @@ case "$cmd" in
     fi
     setsid chroot "$R" /usr/sbin/mariadbd "$@" --user=mysql --datadir="$D" --bind-address=127.0.0.1 \
       --port="$port" --socket="/run/mysqld/$inst.sock" --pid-file="/run/mysqld/$inst.pid" \
-      --skip-name-resolve > "$RUN/mariadbd.out" 2>&1 < /dev/null &
+      --tmpdir="$D.tmp" --skip-name-resolve > "$RUN/mariadbd.out" 2>&1 < /dev/null &
     echo $! > "$RUN/mariadbd.pid"
     for _ in $(seq 1 150); do
       chroot "$R" mariadb-admin --socket="/run/mysqld/$inst.sock" ping >/dev/null 2>&1 && exit 0
