@@ -16,7 +16,7 @@ use slurmops::cluster::load;
 use slurmops::render::render;
 
 use crate::support::slurm::{
-    confining_overlay, node_state, rendered_slurmd_conf, sh, sh_on, start_ctld,
+    confining_overlay, node_state, rendered_slurmd_conf, sh, start_ctld, start_idle_slurmd,
 };
 use crate::support::{cluster_head, slurm_release, unique_suffix};
 
@@ -60,21 +60,7 @@ async fn a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgroup_settings(
     }
     start_ctld(&instance, release, dir.path());
     let node = format!("{set}-0");
-    sh_on(release, &[
-        "start-slurmd", &instance, &node, &slurmd_port.to_string(), &conf,
-        "-D", "-Z", "--conf-server", &format!("localhost:{ctld_port}"),
-    ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !node_state(&instance, &node).is_some_and(|s| s.starts_with("IDLE"))
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let log = || sh(&["log", &instance, &format!("slurmd-{node}")]);
-    assert!(
-        node_state(&instance, &node).is_some_and(|s| s.starts_with("IDLE")),
-        "{node} did not register idle: {:?}\n{}", node_state(&instance, &node), log()
-    );
+    start_idle_slurmd(release, &instance, &node, slurmd_port, &conf, ctld_port).await;
 
     // What the job sees: its CPUs (affinity), its job cgroup's cpuset, the memory limit of its job cgroup (v1's memory hierarchy, or
     // v2's unified one), then 400 MB held in one line by tail.

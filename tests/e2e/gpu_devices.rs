@@ -31,7 +31,7 @@ use slurmops::render::render;
 use slurmops::slurm::JobRequest;
 
 use crate::support::slurm::{
-    confining_overlay, node_state, rendered_slurmd_conf, sh, sh_on, start_ctld, start_restd,
+    confining_overlay, rendered_slurmd_conf, restd_client, sh, start_ctld, start_idle_slurmd,
 };
 use crate::support::{cluster_head, slurm_release, unique_suffix};
 
@@ -92,21 +92,8 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
         assert_eq!((meta.rdev() >> 8) & 0xfff, 195, "{dev}'s major");
     }
     let node = format!("{set}-0");
-    sh_on(release, &[
-        "start-slurmd", &instance, &node, &slurmd_port.to_string(), &conf,
-        "-D", "-Z", "--conf-server", &format!("localhost:{ctld_port}"),
-    ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !node_state(&instance, &node).is_some_and(|s| s.starts_with("IDLE"))
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    start_idle_slurmd(release, &instance, &node, slurmd_port, &conf, ctld_port).await;
     let log = || sh(&["log", &instance, &format!("slurmd-{node}")]);
-    assert!(
-        node_state(&instance, &node).is_some_and(|s| s.starts_with("IDLE")),
-        "{node} did not register idle: {:?}\n{}", node_state(&instance, &node), log()
-    );
     // slurmd read the rendered gres.conf as it is (configless, from slurmctld) and found both
     // devices at its paths.
     assert_eq!(
@@ -117,16 +104,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     let shown = sh(&["exec", &instance, "scontrol", "-o", "show", "node", &node]);
     assert!(shown.contains("Gres=gpu:h100:2"), "{shown}");
 
-    assert!(start_restd(&instance, release, restd_port), "slurmrestd did not start");
-    let token = sh(&["token", &instance]).trim().to_string();
-    let client = slurmops::slurm::Client::new(slurmops::slurm::Config::new(
-        format!("http://127.0.0.1:{restd_port}"),
-        slurmops::slurm::auth::Credentials::Token {
-            token: slurmops::slurm::auth::Secret::new(token),
-            user: None,
-        },
-    ))
-    .unwrap();
+    let client = restd_client(&instance, release, restd_port);
     // A job as the checks submit one: exclusive, on this node, asking for GPUS GPUs; what it saw
     // and what Slurm says it was given.
     let run = |tag: &'static str, exclusive: bool, gpus: u32| {

@@ -25,7 +25,7 @@ use slurmops::render::{Rendered, render};
 use crate::support::daemon::{Daemon, applied, status};
 use crate::support::gitops::Bed;
 use crate::support::slurm::{
-    node_state, rendered_slurmd_conf, sh, sh_on, slurmd_port, start_ctld, start_restd,
+    node_state, rendered_slurmd_conf, restd_client, sh, sh_on, slurmd_port, start_ctld,
     test_host_overlay,
 };
 
@@ -168,16 +168,7 @@ async fn the_backup_takes_control_when_the_primary_dies_and_no_job_is_lost() {
     for name in [&primary, &backup] {
         assert!(ping.contains(&format!("at {name} is UP")), "{ping}");
     }
-    assert!(start_restd(instance, release, restd_port), "slurmrestd did not start");
-    let token = sh(&["token", instance]).trim().to_string();
-    let client = slurmops::slurm::Client::new(slurmops::slurm::Config::new(
-        format!("http://127.0.0.1:{restd_port}"),
-        slurmops::slurm::auth::Credentials::Token {
-            token: slurmops::slurm::auth::Secret::new(token),
-            user: None,
-        },
-    ))
-    .unwrap();
+    let client = restd_client(instance, release, restd_port);
 
     // A worker of the example's NodeSet, its slurmd configless from either controller.
     let node = "cpu-0";

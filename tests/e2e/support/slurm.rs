@@ -463,6 +463,61 @@ pub fn client() -> slurmops::slurm::Client {
     .expect("slurmrestd client")
 }
 
+/// slurmrestd of INSTANCE started on PORT (asserted), and a slurmops client for it with the
+/// instance's root JWT.
+pub fn restd_client(instance: &str, release: &str, port: u16) -> slurmops::slurm::Client {
+    assert!(
+        start_restd(instance, release, port),
+        "slurmrestd did not start"
+    );
+    let token = sh(&["token", instance]).trim().to_string();
+    slurmops::slurm::Client::new(slurmops::slurm::Config::new(
+        format!("http://127.0.0.1:{port}"),
+        slurmops::slurm::auth::Credentials::Token {
+            token: slurmops::slurm::auth::Secret::new(token),
+            user: None,
+        },
+    ))
+    .expect("slurmrestd client")
+}
+
+/// A configless slurmd NODE of INSTANCE (its --conf CONF, slurmctld on CTLD_PORT) started on
+/// PORT, waited for until Slurm shows it IDLE (asserted, with its log).
+pub async fn start_idle_slurmd(
+    release: &str,
+    instance: &str,
+    node: &str,
+    port: u16,
+    conf: &str,
+    ctld_port: u16,
+) {
+    sh_on(
+        release,
+        &[
+            "start-slurmd",
+            instance,
+            node,
+            &port.to_string(),
+            conf,
+            "-D",
+            "-Z",
+            "--conf-server",
+            &format!("localhost:{ctld_port}"),
+        ],
+    );
+    let idle = || node_state(instance, node).is_some_and(|s| s.starts_with("IDLE"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !idle() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(
+        idle(),
+        "{node} did not register idle: {:?}\n{}",
+        node_state(instance, node),
+        sh(&["log", instance, &format!("slurmd-{node}")])
+    );
+}
+
 /// Where tests/bed/slurm.sh keeps each instance's pid files and daemon output.
 pub fn run_dir() -> String {
     let base = std::env::var("SLURMOPS_BED_RUN").unwrap_or_else(|_| "/tmp/slurmops-bed".into());
