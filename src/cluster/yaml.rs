@@ -223,6 +223,15 @@ impl<'a> Builder<'a> {
     }
 
     /// Charges C to the document; an error once a limit is passed.
+    /// Charges the bytes of a scalar's TEXT.
+    fn charge_bytes(&mut self, text: &str, pos: Pos) -> Result<(), YamlError> {
+        let c = Cost {
+            nodes: 0,
+            bytes: text.len(),
+        };
+        self.charge(c, pos)
+    }
+
     fn charge(&mut self, c: Cost, pos: Pos) -> Result<(), YamlError> {
         self.cost.nodes = self.cost.nodes.saturating_add(c.nodes);
         self.cost.bytes = self.cost.bytes.saturating_add(c.bytes);
@@ -257,13 +266,7 @@ impl<'a> Builder<'a> {
         let (node, anchor) = match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = matches!(style, ScalarStyle::Plain);
-                self.charge(
-                    Cost {
-                        nodes: 0,
-                        bytes: text.len(),
-                    },
-                    pos,
-                )?;
+                self.charge_bytes(&text, pos)?;
                 (
                     Node {
                         value: Value::Scalar {
@@ -341,13 +344,7 @@ impl<'a> Builder<'a> {
         let Event::Scalar(text, ..) = ev else {
             return Err(YamlError::at(pos, "unexpected YAML event"));
         };
-        self.charge(
-            Cost {
-                nodes: 0,
-                bytes: text.len(),
-            },
-            pos,
-        )?;
+        self.charge_bytes(&text, pos)?;
         Ok(Key {
             text: self.key(&text),
             pos,

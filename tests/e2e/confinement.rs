@@ -30,18 +30,6 @@ fn instance_of(release: &str) -> (String, u16, u16) {
     }
 }
 
-/// Removes cgroup DIR and those below it, deepest first (a cgroup is removed with rmdir).
-fn remove_cgroups(dir: &std::path::Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroups(&e.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-}
-
 on_each_slurm! {
 async fn a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgroup_settings() {
     let release = slurm_release();
@@ -113,7 +101,7 @@ echo done"#;
     sh(&["stop", &instance]);
     // The node's cgroups, as a pod's go with it (empty once its slurmd stopped).
     for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        remove_cgroups(&hierarchy.path().join(format!("slurm_{node}")));
+        crate::support::slurm::remove_cgroups(&hierarchy.path().join(format!("slurm_{node}")));
     }
 }
 }

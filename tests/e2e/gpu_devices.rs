@@ -171,19 +171,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
 
     sh(&["stop", &instance]);
     for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        remove_cgroups(&hierarchy.path().join(format!("slurm_{node}")));
+        crate::support::slurm::remove_cgroups(&hierarchy.path().join(format!("slurm_{node}")));
     }
 }
-}
-
-/// Removes cgroup DIR and those below it, deepest first (a cgroup is removed with rmdir).
-fn remove_cgroups(dir: &std::path::Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroups(&e.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
 }

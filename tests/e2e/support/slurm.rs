@@ -518,6 +518,18 @@ pub async fn start_idle_slurmd(
     );
 }
 
+/// Removes cgroup DIR and those below it, deepest first (a cgroup is removed with rmdir).
+pub fn remove_cgroups(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroups(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// Where tests/bed/slurm.sh keeps each instance's pid files and daemon output.
 pub fn run_dir() -> String {
     let base = std::env::var("SLURMOPS_BED_RUN").unwrap_or_else(|_| "/tmp/slurmops-bed".into());
