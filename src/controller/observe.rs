@@ -31,7 +31,7 @@ pub struct Needs {
     pub reservations: bool,
     /// The ConfigMap through which slurmctld's sidecar makes reservations (Slurm 24.11).
     pub sidecar: Option<String>,
-    /// Slurm's job queue: the one heavy read (7 KB per job, tens of MB on a busy cluster).
+    /// Slurm's job queue: the one heavy read (`jobs/state/`, then the jobs that changed).
     pub jobs: JobsNeed,
     /// The workers cluster.yaml wants of each NodeSet (None: perNode, as many as nodes fit);
     /// a NodeSet missing here is being removed.
@@ -317,10 +317,15 @@ pub async fn read_slurm<S: SlurmNodes>(
 ) -> Result<SlurmView, SlurmError> {
     let nodes = s.all_nodes().await?;
     let jobs = match need(&nodes) {
-        true => match s.all_jobs().await {
-            Ok(jobs) => jobs,
-            // A queue too large or too slow to read blinds nothing that the node states tell:
-            // rollouts go on, what needs the jobs waits (see `SlurmView::jobs_error`).
+        true => match s.known_jobs().await {
+            Ok(k) if k.complete() => k.jobs,
+            // Read job by job since a start, or past the cap: what is read decides what it can.
+            Ok(k) => {
+                let submitter = s.submitter();
+                return Ok(SlurmView::partial(nodes, k).canaries_of(submitter.as_deref()));
+            }
+            // A queue too slow to read blinds nothing that the node states tell: rollouts go
+            // on, what needs the jobs waits (see `SlurmView::jobs_error`).
             Err(
                 e @ (SlurmError::Timeout { .. }
                 | SlurmError::TooLarge { .. }

@@ -116,7 +116,10 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
                 now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
             });
     }
-    if keep.autoscale && view.jobs_error.is_none() {
+    // A queue read only in part (job by job since a start) still shows the pending jobs read: a
+    // floor of the demand, enough to scale out; a scale-in waits until every pending job is read.
+    let floor = view.pending_unread.filter(|n| *n > 0);
+    if keep.autoscale && (view.jobs_error.is_none() || view.pending_unread.is_some()) {
         let seen = c
             .spec
             .node_sets
@@ -128,6 +131,14 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
             })
             .collect();
         for (ns, o, decision) in autoscale::run::decisions(c, view.jobs(), seen) {
+            let decision = match (decision, floor) {
+                (autoscale::Decision::ScaleIn { .. }, Some(n)) => autoscale::Decision::Hold {
+                    why: format!(
+                        "{n} pending job(s) not read yet (the queue is read job by job since the start): scale-in waits for them"
+                    ),
+                },
+                (d, _) => d,
+            };
             out.scale
                 .push(scale(&ns.name, ns.managed(), &o, decision, |n| {
                     view.nodes.get(n).is_some_and(|n| {

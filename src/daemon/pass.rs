@@ -544,8 +544,15 @@ fn record(
     if connected {
         let jobs_error = out.slurm.as_ref().and_then(|v| v.jobs_error.as_ref());
         tell_slurm(state, out, jobs_error);
+        let partial = out
+            .slurm
+            .as_ref()
+            .is_some_and(|v| v.pending_unread.is_some());
         state.status.slurm = match (&out.slurm_error, jobs_error) {
             (Some(e), _) => format!("unreachable or failing, destructive steps wait: {e}"),
+            (None, Some(e)) if partial => format!(
+                "nodes read; the job queue in part, so canary and check verdicts wait (rollouts go on from node states): {e}"
+            ),
             (None, Some(e)) => format!(
                 "nodes read; the job queue not, so autoscale and canary verdicts wait (rollouts go on from node states): {e}"
             ),
@@ -556,6 +563,9 @@ fn record(
     metrics.progress(&out.progress);
     metrics.checks(&out.sets);
 }
+
+/// Said of a queue read job by job since a start, until every job is read.
+const PARTIAL_QUEUE: &str = "it is read job by job since the start: canary and check verdicts wait for the rest, autoscale scales out for the pending jobs read";
 
 /// Slurm unknown, and the job queue unknown while the nodes are read: each logged when it
 /// starts, changes and ends, not every pass (a queue of 50,000 jobs takes slurmrestd minutes).
@@ -568,8 +578,18 @@ fn tell_slurm(state: &mut State, out: &Outcome, jobs_error: Option<&String>) {
         Some(t) => tracing::warn!("Slurm's state is unknown, destructive steps wait: {t}"),
         None => {}
     }
-    let queue = jobs_error.filter(|_| unknown.is_none());
-    match state.told.queue.see(queue.map(String::as_str), now) {
+    // Read in part (job by job since a start, its counts changing every pass): said once.
+    let partial = out
+        .slurm
+        .as_ref()
+        .is_some_and(|v| v.pending_unread.is_some());
+    let queue = jobs_error
+        .filter(|_| unknown.is_none())
+        .map(|e| match partial {
+            true => PARTIAL_QUEUE,
+            false => e.as_str(),
+        });
+    match state.told.queue.see(queue, now) {
         Some(t @ Told::Ended { .. }) => tracing::info!("the job queue is read again: {t}"),
         Some(t) => tracing::warn!(
             "the job queue is not known, autoscale and canary verdicts wait (rollouts go on from node states): {t}"
@@ -606,8 +626,9 @@ fn find_replicas(
     }
 }
 
-/// How long a pass waits for the first read of the whole job queue before it goes on without
-/// the jobs (the read goes on in the background; a later pass takes it).
+/// How long a pass waits for a job queue refresh's first batch (`jobs/state/` and the first jobs
+/// read) before it goes on with what was read before (the refresh goes on in the background; a
+/// later pass takes it).
 pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 /// While Slurm does not answer, the next pass comes at most this many seconds later.
@@ -657,9 +678,10 @@ async fn connect(
                 tracing::info!("Slurm connected: {t}");
             }
             client.set_queue_wait(QUEUE_WAIT);
+            client.set_queue_every(cfg.interval);
             client.set_job_user(job_user);
             // The same slurmrestd with the Secret read again: what the last client read of the
-            // queue and the nodes goes on (a large queue takes minutes to read whole).
+            // queue and the nodes goes on (a large queue takes minutes to read job by job).
             if let Some((k, old, _)) = &state.slurm
                 && *k == key
             {

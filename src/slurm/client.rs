@@ -16,8 +16,7 @@ use super::{Nodes, SlurmError};
 
 mod queue;
 mod replicas;
-mod stream;
-pub use queue::{MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, max_jobs_from};
+pub use queue::{Cover, Known, MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, SLICE, max_jobs_from};
 pub use replicas::{Answered, Replica, Source};
 
 pub mod errno;
@@ -39,15 +38,18 @@ pub struct Config {
     /// Send tokens over plain http:// to any host (by default only to loopback and to in-cluster
     /// Service names, `*.svc` and `*.svc.cluster.local`).
     pub allow_http: bool,
-    /// Largest answer read, in bytes ([`MAX_ANSWER`], or `SLURMOPS_SLURM_MAX_ANSWER_MIB`); a
-    /// whole-queue answer is parsed as it arrives, and this caps each job's record in it.
+    /// Largest answer read, in bytes ([`MAX_ANSWER`], or `SLURMOPS_SLURM_MAX_ANSWER_MIB`).
     pub max_answer: usize,
-    /// Deadline of a read of the whole job queue (slurmrestd needs about a minute for 50,000).
+    /// Deadline of `jobs/state/`, every job's id and state (Slurm 24.11 needs about 15 s for
+    /// 100,000 jobs).
     pub queue_timeout: Duration,
-    /// How long a job read waits for the first whole-queue read before saying the queue is not
-    /// known yet (the daemon: a few seconds, its passes go on; a command: the whole deadline).
+    /// How long a job read waits: the daemon for a refresh's first batch (a few seconds, its
+    /// passes go on), a command for every job (the whole deadline).
     pub queue_wait: Duration,
-    /// Most jobs a whole-queue read keeps ([`MAX_JOBS`], or `SLURMOPS_SLURM_MAX_JOBS`).
+    /// The kept queue answers at most this long without asking `jobs/state/` again (the daemon:
+    /// its poll interval, so that pending jobs are seen within one).
+    pub queue_every: Duration,
+    /// Most job records kept ([`MAX_JOBS`], or `SLURMOPS_SLURM_MAX_JOBS`).
     pub max_jobs: usize,
     /// The Slurm user the jobs slurmops submits run as (checks, canaries' validations): an
     /// unprivileged user that exists on slurmctld and every worker, never the administrator
@@ -81,6 +83,7 @@ impl Config {
             max_answer: max_answer_from(std::env::var(MAX_ANSWER_ENV).ok().as_deref()),
             queue_timeout: QUEUE_TIMEOUT,
             queue_wait: QUEUE_TIMEOUT,
+            queue_every: JOBS_REUSE_CAP,
             max_jobs: queue::max_jobs_from(std::env::var(MAX_JOBS_ENV).ok().as_deref()),
             job_user: std::env::var(JOB_USER_ENV)
                 .ok()
@@ -91,7 +94,7 @@ impl Config {
     }
 }
 
-/// Deadline of a whole-queue read, by default.
+/// Deadline of `jobs/state/`, and how long a command waits for every job, by default.
 pub const QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The setting that raises [`MAX_ANSWER`] (MiB), for every command and the daemon alike.
@@ -129,7 +132,7 @@ pub struct Inner {
     received: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The last node list, asked again with `update_time`.
     kept_nodes: tokio::sync::Mutex<Option<KeptNodes>>,
-    /// The job queue as last read (see `queue`). The lock also keeps a second whole-queue read
+    /// The job queue as last read (see `queue`). The lock also keeps a second refresh
     /// from starting while one is in flight.
     queue: tokio::sync::Mutex<queue::Queue>,
     /// slurmrestd's pods, addressed one by one when known (see `replicas`).
@@ -159,9 +162,9 @@ impl std::ops::Sub for Traffic {
     }
 }
 
-/// A whole-queue answer is reused without asking while it is younger than this many times what
-/// building it took (at most [`JOBS_REUSE_CAP`]): slurmrestd spends at most about a tenth of its
-/// time on slurmops' job reads, however large the queue.
+/// The kept queue is reused without asking `jobs/state/` again while it is younger than this many
+/// times what that read took, at most [`JOBS_REUSE_CAP`] (or `Config::queue_every`, the daemon's
+/// poll interval, so that a pending job is seen within one).
 pub const JOBS_REUSE_FACTOR: u32 = 10;
 pub const JOBS_REUSE_CAP: Duration = Duration::from_secs(60);
 
@@ -548,7 +551,7 @@ impl Client {
         serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
     }
 
-    /// As `get`, under the deadline of a whole-queue read (`Config::queue_timeout`).
+    /// As `get`, under the deadline of `jobs/state/` (`Config::queue_timeout`).
     async fn get_slow<T: DeserializeOwned>(&self, path: &str) -> Result<T, SlurmError> {
         let p = self.parser().await?;
         let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());

@@ -14,7 +14,7 @@ pub mod model;
 
 use std::future::Future;
 
-pub use client::{Answered, Client, Config, Replica, Traffic};
+pub use client::{Answered, Client, Config, Cover, Known, Replica, Traffic};
 pub use model::{
     ApiMessage, DataParser, Job, JobRequest, Node, NodeState, Reservation, ReservationRequest,
 };
@@ -63,9 +63,9 @@ pub enum SlurmError {
     ResumeFailed { node: String, state: String },
     #[error("{0}")]
     Config(String),
-    /// slurmrestd did not answer within the request's deadline. Not retried: a read of the
-    /// whole queue that timed out is still being built by slurmrestd, and asking again only
-    /// adds load to the users' scheduler; the next pass asks again.
+    /// slurmrestd did not answer within the request's deadline. Not retried: an answer that
+    /// timed out (`jobs/state/` of a large queue) is still being built by slurmrestd, and asking
+    /// again only adds load to the users' scheduler; the next pass asks again.
     #[error(
         "slurmrestd at {url} did not answer {path} within {secs} s: not retried (slurmrestd may still be building the answer; the next pass asks again)"
     )]
@@ -79,14 +79,14 @@ pub enum SlurmError {
         "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read); raise the cap with SLURMOPS_SLURM_MAX_ANSWER_MIB (and the daemon's memory limit with it)"
     )]
     TooLarge { path: String, limit_mib: usize },
-    /// A whole-queue answer with more jobs than slurmops keeps. Not retried soon: it would be as
-    /// large again.
+    /// A queue with more jobs than slurmops keeps records of: those past the cap stay unread.
     #[error(
-        "the job queue is larger than slurmops reads whole ({limit} jobs) at {path}: not read (slurmrestd builds the whole answer in its memory; Slurm 24.11's died on 100,000 jobs), so autoscale and canary verdicts wait; the next try is in 5 minutes. Raise the cap with SLURMOPS_SLURM_MAX_JOBS (and the daemon's memory limit with it, slurmops install --jobs) if slurmrestd has the memory"
+        "the job queue is larger than slurmops keeps ({limit} jobs) at {path}: the jobs past it are not read, so canary and check verdicts wait (autoscale scales out for the pending jobs read). Raise the cap with SLURMOPS_SLURM_MAX_JOBS (and the daemon's memory limit with it, slurmops install --jobs)"
     )]
     TooManyJobs { path: String, limit: usize },
-    /// The job queue is not known yet (its first whole read is in flight, or failed): what
-    /// needs the jobs waits; everything else goes on.
+    /// The job queue is not known yet (its first read is in flight, or failed), or not every job
+    /// is read yet where every job is asked for: what needs the jobs waits; everything else goes
+    /// on.
     #[error("Slurm's job queue is not known yet: {detail}")]
     QueueUnknown { detail: String },
 }
@@ -168,6 +168,11 @@ pub trait SlurmNodes: Send + Sync {
     fn all_nodes(&self) -> impl Future<Output = Result<Nodes, SlurmError>> + Send;
     /// Every job (see `Client::jobs` for how the queue is kept current).
     fn all_jobs(&self) -> impl Future<Output = Result<Jobs, SlurmError>> + Send;
+    /// The jobs read so far and how much of the queue that is (a large queue is read job by job
+    /// after a start; see `Client::jobs_known`). By default every job, from `all_jobs`.
+    fn known_jobs(&self) -> impl Future<Output = Result<Known, SlurmError>> + Send {
+        async { Ok(Known::all(self.all_jobs().await?)) }
+    }
     /// Puts the node in a block (`TOPOLOGY:BLOCK`); harmless to repeat.
     fn set_topology(
         &self,
@@ -288,6 +293,10 @@ impl SlurmNodes for Client {
 
     async fn all_jobs(&self) -> Result<Jobs, SlurmError> {
         self.jobs().await
+    }
+
+    async fn known_jobs(&self) -> Result<Known, SlurmError> {
+        self.jobs_known().await
     }
 
     async fn set_topology(&self, node: &str, topology: &str) -> Result<(), SlurmError> {

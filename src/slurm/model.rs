@@ -303,15 +303,6 @@ pub struct Envelope {
     pub warnings: Vec<ApiMessage>,
 }
 
-/// A number as slurmrestd writes it (see [`number`]), as a value of its own.
-pub(crate) struct Number(pub Option<i64>);
-
-impl<'de> Deserialize<'de> for Number {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Number, D::Error> {
-        number(d).map(Number)
-    }
-}
-
 /// A number as slurmrestd writes it: plain, or `{set, infinite, number}`. None: unset/infinite.
 fn number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]

@@ -24,6 +24,11 @@ pub struct SlurmView {
     /// known, the jobs are not. Rollouts go on from node states; what needs the jobs themselves
     /// (autoscale, canary verdicts) waits, and says why.
     pub jobs_error: Option<String>,
+    /// The jobs are those read so far of a queue read job by job (a daemon started against a
+    /// large one), and this many pending job ids are not read yet (`jobs_error` says why): what
+    /// needs every job waits as without the queue, but autoscale scales out for the pending jobs
+    /// read (a floor of the demand), and in only once this is 0.
+    pub pending_unread: Option<usize>,
     /// Check jobs read again this pass, by id: they replace the kept queue's records.
     fresh: HashMap<u64, std::sync::Arc<Job>>,
     /// Job records handed out to the pass's decisions so far: what decide reads of the queue,
@@ -40,6 +45,7 @@ impl Clone for SlurmView {
             by_id: self.by_id.clone(),
             canaries: self.canaries.clone(),
             jobs_error: self.jobs_error.clone(),
+            pending_unread: self.pending_unread,
             fresh: self.fresh.clone(),
             handed: AtomicUsize::new(self.handed()),
         }
@@ -87,6 +93,7 @@ impl SlurmView {
             by_id,
             canaries,
             jobs_error: None,
+            pending_unread: None,
             fresh: HashMap::new(),
             handed: AtomicUsize::new(0),
         }
@@ -110,6 +117,17 @@ impl SlurmView {
             }
         }
         self
+    }
+
+    /// Slurm's NODES and the jobs read so far of a queue read job by job (KNOWN): see
+    /// `pending_unread`.
+    pub fn partial(nodes: Nodes, known: crate::slurm::Known) -> SlurmView {
+        let why = known.why();
+        SlurmView {
+            jobs_error: Some(why),
+            pending_unread: Some(known.cover.pending_unread),
+            ..SlurmView::shared(nodes, known.jobs)
+        }
     }
 
     /// Slurm's NODES, with the job queue unknown for WHY.

@@ -290,3 +290,49 @@ fn nothing_is_decided_while_slurm_is_unknown_and_nothing_scales_without_the_queu
     assert!(u.scale.is_empty(), "{u:?}");
     assert!(!u.sync.is_empty(), "sync goes on from node states");
 }
+
+#[test]
+fn a_queue_read_in_part_scales_out_for_the_pending_jobs_read_and_never_in() {
+    let c = autoscaled();
+    let partial = |nodes: Vec<Node>, jobs: Vec<Job>, pending_unread: usize| {
+        let view = SlurmView::partial(
+            Arc::new(nodes.into_iter().map(|n| (n.name.clone(), n)).collect()),
+            crate::slurm::Known {
+                jobs: jobs.into_iter().map(Arc::new).collect(),
+                cover: crate::slurm::Cover {
+                    jobs: 50_000,
+                    unread: 40_000,
+                    pending_unread,
+                    limit: None,
+                },
+            },
+        );
+        assert!(view.jobs_error.is_some(), "canary and check verdicts wait");
+        view
+    };
+    // The pending jobs read ask for two workers: a scale-out, though 39,000 pending are unread.
+    let mut obs = observed(1, vec![], vec![], &[]);
+    let busy = vec![node("a-0", &["ALLOCATED"], "", None)];
+    obs.slurm = Ok(partial(busy, vec![pending(1), pending(2)], 39_000));
+    let u = decide(&c, &obs, 300, AUTOSCALE);
+    assert_eq!(u.scale[0].to, Some(3), "{u:?}");
+    // Idle workers past the delay and nothing pending read: no scale-in while pending jobs are
+    // left unread (they may ask for these workers) ...
+    let idle = |n: &str| node(n, &["IDLE"], "", Some(NOW - 600));
+    let mut obs = observed(3, vec![], vec![], &[]);
+    let nodes = vec![idle("a-0"), idle("a-1"), idle("a-2")];
+    obs.slurm = Ok(partial(nodes.clone(), vec![], 39_000));
+    let u = decide(&c, &obs, 300, AUTOSCALE);
+    assert!(
+        u.scale[0].drain.is_empty() && u.scale[0].to.is_none(),
+        "{u:?}"
+    );
+    assert!(
+        matches!(&u.scale[0].decision, Decision::Hold { why } if why.contains("39000 pending job(s) not read yet")),
+        "{u:?}"
+    );
+    // ... and once every pending job is read (other jobs still unread), it goes on.
+    obs.slurm = Ok(partial(nodes, vec![], 0));
+    let u = decide(&c, &obs, 300, AUTOSCALE);
+    assert_eq!(u.scale[0].drain, ["a-1", "a-2"], "{u:?}");
+}

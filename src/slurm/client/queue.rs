@@ -1,48 +1,57 @@
-//! Slurm's job queue at the size of the clusters slurmops is for (50,000 to 100,000 jobs). One
-//! answer with every job is hundreds of MB (about 7.6 KB a job) that slurmrestd needs about a
-//! minute to build, so that read is rare, parsed as it arrives into the fields slurmops uses
-//! (memory goes with the jobs kept, not with the answer). Between two whole reads the kept queue
-//! follows `jobs/state/` (about 80 bytes a job: every job's id and state) and reads `job/{id}` for
-//! each job that appeared or changed state. What `jobs/state/` cannot tell — a pending job's
-//! reason or partition changed in place, array and heterogeneous jobs — waits for the next whole
-//! read, at most every [`REFRESH`] or ten times what the last one cost, whichever is longer.
+//! Slurm's job queue at the size of the clusters slurmops is for (50,000 to 100,000 jobs), read
+//! narrowly: slurmrestd is never asked for the whole queue. One answer with every job is hundreds
+//! of MB (about 7.6 KB a job) that slurmrestd builds in its memory (about 90 s at 50,000 jobs on
+//! Slurm 24.11, and it died building one of 100,000), so nothing that decides may wait for it.
 //!
-//! Every refresh (whole or following) runs in a task of its own, one at a time, under the
-//! deadline of a whole-queue read: a job read starts the refresh that is due and waits for it at
-//! most `Config::queue_wait`, then answers with the freshest queue kept (the daemon's passes go on;
-//! a command waits). Slurm 24.11's slurmrestd builds `jobs/state/` in time that grows faster than
-//! the queue (0.6 s at 20,000 jobs, about 15 s at 100,000), so it too is spaced at ten times its
-//! cost.
+//! Each refresh reads `jobs/state/` (about 80 bytes a job: every job's id and state), then
+//! `job/{id}` for the jobs that need it, in this order: the jobs read before whose state changed
+//! (a canary's or check's job ending, a running job's nodes), the pending jobs never read
+//! (autoscale's demand; newest first, as the oldest have been waiting through earlier passes),
+//! the other jobs never read (newest first: the names and nodes canaries, checks and waiting
+//! workers need), and pending jobs read more than [`REFRESH`] ago (a partition or reason changed
+//! in place, which `jobs/state/` does not show). Each record is kept by its job id (`job/{id}`
+//! answers an array's tasks and a heterogeneous job's components together) with the states it
+//! was read at, and read again only when they change.
+//!
+//! A refresh runs in a task of its own, one at a time, for at most [`SLICE`]; it hands what it
+//! read over as it goes: first `jobs/state/` and the first reads (within `Config::queue_wait` of
+//! its start, so a daemon's first pass decides on them), then a batch a second. A daemon started
+//! against a large queue thus decides at once on what it read (autoscale scales out for the
+//! pending jobs read, and in only once every pending job is read), and learns the rest over its
+//! next passes; what needs every job (canary and check jobs found by name) waits for the rest
+//! and says so (see [`Cover`]). A command waits for every job (`Client::jobs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use reqwest::Method;
+use tokio::sync::mpsc;
 
-use super::stream::Stream;
-use super::{Client, JOBS_REUSE_CAP, JOBS_REUSE_FACTOR};
+use super::{Client, JOBS_REUSE_FACTOR};
 use crate::slurm::model::{Job, JobsWire};
 use crate::slurm::{Jobs, SlurmError};
 
-/// The kept queue is read whole again at most this often (or ten times what the last whole read
-/// cost, if longer): reasons and partitions changed in place show by then.
+/// Pending jobs read longer ago than this are read again (a partition or reason changed in
+/// place shows by then; `jobs/state/` shows only states).
 pub const REFRESH: Duration = Duration::from_secs(300);
-/// After a whole read failed for its size or deadline, the next waits this long (it would fail
-/// the same way, and slurmrestd may still be building the last answer).
-const FAILED_HEAVY: Duration = REFRESH;
-/// After any other failure (slurmrestd restarting), the next whole read waits this long.
-const FAILED_LIGHT: Duration = Duration::from_secs(30);
-/// At most this many `job/{id}` reads follow one `jobs/state/`; past it, a whole read.
+/// The first batch a refresh hands over holds at most this many reads.
 pub const MAX_FETCH: usize = 256;
 /// `job/{id}` reads in flight at once.
 const FETCH_AT_ONCE: usize = 8;
-/// The largest queue read whole, unless `SLURMOPS_SLURM_MAX_JOBS` says otherwise: 50,000 was
-/// read in about a minute, and Slurm 24.11's slurmrestd died building the answer for 100,000
-/// (the jobs bench, on this machine); past it, what needs the jobs waits and says so.
-pub const MAX_JOBS: usize = 60_000;
+/// A refresh reads jobs one by one for at most this long; the next refresh goes on from there.
+pub const SLICE: Duration = Duration::from_secs(8);
+/// Reads after `jobs/state/` before the first batch is handed over (sooner when the caller's
+/// wait would run out).
+const FIRST_READS: Duration = Duration::from_secs(1);
+/// Later batches, at most this often.
+const BATCH: Duration = Duration::from_secs(1);
+/// After a refresh failed, the next waits this long.
+const FAILED_PAUSE: Duration = Duration::from_secs(10);
+/// The most job records kept, unless `SLURMOPS_SLURM_MAX_JOBS` says otherwise (the daemon's
+/// memory goes with them, about 1 KB a job); past it the jobs not read yet stay unread.
+pub const MAX_JOBS: usize = 200_000;
 /// The setting that raises [`MAX_JOBS`].
 pub const MAX_JOBS_ENV: &str = "SLURMOPS_SLURM_MAX_JOBS";
 
@@ -57,13 +66,157 @@ pub fn max_jobs_from(setting: Option<&str>) -> usize {
 /// Every job's state as `jobs/state/` gave it (ids as it writes them: `12`, `12_3`, `12+1`).
 type States = Arc<HashMap<String, Vec<String>>>;
 
+/// How much of the queue is read: every job listed by `jobs/state/`, and those whose record is
+/// not read yet, counted by job id (an array or heterogeneous job once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cover {
+    /// Jobs `jobs/state/` listed (array tasks one by one).
+    pub jobs: usize,
+    /// Job ids not read yet.
+    pub unread: usize,
+    /// Of those, pending ones: autoscale's demand is a floor while any is left.
+    pub pending_unread: usize,
+    /// The queue is past the job cap (`SLURMOPS_SLURM_MAX_JOBS`): what is past it stays unread.
+    pub limit: Option<usize>,
+}
+
+/// The jobs read so far, and how many are not.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub jobs: Jobs,
+    pub cover: Cover,
+}
+
+impl Known {
+    /// Every job of JOBS is known.
+    pub fn all(jobs: Jobs) -> Known {
+        Known {
+            cover: Cover {
+                jobs: jobs.len(),
+                ..Cover::default()
+            },
+            jobs,
+        }
+    }
+
+    /// Every job is read.
+    pub fn complete(&self) -> bool {
+        self.cover.unread == 0
+    }
+
+    /// Why not every job is known, for the status and the logs.
+    pub fn why(&self) -> String {
+        let c = &self.cover;
+        match c.limit {
+            Some(limit) => format!(
+                "{} jobs queued, more than slurmops keeps ({limit} jobs): {} not read, so canary and check verdicts wait (autoscale scales out for the pending jobs read). Raise the cap with {MAX_JOBS_ENV} (and the daemon's memory limit with it, slurmops install --jobs)",
+                c.jobs, c.unread
+            ),
+            None => format!(
+                "read job by job since the start: {} of {} job ids left ({} of them pending); canary and check verdicts wait for them, autoscale scales out for the pending jobs read",
+                c.unread, c.jobs, c.pending_unread
+            ),
+        }
+    }
+}
+
+/// The id `job/{id}` answers a job of for: `12` for `12`, `12_3` (an array's task) and `12+1` (a
+/// heterogeneous job's component), as `jobs/state/` writes them.
+fn base_of(id: &str) -> Option<u64> {
+    let end = id.find(|c: char| !c.is_ascii_digit()).unwrap_or(id.len());
+    id[..end].parse().ok().filter(|n| *n > 0)
+}
+
+/// One job id's entries in `jobs/state/`: a digest of their ids and states (changes when any
+/// changes), and whether one is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Group {
+    digest: u64,
+    pending: bool,
+}
+
+fn groups(states: &HashMap<String, Vec<String>>) -> HashMap<u64, Group> {
+    let mut out: HashMap<u64, Group> = HashMap::with_capacity(states.len());
+    for (id, state) in states {
+        let Some(base) = base_of(id) else {
+            continue;
+        };
+        // SipHash with fixed keys: the same digest for the same entries in every refresh.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (id, state).hash(&mut h);
+        let g = out.entry(base).or_insert(Group {
+            digest: 0,
+            pending: false,
+        });
+        // A sum: the entries' order in the answer does not matter.
+        g.digest = g.digest.wrapping_add(h.finish());
+        g.pending |= state.iter().any(|s| s == "PENDING");
+    }
+    out
+}
+
+/// A job id's records as `job/{id}` answered, with the digest of its states then.
+struct Read {
+    jobs: Vec<Arc<Job>>,
+    digest: u64,
+    at: Instant,
+}
+
+/// What a refresh reads, in order (see the module's comment): GROUPS from `jobs/state/`, SEEN
+/// the digest each job id was read at and when. ROOM: job ids that may still be added (the cap).
+fn plan(
+    groups: &HashMap<u64, Group>,
+    seen: &HashMap<u64, (u64, Instant)>,
+    now: Instant,
+    room: usize,
+) -> Vec<u64> {
+    let (mut changed, mut pending, mut other, mut old) = (vec![], vec![], vec![], vec![]);
+    for (id, g) in groups {
+        match seen.get(id) {
+            Some((d, _)) if *d != g.digest => changed.push(*id),
+            Some((_, at)) if g.pending && now.saturating_duration_since(*at) >= REFRESH => {
+                old.push((*at, *id))
+            }
+            Some(_) => {}
+            None if g.pending => pending.push(*id),
+            None => other.push(*id),
+        }
+    }
+    for v in [&mut changed, &mut pending, &mut other] {
+        v.sort_unstable_by(|a, b| b.cmp(a));
+    }
+    old.sort_unstable();
+    let mut out = changed;
+    out.extend(pending.into_iter().chain(other).take(room));
+    out.extend(old.into_iter().map(|(_, id)| id));
+    out
+}
+
+/// What one batch of a refresh brought.
+#[derive(Default)]
+struct Delta {
+    /// `jobs/state/` as the refresh read it and what that cost (its first batch only).
+    states: Option<(States, Duration)>,
+    /// Job ids read: the digest of their states when planned, their records (empty: gone).
+    read: Vec<(u64, u64, Vec<Job>)>,
+}
+
+/// A refresh in flight: its task, and the batches it hands over.
+struct Refresh {
+    task: tokio::task::JoinHandle<Result<(), SlurmError>>,
+    batches: mpsc::UnboundedReceiver<Delta>,
+    started: Instant,
+    /// Its first batch was taken.
+    landed: bool,
+}
+
 /// What the client knows of the queue, and the refresh in flight.
 #[derive(Default)]
 pub(super) struct Queue {
     kept: Option<Kept>,
     refresh: Option<Refresh>,
-    /// When the last whole read failed, how long the next one waits, and why.
-    failed: Option<(Instant, Duration, String)>,
+    /// When the last refresh failed, and why.
+    failed: Option<(Instant, String)>,
 }
 
 impl Drop for Queue {
@@ -74,372 +227,331 @@ impl Drop for Queue {
     }
 }
 
-/// A refresh in flight.
-struct Refresh {
-    task: tokio::task::JoinHandle<Result<Refreshed, SlurmError>>,
-    started: Instant,
-    whole: bool,
-}
-
-/// What a refresh brought.
-enum Refreshed {
-    /// Every job (None: no change since the kept queue's `last_update`), and `jobs/state/` as
-    /// read just before, which the answer is at least as new as.
-    Whole {
-        states: States,
-        states_took: Duration,
-        jobs: Option<Vec<Job>>,
-        last_update: Option<i64>,
-    },
-    Followed(Delta),
-}
-
-/// The kept queue brought up to `jobs/state/`.
-struct Delta {
-    states: States,
-    took: Duration,
-    /// Jobs read again (None: gone meanwhile), jobs gone, known jobs' new states.
-    read: Vec<(u64, Option<Job>)>,
-    gone: Vec<u64>,
-    patched: Vec<(u64, Vec<String>)>,
-    /// Something only a whole read tells changed.
-    stale: bool,
-}
-
 struct Kept {
-    jobs: BTreeMap<u64, Arc<Job>>,
-    /// `jobs` as handed out, until they change.
-    shared: Option<Jobs>,
     states: States,
-    last_update: Option<i64>,
-    whole_at: Instant,
-    whole_took: Duration,
+    groups: HashMap<u64, Group>,
+    read: HashMap<u64, Read>,
+    /// Records in `read`.
+    records: usize,
+    /// The records as handed out, until they change.
+    shared: Option<Jobs>,
+    cover: Cover,
     checked_at: Instant,
     check_took: Duration,
     /// When this client last changed the queue (a submission, a cancellation): a refresh
     /// started before then does not make the kept queue current.
     changed_at: Option<Instant>,
-    stale: bool,
 }
 
 impl Kept {
+    /// The records, sorted by id, each in its state as `jobs/state/` last gave it.
     fn list(&mut self) -> Jobs {
-        let jobs = &self.jobs;
+        let (read, states) = (&self.read, &self.states);
         self.shared
-            .get_or_insert_with(|| jobs.values().cloned().collect())
+            .get_or_insert_with(|| {
+                let mut v: Vec<Arc<Job>> = read
+                    .values()
+                    .flat_map(|r| r.jobs.iter())
+                    .map(|j| match states.get(&j.id.to_string()) {
+                        Some(s) if *s != j.state => Arc::new(Job {
+                            state: s.clone(),
+                            ..Job::clone(j)
+                        }),
+                        _ => Arc::clone(j),
+                    })
+                    .collect();
+                v.sort_by_key(|j| j.id);
+                v.into()
+            })
             .clone()
     }
 
-    /// A whole read is due: the last one is older than REFRESH and ten times its cost, or what
-    /// the kept queue lacks needs one as soon as the ten times have passed.
-    fn whole_due(&self) -> bool {
-        let spaced = self.whole_at.elapsed() >= self.whole_took * JOBS_REUSE_FACTOR;
-        spaced && (self.stale || self.whole_at.elapsed() >= REFRESH)
-    }
-
     /// Young enough to answer with as it is: checked after this client's last change, and
-    /// within ten times what the check cost.
-    fn current(&self) -> bool {
+    /// within ten times what the check cost (at most EVERY).
+    fn current(&self, every: Duration) -> bool {
         let after_change = self.changed_at.is_none_or(|t| t < self.checked_at);
-        after_change
-            && self.checked_at.elapsed() < (self.check_took * JOBS_REUSE_FACTOR).min(JOBS_REUSE_CAP)
+        after_change && self.checked_at.elapsed() < (self.check_took * JOBS_REUSE_FACTOR).min(every)
     }
 
-    fn apply(&mut self, started: Instant, d: Delta) {
-        if !(d.gone.is_empty() && d.patched.is_empty() && d.read.is_empty()) {
-            self.shared = None;
-        }
-        for id in d.gone {
-            self.jobs.remove(&id);
-        }
-        for (id, state) in d.patched {
-            if let Some(j) = self.jobs.get_mut(&id) {
-                Arc::make_mut(j).state = state;
+    /// Job ids not read yet that the cap leaves room for.
+    fn crawling(&self, max_jobs: usize) -> bool {
+        self.cover.unread > 0 && self.records < max_jobs
+    }
+
+    fn recount(&mut self, max_jobs: usize) {
+        self.records = self.read.values().map(|r| r.jobs.len().max(1)).sum();
+        let mut cover = Cover {
+            jobs: self.states.len(),
+            limit: (self.states.len() > max_jobs).then_some(max_jobs),
+            ..Cover::default()
+        };
+        for (id, g) in &self.groups {
+            if !self.read.contains_key(id) {
+                cover.unread += 1;
+                cover.pending_unread += usize::from(g.pending);
             }
         }
-        for (id, job) in d.read {
-            match job {
-                Some(j) => self.jobs.insert(id, Arc::new(j)),
-                None => self.jobs.remove(&id),
-            };
-        }
-        self.states = d.states;
-        self.stale |= d.stale;
-        self.checked_at = started;
-        self.check_took = d.took;
+        self.cover = cover;
     }
 }
 
-/// A refresh to start.
-#[derive(Clone, Copy)]
-enum Due {
-    /// A whole read, asking for changes since this `last_update` when given.
-    Whole(Option<i64>),
-    /// `jobs/state/` and the jobs that changed.
-    Follow,
-}
-
-/// Why a failed whole read waits this long before the next.
-fn wait_after(e: &SlurmError) -> Duration {
-    match e {
-        SlurmError::Timeout { .. }
-        | SlurmError::TooLarge { .. }
-        | SlurmError::TooManyJobs { .. } => FAILED_HEAVY,
-        _ => FAILED_LIGHT,
+/// Keeps what batch D of the refresh STARTED brought.
+fn apply(kept: &mut Option<Kept>, started: Instant, d: Delta, max_jobs: usize) {
+    if let Some((states, took)) = d.states {
+        let groups = groups(&states);
+        let k = kept.get_or_insert_with(|| Kept {
+            states: Arc::default(),
+            groups: HashMap::new(),
+            read: HashMap::new(),
+            records: 0,
+            shared: None,
+            cover: Cover::default(),
+            checked_at: started,
+            check_took: took,
+            changed_at: None,
+        });
+        k.read.retain(|id, _| groups.contains_key(id));
+        k.groups = groups;
+        k.states = states;
+        k.checked_at = started;
+        k.check_took = took;
     }
+    let Some(k) = kept.as_mut() else {
+        return;
+    };
+    let now = Instant::now();
+    for (id, digest, jobs) in d.read {
+        k.read.insert(
+            id,
+            Read {
+                jobs: jobs.into_iter().map(Arc::new).collect(),
+                digest,
+                at: now,
+            },
+        );
+    }
+    k.shared = None;
+    k.recount(max_jobs);
 }
 
 impl Queue {
-    /// The refresh due now, if any.
-    fn due(&self) -> Option<Due> {
-        if self.refresh.is_some() {
-            return None;
+    /// A refresh is due now.
+    fn due(&self, every: Duration, max_jobs: usize) -> bool {
+        if self.refresh.is_some()
+            || self
+                .failed
+                .as_ref()
+                .is_some_and(|(at, _)| at.elapsed() < FAILED_PAUSE)
+        {
+            return false;
         }
-        let may_whole = self
-            .failed
+        self.kept
             .as_ref()
-            .is_none_or(|(at, wait, _)| at.elapsed() >= *wait);
-        match &self.kept {
-            None => may_whole.then_some(Due::Whole(None)),
-            Some(k) if k.whole_due() && may_whole => Some(Due::Whole(k.last_update)),
-            Some(k) if !k.current() => Some(Due::Follow),
-            Some(_) => None,
+            .is_none_or(|k| k.crawling(max_jobs) || !k.current(every))
+    }
+
+    /// Keeps the batches the refresh in flight handed over; ends it once it finished.
+    fn take_landed(&mut self, max_jobs: usize) {
+        let Some(r) = self.refresh.as_mut() else {
+            return;
+        };
+        let done = r.task.is_finished();
+        while let Ok(d) = r.batches.try_recv() {
+            r.landed = true;
+            apply(&mut self.kept, r.started, d, max_jobs);
+        }
+        if !done {
+            return;
+        }
+        let r = self.refresh.take().expect("a refresh");
+        let result = futures::FutureExt::now_or_never(r.task)
+            .unwrap_or_else(|| Ok(Err(SlurmError::Config("unfinished".into()))));
+        let result = result.unwrap_or_else(|e| {
+            Err(SlurmError::Config(format!(
+                "the job queue read stopped: {e}"
+            )))
+        });
+        match result {
+            Ok(()) => self.failed = None,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the job queue failed; what was read stays");
+                self.failed = Some((Instant::now(), e.to_string()));
+            }
         }
     }
 
-    /// The end of refresh R: what it brought kept, or its failure remembered. The failure is
-    /// returned when nothing is kept to fall back on.
-    fn finish(
-        &mut self,
-        r: Refresh,
-        result: Result<Refreshed, SlurmError>,
-    ) -> Result<(), SlurmError> {
-        match result {
-            Ok(Refreshed::Whole {
-                states,
-                states_took,
-                jobs,
-                last_update,
-            }) => {
-                self.failed = None;
-                let took = r.started.elapsed();
-                match (jobs, &mut self.kept) {
-                    (None, Some(k)) => {
-                        k.whole_at = r.started;
-                        k.whole_took = took;
-                        k.stale = false;
-                    }
-                    (jobs, kept) => {
-                        let changed_at = kept.as_ref().and_then(|k| k.changed_at);
-                        *kept = Some(Kept {
-                            jobs: jobs
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|j| (j.id, Arc::new(j)))
-                                .collect(),
-                            shared: None,
-                            states,
-                            last_update,
-                            whole_at: r.started,
-                            whole_took: took,
-                            checked_at: r.started,
-                            check_took: states_took,
-                            changed_at,
-                            stale: false,
-                        })
-                    }
-                }
-                Ok(())
-            }
-            Ok(Refreshed::Followed(d)) => {
-                if let Some(k) = &mut self.kept {
-                    k.apply(r.started, d);
-                }
-                Ok(())
-            }
-            Err(e) if r.whole => {
-                let wait = wait_after(&e);
-                self.failed = Some((Instant::now(), wait, e.to_string()));
-                match &mut self.kept {
-                    Some(k) => {
-                        // Not again before the wait: the kept queue goes on following.
-                        k.whole_at = Instant::now();
-                        k.whole_took = wait / JOBS_REUSE_FACTOR;
-                        tracing::warn!(error = %e, "the whole job queue read failed; the kept queue goes on");
-                        Ok(())
-                    }
-                    None => Err(e),
-                }
-            }
-            Err(e) => {
-                // A following read failed: the kept queue stays, asked again after a pause.
-                if let Some(k) = &mut self.kept {
-                    k.checked_at = Instant::now();
-                    k.check_took = k.check_took.max(Duration::from_secs(1));
-                }
-                tracing::warn!(error = %e, "following the job queue failed; the kept queue stays");
-                Ok(())
-            }
+    /// Waits until UNTIL for the next batch of the refresh in flight (none: returns at once).
+    async fn next_batch(&mut self, until: Instant, max_jobs: usize) {
+        let Some(r) = self.refresh.as_mut() else {
+            return;
+        };
+        let until = tokio::time::Instant::from_std(until);
+        if let Ok(Some(d)) = tokio::time::timeout_at(until, r.batches.recv()).await {
+            r.landed = true;
+            apply(&mut self.kept, r.started, d, max_jobs);
         }
+        self.take_landed(max_jobs);
     }
 
     /// Why there is no queue to answer with.
     fn unknown(&self) -> SlurmError {
         let detail = match (&self.refresh, &self.failed) {
             (Some(r), _) => format!(
-                "a read of the whole queue has run for {} s in the background (a queue of 50,000 jobs takes about a minute); what needs the jobs waits for it",
+                "its first read (jobs/state/: every job's id and state) has run for {} s",
                 r.started.elapsed().as_secs()
             ),
-            (None, Some((at, wait, why))) => format!(
-                "the last read of the whole queue failed {} s ago ({why}); the next starts in {} s",
+            (None, Some((at, why))) => format!(
+                "the last read failed {} s ago ({why}); the next starts in {} s",
                 at.elapsed().as_secs(),
-                wait.saturating_sub(at.elapsed()).as_secs()
+                FAILED_PAUSE.saturating_sub(at.elapsed()).as_secs()
             ),
-            (None, None) => "no read of the whole queue has started".to_string(),
+            (None, None) => "no read has started".to_string(),
         };
         SlurmError::QueueUnknown { detail }
     }
 }
 
-/// A refresh's task ended: its result.
-fn joined(
-    r: Result<Result<Refreshed, SlurmError>, tokio::task::JoinError>,
-) -> Result<Refreshed, SlurmError> {
-    r.unwrap_or_else(|e| {
-        Err(SlurmError::Config(format!(
-            "the job queue read stopped: {e}"
-        )))
-    })
-}
-
 impl Client {
-    /// Every job, as the fields slurmops reads (see the module's comment for how it is kept
-    /// current): starts the refresh that is due, waits for it at most `queue_wait`, and answers
-    /// with the freshest queue kept.
-    pub async fn jobs(&self) -> Result<Jobs, SlurmError> {
+    /// The jobs read so far (see the module's comment): keeps what the refresh in flight handed
+    /// over, starts the refresh that is due, waits for its first batch at most `queue_wait`
+    /// after its start, and answers with what is kept and how much of the queue that is.
+    pub async fn jobs_known(&self) -> Result<Known, SlurmError> {
+        let max = self.config.max_jobs;
         let mut q = self.queue.lock().await;
-        if q.refresh.as_ref().is_some_and(|r| r.task.is_finished()) {
-            let mut r = q.refresh.take().expect("a refresh");
-            let result = joined((&mut r.task).await);
-            q.finish(r, result)?;
+        q.take_landed(max);
+        if q.due(self.config.queue_every, max) {
+            self.start_refresh(&mut q);
         }
-        if let Some(due) = q.due() {
-            let states = q.kept.as_ref().map(|k| Arc::clone(&k.states));
-            let task = match due {
-                Due::Whole(since) => tokio::spawn(self.clone().whole(since)),
-                Due::Follow => tokio::spawn(self.clone().follow(states.unwrap_or_default())),
-            };
-            q.refresh = Some(Refresh {
-                task,
-                started: Instant::now(),
-                whole: matches!(due, Due::Whole(_)),
-            });
+        if let Some(r) = q.refresh.as_ref().filter(|r| !r.landed) {
+            let until = r.started + self.config.queue_wait;
+            q.next_batch(until, max).await;
         }
-        if let Some(r) = q.refresh.as_mut() {
-            let left = self.config.queue_wait.saturating_sub(r.started.elapsed());
-            if let Ok(result) = tokio::time::timeout(left, &mut r.task).await {
-                let r = q.refresh.take().expect("a refresh");
-                q.finish(r, joined(result))?;
-            }
-        }
-        match &mut q.kept {
-            Some(k) => Ok(k.list()),
+        match q.kept.as_mut() {
+            Some(k) => Ok(Known {
+                jobs: k.list(),
+                cover: k.cover,
+            }),
             None => Err(q.unknown()),
         }
     }
 
-    /// `jobs/state/`, then the jobs that appeared or changed state since OLD.
-    async fn follow(self, old: States) -> Result<Refreshed, SlurmError> {
-        let started = Instant::now();
-        let states = self.job_states().await?;
-        let mut fetch = Vec::new();
-        let mut stale = false;
-        for (id, state) in states.iter() {
-            if old.get(id) != Some(state) {
-                match id.parse::<u64>() {
-                    Ok(n) => fetch.push(n),
-                    Err(_) => stale = true,
+    /// Every job: waits (at most `queue_wait`) until every job is read; the queue not known
+    /// whole by then is an error that says how much is left.
+    pub async fn jobs(&self) -> Result<Jobs, SlurmError> {
+        let until = Instant::now() + self.config.queue_wait;
+        loop {
+            let k = self.jobs_known().await?;
+            if k.complete() {
+                return Ok(k.jobs);
+            }
+            if let Some(limit) = k.cover.limit {
+                return Err(SlurmError::TooManyJobs {
+                    path: format!("jobs/state/ ({} jobs)", k.cover.jobs),
+                    limit,
+                });
+            }
+            if Instant::now() >= until {
+                return Err(SlurmError::QueueUnknown { detail: k.why() });
+            }
+            let mut q = self.queue.lock().await;
+            match q.refresh.is_some() {
+                true => q.next_batch(until, self.config.max_jobs).await,
+                false => {
+                    drop(q);
+                    let pause = until.saturating_duration_since(Instant::now());
+                    tokio::time::sleep(pause.min(Duration::from_secs(1))).await;
                 }
             }
         }
-        let mut gone = Vec::new();
-        for id in old.keys().filter(|id| !states.contains_key(*id)) {
-            match id.parse::<u64>() {
-                Ok(n) => gone.push(n),
-                Err(_) => stale = true,
-            }
-        }
-        let (mut read, mut patched) = (Vec::new(), Vec::new());
-        if fetch.len() <= MAX_FETCH {
-            let this = &self;
-            let answers: Vec<Result<(u64, Option<Job>), SlurmError>> =
-                futures::stream::iter(fetch.iter().copied())
-                    .map(|id| async move { Ok((id, this.job_record(id).await?)) })
-                    .buffer_unordered(FETCH_AT_ONCE)
-                    .collect()
-                    .await;
-            read = answers.into_iter().collect::<Result<_, _>>()?;
-        } else {
-            // Too many to read one by one: the known ones at least get their state.
-            stale = true;
-            patched = fetch
-                .iter()
-                .filter_map(|id| Some((*id, states.get(&id.to_string())?.clone())))
-                .collect();
-        }
-        Ok(Refreshed::Followed(Delta {
-            states,
-            took: started.elapsed(),
-            read,
-            gone,
-            patched,
-            stale,
-        }))
     }
 
-    /// `jobs/state/`, then every job (changes since SINCE when given), parsed as it arrives.
-    async fn whole(self, since: Option<i64>) -> Result<Refreshed, SlurmError> {
+    fn start_refresh(&self, q: &mut Queue) {
+        let seen: HashMap<u64, (u64, Instant)> = q
+            .kept
+            .as_ref()
+            .map(|k| {
+                k.read
+                    .iter()
+                    .map(|(id, r)| (*id, (r.digest, r.at)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let kept = q.kept.as_ref().map_or(0, |k| k.records);
+        let room = self.config.max_jobs.saturating_sub(kept);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(self.clone().follow(seen, room, tx));
+        q.refresh = Some(Refresh {
+            task,
+            batches: rx,
+            started: Instant::now(),
+            landed: false,
+        });
+    }
+
+    /// `jobs/state/`, then the jobs to read (`plan`) for at most [`SLICE`], handed over in
+    /// batches: the first within the caller's wait, then one a second.
+    async fn follow(
+        self,
+        seen: HashMap<u64, (u64, Instant)>,
+        room: usize,
+        tx: mpsc::UnboundedSender<Delta>,
+    ) -> Result<(), SlurmError> {
         let started = Instant::now();
         let states = self.job_states().await?;
-        let states_took = started.elapsed();
-        // Counted before it is asked for: slurmrestd builds the whole answer in its memory, and
-        // Slurm 24.11's died building one of 100,000 jobs (the jobs bench, this machine).
-        if states.len() > self.config.max_jobs {
-            return Err(SlurmError::TooManyJobs {
-                path: format!("jobs/ ({} jobs by jobs/state/)", states.len()),
-                limit: self.config.max_jobs,
-            });
+        let took = started.elapsed();
+        let groups = groups(&states);
+        let order = plan(&groups, &seen, Instant::now(), room);
+        let read_from = Instant::now();
+        let stop = started + SLICE;
+        // The first batch lands within the caller's wait when it can (a daemon's pass waits a
+        // few seconds), at most FIRST_READS after jobs/state/.
+        let first = (read_from + FIRST_READS)
+            .min(started + self.config.queue_wait.mul_f32(0.8))
+            .max(read_from);
+        let mut batch = Delta {
+            states: Some((states, took)),
+            read: Vec::new(),
+        };
+        let (mut sent, mut last) = (false, read_from);
+        let this = &self;
+        let mut reads = futures::stream::iter(order)
+            .map(|id| async move { (id, this.job_records(id).await) })
+            .buffer_unordered(FETCH_AT_ONCE);
+        let mut result = Ok(());
+        loop {
+            let send_at = if sent { last + BATCH } else { first };
+            let until = tokio::time::Instant::from_std(send_at.min(stop));
+            match tokio::time::timeout_at(until, reads.next()).await {
+                Ok(Some((id, Ok(jobs)))) => {
+                    let digest = groups.get(&id).map_or(0, |g| g.digest);
+                    batch.read.push((id, digest, jobs.unwrap_or_default()));
+                }
+                Ok(Some((_, Err(e)))) => {
+                    result = Err(e);
+                    break;
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+            let now = Instant::now();
+            if now >= stop {
+                break;
+            }
+            if now >= send_at || (!sent && batch.read.len() >= MAX_FETCH) {
+                if tx.send(std::mem::take(&mut batch)).is_err() {
+                    return result;
+                }
+                (sent, last) = (true, now);
+            }
         }
-        let p = self.parser().await?;
-        let path = match since {
-            Some(t) => format!("jobs/?update_time={t}&flags=ALL"),
-            None => "jobs/?flags=ALL".to_string(),
-        };
-        let base = self.preferred_base();
-        let url = format!("{base}/slurm/{}/{path}", p.as_str());
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        let req = self
-            .authorized(&Method::GET, &url, None)
-            .timeout(self.config.queue_timeout);
-        let stream = Stream {
-            base,
-            path,
-            secs: self.config.queue_timeout.as_secs(),
-            received: self.received.clone(),
-            max_record: self.config.max_answer as u64,
-            max_jobs: self.config.max_jobs,
-        };
-        let s = stream.read(req).await?;
-        Ok(Refreshed::Whole {
-            states,
-            states_took,
-            jobs: s.jobs,
-            last_update: s.last_update,
-        })
+        if !sent || !batch.read.is_empty() {
+            let _ = tx.send(batch);
+        }
+        result
     }
 
     /// Every job's id and state (`jobs/state/`, Slurm 23.11 and later), under the deadline of a
-    /// whole-queue read.
+    /// slow read.
     async fn job_states(&self) -> Result<States, SlurmError> {
         #[derive(serde::Deserialize)]
         struct StatesWire {
@@ -473,8 +585,9 @@ impl Client {
         ))
     }
 
-    /// Job ID as slurmctld has it now; None once it left the queue.
-    pub(crate) async fn job_record(&self, id: u64) -> Result<Option<Job>, SlurmError> {
+    /// Job ID's records as slurmctld has them now (an array's tasks and a heterogeneous job's
+    /// components with it); None once it left the queue.
+    async fn job_records(&self, id: u64) -> Result<Option<Vec<Job>>, SlurmError> {
         let path = format!("job/{id}?flags=ALL");
         let w: JobsWire = match self.get(&path).await {
             Ok(w) => w,
@@ -487,20 +600,31 @@ impl Client {
             }
             Err(e) => return Err(e),
         };
-        let mut found = None;
-        for w in w.jobs {
-            let j = Job::try_from(w).map_err(|e| self.parse_error(&path, e.to_string()))?;
-            if j.id == id {
-                found = Some(j);
-            }
-        }
-        Ok(found)
+        w.jobs
+            .into_iter()
+            .map(|w| Job::try_from(w).map_err(|e| self.parse_error(&path, e.to_string())))
+            .collect::<Result<Vec<Job>, _>>()
+            .map(Some)
+    }
+
+    /// Job ID as slurmctld has it now; None once it left the queue.
+    pub(crate) async fn job_record(&self, id: u64) -> Result<Option<Job>, SlurmError> {
+        Ok(self
+            .job_records(id)
+            .await?
+            .and_then(|jobs| jobs.into_iter().find(|j| j.id == id)))
     }
 
     /// How long a job read waits for a refresh (see `Config::queue_wait`). Only before the
     /// client is shared.
     pub fn set_queue_wait(&mut self, wait: Duration) {
         self.configure(|c| c.queue_wait = wait);
+    }
+
+    /// How long the kept queue answers without asking again, at most (see
+    /// `Config::queue_every`). Only before the client is shared.
+    pub fn set_queue_every(&mut self, every: Duration) {
+        self.configure(|c| c.queue_every = every);
     }
 
     /// The user the jobs it submits run as (see `Config::job_user`). Only before the client is
@@ -533,8 +657,10 @@ impl Client {
     }
 
     /// Pending jobs per partition (a job pending in several partitions counts in each).
-    pub async fn pending_jobs_per_partition(&self) -> Result<BTreeMap<String, usize>, SlurmError> {
-        let mut out = BTreeMap::new();
+    pub async fn pending_jobs_per_partition(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, usize>, SlurmError> {
+        let mut out = std::collections::BTreeMap::new();
         for j in self.jobs().await?.iter().filter(|j| j.has_state("PENDING")) {
             for p in j.partition.split(',').filter(|p| !p.is_empty()) {
                 *out.entry(p.to_string()).or_default() += 1;
@@ -554,5 +680,169 @@ mod tests {
         assert_eq!(max_jobs_from(Some("2_000_000")), 2_000_000);
         assert_eq!(max_jobs_from(Some("lots")), MAX_JOBS);
         assert_eq!(max_jobs_from(Some("0")), MAX_JOBS);
+    }
+
+    fn states(entries: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+        entries
+            .iter()
+            .map(|(id, s)| (id.to_string(), vec![s.to_string()]))
+            .collect()
+    }
+
+    #[test]
+    fn array_tasks_and_components_are_read_through_their_job_id() {
+        assert_eq!(base_of("12"), Some(12));
+        assert_eq!(base_of("12_3"), Some(12));
+        assert_eq!(base_of("12+1"), Some(12));
+        assert_eq!(base_of(""), None);
+        assert_eq!(base_of("x"), None);
+        let g = groups(&states(&[
+            ("12_1", "RUNNING"),
+            ("12_2", "PENDING"),
+            ("13", "RUNNING"),
+        ]));
+        assert_eq!(g.len(), 2);
+        assert!(g[&12].pending);
+        assert!(!g[&13].pending);
+        // The digest follows the entries, not their order, and changes with any state.
+        let again = groups(&states(&[
+            ("13", "RUNNING"),
+            ("12_2", "PENDING"),
+            ("12_1", "RUNNING"),
+        ]));
+        assert_eq!(g, again);
+        let moved = groups(&states(&[
+            ("12_1", "RUNNING"),
+            ("12_2", "RUNNING"),
+            ("13", "RUNNING"),
+        ]));
+        assert_ne!(g[&12].digest, moved[&12].digest);
+        assert_eq!(g[&13], moved[&13]);
+    }
+
+    #[test]
+    fn a_refresh_reads_changed_jobs_then_pending_ones_newest_first_then_the_rest() {
+        let now = Instant::now();
+        let s = states(&[
+            ("1", "PENDING"),
+            ("2", "RUNNING"),
+            ("3", "PENDING"),
+            ("4", "COMPLETED"),
+            ("5", "PENDING"),
+            ("6", "RUNNING"),
+        ]);
+        let g = groups(&s);
+        // Nothing read yet (a start): pending jobs newest first, then the others.
+        assert_eq!(plan(&g, &HashMap::new(), now, 100), vec![5, 3, 1, 6, 4, 2]);
+        // The cap leaves room for three: the pending ones.
+        assert_eq!(plan(&g, &HashMap::new(), now, 3), vec![5, 3, 1]);
+        // 6 was read running and finished since (it changed: first), 1 and 2 are read and
+        // unchanged (not again), 3 was read pending long ago (last: a partition may have changed
+        // in place).
+        let long_ago = now.checked_sub(REFRESH * 2).unwrap_or(now);
+        let mut seen: HashMap<u64, (u64, Instant)> = HashMap::new();
+        seen.insert(1, (g[&1].digest, now));
+        seen.insert(2, (g[&2].digest, now));
+        seen.insert(3, (g[&3].digest, long_ago));
+        let ran = groups(&states(&[("6", "RUNNING")]));
+        seen.insert(6, (ran[&6].digest, now));
+        let mut finished = s.clone();
+        finished.insert("6".into(), vec!["COMPLETED".into()]);
+        let g = groups(&finished);
+        let order = plan(&g, &seen, now, 100);
+        match long_ago < now {
+            true => assert_eq!(order, vec![6, 5, 4, 3]),
+            false => assert_eq!(order, vec![6, 5, 4]),
+        }
+    }
+
+    fn job(id: u64, state: &str, partition: &str) -> Job {
+        Job {
+            id,
+            state: vec![state.into()],
+            partition: partition.into(),
+            ..Job::default()
+        }
+    }
+
+    #[test]
+    fn what_is_kept_counts_what_is_left_and_hands_out_the_newest_states() {
+        let started = Instant::now();
+        let s: States = Arc::new(states(&[
+            ("1", "PENDING"),
+            ("2", "PENDING"),
+            ("3", "RUNNING"),
+        ]));
+        let g = groups(&s);
+        let mut kept = None;
+        // The first batch: the states and job 2.
+        apply(
+            &mut kept,
+            started,
+            Delta {
+                states: Some((s.clone(), Duration::from_millis(5))),
+                read: vec![(2, g[&2].digest, vec![job(2, "PENDING", "a")])],
+            },
+            1000,
+        );
+        let k = kept.as_mut().unwrap();
+        assert_eq!(
+            k.cover,
+            Cover {
+                jobs: 3,
+                unread: 2,
+                pending_unread: 1,
+                limit: None
+            }
+        );
+        assert_eq!(k.list().len(), 1);
+        // The next batch: the rest.
+        apply(
+            &mut kept,
+            started,
+            Delta {
+                states: None,
+                read: vec![
+                    (1, g[&1].digest, vec![job(1, "PENDING", "a")]),
+                    (3, g[&3].digest, vec![job(3, "RUNNING", "b")]),
+                ],
+            },
+            1000,
+        );
+        let k = kept.as_mut().unwrap();
+        assert_eq!(k.cover.unread, 0);
+        let ids: Vec<u64> = k.list().iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        // A new jobs/state/: 2 runs now (its record is handed out in that state until it is
+        // read again), 3 is gone, 4 came (unread, counted).
+        let s2: States = Arc::new(states(&[
+            ("1", "PENDING"),
+            ("2", "RUNNING"),
+            ("4", "PENDING"),
+        ]));
+        apply(
+            &mut kept,
+            started,
+            Delta {
+                states: Some((s2, Duration::from_millis(5))),
+                read: vec![],
+            },
+            1000,
+        );
+        let k = kept.as_mut().unwrap();
+        assert_eq!(k.cover.unread, 1);
+        assert_eq!(k.cover.pending_unread, 1);
+        let list = k.list();
+        let ids: Vec<u64> = list.iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![1, 2]);
+        assert!(list[1].has_state("RUNNING"));
+        // Past the cap: said, with the setting.
+        k.recount(2);
+        assert_eq!(k.cover.limit, Some(2));
+        let known = Known {
+            jobs: k.list(),
+            cover: k.cover,
+        };
+        assert!(known.why().contains(MAX_JOBS_ENV), "{}", known.why());
     }
 }

@@ -176,13 +176,6 @@ impl Client {
         }
     }
 
-    /// The base URL a streamed read goes to: the replica tried first, else the Service.
-    pub(super) fn preferred_base(&self) -> String {
-        self.replicas()
-            .first()
-            .map_or_else(|| self.base.clone(), |x| x.base.clone())
-    }
-
     /// URL (on the Service's base) sent to each replica in turn until one can be reached; None
     /// without replicas or when none could be (the caller then asks the Service).
     pub(super) async fn to_replicas(

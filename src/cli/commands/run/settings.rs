@@ -83,6 +83,7 @@ fn slurm_source(a: &RunArgs) -> Result<SlurmSource, String> {
     let mut config = crate::slurm::Config::new(url, credentials);
     config.allow_http = a.allow_http;
     config.queue_wait = crate::daemon::QUEUE_WAIT;
+    config.queue_every = a.interval;
     config.job_user = a.job_user.clone();
     let client = crate::slurm::Client::new(config).map_err(|e| e.to_string())?;
     Ok(SlurmSource::Static(std::sync::Arc::new(client)))
