@@ -2,20 +2,26 @@
 //! a slurmctld and slurmrestd of their own (tests/bed/scale.sh, Slurm 24.11) holding 1,000 node
 //! records and 20,000 individual held jobs, about 150 MB of JSON for one read of the queue.
 //! A pass with nothing moving reads the node list (a few MB) and not the queue, and the next one
-//! a "no change"; `slurm drain` of a node holding no job reads no queue; a pass that needs the
-//! queue reads it whole once (parsed as it arrives: no answer cap on the queue's size) and then
-//! follows it through `jobs/state/` and the jobs that changed; a queue past the job cap leaves the
-//! nodes known and says which setting to raise. The goals of issue 32 at 1,000 workers, doubled:
-//! ≤ 10 MB per pass.
+//! a "no change"; `slurm drain` of a node holding no job reads no queue; passes that need the
+//! queue read `jobs/state/` and the jobs one by one, never the whole queue, until every job is
+//! read, and then follow it through `jobs/state/` and the jobs that changed; a queue past the job
+//! cap leaves the nodes known and says which setting to raise. The goals of issue 32 at 1,000
+//! workers, doubled: ≤ 10 MB per pass. And a daemon started against 50,000 jobs scales out for a
+//! pending one within 15 s (issue 56).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::Api;
 use slurmops::controller::observe::{JobsNeed, Needs, jobs_needed, read_slurm};
 use slurmops::slurm::{Client, SlurmNodes};
 
 use crate::support::at_scale::{self, Measured, Sizes, quantile};
+use crate::support::daemon::Repo;
+use crate::support::fleet::Fleet;
 use crate::support::scale::Scale;
+use crate::support::{bed, client, eventually, unique_suffix};
 
 const JOBS: usize = 20_000;
 
@@ -90,17 +96,37 @@ async fn slurm_side(scale: &Scale, c: &Client) {
         drain.bytes
     );
 
-    // A pass that needs the queue reads it whole once, parsed as it arrives: the default
-    // answer cap (128 MiB) holds this 150 MB queue, since it caps one job's record.
+    // A pass that needs the queue reads jobs/state/ and then the jobs one by one, never the
+    // whole queue: the first pass sees part of it (and says how much is left), the next ones go
+    // on from there, each reading at most a slice's worth, until every job is read; then a pass
+    // reads nothing of the queue but jobs/state/.
     let c = &scale.client(Duration::from_secs(120), None);
     c.parser().await.unwrap();
-    let (needed, view) = pass(c, JobsNeed::Always).await;
-    assert_eq!(view.jobs_error, None);
+    let t = std::time::Instant::now();
+    let (mut passes, mut most) = (0, 0);
+    let view = loop {
+        let (cost, view) = pass(c, JobsNeed::Always).await;
+        (passes, most) = (passes + 1, most.max(cost.bytes));
+        if view.jobs_error.is_none() {
+            break view;
+        }
+        assert!(
+            view.pending_unread.is_some(),
+            "not a queue read in part: {:?}",
+            view.jobs_error
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "{JOBS} jobs not read within 300 s: {:?}",
+            view.jobs_error
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
     assert_eq!(view.jobs().len(), JOBS);
-    assert!(
-        needed.bytes > 50_000_000,
-        "the queue is {} bytes",
-        needed.bytes
+    println!(
+        "every one of {JOBS} jobs read in {:.0} s over {passes} passes, at most {:.0} MB a pass",
+        t.elapsed().as_secs_f64(),
+        most as f64 / 1e6
     );
     let (again, view) = pass(c, JobsNeed::Always).await;
     assert_eq!(view.jobs().len(), JOBS);
@@ -126,8 +152,8 @@ async fn slurm_side(scale: &Scale, c: &Client) {
     for id in &went {
         scale.cancel(&http, *id).await.unwrap();
     }
-    // A kept answer is reused while younger than ten times what its last check cost; passes
-    // after that follow the queue, none of them reading it whole.
+    // A kept queue is reused while younger than ten times what its last check cost; passes
+    // after that follow the queue, reading only the jobs that came or changed.
     let t = std::time::Instant::now();
     let (followed, view) = loop {
         let (cost, view) = pass(c, JobsNeed::Always).await;
@@ -165,6 +191,110 @@ async fn slurm_side(scale: &Scale, c: &Client) {
     assert_eq!(view.nodes.len(), 1000, "a large queue blinded the pass");
     let why = view.jobs_error.expect("the queue is past 1,000 jobs");
     assert!(why.contains("SLURMOPS_SLURM_MAX_JOBS"), "{why}");
+}
+
+/// Issue 56: the daemon started against 50,000 held jobs and one job pending for a NodeSet at 0
+/// workers scales it out within 15 s. Its first pass decides on `jobs/state/` and the newest
+/// pending jobs read one by one (`slurm::client::queue`), not on a read of the whole queue (at this
+/// length slurmrestd 24.11 needs about 90 s to build that answer, so autoscale used to wait that
+/// long after every start). Then the passes read the rest job by job, bounded per pass, until the
+/// daemon knows every job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_job_within_15_s() {
+    const HELD: usize = 50_000;
+    let scale = Scale::up(1, 4);
+    let c = scale.client(Duration::from_secs(120), None);
+    let kube = client(&bed().kubeconfig_admin).await;
+    let ns = format!("t-narrow-{}", unique_suffix());
+    let fleet = Fleet::start(kube.clone(), &ns, 4, 4).await.unwrap();
+    let text = format!(
+        "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: scale, namespace: {ns}}}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n    - {{name: s000, replicas: 0, cpu: \"8\", memory: 1000Mi, image: img:1, autoscale: {{min: 0, max: 2, scaleDownDelay: 10m}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n"
+    );
+    let repo = Repo::new(&format!("{ns}-repo"));
+    let url = format!("{}/{ns}-repo.git", bed().git.http_url);
+    let dir = tempfile::tempdir().unwrap();
+    let commit = repo.push(&text, "first");
+    let sts: Api<StatefulSet> = Api::namespaced(kube.clone(), &ns);
+    let replicas = async || sts.get("s000").await.ok()?.spec?.replicas;
+    // The NodeSet applied at 0 workers, before any job.
+    {
+        let _daemon = at_scale::daemon(&ns, dir.path(), &url, "narrow", "10s", &scale);
+        eventually("the commit applied", Duration::from_secs(120), async || {
+            let s = slurmops::status::configmap::read(&kube, &ns, None)
+                .await
+                .ok()??;
+            (s.last_applied_commit == commit).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(replicas().await, Some(0));
+    let queued = scale.hold(HELD, "held").await.unwrap();
+    println!("{HELD} held jobs queued in {:.0} s", queued.as_secs_f64());
+    // One job that workers would start: pending (its partition's records have no slurmd).
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({
+        "script": "#!/bin/sh\nsleep 1\n",
+        "job": {"name": "wants-a-worker", "partition": "all", "tasks": 1,
+            "current_working_directory": "/tmp", "environment": ["PATH=/usr/bin:/bin"],
+            "time_limit": {"set": true, "infinite": false, "number": 1}},
+    });
+    let job = scale.submit(&http, &body).await.unwrap();
+    let whole = std::time::Instant::now();
+    let states = c.pending_jobs_per_partition().await;
+    println!(
+        "(a command reading every job: {:.0} s, {:?})",
+        whole.elapsed().as_secs_f64(),
+        states.map(|m| m.values().sum::<usize>())
+    );
+
+    let (started, wall) = (std::time::Instant::now(), std::time::SystemTime::now());
+    let daemon = at_scale::daemon(&ns, dir.path(), &url, "narrow", "10s", &scale);
+    eventually(
+        "the NodeSet scaled out for the pending job",
+        Duration::from_secs(120),
+        async || (replicas().await == Some(1)).then_some(()),
+    )
+    .await;
+    let took = started.elapsed();
+    println!(
+        "daemon started -> NodeSet scaled out for job {job}: {:.1} s",
+        took.as_secs_f64()
+    );
+    for p in at_scale::passes(&daemon.output(), wall).iter().take(4) {
+        let at = p.at.duration_since(wall).unwrap_or_default();
+        println!(
+            "  pass ended {:.1} s after the start: {:.1} s long, acted {}, {} slurmrestd requests, {:.1} MB",
+            at.as_secs_f64(),
+            p.ms / 1000.0,
+            p.acted,
+            p.slurm_requests,
+            p.slurm_bytes as f64 / 1e6
+        );
+    }
+    assert!(
+        took < Duration::from_secs(15),
+        "the daemon took {:.1} s to scale out for a pending job among {HELD} held ones",
+        took.as_secs_f64()
+    );
+    // The rest is read job by job over the next passes, none reading the whole queue.
+    let knows = std::time::Instant::now();
+    eventually(
+        "the daemon's passes know every job",
+        Duration::from_secs(600),
+        async || {
+            at_scale::passes(&daemon.output(), std::time::SystemTime::UNIX_EPOCH)
+                .iter()
+                .any(|p| p.jobs > HELD as i64)
+                .then_some(())
+        },
+    )
+    .await;
+    println!(
+        "every job known {:.0} s after the start",
+        (took + knows.elapsed()).as_secs_f64()
+    );
+    drop(daemon);
+    fleet.cleanup().await;
 }
 
 /// `slurmops run` over 50 NodeSets of 20 workers on the real apiserver (GPU-sized Nodes, pods

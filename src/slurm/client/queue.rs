@@ -9,7 +9,9 @@
 //! (autoscale's demand; newest first, as the oldest have been waiting through earlier passes),
 //! the other jobs never read (newest first: the names and nodes canaries, checks and waiting
 //! workers need), and pending jobs read more than [`REFRESH`] ago (a partition or reason changed
-//! in place, which `jobs/state/` does not show). Each record is kept by its job id (`job/{id}`
+//! in place, which `jobs/state/` does not show: each once per [`REFRESH`], spread over the
+//! refreshes, so that a pass reads a share of them, never all at once). Each record is kept by
+//! its job id (`job/{id}`
 //! answers an array's tasks and a heterogeneous job's components together) with the states it
 //! was read at, and read again only when they change.
 //!
@@ -163,12 +165,14 @@ struct Read {
 }
 
 /// What a refresh reads, in order (see the module's comment): GROUPS from `jobs/state/`, SEEN
-/// the digest each job id was read at and when. ROOM: job ids that may still be added (the cap).
+/// the digest each job id was read at and when. ROOM: job ids that may still be added (the cap);
+/// SWEEP: pending jobs read again at most (spread over the passes, not all at once).
 fn plan(
     groups: &HashMap<u64, Group>,
     seen: &HashMap<u64, (u64, Instant)>,
     now: Instant,
     room: usize,
+    sweep: usize,
 ) -> Vec<u64> {
     let (mut changed, mut pending, mut other, mut old) = (vec![], vec![], vec![], vec![]);
     for (id, g) in groups {
@@ -188,8 +192,15 @@ fn plan(
     old.sort_unstable();
     let mut out = changed;
     out.extend(pending.into_iter().chain(other).take(room));
-    out.extend(old.into_iter().map(|(_, id)| id));
+    out.extend(old.into_iter().take(sweep).map(|(_, id)| id));
     out
+}
+
+/// Pending jobs read again by a refresh ELAPSED after the last one, of PENDING read: each once
+/// per [`REFRESH`], spread evenly over the refreshes (at least one).
+fn sweep(pending: usize, elapsed: Duration) -> usize {
+    let share = pending as f64 * elapsed.as_secs_f64() / REFRESH.as_secs_f64();
+    (share.ceil() as usize).max(1)
 }
 
 /// What one batch of a refresh brought.
@@ -478,8 +489,12 @@ impl Client {
             .unwrap_or_default();
         let kept = q.kept.as_ref().map_or(0, |k| k.records);
         let room = self.config.max_jobs.saturating_sub(kept);
+        let sweep = q.kept.as_ref().map_or(0, |k| {
+            let pending = k.groups.values().filter(|g| g.pending).count();
+            sweep(pending, k.checked_at.elapsed())
+        });
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(self.clone().follow(seen, room, tx));
+        let task = tokio::spawn(self.clone().follow(seen, room, sweep, tx));
         q.refresh = Some(Refresh {
             task,
             batches: rx,
@@ -494,13 +509,14 @@ impl Client {
         self,
         seen: HashMap<u64, (u64, Instant)>,
         room: usize,
+        sweep: usize,
         tx: mpsc::UnboundedSender<Delta>,
     ) -> Result<(), SlurmError> {
         let started = Instant::now();
         let states = self.job_states().await?;
         let took = started.elapsed();
         let groups = groups(&states);
-        let order = plan(&groups, &seen, Instant::now(), room);
+        let order = plan(&groups, &seen, Instant::now(), room, sweep);
         let read_from = Instant::now();
         let stop = started + SLICE;
         // The first batch lands within the caller's wait when it can (a daemon's pass waits a
@@ -733,9 +749,12 @@ mod tests {
         ]);
         let g = groups(&s);
         // Nothing read yet (a start): pending jobs newest first, then the others.
-        assert_eq!(plan(&g, &HashMap::new(), now, 100), vec![5, 3, 1, 6, 4, 2]);
+        assert_eq!(
+            plan(&g, &HashMap::new(), now, 100, 0),
+            vec![5, 3, 1, 6, 4, 2]
+        );
         // The cap leaves room for three: the pending ones.
-        assert_eq!(plan(&g, &HashMap::new(), now, 3), vec![5, 3, 1]);
+        assert_eq!(plan(&g, &HashMap::new(), now, 3, 0), vec![5, 3, 1]);
         // 6 was read running and finished since (it changed: first), 1 and 2 are read and
         // unchanged (not again), 3 was read pending long ago (last: a partition may have changed
         // in place).
@@ -749,11 +768,21 @@ mod tests {
         let mut finished = s.clone();
         finished.insert("6".into(), vec!["COMPLETED".into()]);
         let g = groups(&finished);
-        let order = plan(&g, &seen, now, 100);
+        let order = plan(&g, &seen, now, 100, 1);
         match long_ago < now {
             true => assert_eq!(order, vec![6, 5, 4, 3]),
             false => assert_eq!(order, vec![6, 5, 4]),
         }
+        // Without a sweep this refresh, the pending job read long ago waits for a later one.
+        assert_eq!(plan(&g, &seen, now, 100, 0), vec![6, 5, 4]);
+    }
+
+    #[test]
+    fn pending_jobs_are_read_again_once_per_refresh_period_spread_over_the_passes() {
+        // 50,000 pending jobs, a refresh every 10 s: about 1,700 each, every one within 300 s.
+        assert_eq!(sweep(50_000, Duration::from_secs(10)), 1667);
+        assert_eq!(sweep(3, Duration::from_secs(1)), 1);
+        assert_eq!(sweep(0, Duration::from_secs(1)), 1);
     }
 
     fn job(id: u64, state: &str, partition: &str) -> Job {
