@@ -1,7 +1,7 @@
 //! The daemon against a growing queue (`tests/bench.sh jobs`): SLURMOPS_BENCH_WORKERS workers
 //! (default 100, NodeSets of 20, each with a canary so that every pass needs the queue) and
-//! 1,000, 10,000 and 50,000 held jobs in turn (up to SLURMOPS_BENCH_JOBS; past 60,000 the daemon
-//! reads no whole queue, see `slurm::client::MAX_JOBS`), a daemon
+//! 1,000, 10,000 and 50,000 held jobs in turn (up to SLURMOPS_BENCH_JOBS; past the job cap,
+//! `slurm::client::MAX_JOBS`, the jobs past it stay unread), a daemon
 //! started afresh at each length. One line per figure: how long until its passes know the queue,
 //! its passes under job churn, its memory, and the fitted exponents over the lengths
 //! (`tests/e2e/support/jobs_axis.rs` measures).

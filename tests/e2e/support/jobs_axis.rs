@@ -1,8 +1,8 @@
 //! The daemon against a growing queue (the jobs axis of issue 32): NodeSets whose rollout has a
 //! canary, so that every pass needs the queue, over the scale Slurm instance holding 1,000,
 //! 10,000, 50,000 and 100,000 held jobs in turn. At each length a daemon starts afresh (a restart
-//! at that length): how long until its passes know the queue — its whole read runs in the
-//! background while passes go on without the jobs — then its passes for a window under job churn
+//! at that length): how long until its passes know the queue — read job by job, a slice per
+//! pass, while passes go on with the jobs read so far — then its passes for a window under job churn
 //! (wall time, phases, slurmrestd bytes) and its resident memory.
 
 use std::time::{Duration, Instant, SystemTime};
@@ -18,10 +18,10 @@ use slurmops::slurm::client::{MAX_JOBS_ENV, max_jobs_from};
 #[derive(Debug)]
 pub struct Point {
     pub jobs: usize,
-    /// Daemon started → the first pass that knew the whole queue or, past the job cap, the
+    /// Daemon started → the first pass that knew every job or, past the job cap, the
     /// first status that said why it is not read.
     pub known_after: Duration,
-    /// The queue is past the job cap (`SLURMOPS_SLURM_MAX_JOBS`): refused, not read.
+    /// The queue is past the job cap (`SLURMOPS_SLURM_MAX_JOBS`): the jobs past it not read.
     pub refused: bool,
     /// Passes before that, which went on without the jobs.
     pub blind_passes: usize,
@@ -117,7 +117,7 @@ async fn measure(
         };
         let refused = step > cap;
         if refused {
-            // Past the cap the queue is counted (jobs/state/) and not asked for: the status says
+            // Past the cap the jobs past it are not read (jobs/state/ counts them): the status says
             // so and names the setting, and passes go on without the jobs.
             eventually(
                 &format!("the status says the {step} jobs are past the cap"),
