@@ -316,14 +316,9 @@ pub async fn read_slurm<S: SlurmNodes>(
     need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
 ) -> Result<SlurmView, SlurmError> {
     let nodes = s.all_nodes().await?;
-    let jobs = match need(&nodes) {
+    let known = match need(&nodes) {
         true => match s.known_jobs().await {
-            Ok(k) if k.complete() => k.jobs,
-            // Read job by job since a start, or past the cap: what is read decides what it can.
-            Ok(k) => {
-                let submitter = s.submitter();
-                return Ok(SlurmView::partial(nodes, k).canaries_of(submitter.as_deref()));
-            }
+            Ok(k) => k,
             // A queue too slow to read blinds nothing that the node states tell: rollouts go
             // on, what needs the jobs waits (see `SlurmView::jobs_error`).
             Err(
@@ -336,10 +331,15 @@ pub async fn read_slurm<S: SlurmNodes>(
             }
             Err(e) => return Err(e),
         },
-        false => Vec::new().into(),
+        false => crate::slurm::Known::default(),
     };
     let submitter = s.submitter();
-    let mut view = SlurmView::shared(nodes, jobs).canaries_of(submitter.as_deref());
+    // Read job by job since a start, or past the cap: what is read decides what it can.
+    let view = match known.complete() {
+        true => SlurmView::shared(nodes, known.jobs),
+        false => SlurmView::partial(nodes, known),
+    };
+    let mut view = view.canaries_of(submitter.as_deref());
     // A running check job's report (its comment) changes no state the kept queue follows: each
     // such job of ours is read again (a few, bounded by the checks' maxConcurrent), so that a
     // failed one, waiting for its worker to be drained, is judged now.

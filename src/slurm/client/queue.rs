@@ -47,6 +47,9 @@ pub const SLICE: Duration = Duration::from_secs(8);
 /// Reads after `jobs/state/` before the first batch is handed over (sooner when the caller's
 /// wait would run out).
 const FIRST_READS: Duration = Duration::from_secs(1);
+/// The first batch waits for this many reads at least (when there are as many to do), whatever
+/// its deadline: a pass that decides on `jobs/state/` alone would see no pending job.
+const FIRST_MIN: usize = 32;
 /// Later batches, at most this often.
 const BATCH: Duration = Duration::from_secs(1);
 /// After a refresh failed, the next waits this long.
@@ -517,6 +520,7 @@ impl Client {
         let took = started.elapsed();
         let groups = groups(&states);
         let order = plan(&groups, &seen, Instant::now(), room, sweep);
+        let first_min = order.len().min(FIRST_MIN);
         let read_from = Instant::now();
         let stop = started + SLICE;
         // The first batch lands within the caller's wait when it can (a daemon's pass waits a
@@ -535,16 +539,33 @@ impl Client {
             .buffer_unordered(FETCH_AT_ONCE);
         let mut result = Ok(());
         loop {
-            let send_at = if sent { last + BATCH } else { first };
+            let send_at = match (sent, batch.read.len() >= first_min) {
+                (true, _) => last + BATCH,
+                (false, true) => first,
+                // Not the first reads yet: no deadline but the slice's.
+                (false, false) => stop,
+            };
             let until = tokio::time::Instant::from_std(send_at.min(stop));
             match tokio::time::timeout_at(until, reads.next()).await {
                 Ok(Some((id, Ok(jobs)))) => {
                     let digest = groups.get(&id).map_or(0, |g| g.digest);
                     batch.read.push((id, digest, jobs.unwrap_or_default()));
                 }
-                Ok(Some((_, Err(e)))) => {
+                // slurmrestd or slurmctld out of reach, the credentials refused: the rest waits
+                // for the next refresh.
+                Ok(Some((_, Err(e))))
+                    if e.is_transient()
+                        || !matches!(e, SlurmError::Parse { .. } | SlurmError::Api { .. }) =>
+                {
                     result = Err(e);
                     break;
+                }
+                // A record slurmops cannot read (or slurmctld refuses) would stop every refresh
+                // at the same job: it is left out, and said.
+                Ok(Some((id, Err(e)))) => {
+                    tracing::warn!(job = id, error = %e, "a job's record could not be read; it is left out");
+                    let digest = groups.get(&id).map_or(0, |g| g.digest);
+                    batch.read.push((id, digest, Vec::new()));
                 }
                 Ok(None) => break,
                 Err(_) => {}
@@ -553,7 +574,9 @@ impl Client {
             if now >= stop {
                 break;
             }
-            if now >= send_at || (!sent && batch.read.len() >= MAX_FETCH) {
+            let first_ready = sent || batch.read.len() >= first_min;
+            let due_at = if sent { last + BATCH } else { first };
+            if first_ready && (now >= due_at || (!sent && batch.read.len() >= MAX_FETCH)) {
                 if tx.send(std::mem::take(&mut batch)).is_err() {
                     return result;
                 }
