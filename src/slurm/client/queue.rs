@@ -6,9 +6,10 @@
 //! Each refresh reads `jobs/state/` (about 80 bytes a job: every job's id and state), then
 //! `job/{id}` for the jobs that need it, in this order: the jobs read before whose state changed
 //! (a canary's or check's job ending, a running job's nodes), the pending jobs never read
-//! (autoscale's demand; newest first, as the oldest have been waiting through earlier passes),
-//! the other jobs never read (newest first: the names and nodes canaries, checks and waiting
-//! workers need), and pending jobs read more than [`REFRESH`] ago (a partition or reason changed
+//! (autoscale's demand; newest first, as the oldest have been waiting through earlier passes) in
+//! turn with the jobs holding nodes never read (what a moving worker waits for), the other jobs
+//! never read (newest first: the names canaries and checks find their jobs by), and pending jobs
+//! read more than [`REFRESH`] ago (a partition or reason changed
 //! in place, which `jobs/state/` does not show: each once per [`REFRESH`], spread over the
 //! refreshes, so that a pass reads a share of them, never all at once). Each record is kept by
 //! its job id (`job/{id}`
@@ -138,6 +139,8 @@ fn base_of(id: &str) -> Option<u64> {
 struct Group {
     digest: u64,
     pending: bool,
+    /// One holds nodes (running, suspended, completing): the jobs a moving worker waits for.
+    holding: bool,
 }
 
 fn groups(states: &HashMap<String, Vec<String>>) -> HashMap<u64, Group> {
@@ -152,10 +155,14 @@ fn groups(states: &HashMap<String, Vec<String>>) -> HashMap<u64, Group> {
         let g = out.entry(base).or_insert(Group {
             digest: 0,
             pending: false,
+            holding: false,
         });
         // A sum: the entries' order in the answer does not matter.
         g.digest = g.digest.wrapping_add(h.finish());
         g.pending |= state.iter().any(|s| s == "PENDING");
+        g.holding |= state
+            .iter()
+            .any(|s| ["RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"].contains(&s.as_str()));
     }
     out
 }
@@ -177,7 +184,8 @@ fn plan(
     room: usize,
     sweep: usize,
 ) -> Vec<u64> {
-    let (mut changed, mut pending, mut other, mut old) = (vec![], vec![], vec![], vec![]);
+    let (mut changed, mut pending, mut holding, mut other, mut old) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for (id, g) in groups {
         match seen.get(id) {
             Some((d, _)) if *d != g.digest => changed.push(*id),
@@ -186,15 +194,26 @@ fn plan(
             }
             Some(_) => {}
             None if g.pending => pending.push(*id),
+            None if g.holding => holding.push(*id),
             None => other.push(*id),
         }
     }
-    for v in [&mut changed, &mut pending, &mut other] {
+    for v in [&mut changed, &mut pending, &mut holding, &mut other] {
         v.sort_unstable_by(|a, b| b.cmp(a));
     }
     old.sort_unstable();
+    // Pending jobs (autoscale's demand) and jobs holding nodes (what moving workers wait for)
+    // in turn, so that neither waits for all of the other.
+    let mut turns = Vec::with_capacity(pending.len() + holding.len());
+    let (mut p, mut h) = (pending.into_iter(), holding.into_iter());
+    loop {
+        match (p.next(), h.next()) {
+            (None, None) => break,
+            (a, b) => turns.extend(a.into_iter().chain(b)),
+        }
+    }
     let mut out = changed;
-    out.extend(pending.into_iter().chain(other).take(room));
+    out.extend(turns.into_iter().chain(other).take(room));
     out.extend(old.into_iter().take(sweep).map(|(_, id)| id));
     out
 }
@@ -760,7 +779,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refresh_reads_changed_jobs_then_pending_ones_newest_first_then_the_rest() {
+    fn a_refresh_reads_changed_jobs_then_pending_and_running_ones_newest_first_then_the_rest() {
         let now = Instant::now();
         let s = states(&[
             ("1", "PENDING"),
@@ -771,13 +790,14 @@ mod tests {
             ("6", "RUNNING"),
         ]);
         let g = groups(&s);
-        // Nothing read yet (a start): pending jobs newest first, then the others.
+        // Nothing read yet (a start): pending jobs and running ones in turn, newest first, then
+        // the others.
         assert_eq!(
             plan(&g, &HashMap::new(), now, 100, 0),
-            vec![5, 3, 1, 6, 4, 2]
+            vec![5, 6, 3, 2, 1, 4]
         );
-        // The cap leaves room for three: the pending ones.
-        assert_eq!(plan(&g, &HashMap::new(), now, 3, 0), vec![5, 3, 1]);
+        // The cap leaves room for three.
+        assert_eq!(plan(&g, &HashMap::new(), now, 3, 0), vec![5, 6, 3]);
         // 6 was read running and finished since (it changed: first), 1 and 2 are read and
         // unchanged (not again), 3 was read pending long ago (last: a partition may have changed
         // in place).
