@@ -917,4 +917,126 @@ mod tests {
         };
         assert!(known.why().contains(MAX_JOBS_ENV), "{}", known.why());
     }
+
+    /// A slurmrestd of HELD held jobs (ids 1..=HELD) and, newest, one job that workers would
+    /// start; each `job/{id}` answered after DELAY. Counts the requests by kind.
+    fn fake_slurmrestd(
+        held: u64,
+        delay: Duration,
+        asked: Arc<std::sync::Mutex<Vec<String>>>,
+    ) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let asked = asked.clone();
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    let mut line = String::new();
+                    r.read_line(&mut line).unwrap();
+                    let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                    loop {
+                        let mut h = String::new();
+                        if r.read_line(&mut h).unwrap_or(0) <= 2 {
+                            break;
+                        }
+                    }
+                    asked.lock().unwrap().push(path.clone());
+                    let body = if path.ends_with("/jobs/state/") {
+                        let jobs: Vec<String> = (1..=held + 1)
+                            .map(|i| format!(r#"{{"job_id":"{i}","state":["PENDING"]}}"#))
+                            .collect();
+                        format!(r#"{{"jobs":[{}]}}"#, jobs.join(","))
+                    } else if let Some(id) = path
+                        .split("/job/")
+                        .nth(1)
+                        .and_then(|x| x.split('?').next())
+                        .and_then(|x| x.parse::<u64>().ok())
+                    {
+                        std::thread::sleep(delay);
+                        let reason = if id > held {
+                            "Resources"
+                        } else {
+                            "JobHeldUser"
+                        };
+                        format!(
+                            r#"{{"jobs":[{{"job_id":{id},"job_state":["PENDING"],"partition":"p","state_reason":"{reason}","node_count":{{"set":true,"infinite":false,"number":1}}}}]}}"#
+                        )
+                    } else {
+                        r#"{"jobs":[]}"#.to_string()
+                    };
+                    let mut s = s;
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        url
+    }
+
+    fn client_of(url: String, wait: Duration) -> Client {
+        let mut config = super::super::Config::new(
+            url,
+            crate::slurm::auth::Credentials::Token {
+                token: crate::slurm::auth::Secret::new("t"),
+                user: None,
+            },
+        );
+        config.parser = Some(crate::slurm::DataParser::V0042);
+        config.queue_wait = wait;
+        config.attempts = 1;
+        Client::new(config).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_start_against_a_large_queue_decides_on_the_newest_pending_jobs_read_and_learns_the_rest_job_by_job()
+     {
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let url = fake_slurmrestd(2_000, Duration::from_millis(2), asked.clone());
+        // A daemon's pass: waits a few seconds for the first batch.
+        let daemon = client_of(url.clone(), Duration::from_secs(3));
+        let started = Instant::now();
+        let first = daemon.jobs_known().await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(!first.complete());
+        assert_eq!(first.cover.jobs, 2_001);
+        // The newest job (the one workers would start) is among the first read.
+        assert!(
+            first
+                .jobs
+                .iter()
+                .any(|j| j.id == 2_001 && j.state_reason == "Resources")
+        );
+        assert!(first.jobs.len() >= FIRST_MIN, "{}", first.jobs.len());
+        assert!(first.cover.pending_unread > 0);
+        assert!(first.why().contains("left"), "{}", first.why());
+        // Passes go on: every job is read within a few refreshes, none of them whole.
+        let mut k = first;
+        while !k.complete() && started.elapsed() < Duration::from_secs(60) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            k = daemon.jobs_known().await.unwrap();
+        }
+        assert!(k.complete(), "{:?}", k.cover);
+        assert_eq!(k.jobs.len(), 2_001);
+        let paths = asked.lock().unwrap().clone();
+        assert!(
+            paths
+                .iter()
+                .all(|p| !p.contains("/jobs/?") && !p.ends_with("/jobs/")),
+            "a whole read"
+        );
+        let reads = paths.iter().filter(|p| p.contains("/job/")).count();
+        assert_eq!(reads, 2_001, "each job read once");
+        // A command waits for every job.
+        let command = client_of(url, Duration::from_secs(60));
+        assert_eq!(command.jobs().await.unwrap().len(), 2_001);
+    }
 }
