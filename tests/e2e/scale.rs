@@ -201,9 +201,15 @@ async fn slurm_side(scale: &Scale, c: &Client) {
 /// daemon knows every job.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_job_within_15_s() {
-    const HELD: usize = 50_000;
+    // SLURMOPS_NARROW_JOBS: another length (the issue asks 100,000 too; Slurm 24.11's
+    // slurmrestd needs about 15 s for jobs/state/ alone there).
+    let held: usize = std::env::var("SLURMOPS_NARROW_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
     let scale = Scale::up(1, 4);
-    let c = scale.client(Duration::from_secs(120), None);
+    // First: building it installs the process's TLS provider, which reqwest needs.
+    let _c = scale.client(Duration::from_secs(120), None);
     let kube = client(&bed().kubeconfig_admin).await;
     let ns = format!("t-narrow-{}", unique_suffix());
     let fleet = Fleet::start(kube.clone(), &ns, 4, 4).await.unwrap();
@@ -228,8 +234,8 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
         .await;
     }
     assert_eq!(replicas().await, Some(0));
-    let queued = scale.hold(HELD, "held").await.unwrap();
-    println!("{HELD} held jobs queued in {:.0} s", queued.as_secs_f64());
+    let queued = scale.hold(held, "held").await.unwrap();
+    println!("{held} held jobs queued in {:.0} s", queued.as_secs_f64());
     // One job that workers would start: pending (its partition's records have no slurmd).
     let http = reqwest::Client::new();
     let body = serde_json::json!({
@@ -239,13 +245,6 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
             "time_limit": {"set": true, "infinite": false, "number": 1}},
     });
     let job = scale.submit(&http, &body).await.unwrap();
-    let whole = std::time::Instant::now();
-    let states = c.pending_jobs_per_partition().await;
-    println!(
-        "(a command reading every job: {:.0} s, {:?})",
-        whole.elapsed().as_secs_f64(),
-        states.map(|m| m.values().sum::<usize>())
-    );
 
     let (started, wall) = (std::time::Instant::now(), std::time::SystemTime::now());
     let daemon = at_scale::daemon(&ns, dir.path(), &url, "narrow", "10s", &scale);
@@ -273,7 +272,7 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
     }
     assert!(
         took < Duration::from_secs(15),
-        "the daemon took {:.1} s to scale out for a pending job among {HELD} held ones",
+        "the daemon took {:.1} s to scale out for a pending job among {held} held ones",
         took.as_secs_f64()
     );
     // The rest is read job by job over the next passes, none reading the whole queue.
@@ -284,7 +283,7 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
         async || {
             at_scale::passes(&daemon.output(), std::time::SystemTime::UNIX_EPOCH)
                 .iter()
-                .any(|p| p.jobs > HELD as i64)
+                .any(|p| p.jobs > held as i64)
                 .then_some(())
         },
     )
