@@ -321,11 +321,15 @@ pub async fn read_slurm<S: SlurmNodes>(
             Ok(k) => k,
             // A queue too slow to read blinds nothing that the node states tell: rollouts go
             // on, what needs the jobs waits (see `SlurmView::jobs_error`).
+            Err(e @ SlurmError::QueueUnknown { .. }) => {
+                let mut view = SlurmView::without_jobs(nodes, e.to_string());
+                view.jobs_soon = true;
+                return Ok(view);
+            }
             Err(
                 e @ (SlurmError::Timeout { .. }
                 | SlurmError::TooLarge { .. }
-                | SlurmError::TooManyJobs { .. }
-                | SlurmError::QueueUnknown { .. }),
+                | SlurmError::TooManyJobs { .. }),
             ) => {
                 return Ok(SlurmView::without_jobs(nodes, e.to_string()));
             }

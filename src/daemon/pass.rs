@@ -502,6 +502,12 @@ fn record(
         let soon = k8s_openapi::jiff::Timestamp::now().as_second() + SLURM_RETRY_S;
         state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
     }
+    if out.slurm.as_ref().is_some_and(|v| v.jobs_soon) {
+        // The job queue's first read is in flight (a start against a large queue): pass again
+        // in a moment to decide on it, not a poll interval later.
+        let soon = k8s_openapi::jiff::Timestamp::now().as_second() + QUEUE_RETRY_S;
+        state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
+    }
     state.status.node_sets = crate::status::bound::progress(&out.progress);
     state.status.checks = crate::status::show::checks(&out.progress);
     // A failed canary marks the commit: it applied, and its rollout is halted.
@@ -630,6 +636,10 @@ fn find_replicas(
 /// read) before it goes on with what was read before (the refresh goes on in the background; a
 /// later pass takes it).
 pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
+
+/// While the job queue's first read is in flight, the next pass comes at most this many seconds
+/// later.
+const QUEUE_RETRY_S: i64 = 2;
 
 /// While Slurm does not answer, the next pass comes at most this many seconds later.
 const SLURM_RETRY_S: i64 = 10;

@@ -29,6 +29,9 @@ pub struct SlurmView {
     /// needs every job waits as without the queue, but autoscale scales out for the pending jobs
     /// read (a floor of the demand), and in only once this is 0.
     pub pending_unread: Option<usize>,
+    /// The job queue's first read is in flight (a start): a pass a moment later takes it rather
+    /// than the next poll.
+    pub jobs_soon: bool,
     /// Check jobs read again this pass, by id: they replace the kept queue's records.
     fresh: HashMap<u64, std::sync::Arc<Job>>,
     /// Job records handed out to the pass's decisions so far: what decide reads of the queue,
@@ -46,6 +49,7 @@ impl Clone for SlurmView {
             canaries: self.canaries.clone(),
             jobs_error: self.jobs_error.clone(),
             pending_unread: self.pending_unread,
+            jobs_soon: self.jobs_soon,
             fresh: self.fresh.clone(),
             handed: AtomicUsize::new(self.handed()),
         }
@@ -94,6 +98,7 @@ impl SlurmView {
             canaries,
             jobs_error: None,
             pending_unread: None,
+            jobs_soon: false,
             fresh: HashMap::new(),
             handed: AtomicUsize::new(0),
         }
