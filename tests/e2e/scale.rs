@@ -248,10 +248,17 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
 
     let (started, wall) = (std::time::Instant::now(), std::time::SystemTime::now());
     let daemon = at_scale::daemon(&ns, dir.path(), &url, "narrow", "10s", &scale);
+    let keep = std::env::var("SLURMOPS_NARROW_LOG").ok();
     eventually(
         "the NodeSet scaled out for the pending job",
         Duration::from_secs(120),
-        async || (replicas().await == Some(1)).then_some(()),
+        async || {
+            if let Some(path) = &keep {
+                let stat = std::fs::read_to_string(format!("/proc/{}/stat", daemon.child.id()));
+                let _ = std::fs::write(path, format!("{stat:?}\n{}", daemon.output()));
+            }
+            (replicas().await == Some(1)).then_some(())
+        },
     )
     .await;
     let took = started.elapsed();
