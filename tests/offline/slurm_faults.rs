@@ -1,6 +1,6 @@
 //! slurmrestd answers that could turn the daemon into load on the users' scheduler: a read that
-//! times out (slurmrestd still building a whole-queue answer) and an answer past the size
-//! slurmops reads are errors at once, asked once, never retried. The peer is a socket on
+//! times out (slurmrestd still building its answer) and an answer past the size slurmops reads
+//! are errors at once, asked once, never retried; the queue is never asked for whole. The peer is a socket on
 //! loopback that behaves as such a slurmrestd does on the wire (no bed needed).
 
 use std::io::{Read, Write};
@@ -12,13 +12,8 @@ use std::time::{Duration, Instant};
 use slurmops::slurm::auth::{Credentials, Secret};
 use slurmops::slurm::{Client, Config, DataParser, SlurmError};
 
-/// A peer on loopback: `jobs/state/` answers no job; every other request is ANSWER's, on its
-/// connection. Counts those other requests.
-fn peer(answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
-    peer_with(0, answer)
-}
-
-/// As `peer`, with `jobs/state/` answering STATES pending jobs.
+/// A peer on loopback: `jobs/state/` answers STATES pending jobs; every other request is
+/// ANSWER's, on its connection. Counts those other requests.
 fn peer_with(states: usize, answer: fn(std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
@@ -84,8 +79,8 @@ fn config(url: &str, timeout: Duration) -> Config {
 
 #[tokio::test]
 async fn a_read_that_times_out_is_asked_once_and_says_so() {
-    // slurmrestd building a whole-queue answer: the request is read, nothing comes back.
-    let (url, seen) = peer(|_s| {
+    // slurmrestd not answering a job's read: the request is read, nothing comes back.
+    let (url, seen) = peer_with(1, |_s| {
         std::thread::sleep(Duration::from_secs(30));
     });
     let c = client(&url, Duration::from_secs(1));
@@ -99,7 +94,7 @@ async fn a_read_that_times_out_is_asked_once_and_says_so() {
         1,
         "the timed-out read was retried"
     );
-    assert!(err.to_string().contains("jobs/"), "{err}");
+    assert!(err.to_string().contains("job/1"), "{err}");
     // Not asked again at once: the next read says why and when.
     let again = c.jobs().await.unwrap_err();
     assert!(
@@ -113,9 +108,9 @@ async fn a_read_that_times_out_is_asked_once_and_says_so() {
 #[tokio::test]
 async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
     // An answer that never ends: 64 KiB chunks, for ever.
-    let (url, seen) = peer(|mut s| {
+    let (url, seen) = peer_with(1, |mut s| {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n");
-        // A queue whose first record never ends (a job's comment of endless spaces).
+        // A job whose record never ends (a job's comment of endless spaces).
         let _ = s.write_all(br#"{"jobs": [{"job_id": 1, "comment": ""#);
         let chunk = vec![b' '; 64 << 10];
         while s.write_all(&chunk).is_ok() {}
@@ -137,51 +132,33 @@ async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
 }
 
 #[tokio::test]
-async fn a_queue_past_the_job_cap_is_refused_once_and_names_the_setting() {
-    // Well-formed small jobs, for ever: memory would grow with them, not with the bytes.
-    let (url, seen) = peer(|mut s| {
-        let _ =
-            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"jobs\": [");
-        let mut id = 1u64;
-        loop {
-            let rec = format!("{{\"job_id\": {id}, \"job_state\": [\"PENDING\"]}},");
-            if s.write_all(rec.as_bytes()).is_err() {
-                return;
-            }
-            id += 1;
-        }
-    });
-    let mut cfg = config(&url, Duration::from_secs(60));
-    cfg.max_jobs = 5_000;
-    let c = Client::new(cfg).unwrap();
-    let err = c.jobs().await.unwrap_err();
-    assert!(matches!(err, SlurmError::TooManyJobs { .. }), "{err:?}");
-    assert!(err.to_string().contains("5000 jobs"), "{err}");
-    assert!(
-        err.to_string().contains("SLURMOPS_SLURM_MAX_JOBS"),
-        "the error names the setting to raise: {err}"
-    );
-    assert_eq!(seen.load(Ordering::SeqCst), 1, "the read was retried");
-}
-
-#[tokio::test]
 async fn a_pass_waits_for_the_first_queue_read_no_longer_than_told() {
-    // slurmrestd building a whole-queue answer for a long time.
-    let (url, _) = peer(|_s| std::thread::sleep(Duration::from_secs(30)));
+    // slurmrestd slow to answer the first job's read.
+    let (url, _) = peer_with(1, |_s| std::thread::sleep(Duration::from_secs(30)));
     let mut c = client(&url, Duration::from_secs(60));
     c.set_queue_wait(Duration::from_millis(300));
     let t = Instant::now();
     let err = c.jobs().await.unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(matches!(err, SlurmError::QueueUnknown { .. }), "{err:?}");
-    assert!(err.to_string().contains("in the background"), "{err}");
+    assert!(err.to_string().contains("first read"), "{err}");
 }
 
 #[tokio::test]
-async fn a_queue_counted_past_the_cap_is_never_asked_for_whole() {
-    // slurmrestd builds a whole answer in its memory: one of 100,000 jobs took Slurm 24.11's
-    // down. Counted by jobs/state/ first, a queue past the cap is not asked for.
-    let (url, seen) = peer_with(12, |_s| std::thread::sleep(Duration::from_secs(30)));
+async fn a_queue_past_the_job_cap_is_never_asked_for_whole_and_names_the_setting() {
+    // slurmrestd builds a whole answer in its memory (one of 100,000 jobs took Slurm 24.11's
+    // down): the queue is never asked for whole; past the cap the jobs past it are not read, and
+    // the error names the setting.
+    let (url, seen) = peer_with(12, |mut s| {
+        // (The request was read; any job's record will do.)
+        let id = 1;
+        let body = format!(r#"{{"jobs": [{{"job_id": {id}, "job_state": ["PENDING"]}}]}}"#);
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
     let mut cfg = config(&url, Duration::from_secs(60));
     cfg.max_jobs = 10;
     let c = Client::new(cfg).unwrap();
@@ -191,9 +168,8 @@ async fn a_queue_counted_past_the_cap_is_never_asked_for_whole() {
     assert!(matches!(err, SlurmError::TooManyJobs { .. }), "{err:?}");
     assert!(err.to_string().contains("12 jobs"), "{err}");
     assert!(err.to_string().contains("SLURMOPS_SLURM_MAX_JOBS"), "{err}");
-    assert_eq!(
-        seen.load(Ordering::SeqCst),
-        0,
-        "the whole queue was asked for"
+    assert!(
+        seen.load(Ordering::SeqCst) <= 10,
+        "jobs past the cap were read"
     );
 }

@@ -251,6 +251,8 @@ pub(super) struct Queue {
     refresh: Option<Refresh>,
     /// When the last refresh failed, and why.
     failed: Option<(Instant, String)>,
+    /// That failure itself, until a caller is told it.
+    error: Option<SlurmError>,
 }
 
 impl Drop for Queue {
@@ -406,10 +408,11 @@ impl Queue {
             )))
         });
         match result {
-            Ok(()) => self.failed = None,
+            Ok(()) => (self.failed, self.error) = (None, None),
             Err(e) => {
                 tracing::warn!(error = %e, "reading the job queue failed; what was read stays");
                 self.failed = Some((Instant::now(), e.to_string()));
+                self.error = Some(e);
             }
         }
     }
@@ -465,7 +468,7 @@ impl Client {
                 jobs: k.list(),
                 cover: k.cover,
             }),
-            None => Err(q.unknown()),
+            None => Err(q.error.take().unwrap_or_else(|| q.unknown())),
         }
     }
 
@@ -488,6 +491,15 @@ impl Client {
                 return Err(SlurmError::QueueUnknown { detail: k.why() });
             }
             let mut q = self.queue.lock().await;
+            // The refresh failed: said once as it came, then as a failure kept.
+            if q.refresh.is_none() {
+                if let Some(e) = q.error.take() {
+                    return Err(e);
+                }
+                if q.failed.is_some() {
+                    return Err(q.unknown());
+                }
+            }
             match q.refresh.is_some() {
                 true => q.next_batch(until, self.config.max_jobs).await,
                 false => {
