@@ -335,6 +335,14 @@ async fn reconcile(
     if let Some(s) = &slurm {
         find_replicas(cluster, cfg, state, &t.c, s);
         watch(cluster, shared, state, &t.c);
+        // A restarted daemon (or a new leader) reads the jobs queued since the last one it
+        // listed first: its first pass decides on them while the whole queue is listed.
+        if let Ok(last) = state.status.jobs_listed_to.parse::<u64>() {
+            s.lead_from(last).await;
+        }
+        if let Some(n) = s.jobs_listed_to().await {
+            state.status.jobs_listed_to = n.to_string();
+        }
     }
     // A restarted daemon (or a new leader) at 10,000 workers: until its watches hold every
     // worker, a pass would LIST them all in one answer itself, on each pass (and the passes that

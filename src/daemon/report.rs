@@ -32,11 +32,13 @@ pub(super) async fn write_status(
             events: &state.events,
         },
     );
-    // lastAttempt and lastFetch change every pass: write when anything else changed, or once a
-    // minute so that their age tells how fresh the daemon's view is.
+    // lastAttempt and lastFetch change every pass, jobsListedTo with every job queued: write
+    // when anything else changed (jobsListedTo first known too), or once a minute so that their
+    // age tells how fresh the daemon's view is.
     let facts = |s: &Status| Status {
         last_attempt: String::new(),
         last_fetch: String::new(),
+        jobs_listed_to: (!s.jobs_listed_to.is_empty()).to_string(),
         ..s.clone()
     };
     let fresh = state.written.as_ref().is_some_and(|(w, at)| {

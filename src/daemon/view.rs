@@ -196,6 +196,7 @@ fn same_facts(a: &Status, b: &Status) -> bool {
         summary,
         last_fetch: _,
         last_attempt: _,
+        jobs_listed_to: _,
         node_sets,
         slurm,
         held,

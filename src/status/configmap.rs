@@ -61,6 +61,9 @@ pub struct Status {
     /// Active checks: per NodeSet and check, workers passed, failed (with the first failures),
     /// running and waiting. Empty without `policy.activeChecks`.
     pub checks: String,
+    /// The highest Slurm job id the daemon has listed: a restarted daemon (or a new leader)
+    /// reads the jobs above it first, before the whole queue's ids and states are listed.
+    pub jobs_listed_to: String,
 }
 
 impl Status {
@@ -89,6 +92,7 @@ impl Status {
             ("controllers", &self.controllers),
             ("slurmrestd", &self.slurmrestd),
             ("checks", &self.checks),
+            ("jobsListedTo", &self.jobs_listed_to),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -114,6 +118,7 @@ impl Status {
             controllers: g("controllers"),
             slurmrestd: g("slurmrestd"),
             checks: g("checks"),
+            jobs_listed_to: g("jobsListedTo"),
         }
     }
 }

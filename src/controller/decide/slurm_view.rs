@@ -130,7 +130,12 @@ impl SlurmView {
         let why = known.why();
         SlurmView {
             jobs_error: Some(why),
-            pending_unread: Some(known.cover.pending_unread),
+            // While the first listing is in flight, how many are unread is not known: at least
+            // one, so that no scale-in is decided on the lead alone.
+            pending_unread: Some(match known.cover.listing {
+                true => known.cover.pending_unread.max(1),
+                false => known.cover.pending_unread,
+            }),
             ..SlurmView::shared(nodes, known.jobs)
         }
     }

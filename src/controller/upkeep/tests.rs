@@ -304,6 +304,7 @@ fn a_queue_read_in_part_scales_out_for_the_pending_jobs_read_and_never_in() {
                     unread: 40_000,
                     pending_unread,
                     limit: None,
+                    listing: false,
                 },
             },
         );
