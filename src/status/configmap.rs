@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::vocab as v;
+
 /// Name of the status ConfigMap of a daemon without `--cluster` (one cluster per namespace).
 pub use crate::vocab::STATUS_CONFIGMAP as NAME;
 /// The label every status ConfigMap carries (`slurmops status` lists them by it), and the one
@@ -76,23 +78,23 @@ impl Status {
 impl Status {
     pub fn to_data(&self) -> BTreeMap<String, String> {
         [
-            ("repository", &self.repository),
-            ("branch", &self.branch),
-            ("lastSeenCommit", &self.last_seen_commit),
-            ("lastAppliedCommit", &self.last_applied_commit),
-            ("result", &self.result),
-            ("resultCommit", &self.result_commit),
-            ("errors", &self.errors),
-            ("summary", &self.summary),
-            ("lastFetch", &self.last_fetch),
-            ("lastAttempt", &self.last_attempt),
-            ("nodeSets", &self.node_sets),
-            ("slurm", &self.slurm),
-            ("held", &self.held),
-            ("controllers", &self.controllers),
-            ("slurmrestd", &self.slurmrestd),
-            ("checks", &self.checks),
-            ("jobsListedTo", &self.jobs_listed_to),
+            (v::STATUS_REPOSITORY, &self.repository),
+            (v::STATUS_BRANCH, &self.branch),
+            (v::STATUS_LAST_SEEN_COMMIT, &self.last_seen_commit),
+            (v::STATUS_LAST_APPLIED_COMMIT, &self.last_applied_commit),
+            (v::STATUS_RESULT, &self.result),
+            (v::STATUS_RESULT_COMMIT, &self.result_commit),
+            (v::STATUS_ERRORS, &self.errors),
+            (v::STATUS_SUMMARY, &self.summary),
+            (v::STATUS_LAST_FETCH, &self.last_fetch),
+            (v::STATUS_LAST_ATTEMPT, &self.last_attempt),
+            (v::STATUS_NODE_SETS, &self.node_sets),
+            (v::STATUS_SLURM, &self.slurm),
+            (v::STATUS_HELD, &self.held),
+            (v::STATUS_CONTROLLERS, &self.controllers),
+            (v::STATUS_SLURMRESTD, &self.slurmrestd),
+            (v::STATUS_CHECKS, &self.checks),
+            (v::STATUS_JOBS_LISTED_TO, &self.jobs_listed_to),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -102,23 +104,23 @@ impl Status {
     pub fn from_data(d: &BTreeMap<String, String>) -> Status {
         let g = |k: &str| d.get(k).cloned().unwrap_or_default();
         Status {
-            repository: g("repository"),
-            branch: g("branch"),
-            last_seen_commit: g("lastSeenCommit"),
-            last_applied_commit: g("lastAppliedCommit"),
-            result: g("result"),
-            result_commit: g("resultCommit"),
-            errors: g("errors"),
-            summary: g("summary"),
-            last_fetch: g("lastFetch"),
-            last_attempt: g("lastAttempt"),
-            node_sets: g("nodeSets"),
-            slurm: g("slurm"),
-            held: g("held"),
-            controllers: g("controllers"),
-            slurmrestd: g("slurmrestd"),
-            checks: g("checks"),
-            jobs_listed_to: g("jobsListedTo"),
+            repository: g(v::STATUS_REPOSITORY),
+            branch: g(v::STATUS_BRANCH),
+            last_seen_commit: g(v::STATUS_LAST_SEEN_COMMIT),
+            last_applied_commit: g(v::STATUS_LAST_APPLIED_COMMIT),
+            result: g(v::STATUS_RESULT),
+            result_commit: g(v::STATUS_RESULT_COMMIT),
+            errors: g(v::STATUS_ERRORS),
+            summary: g(v::STATUS_SUMMARY),
+            last_fetch: g(v::STATUS_LAST_FETCH),
+            last_attempt: g(v::STATUS_LAST_ATTEMPT),
+            node_sets: g(v::STATUS_NODE_SETS),
+            slurm: g(v::STATUS_SLURM),
+            held: g(v::STATUS_HELD),
+            controllers: g(v::STATUS_CONTROLLERS),
+            slurmrestd: g(v::STATUS_SLURMRESTD),
+            checks: g(v::STATUS_CHECKS),
+            jobs_listed_to: g(v::STATUS_JOBS_LISTED_TO),
         }
     }
 }

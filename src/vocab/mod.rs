@@ -251,6 +251,8 @@ vocabulary! {
         STATUS_SLURMRESTD = "slurmrestd";
         /// Active checks: per check, workers passed, failed, running and due, and each failure.
         STATUS_CHECKS = "checks";
+        /// The highest Slurm job id known: a restarted daemon reads the jobs above it first.
+        STATUS_JOBS_LISTED_TO = "jobsListedTo";
     }
 }
 
