@@ -198,7 +198,8 @@ async fn slurm_side(scale: &Scale, c: &Client) {
 /// jobs above the last one the daemon before it listed (kept in the status), read one by one
 /// while `jobs/state/` is built (at this length slurmrestd 24.11 needs about 18 s for that alone,
 /// and about 90 s for the whole queue, which autoscale used to wait for after every start); then
-/// the passes read the rest job by job, bounded per pass, until the daemon knows every job.
+/// the passes read the rest job by job, bounded per pass, until the daemon knows every job
+/// (followed to its end with SLURMOPS_NARROW_ALL set).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_job_within_15_s() {
     // SLURMOPS_NARROW_JOBS: another length (the issue asks 100,000 too; Slurm 24.11's
@@ -289,23 +290,27 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
             p.slurm_bytes as f64 / 1e6
         );
     }
-    // The rest is read job by job over the next passes, none reading the whole queue.
+    // The rest is read job by job over the next passes, none reading the whole queue: about 7
+    // minutes at 50,000 jobs on this machine, so only when SLURMOPS_NARROW_ALL is set (the CI
+    // keeps to the start; the unit tests of `slurm::client::queue` follow a whole queue read).
     let knows = std::time::Instant::now();
-    eventually(
-        "the daemon's passes know every job",
-        Duration::from_secs(600),
-        async || {
-            at_scale::passes(&daemon.output(), std::time::SystemTime::UNIX_EPOCH)
-                .iter()
-                .any(|p| p.jobs > held as i64)
-                .then_some(())
-        },
-    )
-    .await;
-    println!(
-        "every job known {:.0} s after the start",
-        (took + knows.elapsed()).as_secs_f64()
-    );
+    if std::env::var_os("SLURMOPS_NARROW_ALL").is_some() {
+        eventually(
+            "the daemon's passes know every job",
+            Duration::from_secs(600),
+            async || {
+                at_scale::passes(&daemon.output(), std::time::SystemTime::UNIX_EPOCH)
+                    .iter()
+                    .any(|p| p.jobs > held as i64)
+                    .then_some(())
+            },
+        )
+        .await;
+        println!(
+            "every job known {:.0} s after the start",
+            (took + knows.elapsed()).as_secs_f64()
+        );
+    }
     drop(daemon);
     fleet.cleanup().await;
     assert!(
@@ -400,6 +405,13 @@ fn misses(m: &Measured) -> Vec<String> {
         "restarted daemon's peak RSS (MiB; goal 150)",
         m.restart_peak_rss_mib,
         300.0,
+    );
+    // Issue 56: a restart (an upgrade, a new leader) decides again within 5 s at 10,000 workers;
+    // at this size, well within it.
+    goal(
+        "restart -> first pass that decides (s; goal 5)",
+        m.restart_took.as_secs_f64(),
+        10.0,
     );
     let status = m.status_bytes_idle.max(m.status_bytes_rollout);
     goal(
