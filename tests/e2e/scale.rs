@@ -161,7 +161,14 @@ async fn slurm_side(scale: &Scale, c: &Client) {
             cost.bytes <= 10_000_000,
             "following the queue read {cost:?}"
         );
-        if view.jobs().len() == JOBS + 3 || t.elapsed() > Duration::from_secs(60) {
+        // The new jobs are read above the highest id known before the listing that shows the
+        // cancellations lands: both, not the first alone.
+        let cancelled = went.iter().all(|id| {
+            view.jobs()
+                .iter()
+                .any(|j| j.id == *id && j.has_state("CANCELLED"))
+        });
+        if (view.jobs().len() == JOBS + 3 && cancelled) || t.elapsed() > Duration::from_secs(60) {
             break (cost, view);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
