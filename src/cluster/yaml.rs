@@ -252,7 +252,8 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn node(&mut self, depth: usize) -> Result<Node, YamlError> {
+    /// The next event, for a node at DEPTH (refused past [`MAX_DEPTH`]), and where it stands.
+    fn enter(&mut self, depth: usize) -> Result<(Event<'a>, Pos), YamlError> {
         let (ev, span) = self.next()?;
         let pos = Pos::of(&span);
         if depth > MAX_DEPTH {
@@ -261,6 +262,11 @@ impl<'a> Builder<'a> {
                 format!("nesting deeper than {MAX_DEPTH} levels"),
             ));
         }
+        Ok((ev, pos))
+    }
+
+    fn node(&mut self, depth: usize) -> Result<Node, YamlError> {
+        let (ev, pos) = self.enter(depth)?;
         let before = self.cost;
         self.charge(Cost { nodes: 1, bytes: 0 }, pos)?;
         let (node, anchor) = match ev {
@@ -332,14 +338,7 @@ impl<'a> Builder<'a> {
                 )),
             };
         }
-        let (ev, span) = self.next()?;
-        let pos = Pos::of(&span);
-        if depth > MAX_DEPTH {
-            return Err(YamlError::at(
-                pos,
-                format!("nesting deeper than {MAX_DEPTH} levels"),
-            ));
-        }
+        let (ev, pos) = self.enter(depth)?;
         self.charge(Cost { nodes: 1, bytes: 0 }, pos)?;
         let Event::Scalar(text, ..) = ev else {
             return Err(YamlError::at(pos, "unexpected YAML event"));
