@@ -25,6 +25,7 @@ pub mod decide;
 mod decisions;
 mod decree;
 pub mod drive;
+pub mod early;
 pub mod gate;
 pub mod kube_only;
 pub mod maint;

@@ -328,6 +328,14 @@ impl Cache {
         !self.ready.iter().all(|r| r.load(Ordering::SeqCst))
     }
 
+    /// The scope's StatefulSets once their store holds a complete listing (one per NodeSet: it
+    /// comes long before the pods' at thousands of workers), shared with the store.
+    pub fn listed_stateful_sets(&self) -> Option<Vec<Arc<StatefulSet>>> {
+        self.ready[0]
+            .load(Ordering::SeqCst)
+            .then(|| self.sts.state())
+    }
+
     pub fn scope(&self) -> &Scope {
         &self.scope
     }

@@ -46,6 +46,26 @@ pub fn seen_of(ns: &NodeSet, s: &SetView, nodes: &BTreeMap<String, Node>, now: i
     observation(&ns.name, s.replicas, &ready, nodes, s.managed, now)
 }
 
+/// NodeSet NODE_SET's REPLICAS workers (`NODE_SET-0..REPLICAS`) seen through Slurm's NODES
+/// alone, before any pod is known (`controller::early`): each worker Slurm knows counts as if its
+/// pod were Ready, so that Slurm's state (busy, drained, idle) is what it is; one Slurm does not
+/// know is starting.
+pub fn seen_through_slurm(
+    node_set: &str,
+    replicas: u32,
+    nodes: &BTreeMap<String, Node>,
+    now: i64,
+) -> Observation {
+    let known = (0..replicas)
+        .map(|i| format!("{node_set}-{i}"))
+        .map(|n| {
+            let known = nodes.contains_key(&n);
+            (n, known)
+        })
+        .collect();
+    observation(node_set, replicas, &known, nodes, false, now)
+}
+
 /// Each autoscaled NodeSet's decision, pure: the queue's pending JOBS split among the NodeSets
 /// SEEN (a pending job's workers asked of one NodeSet only), then each one's rule.
 pub fn decisions<'a>(

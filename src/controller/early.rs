@@ -1,0 +1,158 @@
+//! The pass of a daemon whose watches are still making their first listing of the workers (a
+//! restart, an upgrade of the daemon or a new leader: at 10,000 workers the pods' listing takes
+//! tens of seconds). The pods are not known yet, so nothing that needs them is decided: no
+//! rollout step, no drain, no resume, no worker sync, no scale-in. One decision needs no pod and
+//! is safe on what is known: autoscale's **scale-out**, from the StatefulSets (listed first: one
+//! per NodeSet) and Slurm alone — a NodeSet's worker `NAME-ORDINAL` is busy when Slurm says its
+//! node runs jobs, exactly as the full pass reads it, and the pending jobs are the queue's demand
+//! (the jobs read so far while a restarted daemon reads it job by job: a floor). The decisions are
+//! `autoscale::decide`'s; a scale-in or hold it gives is not carried out here (the pass after the
+//! listing decides with every pod). A NodeSet whose pods slurmops makes (its workers are its
+//! pods, whatever their ordinals) waits for the listing too.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+
+use super::autoscale::{self, Decision};
+use super::observe::{JobsNeed, Needs, read_slurm};
+use super::outcome::Phases;
+use super::upkeep::{self, Scale, Upkeep};
+use super::{Env, PassError};
+use crate::cluster::ClusterFile;
+use crate::slurm::SlurmNodes;
+
+/// What an early pass decided and wrote.
+#[derive(Debug, Default)]
+pub struct Early {
+    /// The scale-outs decided (and written, unless a write failed: `error`).
+    pub upkeep: Upkeep,
+    pub events: Vec<(String, crate::rollout::Event)>,
+    pub phases: Phases,
+    pub slurm_traffic: crate::slurm::Traffic,
+    /// Jobs the pass saw (-1: the queue was needed and not known).
+    pub jobs: i64,
+    /// Slurm could not be read, or a write failed: said, nothing else done.
+    pub error: Option<String>,
+}
+
+/// The NodeSets of C an early pass may scale out: autoscaled, StatefulSet workers.
+pub fn applies(c: &ClusterFile) -> bool {
+    c.spec
+        .node_sets
+        .iter()
+        .any(|n| n.autoscale.is_some() && !n.managed())
+}
+
+/// Decides autoscale's scale-outs of C from STS (the listed StatefulSets) and SLURM, and carries
+/// them out behind the fence. Never drains, resumes, deletes or lowers replicas.
+pub async fn scale_out<S: SlurmNodes>(
+    env: &Env<'_, S>,
+    c: &ClusterFile,
+    slurm: &S,
+    sts: &[Arc<StatefulSet>],
+) -> Result<Early, PassError> {
+    let traffic = slurm.traffic();
+    let started = std::time::Instant::now();
+    let needs = Needs {
+        jobs: JobsNeed::Always,
+        ..Needs::default()
+    };
+    let view = match read_slurm(slurm, |_| needs.jobs == JobsNeed::Always).await {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Early {
+                error: Some(e.to_string()),
+                phases: Phases {
+                    observe_slurm: started.elapsed(),
+                    ..Phases::default()
+                },
+                slurm_traffic: slurm.traffic() - traffic,
+                ..Early::default()
+            });
+        }
+    };
+    let mut phases = Phases {
+        observe_slurm: started.elapsed(),
+        ..Phases::default()
+    };
+    let decided = std::time::Instant::now();
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let u = decide(c, sts, &view, now);
+    phases.decide = decided.elapsed();
+    let jobs = match view.jobs_error {
+        Some(_) if view.pending_unread.is_none() => -1,
+        _ => view.jobs().len() as i64,
+    };
+    let mut early = Early {
+        jobs,
+        ..Early::default()
+    };
+    let acted = std::time::Instant::now();
+    if !u.is_empty() {
+        super::fenced(env)?;
+        match upkeep::act(env.cluster, c, slurm, &u, env.fence, env.observer).await {
+            Ok(events) => early.events = events,
+            Err(PassError::Fenced) => return Err(PassError::Fenced),
+            Err(e) => early.error = Some(e.to_string()),
+        }
+    }
+    phases.act = acted.elapsed();
+    early.upkeep = u;
+    early.phases = phases;
+    early.slurm_traffic = slurm.traffic() - traffic;
+    Ok(early)
+}
+
+/// The scale-outs of C, pure: each autoscaled StatefulSet NodeSet of STS whose queue demand asks
+/// for more workers than it has. Its workers are `NAME-0..replicas`, seen through Slurm's NODES
+/// alone (no pod is known): busy, drained, idle or not registered as Slurm says.
+pub fn decide(
+    c: &ClusterFile,
+    sts: &[Arc<StatefulSet>],
+    view: &super::decide::SlurmView,
+    now: i64,
+) -> Upkeep {
+    // Pending demand unknown (no job read at all): no NodeSet scales.
+    if view.jobs_error.is_some() && view.pending_unread.is_none() {
+        return Upkeep::default();
+    }
+    // The NodeSets as the full pass names them, without workers (no pod is known).
+    let sets = super::observe::views(sts, &BTreeMap::new(), &[]);
+    let seen = c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| n.autoscale.is_some() && !n.managed())
+        .filter_map(|ns| {
+            let r = sets.get(&ns.name)?.replicas;
+            Some((
+                ns,
+                autoscale::run::seen_through_slurm(&ns.name, r, &view.nodes, now),
+            ))
+        })
+        .collect();
+    let scale = autoscale::run::decisions(c, view.jobs(), seen)
+        .into_iter()
+        .filter_map(|(ns, o, decision)| match decision {
+            Decision::ScaleOut { to, .. } if to > o.replicas => Some(Scale {
+                node_set: ns.name.clone(),
+                managed: false,
+                from: o.replicas,
+                decision,
+                drain: Vec::new(),
+                to: Some(to),
+                resume: Vec::new(),
+            }),
+            _ => None,
+        })
+        .collect();
+    Upkeep {
+        scale,
+        ..Upkeep::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;
