@@ -81,7 +81,7 @@ pub async fn roll<S: SlurmNodes + SlurmAccounts>(
         let scope = super::observe::Scope::cluster(&c.metadata.namespace, &c.metadata.name);
         let mut cache = super::watch::Cache::start(&cluster.client, scope, wake.clone());
         if c.spec.node_sets.iter().any(|n| n.replicas.per_node()) {
-            cache.follow_nodes(&cluster.client);
+            cache.follow_nodes(&cluster.client, &super::observe::node_label_keys(c));
         }
         cache
     });

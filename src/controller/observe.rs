@@ -14,8 +14,8 @@ use kube::api::{Api, ListParams};
 
 use super::decide::{SetView, SlurmView, Worker};
 pub use super::observation::{Observation, Reservations, SlurmUnknown};
-use super::watch::Cache;
 pub use super::watch::Scope;
+use super::watch::{Cache, LabelKeys};
 use crate::cluster::ClusterFile;
 use crate::cluster::window::{self, WindowMode};
 use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
@@ -103,7 +103,7 @@ pub async fn observe<S: SlurmNodes>(
 ) -> Result<Observation, kube::Error> {
     let (sts, pods, templates) = read_workloads(client, scope, cache).await?;
     // The node cache serves perNode placement and block labels alike; without it, one LIST.
-    let held = Cache::nodes(cache);
+    let held = Cache::nodes(cache, &label_keys(needs, &templates));
     // A node watch still making its first listing: wait for it rather than LIST every Node.
     let listing = held.listing();
     let cached_nodes = held.ready();
@@ -215,6 +215,38 @@ type Workloads = (
     Vec<Arc<Pod>>,
     BTreeMap<String, PodTemplate>,
 );
+
+/// The Kubernetes node label keys a pass reads: the block label, and those perNode placement
+/// reads for each live PodTemplate (`per_node::label_keys`).
+fn label_keys(needs: &Needs, templates: &BTreeMap<String, PodTemplate>) -> LabelKeys {
+    let placement = templates
+        .values()
+        .filter_map(|t| t.template.as_ref()?.spec.as_ref())
+        .flat_map(super::per_node::label_keys);
+    let block = needs.blocks.iter().map(|(label, _)| label.as_str());
+    placement.chain(block).map(str::to_string).collect()
+}
+
+/// The node label keys cluster.yaml C names (its block label, its NodeSets' nodeSelector and
+/// required node affinity): those the node watch keeps from its start (a pass that reads another
+/// has the nodes listed again, keeping it too).
+pub fn node_label_keys(c: &ClusterFile) -> LabelKeys {
+    let mut keys: LabelKeys = c
+        .spec
+        .topology
+        .iter()
+        .map(|t| t.block.node_label.clone())
+        .collect();
+    for n in &c.spec.node_sets {
+        let pod = k8s_openapi::api::core::v1::PodSpec {
+            node_selector: Some(n.pod.node_selector.clone()),
+            affinity: n.pod.affinity.clone(),
+            ..Default::default()
+        };
+        keys.extend(super::per_node::label_keys(&pod).map(str::to_string));
+    }
+    keys
+}
 
 /// Said while the node watch makes its first listing.
 const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";

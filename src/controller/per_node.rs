@@ -45,9 +45,30 @@ const HEALTH_TAINTS: &[&str] = &[
     "node.kubernetes.io/unschedulable",
 ];
 
+/// The node label keys `fit` reads for POD: its nodeSelector's and its required node affinity's
+/// (what the node watch keeps of each node's labels).
+pub fn label_keys(pod: &PodSpec) -> impl Iterator<Item = &str> {
+    let selector = pod.node_selector.iter().flatten().map(|(k, _)| k.as_str());
+    let terms = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    let exprs = terms
+        .iter()
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .map(|r| r.key.as_str());
+    selector.chain(exprs)
+}
+
 pub fn fit(node: &Node, pod: &PodSpec) -> Fit {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let none = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&none);
     let selected = pod
         .node_selector
         .as_ref()
@@ -62,17 +83,18 @@ pub fn fit(node: &Node, pod: &PodSpec) -> Fit {
         })
         .map(|r| r.node_selector_terms.as_slice())
         .unwrap_or_default();
-    let affine = terms.is_empty() || terms.iter().any(|t| term_matches(t, &labels, name));
-    let spec = node.spec.clone().unwrap_or_default();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let affine = terms.is_empty() || terms.iter().any(|t| term_matches(t, labels, name));
+    let spec = node.spec.as_ref();
     let tolerated = spec
-        .taints
+        .and_then(|s| s.taints.as_deref())
         .unwrap_or_default()
         .iter()
         .filter(|t| t.effect != "PreferNoSchedule" && !HEALTH_TAINTS.contains(&t.key.as_str()))
         .all(|t| pod.tolerations.iter().flatten().any(|x| tolerates(x, t)));
     match (
         selected && affine && tolerated,
-        spec.unschedulable == Some(true),
+        spec.and_then(|s| s.unschedulable) == Some(true),
     ) {
         (false, _) => Fit::No,
         (true, true) => Fit::Cordoned,

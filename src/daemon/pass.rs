@@ -782,6 +782,9 @@ fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &cluster::
     }
     // Nodes for perNode placement, block labels and sync's node health, from one watch.
     if let Some(cache) = state.cache.as_mut() {
-        cache.follow_nodes(&cluster.client);
+        cache.follow_nodes(
+            &cluster.client,
+            &crate::controller::observe::node_label_keys(c),
+        );
     }
 }

@@ -181,7 +181,10 @@ async fn with_slurm(
     let scope = crate::controller::observe::Scope::cluster(&c.metadata.namespace, &c.metadata.name);
     let mut cache = crate::controller::watch::Cache::start(&cluster.client, scope, wake.clone());
     if c.spec.node_sets.iter().any(|n| n.replicas.per_node()) {
-        cache.follow_nodes(&cluster.client);
+        cache.follow_nodes(
+            &cluster.client,
+            &crate::controller::observe::node_label_keys(c),
+        );
     }
     let env = Env {
         cluster,

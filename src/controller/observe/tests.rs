@@ -155,3 +155,45 @@ fn the_job_queue_is_read_only_when_a_busy_worker_may_move() {
         );
     }
 }
+
+#[test]
+fn a_pass_reads_the_block_label_and_the_label_keys_of_each_live_templates_placement() {
+    let template: PodTemplate = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pn"},
+        "template": {"spec": {"containers": [],
+            "nodeSelector": {"pool": "gpu"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["b"]}],
+                    "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["k0"]}]}]}}}}},
+    }))
+    .unwrap();
+    let needs = Needs {
+        blocks: Some(("example.com/block".into(), BTreeSet::new())),
+        ..Needs::default()
+    };
+    let keys = label_keys(&needs, &BTreeMap::from([("pn".to_string(), template)]));
+    assert_eq!(
+        keys.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["example.com/block", "pool", "zone"]
+    );
+    // cluster.yaml's own: what the watch keeps from its start.
+    let c = crate::cluster::load(
+        "c.yaml",
+        r#"apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata: {name: c, namespace: slurm}
+spec:
+  slurmVersion: "24.11"
+  auth:
+    slurmKey: {name: k, key: slurm.key}
+    jwtKey: {name: j, key: jwt_hs256.key}
+  nodeSets:
+    - {name: a, replicas: perNode, cpu: "1", memory: 1Gi, nodeSelector: {pool: gpu}}
+  partitions:
+    - {name: p, nodeSets: [a], default: true}
+"#,
+    )
+    .unwrap();
+    assert_eq!(node_label_keys(&c), LabelKeys::from(["pool".to_string()]));
+}
