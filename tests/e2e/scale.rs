@@ -420,6 +420,13 @@ fn misses(m: &Measured) -> Vec<String> {
         m.restart_took.as_secs_f64(),
         10.0,
     );
+    // A restarted daemon scales out for a job pending since before it, without waiting for its
+    // watches to list every worker (issue 56: 5 s at 10,000 workers).
+    goal(
+        "restart -> autoscaled NodeSet scaled out (s; goal 5)",
+        m.restart_scaled.as_secs_f64(),
+        10.0,
+    );
     let status = m.status_bytes_idle.max(m.status_bytes_rollout);
     goal(
         "status ConfigMap KiB (cap 256)",
@@ -430,7 +437,7 @@ fn misses(m: &Measured) -> Vec<String> {
     // left drained by slurmops.
     goal(
         "nodes left drained by slurmops after the rollout (goal 0)",
-        m.left_drained.expect("the rollout ran to its end") as f64,
+        m.left_drained as f64,
         0.0,
     );
     // Events are aggregated per NodeSet and reason within a pass, and repeats count on the Event

@@ -82,11 +82,10 @@ pub struct Measured {
     /// The rollout's first wave: workers replaced (deleted and Ready again) and how long it took.
     pub wave_replaced: usize,
     pub wave_took: Duration,
-    /// Push → every worker replaced, its slurmd registered, resumed and counted updated (up to
-    /// [`FULL_ROLLOUT_MAX_WORKERS`]; None above, where the run stops after the first wave).
-    pub rollout_took: Option<Duration>,
+    /// Push → every worker replaced, its slurmd registered, resumed and counted updated.
+    pub rollout_took: Duration,
     /// Nodes still drained by slurmops once the rollout ended (goal 0).
-    pub left_drained: Option<usize>,
+    pub left_drained: usize,
     /// The passes from the push to the end of the rollout.
     pub rollout: Vec<Pass>,
     /// Events slurmops posted in the namespace during the rollout, and their total count
@@ -103,6 +102,10 @@ pub struct Measured {
     pub restart: Vec<Pass>,
     pub restart_peak_rss_mib: f64,
     pub restart_took: Duration,
+    /// The restart → the autoscaled NodeSet scaled out for a job pending since before it; → the
+    /// first full pass (every worker listed by the watches).
+    pub restart_scaled: Duration,
+    pub restart_full: Duration,
     /// LISTs of pods or Nodes in one answer, over every pass of both daemons.
     pub fleet_lists: u64,
 }
@@ -115,7 +118,10 @@ fn say(what: &str, t: Instant, pid: u32) {
     );
 }
 
-fn cluster_text(ns: &str, sets: usize, per: usize, image: &str) -> String {
+/// The autoscaled NodeSet of the restart (0 workers, at most 1), added before it.
+const AUTO: &str = "auto";
+
+fn cluster_text(ns: &str, sets: usize, per: usize, image: &str, auto: bool) -> String {
     let mut s = format!(
         "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: scale, namespace: {ns}}}\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {{name: slurm-auth, key: slurm.key}}\n    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}\n  nodeSets:\n"
     );
@@ -123,6 +129,9 @@ fn cluster_text(ns: &str, sets: usize, per: usize, image: &str) -> String {
         s.push_str(&format!(
             "    - {{name: s{i:03}, replicas: {per}, cpu: \"120\", memory: 1500Gi, image: {image}, gpus: {{count: 8, type: h100}}, update: {{maxUnavailable: 2}}}}\n"
         ));
+    }
+    if auto {
+        s.push_str(&format!("    - {{name: {AUTO}, replicas: 0, cpu: \"120\", memory: 1500Gi, image: {image}, autoscale: {{min: 0, max: 1, scaleDownDelay: 1h}}}}\n"));
     }
     s.push_str("  partitions:\n    - {name: all, nodeSets: [ALL], default: true}\n");
     s
@@ -219,41 +228,68 @@ async fn events_from_us(client: &kube::Client, ns: &str) -> Result<(usize, u64),
     Ok((from_us.len(), count))
 }
 
-/// The largest fleet whose rollout is run to its end. Each replaced worker's slurmd reads every
-/// node record: with 10,000 records one keeps about 20 MB, and a wave of 1,000 (two per NodeSet)
-/// does not fit this machine's 24 GiB beside the apiserver, etcd and the controller-manager
-/// holding 10,000 Nodes (seen: 918 slurmd, 20 GB, before the run was stopped).
-pub const FULL_ROLLOUT_MAX_WORKERS: usize = 2_000;
+/// The most slurmd of replaced workers running at once. Each reads every node record: with
+/// 10,000 records one keeps about 20 MB, and a wave of 1,000 (two per NodeSet) did not fit this
+/// machine's 24 GiB beside the apiserver, etcd and the controller-manager holding 10,000 Nodes
+/// (seen: 918 slurmd, 20 GB, before the run was stopped). 300 hold about 6 GB at 10,000.
+pub const SLURMD_AT_ONCE: usize = 300;
 
-/// Starts the slurmd of every worker FLEET returns from now on (a replaced worker's new pod),
-/// in batches, until aborted. At most KEEP run: the oldest are stopped (their workers resumed
-/// waves ago; a record whose slurmd stopped reads DOWN, as before), so that 10,000 workers do not
-/// need 10,000 slurmd at once (each keeps about 2.3 MB of its own).
-fn start_returned_slurmd(fleet: &Fleet, keep: usize) -> tokio::task::JoinHandle<()> {
+/// Starts the slurmd of every worker FLEET returns from now on (a replaced worker's new pod), at
+/// most AT_ONCE running, until aborted; the others wait their turn (their pods Ready, their nodes
+/// still drained and not answering: the rollout counts them in flight, so that each NodeSet's
+/// next wave waits as it would for a slow slurmd). Each slurmd runs from its start until Slurm
+/// shows its node drained and then no longer (the daemon resumed it after it registered), then
+/// it is stopped: its record reads DOWN again a moment later, as every record without a slurmd.
+/// So a rollout of 10,000 workers runs to its end with a few hundred slurmd, each a real
+/// registration that the daemon sees and resumes through slurmrestd.
+fn start_returned_slurmd(fleet: &Fleet, at_once: usize) -> tokio::task::JoinHandle<()> {
     let returned = fleet.returned.clone();
     let mut done = returned.lock().unwrap().len();
     tokio::spawn(async move {
-        let mut running = std::collections::VecDeque::new();
+        let mut waiting = std::collections::VecDeque::new();
+        // Running: name → seen drained since it started.
+        let mut running: std::collections::BTreeMap<String, bool> = Default::default();
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let names: Vec<String> = returned.lock().unwrap()[done..].to_vec();
-            if names.is_empty() {
+            done += names.len();
+            waiting.extend(names);
+            if !running.is_empty() {
+                let drained = match tokio::task::spawn_blocking(Scale::drained).await {
+                    Ok(Ok(d)) => d,
+                    Ok(Err(e)) => {
+                        println!("  {e}");
+                        continue;
+                    }
+                    Err(_) => continue,
+                };
+                let mut resumed = Vec::new();
+                for (name, seen) in running.iter_mut() {
+                    match drained.contains(name) {
+                        true => *seen = true,
+                        false if *seen => resumed.push(name.clone()),
+                        false => {}
+                    }
+                }
+                for name in &resumed {
+                    running.remove(name);
+                }
+                if !resumed.is_empty() {
+                    let stopped =
+                        tokio::task::spawn_blocking(move || Scale::stop_slurmd(&resumed)).await;
+                    if let Ok(Err(e)) = stopped {
+                        println!("  {e}");
+                    }
+                }
+            }
+            let room = at_once.saturating_sub(running.len()).min(waiting.len());
+            let start: Vec<String> = waiting.drain(..room).collect();
+            if start.is_empty() {
                 continue;
             }
-            done += names.len();
-            running.extend(names.iter().cloned());
-            let old: Vec<String> = running
-                .drain(..running.len().saturating_sub(keep))
-                .collect();
-            let changed = tokio::task::spawn_blocking(move || {
-                Scale::start_slurmd(&names)?;
-                match old.is_empty() {
-                    true => Ok(()),
-                    false => Scale::stop_slurmd(&old),
-                }
-            })
-            .await;
-            if let Ok(Err(e)) = changed {
+            running.extend(start.iter().map(|n| (n.clone(), false)));
+            let started = tokio::task::spawn_blocking(move || Scale::start_slurmd(&start)).await;
+            if let Ok(Err(e)) = started {
                 println!("  {e}");
             }
         }
@@ -303,7 +339,10 @@ async fn measure(
     let url = format!("{}/{ns}-repo.git", bed().git.http_url);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let c1 = repo.push(&cluster_text(ns, sizes.sets, sizes.per, "img:1"), "first");
+    let c1 = repo.push(
+        &cluster_text(ns, sizes.sets, sizes.per, "img:1", false),
+        "first",
+    );
     let interval = format!("{}s", sizes.interval.as_secs());
     let start = || daemon(ns, dir.path(), &url, "scale", &interval, scale);
     let daemon = start();
@@ -355,11 +394,9 @@ async fn measure(
     let deleted_before = fleet.deleted.lock().unwrap().len();
     let ready_before = fleet.readied.load(std::sync::atomic::Ordering::Relaxed);
     let events_before = events_from_us(client, ns).await?;
-    // Four waves' worth of slurmd (maxUnavailable 2 per NodeSet).
-    let full = workers <= FULL_ROLLOUT_MAX_WORKERS;
-    let slurmd = full.then(|| start_returned_slurmd(fleet, 8 * sizes.sets));
+    let slurmd = start_returned_slurmd(fleet, SLURMD_AT_ONCE);
     let c2 = repo.push(
-        &cluster_text(ns, sizes.sets, sizes.per, "img:2"),
+        &cluster_text(ns, sizes.sets, sizes.per, "img:2", false),
         "new image",
     );
     let wave = Instant::now();
@@ -389,54 +426,39 @@ async fn measure(
     say("first wave", t, daemon.child.id());
     // Then every worker: each new pod's slurmd registers, the daemon resumes its node and drains
     // the next ones.
-    let mut ended = None;
-    if let Some(slurmd) = slurmd {
-        eventually(
-            "the rollout's end",
-            Duration::from_secs(300 + workers as u64 / 2),
-            async || {
-                status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
-                let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
-                let s = status().await?;
-                let p = s.progress();
-                let done = s.last_applied_commit == c2
-                    && p.len() == sizes.sets
-                    && p.iter()
-                        .all(|p| p.updated == p.replicas && p.in_flight.is_empty());
-                (done && deleted >= workers).then_some(())
-            },
-        )
-        .await;
-        let took = pushed.elapsed().unwrap_or_default();
-        slurmd.abort();
-        // Two more passes see the rollout settle.
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let left = scale
-            .client(Duration::from_secs(60), None)
-            .nodes()
-            .await
-            .map_err(|e| e.to_string())?
-            .iter()
-            .filter(|(_, n)| slurmops::controller::decide::controller_drain(n))
-            .count();
-        ended = Some((took, left));
-    } else {
-        // Two more passes see the wave settle.
-        tokio::time::sleep(Duration::from_secs(3)).await;
-    }
+    eventually(
+        "the rollout's end",
+        Duration::from_secs(300 + workers as u64 / 2),
+        async || {
+            status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+            let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
+            let s = status().await?;
+            let p = s.progress();
+            let done = s.last_applied_commit == c2
+                && p.len() == sizes.sets
+                && p.iter()
+                    .all(|p| p.updated == p.replicas && p.in_flight.is_empty());
+            (done && deleted >= workers).then_some(())
+        },
+    )
+    .await;
+    let rollout_took = pushed.elapsed().unwrap_or_default();
+    slurmd.abort();
+    // Two more passes see the rollout settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let left_drained = scale
+        .client(Duration::from_secs(60), None)
+        .nodes()
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|(_, n)| slurmops::controller::decide::controller_drain(n))
+        .count();
     status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
     let events_after = events_from_us(client, ns).await?;
     let peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
     let rollout_passes = passes(&daemon.output(), pushed);
-    say(
-        if full {
-            "rollout ended"
-        } else {
-            "first wave settled"
-        },
-        t,
-        daemon.child.id(),
-    );
+    say("rollout ended", t, daemon.child.id());
     // The daemon's own log (a line per pass with its phases), to read what a figure hides.
     if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
         let _ = std::fs::write(&path, daemon.output());
@@ -445,11 +467,43 @@ async fn measure(
         .iter()
         .map(|p| p.fleet_lists)
         .sum();
+    // An autoscaled NodeSet at 0 workers, for the restart; the daemon now reads the queue every
+    // pass: the restart waits until it listed it and kept the highest job id in its status.
+    let c3 = repo.push(
+        &cluster_text(ns, sizes.sets, sizes.per, "img:2", true),
+        "an autoscaled NodeSet",
+    );
+    eventually(
+        "the autoscaled NodeSet applied and the queue listed",
+        Duration::from_secs(600),
+        async || {
+            let s = status().await?;
+            (s.last_applied_commit == c3 && !s.jobs_listed_to.is_empty()).then_some(())
+        },
+    )
+    .await;
+    fleet_lists += passes(&daemon.output(), SystemTime::UNIX_EPOCH)
+        .iter()
+        .map(|p| p.fleet_lists)
+        .sum::<u64>();
     drop(daemon);
+    // A job that asks for every record: pending whatever runs (records without a slurmd are
+    // DOWN), the autoscaled NodeSet's demand.
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({
+        "script": "#!/bin/sh\nsleep 1\n",
+        "job": {"name": "wants-workers", "partition": "all", "tasks": workers,
+            "minimum_nodes": workers, "current_working_directory": "/tmp",
+            "environment": ["PATH=/usr/bin:/bin"],
+            "time_limit": {"set": true, "infinite": false, "number": 1}},
+    });
+    let wanting = scale.submit(&http, &body).await?;
+    let sts = kube::Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), ns);
 
     // A restart (an upgrade, a new leader) with every worker there: its watches list them in
-    // pages while its passes wait; no pass lists them all in one answer.
-    let restarted = Instant::now();
+    // pages; no pass lists them all in one answer. Meanwhile a pass decides what needs no pod
+    // (autoscale's scale-out).
+    let (restarted, restarted_at) = (Instant::now(), SystemTime::now());
     let daemon = start();
     let decided = |log: &str| {
         passes(log, SystemTime::UNIX_EPOCH)
@@ -463,10 +517,40 @@ async fn measure(
     )
     .await;
     let restart_took = restarted.elapsed();
+    eventually(
+        "the autoscaled NodeSet scaled out after the restart",
+        Duration::from_secs(60 + workers as u64 / 10),
+        async || {
+            let set = sts.get_opt(AUTO).await.ok().flatten()?;
+            (set.spec?.replicas == Some(1)).then_some(())
+        },
+    )
+    .await;
+    let restart_scaled = restarted.elapsed();
+    // The first full pass: the watches listed every worker.
+    let full_at = eventually(
+        "the restarted daemon's first full pass",
+        Duration::from_secs(60 + workers as u64 / 10),
+        async || {
+            passes(&daemon.output(), SystemTime::UNIX_EPOCH)
+                .iter()
+                .find(|p| p.phases[0].1 > 0.0)
+                .map(|p| p.at)
+        },
+    )
+    .await;
+    let restart_full = full_at.duration_since(restarted_at).unwrap_or_default();
+    println!(
+        "  restart: first deciding pass {:.1} s, scaled out for job {wanting} {:.1} s, first full pass {:.1} s after the start",
+        restart_took.as_secs_f64(),
+        restart_scaled.as_secs_f64(),
+        restart_full.as_secs_f64()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let restart = passes(&daemon.output(), SystemTime::UNIX_EPOCH);
     let restart_peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
     fleet_lists += restart.iter().map(|p| p.fleet_lists).sum::<u64>();
+    let _ = scale.cancel(&http, wanting).await;
     say("restarted", t, daemon.child.id());
     drop(daemon);
     Ok(Measured {
@@ -484,8 +568,8 @@ async fn measure(
         commit_to_drain,
         wave_replaced: replaced,
         wave_took,
-        rollout_took: ended.map(|e| e.0),
-        left_drained: ended.map(|e| e.1),
+        rollout_took,
+        left_drained,
         rollout: rollout_passes,
         events: events_after.0.saturating_sub(events_before.0),
         events_count: events_after.1.saturating_sub(events_before.1),
@@ -495,6 +579,8 @@ async fn measure(
         restart,
         restart_peak_rss_mib,
         restart_took,
+        restart_scaled,
+        restart_full,
         fleet_lists,
     })
 }

@@ -142,6 +142,23 @@ impl Scale {
         Scale::script("stop-slurmd", names)
     }
 
+    /// The records Slurm holds drained or draining now (`sinfo -t drain`: slurmctld's binary
+    /// answer, not slurmrestd's JSON of every node, which at 10,000 records is 23 MB a read).
+    pub fn drained() -> Result<std::collections::HashSet<String>, String> {
+        let out = std::process::Command::new("bash")
+            .args(["tests/bed/slurm.sh", "exec", "scale", "sinfo", "-h", "-N"])
+            .args(["-t", "drain", "-o", "%N"])
+            .output()
+            .map_err(|e| format!("sinfo: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("sinfo: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect())
+    }
+
     fn script(command: &str, names: &[String]) -> Result<(), String> {
         let out = std::process::Command::new("bash")
             .args(["tests/bed/scale.sh", command])
