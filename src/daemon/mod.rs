@@ -143,6 +143,8 @@ struct Told {
     slurm: told::Persisting,
     queue: told::Persisting,
     connect: told::Persisting,
+    /// The watches making their first listing of the workers.
+    listing: told::Persisting,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

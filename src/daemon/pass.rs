@@ -348,10 +348,19 @@ async fn reconcile(
     // worker, a pass would LIST them all in one answer itself, on each pass (and the passes that
     // the listing's pages wake). Wait instead; its end wakes the next pass. `--once` has no next
     // pass: it reads for itself.
-    if !cfg.once && state.cache.as_ref().is_some_and(Cache::listing) {
-        tracing::info!(
-            "waiting for the watches of the workers to make their first listing; the pass after it decides"
-        );
+    let listing = !cfg.once && state.cache.as_ref().is_some_and(Cache::listing);
+    let waiting = listing.then_some(
+        "the watches of the workers are making their first listing: passes decide autoscale's scale-out alone until it ends",
+    );
+    match state.told.listing.see(waiting, Instant::now()) {
+        Some(super::told::Told::Ended { after, .. }) => tracing::info!(
+            "the watches listed every worker ({:.1} s): passes decide everything again",
+            after.as_secs_f64()
+        ),
+        Some(t) => tracing::info!("{t}"),
+        None => {}
+    }
+    if listing {
         if apply_now {
             state.held = true;
             state.status.held =
