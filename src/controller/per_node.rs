@@ -45,12 +45,9 @@ const HEALTH_TAINTS: &[&str] = &[
     "node.kubernetes.io/unschedulable",
 ];
 
-/// The node label keys `fit` reads for POD: its nodeSelector's and its required node affinity's
-/// (what the node watch keeps of each node's labels).
-pub fn label_keys(pod: &PodSpec) -> impl Iterator<Item = &str> {
-    let selector = pod.node_selector.iter().flatten().map(|(k, _)| k.as_str());
-    let terms = pod
-        .affinity
+/// POD's required node affinity terms (none: any node).
+fn required_terms(pod: &PodSpec) -> &[NodeSelectorTerm] {
+    pod.affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|a| {
@@ -58,7 +55,14 @@ pub fn label_keys(pod: &PodSpec) -> impl Iterator<Item = &str> {
                 .as_ref()
         })
         .map(|r| r.node_selector_terms.as_slice())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The node label keys `fit` reads for POD: its nodeSelector's and its required node affinity's
+/// (what the node watch keeps of each node's labels).
+pub fn label_keys(pod: &PodSpec) -> impl Iterator<Item = &str> {
+    let selector = pod.node_selector.iter().flatten().map(|(k, _)| k.as_str());
+    let terms = required_terms(pod);
     let exprs = terms
         .iter()
         .flat_map(|t| t.match_expressions.iter().flatten())
@@ -73,16 +77,7 @@ pub fn fit(node: &Node, pod: &PodSpec) -> Fit {
         .node_selector
         .as_ref()
         .is_none_or(|s| s.iter().all(|(k, v)| labels.get(k) == Some(v)));
-    let terms = pod
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|r| r.node_selector_terms.as_slice())
-        .unwrap_or_default();
+    let terms = required_terms(pod);
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let affine = terms.is_empty() || terms.iter().any(|t| term_matches(t, labels, name));
     let spec = node.spec.as_ref();
