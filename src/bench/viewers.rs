@@ -42,6 +42,7 @@ fn status(seq: u64) -> Status {
                             .map(|j| Holder {
                                 id: 100_000 + (s * 10 + i * 2 + j) as u64,
                                 user: format!("user{j}"),
+                                start: None,
                                 end: Some(1_900_000_000 + j as i64),
                             })
                             .collect(),

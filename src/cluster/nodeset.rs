@@ -165,6 +165,45 @@ pub struct UpdatePolicy {
     /// `required` (every worker), `preferred` (busy ones; idle ones roll any time), `none`.
     #[serde(default, skip_serializing_if = "is_no_window")]
     pub window: super::window::WindowMode,
+    /// What a worker drained for the rollout does with the jobs still running on it: `wait` for
+    /// them to end (the default), or `requeue` them (see `requeue`): only batch jobs Slurm may
+    /// requeue, and only when every job on the worker may be; otherwise it waits.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub running_jobs: RunningJobs,
+    /// When and which jobs `runningJobs: requeue` requeues.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub requeue: Requeue,
+}
+
+/// What a worker drained for the rollout does with its running jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunningJobs {
+    #[default]
+    Wait,
+    Requeue,
+}
+
+/// Which running jobs a rollout requeues, and after how long: a worker drained for the rollout
+/// waits `after` for its jobs to end by themselves; then, when every job still on it is a batch
+/// job Slurm may requeue (`--requeue`, or `JobRequeue=1`) and matches the selectors, they are
+/// requeued (the node is set DOWN, on which Slurm requeues them and starts them again from their
+/// beginning elsewhere) and the worker is replaced. A job that may not be requeued is waited for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Requeue {
+    /// How long a drained worker waits for its jobs before they are requeued (default 0s).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub after: Duration,
+    /// Only jobs of these partitions (default: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<String>,
+    /// Only jobs of these QOS (default: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qos: Vec<String>,
+    /// Only jobs on at most this many nodes (default: any size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
 }
 
 fn is_no_window(m: &super::window::WindowMode) -> bool {
@@ -179,6 +218,8 @@ impl Default for UpdatePolicy {
             on_timeout: default_on_timeout(),
             canary: None,
             window: super::window::WindowMode::None,
+            running_jobs: RunningJobs::Wait,
+            requeue: Requeue::default(),
         }
     }
 }

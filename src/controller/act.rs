@@ -142,6 +142,7 @@ async fn carry_out<'a, S: SlurmNodes>(
             jobs::cancel(slurm, *job, |job| Event::CanaryCancelled { job }).await
         }
         Action::Hold { node, reason } => nodes::hold(slurm, node, reason).await,
+        Action::Requeue { node, jobs } => nodes::requeue(slurm, node, jobs).await,
         Action::Reserve { request, sidecar } => {
             reservations::reserve(pods, slurm, request, sidecar.as_ref()).await
         }

@@ -7,6 +7,7 @@
 //! lets a restarted daemon, or a new leader, carry on exactly where the last one stopped.
 
 mod model;
+mod requeue;
 mod slurm_view;
 
 use super::gate::Gate;
@@ -15,9 +16,10 @@ use crate::slurm::Node;
 pub use crate::vocab::DrainReason;
 
 pub use self::model::{
-    Action, Decision, Holder, Omitted, Policy, Progress, REGISTRATION_GRACE, SetView, Waiting,
-    Want, WindowGate, WindowWait, Worker,
+    Action, Decision, Holder, Omitted, Policy, Progress, REGISTRATION_GRACE, RequeueRule, SetView,
+    Waiting, Want, WindowGate, WindowWait, Worker,
 };
+pub use self::requeue::{requeue_now, requeued_words};
 pub use self::slurm_view::SlurmView;
 
 /// A drain slurmops set for a rollout, scale-in, removal or a failed canary (not a cordon,
@@ -139,20 +141,22 @@ fn waiting(node: &str, why: &DrainReason, n: &Node, slurm: &SlurmView) -> Waitin
     Waiting {
         node: node.to_string(),
         why: why.words(),
-        jobs: slurm
-            .jobs_on(node)
-            .iter()
-            .map(|j| Holder {
-                id: j.id,
-                user: j.user.clone(),
-                end: j.end_time,
-            })
-            .collect(),
+        jobs: slurm.jobs_on(node).iter().map(holder).collect(),
         since: n
             .state
             .has("DRAIN")
             .then_some(n.reason_changed_at)
             .flatten(),
+    }
+}
+
+/// A job as a waiting worker's holder.
+fn holder(j: &crate::slurm::Job) -> Holder {
+    Holder {
+        id: j.id,
+        user: j.user.clone(),
+        start: j.start_time,
+        end: j.end_time,
     }
 }
 
@@ -266,6 +270,14 @@ fn follow_drain(w: &Worker, n: &Node, p: &Policy, slurm: &SlurmView, now: i64, d
     } else if timed_out(n, p, now) {
         d.actions.push(delete(w, true));
     } else {
+        if DrainReason::parse(&n.reason) == Some(DrainReason::Rollout)
+            && let Some(jobs) = requeue_now(n, p, slurm, now)
+        {
+            d.actions.push(Action::Requeue {
+                node: w.name.clone(),
+                jobs,
+            });
+        }
         d.progress
             .waiting
             .push(waiting(&w.name, &DrainReason::Rollout, n, slurm));

@@ -25,6 +25,14 @@ pub fn policy(ns: &crate::cluster::types::NodeSet, registration_grace: i64, live
         registration_grace,
         gate: canary::Gate::Open,
         window: decide::WindowGate::Open,
+        requeue: (u.running_jobs == crate::cluster::types::RunningJobs::Requeue).then(|| {
+            decide::RequeueRule {
+                after: u.requeue.after.as_secs() as i64,
+                partitions: u.requeue.partitions.clone(),
+                qos: u.requeue.qos.clone(),
+                max_nodes: u.requeue.max_nodes,
+            }
+        }),
     }
 }
 
@@ -105,6 +113,7 @@ fn only_leaving(d: &mut Decision) {
         | Action::Mark { .. }
         | Action::Cancel { .. }
         | Action::Hold { .. }
+        | Action::Requeue { .. }
         | Action::Reserve { .. }
         | Action::Unreserve { .. } => false,
         // Only slurmops deletes a perNode NodeSet's leaving workers (once drained).

@@ -78,6 +78,11 @@ impl Preview {
                     }
                     Action::Cancel { job } => step("cancel", &format!("job {job}"), String::new()),
                     Action::Hold { node, reason } => step("hold", node, reason.words()),
+                    Action::Requeue { node, jobs } => step(
+                        "requeue",
+                        node,
+                        super::decide::requeued_words(jobs, self.observation.now),
+                    ),
                     Action::Reserve { request, .. } => step(
                         "reserve",
                         &request.name,

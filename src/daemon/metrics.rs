@@ -277,6 +277,7 @@ impl Metrics {
             Event::CanarySubmitted { .. } => "canary_submit",
             Event::CanaryCancelled { .. } => "canary_cancel",
             Event::CanaryHeld { .. } => "canary_hold",
+            Event::Requeued { .. } => "requeue",
             Event::CanaryVerdict { passed: true, .. } => "canary_passed",
             Event::CanaryVerdict { passed: false, .. } => "canary_failed",
             Event::Reserved { .. } => "reserve",

@@ -138,6 +138,7 @@ pub(super) async fn rollout_events(
                 E::Drain { .. } => vocab::EVENT_DRAINING,
                 E::Delete { .. } => vocab::EVENT_WORKER_REPLACED,
                 E::Resume { .. } => vocab::EVENT_RESUMED,
+                E::Requeued { .. } => vocab::EVENT_JOBS_REQUEUED,
                 E::CanaryVerdict { reason, .. } => reason,
                 E::Reserved { .. } => vocab::EVENT_MAINTENANCE_RESERVED,
                 E::Checked { passed: true, .. } => vocab::EVENT_CHECK_PASSED,

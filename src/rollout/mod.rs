@@ -97,6 +97,12 @@ pub enum Event {
         passed: bool,
         message: String,
     },
+    /// The jobs on NODE, drained for the rollout, were requeued (id, user): the node set DOWN,
+    /// Slurm starts them again elsewhere (`runningJobs: requeue`).
+    Requeued {
+        node: String,
+        jobs: Vec<(u64, String)>,
+    },
     /// A canary failed: the worker stays drained with REASON.
     CanaryHeld {
         node: String,
@@ -258,6 +264,14 @@ impl std::fmt::Display for Event {
                 true => write!(f, "{node}: check {check} passed ({text})"),
                 false => write!(f, "{node}: check {check} failed ({text})"),
             },
+            Event::Requeued { node, jobs } => {
+                let jobs: Vec<String> = jobs.iter().map(|(id, u)| format!("{id} ({u})")).collect();
+                write!(
+                    f,
+                    "{node}: job(s) {} requeued (runningJobs: requeue): Slurm starts them again from their beginning",
+                    jobs.join(", ")
+                )
+            }
             Event::CanaryHeld { node, reason } => {
                 write!(f, "{node} stays drained: {reason}")
             }

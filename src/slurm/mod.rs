@@ -202,6 +202,15 @@ pub trait SlurmNodes: Send + Sync {
     ) -> impl Future<Output = Result<(), SlurmError>> + Send;
     /// Deletes a reservation; harmless when it is gone.
     fn unreserve(&self, name: &str) -> impl Future<Output = Result<(), SlurmError>> + Send;
+    /// Sets NODE DOWN, while it is drained by slurmops (its reason, REASON, stays): Slurm requeues
+    /// the batch jobs on it that may be requeued, and kills the others, so the caller asks only
+    /// for a node whose every job may be. False (nothing written) when the node's drain is no
+    /// longer slurmops's.
+    fn requeue_on(
+        &self,
+        node: &str,
+        reason: &str,
+    ) -> impl Future<Output = Result<bool, SlurmError>> + Send;
     /// Requests sent and answer bytes read so far (what the passes cost slurmrestd).
     fn traffic(&self) -> Traffic;
 }
@@ -240,6 +249,16 @@ impl SlurmNodes for Client {
         self.update_node(node, "DRAIN", Some(&our_reason(reason)))
             .await?;
         Ok(outcome)
+    }
+
+    async fn requeue_on(&self, node: &str, reason: &str) -> Result<bool, SlurmError> {
+        let current = self.node(node).await?;
+        if !current.state.has("DRAIN") || !is_ours(&current) {
+            return Ok(false);
+        }
+        self.update_node(node, "DOWN", Some(&our_reason(reason)))
+            .await?;
+        Ok(true)
     }
 
     async fn is_drained(&self, node: &str) -> Result<bool, SlurmError> {

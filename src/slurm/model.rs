@@ -159,6 +159,12 @@ pub struct Job {
     pub submit_time: Option<i64>,
     /// The job's time limit in minutes; None when unlimited or not set (the partition's).
     pub time_limit: Option<i64>,
+    /// A batch job (not an `salloc` or `srun` allocation).
+    pub batch: bool,
+    /// Slurm may requeue it (`--requeue`, or `JobRequeue=1` and not `--no-requeue`).
+    pub requeue: bool,
+    /// Its QOS.
+    pub qos: String,
 }
 
 impl Job {
@@ -437,6 +443,12 @@ pub struct JobWire {
     submit_time: Option<i64>,
     #[serde(default, deserialize_with = "number")]
     time_limit: Option<i64>,
+    #[serde(default)]
+    batch_flag: bool,
+    #[serde(default)]
+    requeue: bool,
+    #[serde(default)]
+    qos: String,
 }
 
 /// `exit_code` of a job: `{status, return_code: number}`.
@@ -477,6 +489,9 @@ impl TryFrom<JobWire> for Job {
             }),
             submit_time: w.submit_time.filter(|t| *t > 0),
             time_limit: w.time_limit.filter(|t| *t > 0),
+            batch: w.batch_flag,
+            requeue: w.requeue,
+            qos: text::clean(w.qos),
         })
     }
 }

@@ -129,6 +129,7 @@ mod tests {
                         .map(|j| Holder {
                             id: (i * 100 + j) as u64,
                             user: "someone-with-a-long-name".into(),
+                            start: None,
                             end: Some(1_800_000_000),
                         })
                         .collect(),

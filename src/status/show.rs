@@ -340,6 +340,7 @@ mod tests {
                 jobs: vec![Holder {
                     id: 4242,
                     user: "alice".into(),
+                    start: None,
                     end: Some(1_000_000 + 5400),
                 }],
                 since: Some(1_000_000 - 90),

@@ -197,6 +197,8 @@ vocabulary! {
         EVENT_WORKER_REPLACED = "WorkerReplaced";
         /// A drain slurmops set was resumed.
         EVENT_RESUMED = "Resumed";
+        /// The jobs on a worker drained for a rollout were requeued (`runningJobs: requeue`).
+        EVENT_JOBS_REQUEUED = "JobsRequeued";
         /// A maintenance reservation was made ahead of a window.
         EVENT_MAINTENANCE_RESERVED = "MaintenanceReserved";
         /// A worker waits for jobs before it can go.

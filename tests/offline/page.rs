@@ -39,11 +39,13 @@ fn hostile() -> Status {
                 Holder {
                     id: 4242,
                     user: format!("alice{XSS}"),
+                    start: None,
                     end: Some(now + 1800),
                 },
                 Holder {
                     id: 4243,
                     user: "bob".into(),
+                    start: None,
                     end: None,
                 },
             ],

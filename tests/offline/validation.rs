@@ -1315,3 +1315,36 @@ fn labels_and_annotations_past_kubernetes_limits_or_too_many_are_refused_where_t
     )
     .expect("256 labels of 63 characters are valid");
 }
+
+/// `update.requeue` says which jobs a rollout requeues; with `runningJobs: wait` (the default) it
+/// would do nothing, which is refused at its line. With `runningJobs: requeue` it is valid.
+#[test]
+fn requeue_selectors_without_running_jobs_requeue_are_refused_at_their_line() {
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      update:\n        requeue: {after: 2h, partitions: [batch]}\n",
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].update.requeue", "{d}");
+    assert_eq!(d.line, line_of(&text, "requeue:"));
+    assert!(d.message.contains("its runningJobs is wait"), "{d}");
+    assert!(
+        d.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("runningJobs: requeue"),
+        "{d}"
+    );
+    let fine = text.replace(
+        "      update:\n",
+        "      update:\n        runningJobs: requeue\n",
+    );
+    load("cluster.yaml", &fine).expect("runningJobs: requeue with its selectors is valid");
+    // A word it does not know is refused, not read as wait.
+    let e = errors(&fine.replace("runningJobs: requeue", "runningJobs: kill"));
+    assert!(
+        e.iter()
+            .any(|d| d.path == "spec.nodeSets[0].update.runningJobs"),
+        "{e:#?}"
+    );
+}

@@ -705,6 +705,7 @@ impl Validator {
             self.node_set(n, &names, &np);
             self.canary(n, s, &np);
             self.window_mode(n, s, &np);
+            self.requeue(n, &np);
         }
     }
 

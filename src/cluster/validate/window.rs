@@ -52,4 +52,20 @@ impl Validator {
             );
         }
     }
+
+    /// `update.requeue` says which jobs `runningJobs: requeue` requeues: set with `wait`, it
+    /// would do nothing, which a reader would not guess.
+    pub(super) fn requeue(&mut self, n: &NodeSet, p: &Path) {
+        let u = &n.update;
+        if u.running_jobs == RunningJobs::Wait && u.requeue != Requeue::default() {
+            self.err(
+                p.key("update").key("requeue"),
+                format!(
+                    "NodeSet {:?} says which jobs to requeue, and its runningJobs is wait: no job is requeued",
+                    n.name
+                ),
+                "add runningJobs: requeue to update, or remove requeue",
+            );
+        }
+    }
 }

@@ -54,3 +54,24 @@ pub(super) async fn hold<S: SlurmNodes>(slurm: &S, node: &str, reason: &DrainRea
         Err(e) => Outcome::Stopped(e),
     }
 }
+
+/// Requeues the jobs on NODE, drained for the rollout, by setting it DOWN (`Action::Requeue`):
+/// Slurm requeues each (every one may be: `decide::requeue_now`); a node whose drain is no longer
+/// ours, or unknown, is skipped.
+pub(super) async fn requeue<S: SlurmNodes>(
+    slurm: &S,
+    node: &str,
+    jobs: &[crate::controller::decide::Holder],
+) -> Outcome {
+    match slurm
+        .requeue_on(node, &DrainReason::Rollout.to_string())
+        .await
+    {
+        Ok(true) => Outcome::Wrote(Event::Requeued {
+            node: node.to_string(),
+            jobs: jobs.iter().map(|j| (j.id, j.user.clone())).collect(),
+        }),
+        Ok(false) | Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
+        Err(e) => Outcome::Stopped(e),
+    }
+}

@@ -74,7 +74,7 @@ impl Want {
 }
 
 /// The NodeSet's `update` policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub max_unavailable: u32,
     /// Seconds a drain may wait for jobs before `force` deletes the pod anyway.
@@ -86,6 +86,19 @@ pub struct Policy {
     pub gate: Gate,
     /// What the maintenance windows let it do.
     pub window: WindowGate,
+    /// `update.runningJobs: requeue`: which running jobs a worker drained for the rollout
+    /// requeues, and after how long (None: it waits for them).
+    pub requeue: Option<RequeueRule>,
+}
+
+/// `update.requeue` of a NodeSet whose `runningJobs` is `requeue`, in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequeueRule {
+    /// Seconds a drained worker waits for its jobs first.
+    pub after: i64,
+    pub partitions: Vec<String>,
+    pub qos: Vec<String>,
+    pub max_nodes: Option<u32>,
 }
 
 /// Whether a maintenance window lets the rollout drain workers now.
@@ -111,6 +124,7 @@ impl Default for Policy {
             registration_grace: REGISTRATION_GRACE,
             gate: Gate::Open,
             window: WindowGate::Open,
+            requeue: None,
         }
     }
 }
@@ -155,6 +169,10 @@ pub enum Action {
         /// The ConfigMap slurmctld's sidecar makes it from (slurmrestd cannot); None: slurmrestd.
         sidecar: Option<String>,
     },
+    /// Requeue the jobs on NODE, a worker drained for the rollout, by setting it DOWN (Slurm
+    /// requeues the batch jobs of a node that fails when they may be requeued): every job on it
+    /// is one (`decide::requeue_now`).
+    Requeue { node: String, jobs: Vec<Holder> },
     /// Give a maintenance reservation back (SIDECAR: as `Reserve`).
     Unreserve {
         name: String,
@@ -167,6 +185,9 @@ pub enum Action {
 pub struct Holder {
     pub id: u64,
     pub user: String,
+    /// When it started (UNIX seconds), when Slurm says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
     /// Expected end (UNIX seconds), when Slurm knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<i64>,

@@ -14,7 +14,7 @@ pub(crate) fn node(name: &str, flags: &[&str], reason: &str) -> Node {
     }
 }
 
-fn job(id: u64, on: &str, end: i64) -> Job {
+pub(crate) fn job(id: u64, on: &str, end: i64) -> Job {
     Job {
         id,
         name: "train".into(),
@@ -46,7 +46,7 @@ fn worker(set: &str, i: u32, rev: &str) -> Worker {
     }
 }
 
-fn set(name: &str, replicas: u32, revs: &[&str]) -> SetView {
+pub(crate) fn set(name: &str, replicas: u32, revs: &[&str]) -> SetView {
     SetView {
         name: name.into(),
         replicas,
@@ -120,6 +120,7 @@ fn a_draining_worker_with_a_job_waits_names_the_job_and_holds_the_budget() {
             jobs: vec![Holder {
                 id: 42,
                 user: "alice".into(),
+                start: None,
                 end: Some(NOW + 3600)
             }],
             since: Some(NOW - 100),

@@ -16,6 +16,7 @@ fn status() -> Status {
             jobs: vec![Holder {
                 id: 4242,
                 user: "alice".into(),
+                start: None,
                 end: Some(1_900_000_000),
             }],
             since: Some(1_800_000_000),
