@@ -58,56 +58,58 @@ pub async fn figures() -> Result<Vec<Figure>, String> {
     ] {
         out.extend(pass_figures(name, passes, m.per_minute(passes), goal, &at));
     }
-    out.push(figure(
-        "scale.commit_to_first_drain",
-        m.commit_to_drain.as_secs_f64(),
-        "s",
-        format!(
-            "{at}: image of every NodeSet changed, push → the daemon's first drain (poll interval {} s; goal <= interval + 5 s)",
-            m.interval.as_secs()
-        ),
-    ));
-    out.push(figure(
-        "scale.first_wave",
-        m.wave_took.as_secs_f64(),
-        "s",
-        format!(
-            "{at}: first drain → {} workers (2 per NodeSet) replaced and Ready",
-            m.wave_replaced
-        ),
-    ));
-    out.push(figure(
-        "scale.rollout",
-        m.rollout_took.as_secs_f64(),
-        "s",
-        format!(
-            "{at}: image of every NodeSet changed (maxUnavailable 2), push → every worker replaced, its slurmd registered and resumed (at most {} slurmd at once: at_scale::SLURMD_AT_ONCE); nodes left drained by slurmops: {} (goal 0)",
-            at_scale::SLURMD_AT_ONCE,
-            m.left_drained
-        ),
-    ));
-    let span = "whole rollout";
-    out.push(figure(
-        "scale.rollout_events",
-        m.events as f64,
-        "Events",
-        format!(
-            "{at}: Event objects slurmops posted during the {span} (their count {}: repeats count on one Event)",
-            m.events_count
-        ),
-    ));
-    let wave_ms: Vec<f64> = m.rollout.iter().map(|p| p.ms).collect();
-    let lists = m.rollout_lists();
-    out.push(figure(
-        "scale.rollout_pass.p99",
-        quantile(&wave_ms, 0.99),
-        "ms",
-        format!(
-            "{at}: {} passes from the push to the end of the rollout (p50 {:.0} ms); LISTs per pass at most {lists} besides the apply's prune (goal 0)",
-            m.rollout.len(),
-            quantile(&wave_ms, 0.5)
-        ),
-    ));
+    if m.rolled {
+        out.push(figure(
+            "scale.commit_to_first_drain",
+            m.commit_to_drain.as_secs_f64(),
+            "s",
+            format!(
+                "{at}: image of every NodeSet changed, push → the daemon's first drain (poll interval {} s; goal <= interval + 5 s)",
+                m.interval.as_secs()
+            ),
+        ));
+        out.push(figure(
+            "scale.first_wave",
+            m.wave_took.as_secs_f64(),
+            "s",
+            format!(
+                "{at}: first drain → {} workers (2 per NodeSet) replaced and Ready",
+                m.wave_replaced
+            ),
+        ));
+        out.push(figure(
+            "scale.rollout",
+            m.rollout_took.as_secs_f64(),
+            "s",
+            format!(
+                "{at}: image of every NodeSet changed (maxUnavailable 2), push → every worker replaced, its slurmd registered and resumed (at most {} slurmd at once: at_scale::SLURMD_AT_ONCE); nodes left drained by slurmops: {} (goal 0)",
+                at_scale::SLURMD_AT_ONCE,
+                m.left_drained
+            ),
+        ));
+        let span = "whole rollout";
+        out.push(figure(
+            "scale.rollout_events",
+            m.events as f64,
+            "Events",
+            format!(
+                "{at}: Event objects slurmops posted during the {span} (their count {}: repeats count on one Event)",
+                m.events_count
+            ),
+        ));
+        let wave_ms: Vec<f64> = m.rollout.iter().map(|p| p.ms).collect();
+        let lists = m.rollout_lists();
+        out.push(figure(
+            "scale.rollout_pass.p99",
+            quantile(&wave_ms, 0.99),
+            "ms",
+            format!(
+                "{at}: {} passes from the push to the end of the rollout (p50 {:.0} ms); LISTs per pass at most {lists} besides the apply's prune (goal 0)",
+                m.rollout.len(),
+                quantile(&wave_ms, 0.5)
+            ),
+        ));
+    }
     out.push(figure(
         "scale.status_bytes",
         m.status_bytes_idle.max(m.status_bytes_rollout) as f64 / 1024.0,

@@ -106,6 +106,8 @@ pub struct Measured {
     /// first full pass (every worker listed by the watches).
     pub restart_scaled: Duration,
     pub restart_full: Duration,
+    /// The rollout ran (SLURMOPS_SCALE_ROLLOUT is not 0).
+    pub rolled: bool,
     /// LISTs of pods or Nodes in one answer, over every pass of both daemons.
     pub fleet_lists: u64,
 }
@@ -389,76 +391,92 @@ async fn measure(
         daemon.child.id(),
     );
 
-    // A new image for every NodeSet: the first drain, the first wave, the end.
+    // A new image for every NodeSet: the first drain, the first wave, the end (unless
+    // SLURMOPS_SCALE_ROLLOUT=0: the start, idle, churn and restart alone).
     let pushed = SystemTime::now();
-    let deleted_before = fleet.deleted.lock().unwrap().len();
-    let ready_before = fleet.readied.load(std::sync::atomic::Ordering::Relaxed);
     let events_before = events_from_us(client, ns).await?;
-    let slurmd = start_returned_slurmd(fleet, SLURMD_AT_ONCE);
-    let c2 = repo.push(
-        &cluster_text(ns, sizes.sets, sizes.per, "img:2", false),
-        "new image",
-    );
-    let wave = Instant::now();
-    let drained = eventually(
-        "the first drain",
-        sizes.interval + Duration::from_secs(60),
-        async || first_line(&daemon.output(), pushed, ": draining "),
-    )
-    .await;
-    let commit_to_drain = drained.duration_since(pushed).unwrap_or_default();
-    say("first drain", t, daemon.child.id());
-    // maxUnavailable 2 per NodeSet: the first wave replaces two workers of each.
-    let wave_size = sizes.sets * 2.min(sizes.per);
     let mut status_bytes_rollout = 0;
-    let replaced = eventually(
-        "the first wave replaced",
-        Duration::from_secs(120 + workers as u64 / 10),
-        async || {
-            status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
-            let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
-            let ready = fleet.readied.load(std::sync::atomic::Ordering::Relaxed) - ready_before;
-            (deleted >= wave_size && ready >= wave_size).then_some(deleted)
-        },
-    )
-    .await;
-    let wave_took = wave.elapsed();
-    say("first wave", t, daemon.child.id());
-    // Then every worker: each new pod's slurmd registers, the daemon resumes its node and drains
-    // the next ones.
-    eventually(
-        "the rollout's end",
-        Duration::from_secs(300 + workers as u64 / 2),
-        async || {
-            status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
-            let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
-            let s = status().await?;
-            let p = s.progress();
-            let done = s.last_applied_commit == c2
-                && p.len() == sizes.sets
-                && p.iter()
-                    .all(|p| p.updated == p.replicas && p.in_flight.is_empty());
-            (done && deleted >= workers).then_some(())
-        },
-    )
-    .await;
-    let rollout_took = pushed.elapsed().unwrap_or_default();
-    slurmd.abort();
-    // Two more passes see the rollout settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let left_drained = scale
-        .client(Duration::from_secs(60), None)
-        .nodes()
-        .await
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter(|(_, n)| slurmops::controller::decide::controller_drain(n))
-        .count();
+    let rolled = std::env::var("SLURMOPS_SCALE_ROLLOUT").as_deref() != Ok("0");
+    let image = if rolled { "img:2" } else { "img:1" };
+    let (commit_to_drain, replaced, wave_took, rollout_took, left_drained) = if rolled {
+        let deleted_before = fleet.deleted.lock().unwrap().len();
+        let ready_before = fleet.readied.load(std::sync::atomic::Ordering::Relaxed);
+        let slurmd = start_returned_slurmd(fleet, SLURMD_AT_ONCE);
+        let c2 = repo.push(
+            &cluster_text(ns, sizes.sets, sizes.per, "img:2", false),
+            "new image",
+        );
+        let wave = Instant::now();
+        let drained = eventually(
+            "the first drain",
+            sizes.interval + Duration::from_secs(60),
+            async || first_line(&daemon.output(), pushed, ": draining "),
+        )
+        .await;
+        let commit_to_drain = drained.duration_since(pushed).unwrap_or_default();
+        say("first drain", t, daemon.child.id());
+        // maxUnavailable 2 per NodeSet: the first wave replaces two workers of each.
+        let wave_size = sizes.sets * 2.min(sizes.per);
+        let replaced = eventually(
+            "the first wave replaced",
+            Duration::from_secs(120 + workers as u64 / 10),
+            async || {
+                status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+                let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
+                let ready = fleet.readied.load(std::sync::atomic::Ordering::Relaxed) - ready_before;
+                (deleted >= wave_size && ready >= wave_size).then_some(deleted)
+            },
+        )
+        .await;
+        let wave_took = wave.elapsed();
+        say("first wave", t, daemon.child.id());
+        // Then every worker: each new pod's slurmd registers, the daemon resumes its node and drains
+        // the next ones.
+        eventually(
+            "the rollout's end",
+            Duration::from_secs(300 + workers as u64 / 2),
+            async || {
+                status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
+                let deleted = fleet.deleted.lock().unwrap().len() - deleted_before;
+                let s = status().await?;
+                let p = s.progress();
+                let done = s.last_applied_commit == c2
+                    && p.len() == sizes.sets
+                    && p.iter()
+                        .all(|p| p.updated == p.replicas && p.in_flight.is_empty());
+                (done && deleted >= workers).then_some(())
+            },
+        )
+        .await;
+        let rollout_took = pushed.elapsed().unwrap_or_default();
+        slurmd.abort();
+        // Two more passes see the rollout settle.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let left_drained = scale
+            .client(Duration::from_secs(60), None)
+            .nodes()
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter(|(_, n)| slurmops::controller::decide::controller_drain(n))
+            .count();
+        (
+            commit_to_drain,
+            replaced,
+            wave_took,
+            rollout_took,
+            left_drained,
+        )
+    } else {
+        Default::default()
+    };
     status_bytes_rollout = status_bytes_rollout.max(status_bytes(client, ns).await);
     let events_after = events_from_us(client, ns).await?;
     let peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
     let rollout_passes = passes(&daemon.output(), pushed);
-    say("rollout ended", t, daemon.child.id());
+    if rolled {
+        say("rollout ended", t, daemon.child.id());
+    }
     // The daemon's own log (a line per pass with its phases), to read what a figure hides.
     if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
         let _ = std::fs::write(&path, daemon.output());
@@ -470,7 +488,7 @@ async fn measure(
     // An autoscaled NodeSet at 0 workers, for the restart; the daemon now reads the queue every
     // pass: the restart waits until it listed it and kept the highest job id in its status.
     let c3 = repo.push(
-        &cluster_text(ns, sizes.sets, sizes.per, "img:2", true),
+        &cluster_text(ns, sizes.sets, sizes.per, image, true),
         "an autoscaled NodeSet",
     );
     eventually(
@@ -581,6 +599,7 @@ async fn measure(
         restart_took,
         restart_scaled,
         restart_full,
+        rolled,
         fleet_lists,
     })
 }
