@@ -10,6 +10,7 @@
 //! its next write once the lease is lost. SIGTERM finishes the current pass, releases the lease
 //! and exits.
 
+mod early;
 pub mod http;
 pub mod install;
 pub mod lease;

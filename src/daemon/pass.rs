@@ -370,7 +370,7 @@ async fn reconcile(
         let sts = state.cache.as_ref().and_then(Cache::listed_stateful_sets);
         return match (&slurm, sts) {
             (Some(s), Some(sts)) if controller::early::applies(&t.c) => {
-                early(cluster, shared, state, t, s, &sts, fence).await
+                super::early::pass(cluster, shared, state, t, s, &sts, fence).await
             }
             _ => false,
         };
@@ -467,48 +467,6 @@ async fn reconcile(
             happen(state, Happened::PassFailed(commit));
             state.status.errors = e.to_string();
             super::report::count(shared, Verdict::Failed, started);
-            false
-        }
-    }
-}
-
-/// The pass while the watches make their first listing (`controller::early`): autoscale's
-/// scale-outs from the StatefulSets and Slurm; true when it wrote.
-async fn early(
-    cluster: &Connection,
-    shared: &Arc<Shared>,
-    state: &mut State,
-    t: &Loaded,
-    slurm: &Arc<Client>,
-    sts: &[Arc<k8s_openapi::api::apps::v1::StatefulSet>],
-    fence: &controller::Fence<'_>,
-) -> bool {
-    let observer = crate::rollout::Observer::new(move |set, e| {
-        tracing::info!(node_set = set, "{set}: {e}");
-    });
-    let env = Env {
-        cluster,
-        slurm: Some(slurm.as_ref()),
-        cache: state.cache.as_ref(),
-        fence,
-        observer: &observer,
-        registration_grace: crate::controller::decide::REGISTRATION_GRACE,
-    };
-    match controller::early::scale_out(&env, &t.c, slurm.as_ref(), sts).await {
-        Ok(e) => {
-            shared
-                .metrics
-                .lock()
-                .expect("metrics")
-                .pass_cost(&e.phases, e.slurm_traffic);
-            state.cost = Some((e.phases, e.slurm_traffic, e.jobs));
-            if let Some(err) = &e.error {
-                tracing::debug!("autoscale before the first listing: {err}");
-            }
-            !e.events.is_empty()
-        }
-        Err(e) => {
-            tracing::warn!("autoscale before the first listing: {e}");
             false
         }
     }
