@@ -567,6 +567,9 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs(2)).await;
     let restart = passes(&daemon.output(), SystemTime::UNIX_EPOCH);
     let restart_peak_rss_mib = slurmops::bench::peak_rss_mib_of(daemon.child.id());
+    if let Ok(path) = std::env::var("SLURMOPS_SCALE_LOG") {
+        let _ = std::fs::write(format!("{path}.restart"), daemon.output());
+    }
     fleet_lists += restart.iter().map(|p| p.fleet_lists).sum::<u64>();
     let _ = scale.cancel(&http, wanting).await;
     say("restarted", t, daemon.child.id());
