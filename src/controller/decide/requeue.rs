@@ -32,6 +32,11 @@ pub fn requeued_words(jobs: &[Holder], now: i64) -> String {
 /// be requeued is never killed: the node goes DOWN only when every job on it is requeued).
 pub fn requeue_now(n: &Node, p: &Policy, slurm: &SlurmView, now: i64) -> Option<Vec<Holder>> {
     let rule = p.requeue.as_ref()?;
+    if n.state.has("DOWN") {
+        // Set DOWN already: Slurm requeued its jobs (a requeued job may still name the node while
+        // it completes); asking again would only repeat the Event.
+        return None;
+    }
     if slurm.jobs_error.is_some() || slurm.pending_unread.is_some() {
         // A job on it may not be read yet: setting the node DOWN would kill it if it may not
         // be requeued.

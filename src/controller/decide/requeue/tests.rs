@@ -62,6 +62,18 @@ fn a_rollout_requeues_a_drained_workers_jobs_only_when_every_one_may_be_requeued
         ),
         "set DOWN: Slurm requeues job 1 (alice, ran 2h) (runningJobs: requeue)"
     );
+    // Set DOWN already (Slurm requeued them; they may still name the node while they
+    // complete): not asked again.
+    let down = SlurmView::new(
+        vec![node("a-0", &["DOWN", "DRAIN"], OURS)],
+        vec![may(1), may(2)],
+    );
+    assert!(
+        decide(&s, &Want::Replicas(1), &requeue, &down, NOW)
+            .actions
+            .iter()
+            .all(|a| !matches!(a, Action::Requeue { .. }))
+    );
     // The default policy waits.
     let d = decide(&s, &Want::Replicas(1), &Policy::default(), &slurm, NOW);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
