@@ -24,47 +24,43 @@ fn cluster_yaml(ns: &str, w: &str, image: &str) -> String {
         )
 }
 
+/// METHOD on slurmrestd's PATH (under `/slurm/v0.0.42/`) with root's token, and BODY: its answer.
+async fn rest(
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let b = bed();
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{}/slurm/v0.0.42/{path}", b.slurmrestd_url))
+        .header("X-SLURM-USER-TOKEN", &b.slurm_jwt);
+    if let Some(body) = body {
+        r = r.json(&body);
+    }
+    r.send().await.unwrap().json().await.unwrap_or_default()
+}
+
 /// Submits a job on NODE that may be requeued (REQUEUE) or not: the first run sleeps 600 s, a
 /// run after a requeue ends at once. Its id.
 async fn submit(node: &str, requeue: bool) -> u64 {
-    let b = bed();
     let script = "#!/bin/sh\n[ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && exit 0\nsleep 600\n";
     let body = serde_json::json!({"script": script, "job": {
         "tasks": 1, "name": "long-training", "partition": "all", "required_nodes": [node],
         "requeue": requeue, "current_working_directory": "/tmp",
         "environment": ["PATH=/usr/bin:/bin"]}});
-    let resp: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/slurm/v0.0.42/job/submit", b.slurmrestd_url))
-        .header("X-SLURM-USER-TOKEN", &b.slurm_jwt)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let resp = rest(reqwest::Method::POST, "job/submit", Some(body)).await;
     resp["job_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("job not submitted: {resp}"))
 }
 
 /// Job ID as slurmrestd has it: its states and how often it was restarted.
-async fn job(id: u64) -> (Vec<String>, u64, String) {
-    let b = bed();
-    let resp: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/slurm/v0.0.42/job/{id}", b.slurmrestd_url))
-        .header("X-SLURM-USER-TOKEN", &b.slurm_jwt)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+async fn job(id: u64) -> (Vec<String>, u64) {
+    let resp = rest(reqwest::Method::GET, &format!("job/{id}"), None).await;
     let j = &resp["jobs"][0];
     (
         serde_json::from_value(j["job_state"].clone()).unwrap_or_default(),
         j["restart_cnt"].as_u64().unwrap_or(0),
-        j["nodes"].as_str().unwrap_or_default().to_string(),
     )
 }
 
@@ -138,7 +134,7 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     // requeued job back `SchedulerParameters=requeue_delay` (the bed: 2 s), which Slurm 24.11
     // does not read: there, the credential lifetime, 121 s.
     eventually("the requeued job completed after a restart", Duration::from_secs(240), async || {
-        let (state, restarts, _) = job(requeued).await;
+        let (state, restarts) = job(requeued).await;
         (state == ["COMPLETED"] && restarts >= 1).then_some(())
     })
     .await;
@@ -155,12 +151,7 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     assert!(s.get(&b).await.unwrap().state.has("DRAIN"));
 
     // Its job ends: the rollout ends.
-    reqwest::Client::new()
-        .delete(format!("{}/slurm/v0.0.42/job/{kept}", bed().slurmrestd_url))
-        .header("X-SLURM-USER-TOKEN", &bed().slurm_jwt)
-        .send()
-        .await
-        .unwrap();
+    rest(reqwest::Method::DELETE, &format!("job/{kept}"), None).await;
     let out = tokio::task::spawn_blocking(move || {
         let status = apply.wait().unwrap();
         let mut printed = String::new();
