@@ -102,10 +102,13 @@ impl<'a> WorkerPass<'a> {
             return;
         }
         // Its newest job, when newer than its last result: in flight, or ended and not judged
-        // yet (a worker resumed for it is due no more, and still needs its verdict).
+        // yet (a worker resumed for it is due no more, and still needs its verdict). Slurm's
+        // times are whole seconds: a job due in the very second of the last result is newer
+        // when it is another job (seen in CI: passed, cordoned, uncordoned and held, all
+        // within one second; the new job was never judged).
         let latest = cx.latest.get(&(c.name.as_str(), w.name.as_str()));
         let fresh = latest
-            .filter(|(due, j)| mark.is_none_or(|m| *due > m.at && m.job != Some(j.id)))
+            .filter(|(due, j)| mark.is_none_or(|m| *due >= m.at && m.job != Some(j.id)))
             .map(|(due, j)| (*due, *j));
         let newest = latest.map(|(due, j)| (*due, j.id));
         let due = due_since(c, w, mark, self.pending_since, newest, now);

@@ -251,6 +251,23 @@ fn a_check_job_of_a_worker_resumed_for_it_is_judged_when_it_ends() {
 }
 
 #[test]
+fn a_check_job_submitted_in_the_second_of_the_last_result_is_judged_when_it_ends() {
+    // Seen in CI: a check passed, the worker's node was cordoned and uncordoned, and the worker
+    // was held, given a new job and resumed, all within that second. The new job's stamp equals
+    // the last result's time: it is still a newer job (another id), and its result is kept.
+    let mut j = check_job(40, "gpu-0", NOW - 100, "COMPLETED");
+    j.exit_code = Some(0);
+    let c = run(
+        REGISTER,
+        vec![worker(0, &[("c", passed(NOW - 100))])],
+        vec![node("gpu-0", &["IDLE"], "")],
+        vec![j],
+        &[],
+    );
+    assert_eq!(steps(&c), ["mark gpu-0 job=40 : passed"]);
+}
+
+#[test]
 fn a_job_that_ended_in_the_second_of_its_tick_is_judged_once() {
     // Seen on the bed: a job of tick T ended within T's second; its mark (at T) made the job
     // look newer than the result, and every pass wrote the same mark again at once.
