@@ -64,6 +64,12 @@ pub struct NodeSet {
     /// slurmops.
     #[serde(default, skip_serializing_if = "is_default")]
     pub pod_management: PodManagement,
+    /// What becomes of a worker drained for a drain request on its pod (`slurmops.dev/drain`)
+    /// or for its Kubernetes node's problem while that node is cordoned, once no job runs there:
+    /// `none` (the default) keeps it drained until the request or the problem clears; `replace`
+    /// deletes its pod, once per drain (the new pod is placed elsewhere, or carries no request).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub remediation: Remediation,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -72,6 +78,15 @@ pub enum PodManagement {
     #[default]
     StatefulSet,
     Slurmops,
+}
+
+/// `nodeSets[].remediation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Remediation {
+    #[default]
+    None,
+    Replace,
 }
 
 impl NodeSet {

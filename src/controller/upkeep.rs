@@ -113,6 +113,7 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
                 problems: obs.health.as_ref().ok(),
                 checked: &crate::controller::sync::checked_sets(c),
                 overdue: &overdue,
+                remediate: &crate::controller::sync::remediated_sets(c),
                 now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
             });
     }
@@ -356,6 +357,16 @@ async fn sync_node<S: SlurmNodes>(
             crate::controller::sync::replace(pods, pod, uid).await?;
             out.done(set, Event::Unregistered { pod: pod.clone() });
         }
+        Step::Remediate { pod, uid, reason } => {
+            // Gone already (a rollout's replacement of it in the same pass): nothing to do.
+            if crate::controller::sync::remediate(pods, pod, uid).await? {
+                let e = Event::Remediated {
+                    pod: pod.clone(),
+                    reason: reason.clone(),
+                };
+                out.done(set, e);
+            }
+        }
         Step::Condition { .. } | Step::Busy { .. } => {}
     }
     Ok(())
@@ -433,7 +444,11 @@ async fn pod_write<'a>(
                 busy: *busy,
             }
         }
-        Step::Drain { .. } | Step::Recheck { .. } | Step::Resume { .. } | Step::Replace { .. } => {
+        Step::Drain { .. }
+        | Step::Recheck { .. }
+        | Step::Resume { .. }
+        | Step::Replace { .. }
+        | Step::Remediate { .. } => {
             return Ok(None);
         }
     };

@@ -440,11 +440,13 @@ fn worker_inputs(p: &Pod) -> Option<u64> {
     Some(h.finish())
 }
 
-/// The drain request (`slurmops.dev/drain`) an object carries: a change to it wakes a pass.
+/// The drain requests (`slurmops.dev/drain`, Slinky's) an object carries: a change to one wakes
+/// a pass.
 fn drain_request(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<&String> {
-    m.annotations.as_ref()?.get(crate::vocab::ANNOTATION_DRAIN)
+) -> [Option<&String>; 2] {
+    let a = m.annotations.as_ref();
+    crate::controller::sync::health::REQUEST_ANNOTATIONS.map(|k| a.and_then(|a| a.get(k)))
 }
 
 /// What the decisions read of a worker StatefulSet (`observe::views`): replicas, generation,

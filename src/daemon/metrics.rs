@@ -139,7 +139,7 @@ impl Metrics {
         );
         r.register(
             "slurmops_rollout_steps",
-            "Steps the passes took, by kind: the rollout's (drain, delete, resume, ready, slurm_unreachable, canary_*, check_*, ...), worker sync's (sync_drain, sync_resume, sync_recheck, sync_replace, sync_condition, sync_busy_label) and autoscale's (autoscale)",
+            "Steps the passes took, by kind: the rollout's (drain, delete, resume, ready, slurm_unreachable, canary_*, check_*, ...), worker sync's (sync_drain, sync_resume, sync_recheck, sync_replace, sync_remediate, sync_condition, sync_busy_label) and autoscale's (autoscale)",
             m.rollout_steps.clone(),
         );
         r.register(
@@ -293,6 +293,7 @@ impl Metrics {
             Event::ResumedFor { .. } => "sync_resume",
             Event::Rechecked { .. } => "sync_recheck",
             Event::Unregistered { .. } => "sync_replace",
+            Event::Remediated { .. } => "sync_remediate",
             Event::Scaled { .. } => "autoscale",
             Event::WindowIgnored { .. } => "window_ignored",
         };

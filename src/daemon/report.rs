@@ -146,7 +146,7 @@ pub(super) async fn rollout_events(
                 E::CheckDeferred { .. } => vocab::EVENT_CHECK_DEFERRED,
                 E::DrainedFor { .. } | E::Rechecked { .. } => vocab::EVENT_DRAINING,
                 E::ResumedFor { .. } => vocab::EVENT_RESUMED,
-                E::Unregistered { .. } => vocab::EVENT_WORKER_REPLACED,
+                E::Unregistered { .. } | E::Remediated { .. } => vocab::EVENT_WORKER_REPLACED,
                 // Scaled is recorded on the workload with the replicas it set.
                 _ => return None,
             };

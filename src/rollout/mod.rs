@@ -161,6 +161,12 @@ pub enum Event {
     Unregistered {
         pod: String,
     },
+    /// Worker sync: drained for REASON with no job left, on a NodeSet with `remediation:
+    /// replace`: the pod deleted.
+    Remediated {
+        pod: String,
+        reason: String,
+    },
     /// An operator had the NodeSet's workers drain outside its maintenance windows
     /// (`rollout --ignore-window`), in MESSAGE's words.
     WindowIgnored {
@@ -295,6 +301,12 @@ impl std::fmt::Display for Event {
             ),
             Event::Unregistered { pod } => {
                 write!(f, "{pod}: replaced: Ready but never registered in Slurm")
+            }
+            Event::Remediated { pod, reason } => {
+                write!(
+                    f,
+                    "{pod}: replaced: drained ({reason}) and no job left (remediation: replace)"
+                )
             }
             Event::Scaled { from, to, why } => write!(f, "scaled {from} -> {to}: {why}"),
             Event::WindowIgnored { message } => f.write_str(message),

@@ -107,6 +107,8 @@ vocabulary! {
         ANNOTATION_AUTOSCALE = "slurmops.dev/autoscale";
         /// A drain request, its value the reason: on a Kubernetes Node (its workers) or a worker pod, set by a health tool or an operator; removing it resumes the worker (after its active checks).
         ANNOTATION_DRAIN = "slurmops.dev/drain";
+        /// Slinky's drain request on a Kubernetes Node, its value the reason (NVIDIA's NVSentinel sets it), read as `slurmops.dev/drain`.
+        ANNOTATION_SLINKY_CORDON_REASON = "nodeset.slinky.slurm.net/node-cordon-reason";
         /// Prefix of the config digests in pod templates (`checksum.slurmops.dev/slurm.conf-restart`).
         CHECKSUM_PREFIX = "checksum.slurmops.dev/";
         /// KEP-3659: the tool that manages the ApplySet (`slurmops/vVERSION`).
@@ -219,6 +221,14 @@ vocabulary! {
         CONDITION_SLURM_NODE = "slurmops.dev/slurm-node";
         /// Prefix of an active check's pod condition (`checks.slurmops.dev/NAME`): last result, time, job, figure.
         CONDITION_CHECK_PREFIX = "checks.slurmops.dev/";
+        /// Slinky's: True while the worker's Slurm node is drained or draining (what health tools written for Slinky, e.g. NVSentinel, wait for).
+        CONDITION_SLINKY_DRAIN = "SlurmNodeStateDrain";
+        /// Slinky's: True while jobs hold the whole node (ALLOCATED).
+        CONDITION_SLINKY_ALLOCATED = "SlurmNodeStateAllocated";
+        /// Slinky's: True while jobs hold part of the node (MIXED).
+        CONDITION_SLINKY_MIXED = "SlurmNodeStateMixed";
+        /// Slinky's: True while jobs on the node are completing (COMPLETING).
+        CONDITION_SLINKY_COMPLETING = "SlurmNodeStateCompleting";
     }
     StatusKey {
         /// The repository the daemon follows (credentials cut).

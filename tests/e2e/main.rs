@@ -25,6 +25,7 @@ mod one_entrance;
 mod per_node;
 mod real_slurm;
 mod release_images;
+mod remediation;
 mod requeue;
 mod rollout;
 mod scale;

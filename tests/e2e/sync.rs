@@ -31,7 +31,7 @@ fn cluster_yaml(ns: &str, w: &str) -> String {
         )
 }
 
-fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
+pub(crate) fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
     let b = bed();
     let mut c = Command::new(env!("CARGO_BIN_EXE_slurmops"));
     c.args(args)
@@ -42,7 +42,7 @@ fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
     c
 }
 
-fn sync_once(dir: &std::path::Path) -> String {
+pub(crate) fn sync_once(dir: &std::path::Path) -> String {
     let out = slurmops(dir, &["sync", "--once"]).output().unwrap();
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

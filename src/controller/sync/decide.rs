@@ -33,6 +33,13 @@ pub enum Step {
     Resume { node: String },
     /// Ready but unknown to Slurm past the registration grace: delete the pod (uid precondition).
     Replace { pod: String, uid: String },
+    /// Drained for its node's problem or a drain request (REASON, its words), no job left, on a
+    /// NodeSet with `remediation: replace`: delete the pod (uid precondition), once per drain.
+    Remediate {
+        pod: String,
+        uid: String,
+        reason: String,
+    },
 }
 
 /// What `decide` reads.
@@ -47,6 +54,9 @@ pub struct Input<'a> {
     pub checked: &'a BTreeSet<String>,
     /// Workers Ready and unknown to Slurm for longer than the registration grace.
     pub overdue: &'a BTreeSet<String>,
+    /// NodeSets with `remediation: replace`, and whether their pods may land on another
+    /// Kubernetes node (false: perNode, each pod bound to its node).
+    pub remediate: &'a BTreeMap<String, bool>,
     pub now: Timestamp,
 }
 
@@ -78,6 +88,10 @@ pub fn decide(i: &Input) -> Vec<(String, Step)> {
                 let problem = i.problems.and_then(|ps| ps.get(on?));
                 let want = problem.cloned().or_else(|| health::requested(p));
                 if let Some(step) = follow(n, on, want, i.problems.is_some(), checked) {
+                    out.push((set.to_string(), step));
+                } else if let Some(movable) = i.remediate.get(*set)
+                    && let Some(step) = remediate(p, n, *movable && cordoned(problem))
+                {
                     out.push((set.to_string(), step));
                 }
             }
@@ -124,14 +138,68 @@ fn follow(
     }
 }
 
+/// Whether PROBLEM, a worker's Kubernetes node's, is a cordon (the scheduler places no new pod
+/// there).
+fn cordoned(problem: Option<&DrainReason>) -> bool {
+    matches!(problem, Some(DrainReason::Cordoned { .. }))
+}
+
+/// Worker pod P replaced when its node N is drained (no job left) by sync since before P was
+/// made, for what the replacement leaves behind: its own drain request (which goes with the
+/// pod), or its Kubernetes node's problem when the new pod lands elsewhere (AWAY: the node is
+/// cordoned and the pod not bound to it). A worker's Slurm node is made anew when it
+/// registers, undrained: a replacement on the node with the problem would be drained and
+/// replaced again, pass after pass. A pod made after the drain began is never replaced for it.
+/// Slurm's state is this pass's read.
+fn remediate(p: &Pod, n: &Node, away: bool) -> Option<Step> {
+    if !n.state.is_drained() {
+        return None;
+    }
+    let reason = DrainReason::parse(&n.reason)?;
+    let leaves = match reason {
+        DrainReason::Requested(_) => true,
+        DrainReason::Cordoned { .. } | DrainReason::NodeProblem { .. } => away,
+        _ => false,
+    };
+    if !leaves {
+        return None;
+    }
+    let made = p.metadata.creation_timestamp.as_ref()?.0.as_second();
+    if made >= n.reason_changed_at? {
+        return None;
+    }
+    Some(Step::Remediate {
+        pod: p.metadata.name.clone()?,
+        uid: p.metadata.uid.clone()?,
+        reason: reason.words(),
+    })
+}
+
 impl Step {
     /// For `plan --cluster`: (action, target, detail) in its words.
     pub fn shown(&self) -> (&'static str, &str, String) {
         match self {
             Step::Condition { pod, patch } => {
-                let c = &patch["status"]["conditions"][0];
-                let reason = c["reason"].as_str().unwrap_or_default();
-                ("condition", pod, format!("Slurm: {reason}"))
+                // Its own condition when it changed, else Slinky's that did.
+                let cs = patch["status"]["conditions"].as_array();
+                let cs = cs.map(Vec::as_slice).unwrap_or_default();
+                let told = match cs.first() {
+                    Some(c) if c["type"] == super::CONDITION => {
+                        c["reason"].as_str().unwrap_or_default().to_string()
+                    }
+                    _ => cs
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{}={}",
+                                c["type"].as_str().unwrap_or_default(),
+                                c["status"].as_str().unwrap_or_default()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                };
+                ("condition", pod, format!("Slurm: {told}"))
             }
             Step::Busy { pod, busy: true } => ("label", pod, "busy: jobs run there".into()),
             Step::Busy { pod, busy: false } => ("label", pod, "not busy any more".into()),
@@ -150,6 +218,11 @@ impl Step {
                 "delete",
                 pod,
                 "Ready but never registered in Slurm: replaced".into(),
+            ),
+            Step::Remediate { pod, reason, .. } => (
+                "delete",
+                pod,
+                format!("drained ({reason}), no job left: replaced (remediation: replace)"),
             ),
         }
     }

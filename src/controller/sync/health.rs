@@ -1,5 +1,6 @@
 //! Which Kubernetes nodes must not run Slurm jobs, and why: a cordon, a drain request (the
-//! annotation `slurmops.dev/drain`, its value the reason, set by a health tool or an operator),
+//! annotation `slurmops.dev/drain`, its value the reason, set by a health tool or an operator;
+//! or Slinky's `nodeset.slinky.slurm.net/node-cordon-reason`, which NVIDIA's NVSentinel sets),
 //! or a condition or taint the cluster's `policy.nodeHealth` lists (set by Node Problem Detector,
 //! the GPU operator, ...). A worker pod may carry the drain request too (`requested`).
 //! Pure: the caller lists the Nodes once per pass. A reason names its Kubernetes node, so a drain
@@ -11,7 +12,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::cluster::types::NodeHealth;
-use crate::vocab::{ANNOTATION_DRAIN, DrainReason};
+use crate::vocab::{ANNOTATION_DRAIN, ANNOTATION_SLINKY_CORDON_REASON, DrainReason};
+
+/// The annotations that ask for a drain, in the order they are read (slurmops' own first).
+pub const REQUEST_ANNOTATIONS: [&str; 2] = [ANNOTATION_DRAIN, ANNOTATION_SLINKY_CORDON_REASON];
 
 /// Longest condition message carried into a Slurm reason (untrusted text from the Node).
 const MAX_MESSAGE: usize = 160;
@@ -88,7 +92,10 @@ pub fn drained_on_request(reason: &str) -> bool {
 /// The requester's words of a drain request among ANNOTATIONS (an empty value: `by
 /// annotation`). The value is whoever set it's text: one line, no control characters, cut.
 fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
-    let why = annotations?.get(ANNOTATION_DRAIN)?;
+    let annotations = annotations?;
+    let why = REQUEST_ANNOTATIONS
+        .iter()
+        .find_map(|k| annotations.get(*k))?;
     let clean: String = why
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -171,6 +178,10 @@ mod tests {
             ),
             node(json!({"metadata": {"name": "b", "annotations": {ANNOTATION_DRAIN: ""}}})),
             node(json!({"metadata": {"name": "c", "annotations": {"other": "x"}}})),
+            // As NVIDIA's NVSentinel asks Slinky for a drain.
+            node(
+                json!({"metadata": {"name": "d", "annotations": {ANNOTATION_SLINKY_CORDON_REASON: "[T] [NVSentinel] 79 GPU:3 - XID 79"}}}),
+            ),
         ];
         let p = problems(&nodes, None);
         assert_eq!(
@@ -178,7 +189,11 @@ mod tests {
             "node a: drain requested: gpu-health: XID 79 [31m"
         );
         assert_eq!(p["b"].words(), "node b: drain requested: by annotation");
-        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(
+            p["d"].words(),
+            "node d: drain requested: [T] [NVSentinel] 79 GPU:3 - XID 79"
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
         assert!(drained_for("slurmops: node a: drain requested: x", "a"));
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
             json!({"metadata": {"name": "w-0", "annotations": {ANNOTATION_DRAIN: "ticket 4711"}}}),

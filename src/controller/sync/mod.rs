@@ -79,6 +79,17 @@ pub(crate) fn checked_sets(c: &ClusterFile) -> std::collections::BTreeSet<String
         .collect()
 }
 
+/// The NodeSets of C with `remediation: replace`, and whether their pods may land on another
+/// Kubernetes node (not perNode).
+pub(crate) fn remediated_sets(c: &ClusterFile) -> BTreeMap<String, bool> {
+    c.spec
+        .node_sets
+        .iter()
+        .filter(|ns| ns.remediation == crate::cluster::nodeset::Remediation::Replace)
+        .map(|ns| (ns.name.clone(), !ns.replicas.per_node()))
+        .collect()
+}
+
 /// (status, reason, message) of the Slurm condition for a worker whose node is NODE.
 pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String) {
     let Some(n) = node else {
@@ -110,34 +121,64 @@ pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String)
     (status, reason, detail)
 }
 
-/// The patch of P's Slurm condition for NODE, when it changed (NOW: its transition time).
+/// Slinky's state conditions of a worker whose node is NODE, as health tools written for Slinky
+/// read them (NVIDIA's NVSentinel deletes a pod once `SlurmNodeStateDrain` is True and none of
+/// the busy ones is): each True while Slurm shows that state.
+pub fn slinky_conditions(node: Option<&Node>) -> [(&'static str, bool); 4] {
+    use crate::vocab::{
+        CONDITION_SLINKY_ALLOCATED, CONDITION_SLINKY_COMPLETING, CONDITION_SLINKY_DRAIN,
+        CONDITION_SLINKY_MIXED,
+    };
+    let has = |f: &str| node.is_some_and(|n| n.state.has(f));
+    [
+        (CONDITION_SLINKY_DRAIN, has("DRAIN") && !has("UNDRAIN")),
+        (CONDITION_SLINKY_ALLOCATED, has("ALLOCATED")),
+        (CONDITION_SLINKY_MIXED, has("MIXED")),
+        (CONDITION_SLINKY_COMPLETING, has("COMPLETING")),
+    ]
+}
+
+/// The patch of P's Slurm conditions for NODE, those that changed (NOW: their transition
+/// time): `slurmops.dev/slurm-node` first, then Slinky's (`slinky_conditions`; one never set
+/// is written only once it is True).
 pub(crate) fn condition_patch(
     p: &Pod,
     node: Option<&Node>,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Option<serde_json::Value> {
     let (status, reason, message) = condition_of(node);
-    let current: Option<&PodCondition> = p
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION));
-    if current.is_some_and(|c| {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref());
+    let current = |t: &str| -> Option<&PodCondition> {
+        conditions.and_then(|c| c.iter().find(|c| c.type_ == t))
+    };
+    let since = |c: Option<&PodCondition>, status: &str| {
+        match c {
+            Some(c) if c.status == status => c.last_transition_time.clone(),
+            _ => None,
+        }
+        .unwrap_or(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now))
+    };
+    let mut changed = Vec::new();
+    let ours = current(CONDITION);
+    if !ours.is_some_and(|c| {
         c.status == status
             && c.reason.as_deref() == Some(reason)
             && c.message.as_deref() == Some(message.as_str())
     }) {
-        return None;
+        changed.push(
+            json!({"type": CONDITION, "status": status, "reason": reason,
+            "message": message, "lastTransitionTime": since(ours, status)}),
+        );
     }
-    let transition = match current {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => None,
+    for (t, on) in slinky_conditions(node) {
+        let c = current(t);
+        let status = if on { "True" } else { "False" };
+        if c.map_or(on, |c| c.status != status) {
+            changed.push(json!({"type": t, "status": status,
+                "lastTransitionTime": since(c, status)}));
+        }
     }
-    .unwrap_or(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-    Some(
-        json!({"status": {"conditions": [{"type": CONDITION, "status": status,
-        "reason": reason, "message": message, "lastTransitionTime": transition}]}}),
-    )
+    (!changed.is_empty()).then(|| json!({"status": {"conditions": changed}}))
 }
 
 pub(crate) async fn write_condition(
@@ -186,4 +227,109 @@ pub(crate) async fn replace(api: &Api<Pod>, name: &str, uid: &str) -> Result<(),
         .await
         .map_err(kube_err(format!("replace unregistered worker {name}")))?;
     Ok(())
+}
+
+/// Deletes worker NAME (uid UID) drained for `remediation: replace`; false when it is gone or
+/// was replaced already (another uid).
+pub(crate) async fn remediate(api: &Api<Pod>, name: &str, uid: &str) -> Result<bool, PassError> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(e) => Err(kube_err(format!("replace drained worker {name}"))(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::NodeState;
+
+    fn node(states: &[&str]) -> Node {
+        Node {
+            name: "w-0".into(),
+            state: NodeState(states.iter().map(|s| s.to_string()).collect()),
+            ..Node::default()
+        }
+    }
+
+    /// P with the conditions of PATCH applied (as the API server merges them by type).
+    fn applied(mut p: Pod, patch: &serde_json::Value) -> Pod {
+        let status = p.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        for c in patch["status"]["conditions"].as_array().unwrap() {
+            let c: PodCondition = serde_json::from_value(c.clone()).unwrap();
+            conditions.retain(|o| o.type_ != c.type_);
+            conditions.push(c);
+        }
+        p
+    }
+
+    fn written(patch: &Option<serde_json::Value>) -> Vec<String> {
+        let Some(patch) = patch else { return vec![] };
+        patch["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slinky_s_state_conditions_follow_slurm_for_the_health_tools_that_read_them() {
+        let now = k8s_openapi::jiff::Timestamp::UNIX_EPOCH;
+        let p = Pod::default();
+        // Idle: only slurmops' own condition (Slinky's are written once they are True).
+        let patch = condition_patch(&p, Some(&node(&["IDLE"])), now);
+        assert_eq!(written(&patch), [format!("{CONDITION}=True")]);
+        let p = applied(p, patch.as_ref().unwrap());
+        // Drained while a job runs: Drain and Allocated, as Slinky writes them.
+        let draining = node(&["ALLOCATED", "DRAIN"]);
+        let patch = condition_patch(&p, Some(&draining), now);
+        assert_eq!(
+            written(&patch),
+            [
+                format!("{CONDITION}=False"),
+                "SlurmNodeStateDrain=True".into(),
+                "SlurmNodeStateAllocated=True".into()
+            ]
+        );
+        let p = applied(p, patch.as_ref().unwrap());
+        assert_eq!(
+            condition_patch(&p, Some(&draining), now),
+            None,
+            "written again"
+        );
+        // The job ended: Allocated False, Drain stays (what NVSentinel waits for to delete).
+        let patch = condition_patch(&p, Some(&node(&["IDLE", "DRAIN"])), now);
+        assert_eq!(
+            written(&patch),
+            [
+                format!("{CONDITION}=False"),
+                "SlurmNodeStateAllocated=False".into()
+            ]
+        );
+        let p = applied(p, patch.as_ref().unwrap());
+        // Resumed: Drain False.
+        let patch = condition_patch(&p, Some(&node(&["IDLE"])), now);
+        assert_eq!(
+            written(&patch),
+            [
+                format!("{CONDITION}=True"),
+                "SlurmNodeStateDrain=False".into()
+            ]
+        );
+    }
 }

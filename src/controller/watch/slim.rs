@@ -40,12 +40,14 @@ pub(super) fn slim_node(n: &mut Node, keys: &LabelKeys) {
     if let Some(labels) = n.metadata.labels.as_mut() {
         labels.retain(|k, _| keys.contains(k));
     }
-    n.metadata.annotations = n
-        .metadata
-        .annotations
-        .take()
-        .and_then(|mut a| a.remove_entry(crate::vocab::ANNOTATION_DRAIN))
-        .map(|(k, v)| [(k, v)].into());
+    n.metadata.annotations = n.metadata.annotations.take().and_then(|mut a| {
+        let kept: std::collections::BTreeMap<String, String> =
+            crate::controller::sync::health::REQUEST_ANNOTATIONS
+                .iter()
+                .filter_map(|k| a.remove_entry(*k))
+                .collect();
+        (!kept.is_empty()).then_some(kept)
+    });
     if let Some(spec) = n.spec.as_mut() {
         *spec = k8s_openapi::api::core::v1::NodeSpec {
             taints: spec.taints.take(),

@@ -74,7 +74,8 @@ fn a_slimmed_node_keeps_the_labels_of_its_keys_its_drain_request_taints_and_cond
         "metadata": {"name": "k0",
             "labels": {"pool": "gpu", "nvidia.com/gpu.product": "H100",
                        "feature.node.kubernetes.io/cpu-cpuid.AVX512F": "true"},
-            "annotations": {crate::vocab::ANNOTATION_DRAIN: "xid 79", "nfd.node.kubernetes.io/feature-labels": "x"},
+            "annotations": {crate::vocab::ANNOTATION_DRAIN: "xid 79", "nfd.node.kubernetes.io/feature-labels": "x",
+                            crate::vocab::ANNOTATION_SLINKY_CORDON_REASON: "[NVSentinel] XID 79"},
             "managedFields": [{"manager": "kubelet"}]},
         "spec": {"unschedulable": true, "podCIDR": "10.0.0.0/24",
                  "taints": [{"key": "gpu", "effect": "NoSchedule"}]},
@@ -90,7 +91,8 @@ fn a_slimmed_node_keeps_the_labels_of_its_keys_its_drain_request_taints_and_cond
         json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "k0", "labels": {"pool": "gpu"},
-                         "annotations": {crate::vocab::ANNOTATION_DRAIN: "xid 79"}},
+                         "annotations": {crate::vocab::ANNOTATION_DRAIN: "xid 79",
+                                         crate::vocab::ANNOTATION_SLINKY_CORDON_REASON: "[NVSentinel] XID 79"}},
             "spec": {"unschedulable": true, "taints": [{"key": "gpu", "effect": "NoSchedule"}]},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         })

@@ -38,6 +38,7 @@ struct Case {
     problems: Option<BTreeMap<String, DrainReason>>,
     checked: bool,
     overdue: Vec<&'static str>,
+    remediate: bool,
 }
 
 impl Case {
@@ -48,6 +49,7 @@ impl Case {
             problems: Some(BTreeMap::new()),
             checked: false,
             overdue: vec![],
+            remediate: false,
         }
     }
 
@@ -61,12 +63,18 @@ impl Case {
             .collect();
         let checked: BTreeSet<String> = self.checked.then(|| "w".to_string()).into_iter().collect();
         let overdue: BTreeSet<String> = self.overdue.iter().map(|s| s.to_string()).collect();
+        let remediate: BTreeMap<String, bool> = self
+            .remediate
+            .then(|| ("w".to_string(), true))
+            .into_iter()
+            .collect();
         decide(&Input {
             sets: &sets,
             nodes: &nodes,
             problems: self.problems.as_ref(),
             checked: &checked,
             overdue: &overdue,
+            remediate: &remediate,
             now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         })
         .iter()
@@ -185,4 +193,118 @@ fn one_worker_unknown_to_slurm_past_the_grace_is_replaced_per_node_set_and_pass(
             .count(),
         1
     );
+}
+
+/// Worker pod NAME made at second MADE.
+fn made_at(name: &str, made: i64) -> Pod {
+    let mut p = pod(name);
+    p.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(made).unwrap(),
+    ));
+    p
+}
+
+/// Node NAME in STATES, drained with REASON at second AT.
+fn drained_at(name: &str, states: &[&str], reason: &str, at: i64) -> Node {
+    Node {
+        reason_changed_at: Some(at),
+        ..node(name, states, reason)
+    }
+}
+
+#[test]
+fn remediation_replaces_a_worker_once_no_job_runs_once_per_drain_and_only_where_its_cause_stays_behind()
+ {
+    let deletes = |c: &Case| -> Vec<String> {
+        c.steps()
+            .into_iter()
+            .filter(|s| s.starts_with("delete"))
+            .collect()
+    };
+    // A drain request on the worker's pod.
+    let asked = || {
+        let mut p = made_at("w-0", 1_000);
+        p.metadata.annotations =
+            Some([(ANNOTATION_DRAIN.to_string(), "ticket 4711".into())].into());
+        p
+    };
+    let request = "slurmops: drain requested: ticket 4711";
+    let mut c = Case::new(
+        vec![asked()],
+        vec![drained_at("w-0", &["IDLE", "DRAIN"], request, 2_000)],
+    );
+    // Without `remediation: replace`, a drained worker stays as it is.
+    assert_eq!(deletes(&c), Vec::<String>::new());
+    c.remediate = true;
+    assert_eq!(
+        deletes(&c),
+        [
+            "delete w-0: drained (drain requested: ticket 4711), no job left: replaced (remediation: replace)"
+        ]
+    );
+    // The request gone with the pod it was on: the replacement is resumed, not replaced.
+    c.pods = vec![made_at("w-0", 2_001)];
+    assert_eq!(
+        c.steps()[1..],
+        ["resume w-0: its node's problem or its drain request cleared"]
+    );
+    // A request on its Kubernetes node (as NVSentinel sets Slinky's annotation): the new pod
+    // could land there again, registered undrained, and be drained and replaced again, pass
+    // after pass: replaced only once the node is cordoned too (the new pod lands elsewhere).
+    let request = format!("slurmops: node {HOST}: drain requested: XID 79");
+    let why = DrainReason::node_request(HOST.into(), "XID 79");
+    c.problems = Some([(HOST.to_string(), why)].into());
+    c.pods = vec![made_at("w-0", 1_000)];
+    c.nodes = vec![drained_at("w-0", &["IDLE", "DRAIN"], &request, 2_000)];
+    assert_eq!(deletes(&c), Vec::<String>::new());
+    c.problems = cordoned();
+    assert_eq!(
+        deletes(&c),
+        [format!(
+            "delete w-0: drained (node {HOST}: drain requested: XID 79), no job left: replaced (remediation: replace)"
+        )]
+    );
+    c.problems = Some(BTreeMap::new());
+    c.pods = vec![asked()];
+    let request = "slurmops: drain requested: ticket 4711";
+    // A job still runs there (draining): never deleted.
+    c.nodes = vec![drained_at("w-0", &["ALLOCATED", "DRAIN"], request, 2_000)];
+    assert_eq!(deletes(&c), Vec::<String>::new());
+    c.nodes = vec![drained_at(
+        "w-0",
+        &["IDLE", "DRAIN", "COMPLETING"],
+        request,
+        2_000,
+    )];
+    assert_eq!(deletes(&c), Vec::<String>::new());
+    // A replacement made after the drain began (a Slurm node that kept its drain) is not
+    // replaced again.
+    let mut again = asked();
+    again.metadata.creation_timestamp = made_at("w-0", 2_000).metadata.creation_timestamp;
+    c.pods = vec![again];
+    c.nodes = vec![drained_at("w-0", &["IDLE", "DRAIN"], request, 2_000)];
+    assert_eq!(deletes(&c), Vec::<String>::new());
+    // A cordon's drain counts; someone else's, a rollout's or a failed check's never, nor one
+    // whose time Slurm does not give.
+    c.pods = vec![made_at("w-0", 1_000)];
+    let cordon = format!("slurmops: node {HOST} cordoned");
+    c.problems = cordoned();
+    c.nodes = vec![drained_at("w-0", &["IDLE", "DRAIN"], &cordon, 2_000)];
+    assert_eq!(
+        deletes(&c),
+        [format!(
+            "delete w-0: drained (node {HOST} cordoned), no job left: replaced (remediation: replace)"
+        )]
+    );
+    c.pods = vec![asked()];
+    for other in [
+        "disk check by admin",
+        "slurmops: rollout",
+        "slurmops: check gpu failed: job 7: exit 1",
+    ] {
+        c.nodes = vec![drained_at("w-0", &["IDLE", "DRAIN"], other, 2_000)];
+        assert_eq!(deletes(&c), Vec::<String>::new(), "{other}");
+    }
+    c.nodes = vec![node("w-0", &["IDLE", "DRAIN"], request)];
+    assert_eq!(deletes(&c), Vec::<String>::new());
 }
