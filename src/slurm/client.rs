@@ -7,13 +7,16 @@ use std::time::{Duration, SystemTime};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
+use super::SlurmError;
 use super::auth::{Credentials, Issued};
 use super::model::{
     ApiMessage, DataParser, Envelope, JobRequest, Node, NodesWire, Reservation, ReservationRequest,
     ReservationsWire,
 };
-use super::{Nodes, SlurmError};
+pub use nodes::WHOLE_NODES_TIMEOUT;
+use nodes::{KeptNodes, WholeNodes};
 
+mod nodes;
 mod queue;
 mod replicas;
 pub use queue::{Cover, Known, MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, SLICE, max_jobs_from};
@@ -132,17 +135,14 @@ pub struct Inner {
     received: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The last node list, asked again with `update_time`.
     kept_nodes: tokio::sync::Mutex<Option<KeptNodes>>,
+    /// A whole node list asked for and not answered within a pass's deadline: its request goes
+    /// on (until `WHOLE_NODES_TIMEOUT`), and the next read waits for it.
+    whole_nodes: tokio::sync::Mutex<Option<WholeNodes>>,
     /// The job queue as last read (see `queue`). The lock also keeps a second refresh
     /// from starting while one is in flight.
     queue: tokio::sync::Mutex<queue::Queue>,
     /// slurmrestd's pods, addressed one by one when known (see `replicas`).
     replicas: Mutex<replicas::Replicas>,
-}
-
-/// The last node list, with slurmctld's `last_update` to ask again with.
-struct KeptNodes {
-    last_update: i64,
-    nodes: Nodes,
 }
 
 /// What slurmrestd cost so far: requests sent and answer bytes read.
@@ -234,6 +234,7 @@ impl Client {
             sent: std::sync::atomic::AtomicU64::new(0),
             received: Default::default(),
             kept_nodes: tokio::sync::Mutex::new(None),
+            whole_nodes: tokio::sync::Mutex::new(None),
             queue: Default::default(),
             replicas: Default::default(),
         })))
@@ -333,48 +334,6 @@ impl Client {
     pub async fn ping(&self) -> Result<Vec<Ping>, SlurmError> {
         let w: PingsWire = self.get("ping/").await?;
         Ok(w.pings)
-    }
-
-    /// Every node, by name. The list is kept and asked for again with `update_time`: while no
-    /// node changed, slurmrestd answers 304 with no body, and the kept list is shared, not copied.
-    pub async fn nodes(&self) -> Result<Nodes, SlurmError> {
-        let mut kept = self.kept_nodes.lock().await;
-        let path = match &*kept {
-            Some(k) => format!("nodes/?update_time={}", k.last_update),
-            None => "nodes/".to_string(),
-        };
-        let p = self.parser().await?;
-        let body = match self.send(p, Method::GET, &path, None).await {
-            // Slurm 24.11 and 25.11 ask for the partitions with the same update_time once a node
-            // changed, and fail when no partition did ("Unable to query partitions"): ask again
-            // without it. 26.05 answers the conditional read.
-            Err(SlurmError::Api { .. }) if kept.is_some() => {
-                self.send(p, Method::GET, "nodes/", None).await?
-            }
-            other => other?,
-        };
-        if let (true, Some(k)) = (body.is_empty(), &*kept) {
-            return Ok(k.nodes.clone());
-        }
-        let w: NodesWire =
-            serde_json::from_slice(&body).map_err(|e| self.parse_error(&path, e.to_string()))?;
-        drop(body);
-        let nodes: Nodes = std::sync::Arc::new(
-            w.nodes
-                .into_iter()
-                .map(|n| {
-                    let n = Node::from(n);
-                    (n.name.clone(), n)
-                })
-                .collect(),
-        );
-        if let Some(last_update) = w.last_update.filter(|t| *t > 0) {
-            *kept = Some(KeptNodes {
-                last_update,
-                nodes: nodes.clone(),
-            });
-        }
-        Ok(nodes)
     }
 
     /// One node; `UnknownNode` when Slurm does not know it.

@@ -74,6 +74,17 @@ pub enum SlurmError {
         path: String,
         secs: u64,
     },
+    /// A whole node list still being answered past a pass's deadline: the request goes on, and
+    /// the next pass waits for its answer instead of asking again (each request abandoned and
+    /// asked again made slurmrestd build the list once more, behind the ones it still built).
+    #[error(
+        "slurmrestd at {url} is still answering {path} after {secs} s: the next pass waits for that answer rather than ask again"
+    )]
+    StillAnswering {
+        url: String,
+        path: String,
+        secs: u64,
+    },
     /// An answer over the size slurmops reads. Not retried: it would be as large again.
     #[error(
         "slurmrestd's answer to {path} is larger than {limit_mib} MiB: refused and not retried (too many records for one read); raise the cap with SLURMOPS_SLURM_MAX_ANSWER_MIB (and the daemon's memory limit with it)"
