@@ -38,7 +38,7 @@ pub(super) async fn pass(
                 .lock()
                 .expect("metrics")
                 .pass_cost(&e.phases, e.slurm_traffic);
-            state.cost = Some((e.phases, e.slurm_traffic, e.jobs));
+            state.cost = Some((e.phases, e.slurm_traffic, e.jobs, e.error.is_none()));
             if let Some(err) = &e.error {
                 tracing::debug!("autoscale before the first listing: {err}");
             }

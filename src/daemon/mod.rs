@@ -132,7 +132,10 @@ struct State {
     /// What the last controller pass cost, for its debug line.
     /// The last pass's phases, slurmrestd traffic and jobs seen (-1: the queue was needed and
     /// not known; 0 also when it was not read).
-    cost: Option<(crate::controller::Phases, crate::slurm::Traffic, i64)>,
+    /// The last pass's cost: its phases, what it asked of slurmrestd, the jobs it read (-1:
+    /// the queue unknown), and whether it read Slurm's state (a pass that did not decides
+    /// nothing that needs it).
+    cost: Option<(crate::controller::Phases, crate::slurm::Traffic, i64, bool)>,
     /// A force-push taken (`--allow-force-push`), to record as an Event.
     force_pushed: Option<String>,
 }

@@ -49,7 +49,7 @@ pub async fn pass(
 /// asked of the apiserver and slurmrestd (what the scale bench reads).
 fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, acted: bool) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (phases, slurm, jobs) = state.cost.take().unwrap_or_default();
+    let (phases, slurm, jobs, slurm_known) = state.cost.take().unwrap_or_default();
     tracing::debug!(
         pass_ms = ms(started.elapsed()),
         observe_kubernetes_ms = ms(phases.observe_kubernetes),
@@ -64,6 +64,7 @@ fn cost_line(state: &mut State, started: Instant, kube: crate::k8s::Requests, ac
         slurm_requests = slurm.requests,
         slurm_bytes = slurm.bytes,
         slurm_jobs = jobs,
+        slurm_known,
         acted,
         "pass: {:.0} ms, {} Kubernetes request(s) ({} LIST), {} slurmrestd request(s) ({} bytes)",
         ms(started.elapsed()),
@@ -414,7 +415,8 @@ async fn reconcile(
                 Some(_) => -1,
                 None => v.jobs().len() as i64,
             });
-            state.cost = Some((out.phases, out.slurm_traffic, jobs));
+            let known = out.slurm.is_some();
+            state.cost = Some((out.phases, out.slurm_traffic, jobs, known));
             record(shared, state, t, &out, started, slurm.is_some());
             state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
                 (None, _) => String::new(),
