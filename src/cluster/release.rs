@@ -16,9 +16,12 @@ pub struct Release {
     pub proven: bool,
     /// slurmrestd data parsers it serves, newest first.
     pub parsers: &'static [&'static str],
-    /// topology/block with dynamic nodes: blocks declared without nodes plus `BlockSizes`, and a
-    /// node's block set after it registered (`topology_str` in REST v0.0.45). 24.11 refuses blocks
-    /// whose nodes are unknown at slurmctld start ("Block not contains any nodes").
+    /// Topologies of dynamic nodes (topology.yaml's blocks and tree): blocks and leaf switches
+    /// declared without nodes, and a node's block or switch set after it registered
+    /// (`topology_str` of a node update, REST v0.0.43 and later; "Add ability for dynamic nodes
+    /// to join topology" and leaf switches without child nodes in 25.05's changelog). 24.11
+    /// refuses blocks whose nodes are unknown at slurmctld start ("Block not contains any
+    /// nodes"). Proven on 25.11 and 26.05 by the bed's topology tests.
     pub block_topology: bool,
     /// `TopologyParam=BlockAsNodeRank` (slurm.conf(5) of 26.05; absent from 24.11's).
     pub block_as_node_rank: bool,
@@ -76,12 +79,13 @@ pub const SUPPORTED: &[Release] = &[
     },
     // Built from slurm-25.11.7 (tests/bed/slurm-chroot.sh): data_parser v0.0.41 to v0.0.44,
     // metrics_openmetrics.so, BlockAsNodeRank in slurm.conf(5), namespace.yaml and topology.yaml
-    // in fetch_config.c. No v0.0.45, so no node's block through slurmrestd.
+    // in fetch_config.c; a node's topology through slurmrestd (`topology_str` of v0.0.44's
+    // node update, `topology` of its node).
     Release {
         version: "25.11",
         proven: true,
         parsers: &["v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41"],
-        block_topology: false,
+        block_topology: true,
         block_as_node_rank: true,
         openmetrics: true,
         rest_reservations: true,

@@ -141,7 +141,12 @@ fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<Strin
     let mut checked = match view.jobs_error {
         None => {
             let none = BTreeMap::new();
-            let blocks = obs.blocks.as_ref().unwrap_or(&none);
+            // Checks across a block read the block label.
+            let label = c.spec.topology.as_ref().and_then(|t| t.block.as_ref());
+            let blocks = match (&obs.blocks, label) {
+                (Ok(units), Some(b)) => units.get(&b.node_label).unwrap_or(&none),
+                _ => &none,
+            };
             checks::assess(&c.spec, &obs.sets, view, blocks, &resumes, obs.now)
         }
         Some(_) => checks::Checked {
@@ -164,32 +169,35 @@ fn run_checks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<Strin
     }
 }
 
-/// Adds the block placements due (spec.topology) to the decisions. Kubernetes nodes' labels that
-/// could not be read leave placement to a later pass (it never blocks a rollout), and say why.
+/// Adds the topology placements due (spec.topology) to the decisions. Kubernetes nodes' labels
+/// that could not be read leave placement to a later pass (it never blocks a rollout), and say
+/// why.
 fn place_in_blocks(c: &ClusterFile, obs: &Observation, decisions: &mut BTreeMap<String, Decision>) {
     let (Some(t), Ok(view)) = (&c.spec.topology, &obs.slurm) else {
         return;
     };
-    let b = &t.block;
-    let labels = match &obs.blocks {
-        Ok(l) => l,
-        Err(e) => {
-            for (name, d) in decisions.iter_mut() {
-                if b.node_sets.contains(name) {
-                    d.progress.unplaced = vec![e.clone()];
+    let none = BTreeMap::new();
+    for p in t.placings() {
+        let labels = match &obs.blocks {
+            Ok(l) => l.get(p.node_label).unwrap_or(&none),
+            Err(e) => {
+                for (name, d) in decisions.iter_mut() {
+                    if p.node_sets.contains(name) {
+                        d.progress.unplaced = vec![e.clone()];
+                    }
                 }
+                continue;
             }
-            return;
-        }
-    };
-    for (name, d) in decisions.iter_mut() {
-        let Some(set) = obs.sets.get(name) else {
-            continue;
         };
-        let p = blocks::place(set, b, labels, view);
-        d.progress.done &= p.registering.is_empty();
-        d.actions.extend(p.actions);
-        d.progress.unplaced = p.unplaced;
+        for (name, d) in decisions.iter_mut() {
+            let Some(set) = obs.sets.get(name).filter(|_| p.node_sets.contains(name)) else {
+                continue;
+            };
+            let placed = blocks::place(set, &p, labels, view);
+            d.progress.done &= placed.registering.is_empty();
+            d.actions.extend(placed.actions);
+            d.progress.unplaced = placed.unplaced;
+        }
     }
 }
 

@@ -33,6 +33,9 @@ impl From<SlurmError> for SlurmUnknown {
     }
 }
 
+/// By Kubernetes node label, each node's value of it.
+pub type HostUnits = BTreeMap<String, BTreeMap<String, String>>;
+
 /// What one pass saw. Each part that could not be read holds why, and stops only the decisions
 /// that need it.
 #[derive(Debug, Clone)]
@@ -44,9 +47,9 @@ pub struct Observation {
     pub nodes: Result<Vec<std::sync::Arc<Node>>, String>,
     /// Slurm as read once; an error means Slurm's state is unknown: nothing destructive.
     pub slurm: Result<SlurmView, SlurmUnknown>,
-    /// The block label of each Kubernetes node hosting a worker of a NodeSet in block topology
-    /// (empty without `spec.topology`).
-    pub blocks: Result<BTreeMap<String, String>, String>,
+    /// By topology label (`spec.topology`), its value on each Kubernetes node hosting a worker
+    /// of that topology's NodeSets (empty without `spec.topology`).
+    pub blocks: Result<HostUnits, String>,
     /// Slurm's reservations, read when a NodeSet waits for maintenance windows (else empty),
     /// with those asked of slurmctld's sidecar and not yet made (`in_slurm` tells them apart).
     pub reservations: Result<Reservations, String>,

@@ -25,8 +25,9 @@ use crate::slurm::{SlurmError, SlurmNodes};
 /// What a pass must read besides the workers and Slurm's nodes and jobs, from cluster.yaml.
 #[derive(Debug, Clone, Default)]
 pub struct Needs {
-    /// `spec.topology`: the Kubernetes node label naming a block, and its NodeSets.
-    pub blocks: Option<(String, BTreeSet<String>)>,
+    /// `spec.topology`: each topology's Kubernetes node label naming a unit (block, leaf
+    /// switch), and its NodeSets.
+    pub blocks: Vec<(String, BTreeSet<String>)>,
     /// A NodeSet waits for maintenance windows: Slurm's reservations.
     pub reservations: bool,
     /// The ConfigMap through which slurmctld's sidecar makes reservations (Slurm 24.11).
@@ -62,10 +63,18 @@ impl Needs {
             .iter()
             .any(|n| n.update.window != WindowMode::None);
         Needs {
-            blocks: c.spec.topology.as_ref().map(|t| {
-                let b = &t.block;
-                (b.node_label.clone(), b.node_sets.iter().cloned().collect())
-            }),
+            blocks: c
+                .spec
+                .topology
+                .iter()
+                .flat_map(|t| t.placings())
+                .map(|p| {
+                    (
+                        p.node_label.to_string(),
+                        p.node_sets.iter().cloned().collect(),
+                    )
+                })
+                .collect(),
             reservations,
             sidecar: (reservations && window::reserves_through_sidecar(&c.spec))
                 .then(|| crate::render::names::Names::new(c).maintenance()),
@@ -161,7 +170,7 @@ pub async fn observe<S: SlurmNodes>(
         reservations,
         now,
         slurm_time,
-        nodes_listing: listing && (!templates_empty || needs.blocks.is_some()),
+        nodes_listing: listing && (!templates_empty || !needs.blocks.is_empty()),
         pods,
         health,
     })
@@ -235,7 +244,8 @@ pub fn node_label_keys(c: &ClusterFile) -> LabelKeys {
         .spec
         .topology
         .iter()
-        .map(|t| t.block.node_label.clone())
+        .flat_map(|t| t.placings())
+        .map(|p| p.node_label.to_string())
         .collect();
     for n in &c.spec.node_sets {
         let pod = k8s_openapi::api::core::v1::PodSpec {
@@ -251,31 +261,36 @@ pub fn node_label_keys(c: &ClusterFile) -> LabelKeys {
 /// Said while the node watch makes its first listing.
 const LISTING: &str = "the Kubernetes nodes are not read yet (their watch is making its first listing): placement waits for it";
 
-/// The block labels of the Kubernetes nodes the workers of NodeSets in block topology run on
-/// (when NEEDS asks for them), from CACHED nodes or their reads.
+/// By topology label, its value on each Kubernetes node the workers of that topology's NodeSets
+/// run on (when NEEDS asks for them), from CACHED nodes or their reads.
 async fn read_blocks(
     client: &kube::Client,
     needs: &Needs,
     sets: &BTreeMap<String, SetView>,
     cached_nodes: Option<&[Arc<Node>]>,
     listing: bool,
-) -> Result<BTreeMap<String, String>, String> {
-    match &needs.blocks {
-        Some(_) if listing => Err(LISTING.to_string()),
-        Some((label, in_blocks)) => {
-            let hosts: BTreeSet<String> = sets
-                .values()
-                .filter(|s| in_blocks.contains(&s.name))
-                .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
-                .collect();
-            host_blocks(client, cached_nodes, label, &hosts).await.map_err(|e| {
-                format!(
-                    "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their blocks once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
-                )
-            })
-        }
-        _ => Ok(BTreeMap::new()),
+) -> Result<super::observation::HostUnits, String> {
+    if needs.blocks.is_empty() {
+        return Ok(BTreeMap::new());
     }
+    if listing {
+        return Err(LISTING.to_string());
+    }
+    let mut out = BTreeMap::new();
+    for (label, placed) in &needs.blocks {
+        let hosts: BTreeSet<String> = sets
+            .values()
+            .filter(|s| placed.contains(&s.name))
+            .flat_map(|s| s.workers.iter().filter_map(|w| w.host.clone()))
+            .collect();
+        let units = host_blocks(client, cached_nodes, label, &hosts).await.map_err(|e| {
+            format!(
+                "cannot read the Kubernetes nodes' {label} labels ({e}): workers join their topology once they can be read (slurmops needs get on nodes: install's node reader ClusterRole)"
+            )
+        })?;
+        out.insert(label.clone(), units);
+    }
+    Ok(out)
 }
 
 /// Slurm's reservations, then those asked of slurmctld's sidecar that Slurm does not hold yet.

@@ -12,8 +12,6 @@ use crate::cluster::types::{ClusterFile, GpuDetect, NodeSet};
 use crate::cluster::values::{SlurmValue, parse_quantity};
 
 pub use super::names::{SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT};
-/// The name of the block topology in topology.yaml (a worker's topology is `NAME:BLOCK`).
-pub const TOPOLOGY_NAME: &str = "nvlink";
 /// Where every pod finds the Slurm config and keys.
 pub const ETC_SLURM: &str = "/etc/slurm";
 pub const JWT_KEY_FILE: &str = "jwt_hs256.key";
@@ -214,10 +212,11 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
         set("SwitchType", "switch/nvidia_imex".into());
     }
     let release = crate::cluster::release::find(&s.slurm_version);
-    // The topology itself is in topology.yaml (named TOPOLOGY_NAME, the cluster default).
+    // The topologies themselves are in topology.yaml (the block one the cluster default).
     if s.topology
         .as_ref()
-        .is_some_and(|t| t.block.block_as_node_rank)
+        .and_then(|t| t.block.as_ref())
+        .is_some_and(|b| b.block_as_node_rank)
         && release.is_some_and(|r| r.block_as_node_rank)
     {
         set("TopologyParam", "BlockAsNodeRank".into());
@@ -291,7 +290,9 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
         .iter()
         .map(|p| {
             let nodes = if p.node_sets.iter().any(|n| n == "ALL") { "ALL".to_string() } else { p.node_sets.join(",") };
-            let options = lines(p.options.iter().map(|(k, v)| (k.clone(), v.render())).collect());
+            let mut options: Vec<(String, String)> = p.topology.iter().map(|t| ("Topology".to_string(), t.slurm_name().to_string())).collect();
+            options.extend(p.options.iter().map(|(k, v)| (k.clone(), v.render())));
+            let options = lines(options);
             context! { name => p.name, nodes, default => p.default, max_time => p.max_time, options }
         })
         .collect();
@@ -337,7 +338,7 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
     if let Some(t) = &s.topology {
         files.insert(
             "topology.yaml".into(),
-            render(&env, "topology.yaml", topology_context(&t.block)),
+            render(&env, "topology.yaml", topology_context(t)),
         );
     }
     // The user's extra files written in cluster.yaml; referenced ones are mounted from their
@@ -385,18 +386,31 @@ pub fn render_files(c: &ClusterFile, names: &Names) -> SlurmFiles {
     files
 }
 
-fn topology_context(b: &crate::cluster::types::BlockTopology) -> minijinja::Value {
-    context! {
-        name => TOPOLOGY_NAME,
-        blocks => b.blocks,
-        block_size => b.block_size.max(1),
-        node_label => b.node_label,
-    }
+fn topology_context(t: &crate::cluster::types::Topology) -> minijinja::Value {
+    use crate::cluster::types::{TOPOLOGY_BLOCK, TOPOLOGY_TREE};
+    let block = t.block.as_ref().map(|b| {
+        context! {
+            name => TOPOLOGY_BLOCK,
+            blocks => b.blocks,
+            block_size => b.block_size.max(1),
+            node_label => b.node_label,
+        }
+    });
+    let tree = t.tree.as_ref().map(|tr| {
+        context! {
+            name => TOPOLOGY_TREE,
+            switches => tr.switches,
+            node_label => tr.node_label,
+            default => t.block.is_none(),
+        }
+    });
+    context! { block, tree }
 }
 
-/// A worker's `TOPOLOGY:BLOCK`, as slurmops sets it and slurmrestd (v0.0.45) reports it.
-pub fn node_topology(block: &str) -> String {
-    format!("{TOPOLOGY_NAME}:{block}")
+/// A worker's `TOPOLOGY:UNIT` (its block or leaf switch in topology NAME), as slurmops sets it
+/// and slurmrestd reports it.
+pub fn node_topology(name: &str, unit: &str) -> String {
+    format!("{name}:{unit}")
 }
 
 /// Script files shipped next to slurm.conf, by file name.

@@ -63,7 +63,7 @@ pub enum Event {
         pod: String,
         node: Option<String>,
     },
-    /// The worker joined its block (`TOPOLOGY:BLOCK`).
+    /// The worker joined its block or leaf switch (`TOPOLOGY:UNIT`).
     Block {
         node: String,
         topology: String,
@@ -217,7 +217,7 @@ impl std::fmt::Display for Event {
             }
             Event::Ready { pod } => write!(f, "{pod} replaced, Ready and registered"),
             Event::Resume { node } => write!(f, "{node} resumed"),
-            Event::Block { node, topology } => write!(f, "{node} placed in block {topology}"),
+            Event::Block { node, topology } => write!(f, "{node} placed in {topology}"),
             Event::Create {
                 pod,
                 node: Some(node),

@@ -376,13 +376,14 @@ impl Client {
         Ok(())
     }
 
-    /// Puts node NAME in TOPOLOGY (`TOPOLOGY:BLOCK`, a block topology.yaml declares). Needs
-    /// data parser v0.0.45 (Slurm 26.05), the first to carry a node's topology.
+    /// Puts node NAME in TOPOLOGY (`TOPOLOGY:UNIT`, a block or leaf switch topology.yaml
+    /// declares). Needs data parser v0.0.43 or later (Slurm 25.05), the first to carry a node's
+    /// topology.
     pub async fn set_topology(&self, name: &str, topology: &str) -> Result<(), SlurmError> {
         let p = self.parser().await?;
         if !p.has_node_topology() {
             return Err(SlurmError::Config(format!(
-                "setting node {name:?}'s block needs slurmrestd data parser v0.0.45 (Slurm 26.05); slurmrestd at {} speaks {}",
+                "setting node {name:?}'s topology needs slurmrestd data parser v0.0.43 or later (Slurm 25.05); slurmrestd at {} speaks {}",
                 self.base,
                 p.as_str()
             )));

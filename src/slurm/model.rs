@@ -2,7 +2,7 @@
 //! Every version-specific detail lives here. v0.0.42 to v0.0.45 (Slurm 24.11 serves 40-42, 26.05
 //! serves 42-45) agree on the fields slurmops uses: node `state` is a list of upper-case flags,
 //! numbers may come as `{set, infinite, number}` objects, job `nodes` is a hostlist expression.
-//! What differs: v0.0.45 adds a node's `topology` (`name:block`) and drops ping's `pinged` and
+//! What differs: v0.0.43 adds a node's `topology` (`name:unit`), v0.0.45 drops ping's `pinged` and
 //! `mode` (both optional here). v0.0.40 and v0.0.41 are not spoken: every supported Slurm serves
 //! v0.0.42, and 26.05 no longer serves the older two.
 
@@ -56,9 +56,12 @@ impl DataParser {
         !matches!(self, DataParser::V0042)
     }
 
-    /// Reports a node's block (`topology` in the node, `topology_str` in an update).
+    /// Reports a node's topology (`topology` in the node, `topology_str` in an update).
     pub fn has_node_topology(self) -> bool {
-        matches!(self, DataParser::V0045)
+        matches!(
+            self,
+            DataParser::V0043 | DataParser::V0044 | DataParser::V0045
+        )
     }
 }
 

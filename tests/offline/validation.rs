@@ -403,12 +403,45 @@ fn block_topology_on_24_11_is_refused_with_the_reason() {
         "  partitions:\n",
         "  topology:\n    block: {nodeLabel: nvidia.com/gpu.clique, blocks: [r1], nodeSets: [cpu], blockSize: 2}\n  partitions:\n",
     ));
-    assert!(d.message.contains("needs Slurm 26.05"), "{}", d.message);
+    assert!(
+        d.message.contains("needs Slurm 25.11 or later"),
+        "{}",
+        d.message
+    );
     assert!(d.message.contains("24.11 refuses blocks"), "{}", d.message);
     assert_eq!(
         d.hint.as_deref(),
-        Some("raise spec.slurmVersion to \"26.05\" or remove spec.topology")
+        Some("raise spec.slurmVersion to \"25.11\" or later, or remove spec.topology")
     );
+}
+
+/// A tree of switches beside the blocks: leaf switches are label values listed once, a NodeSet
+/// is in one topology, and a partition names a topology that is set.
+#[test]
+fn a_tree_topology_s_switches_nodesets_and_partitions_are_checked() {
+    let topo = "  topology:\n    block: {nodeLabel: l, blocks: [r1], nodeSets: [cpu], blockSize: 2}\n    tree: {nodeLabel: sw, switches: [s1, s1, fabric-root], nodeSets: [cpu]}\n  partitions:\n";
+    let text = with("  partitions:\n", topo).replace("\"24.11\"", "\"25.11\"");
+    let ds = slurmops::cluster::load("cluster.yaml", &text).unwrap_err();
+    let msgs: Vec<&str> = ds.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "switch \"s1\" is listed twice",
+            "\"fabric-root\" is the name of the tree's root switch",
+            "NodeSet \"cpu\" is in the block topology too"
+        ],
+        "{ds:?}"
+    );
+    let topo = "  topology:\n    block: {nodeLabel: l, blocks: [r1], nodeSets: [cpu], blockSize: 2}\n  partitions:\n";
+    let text = with("  partitions:\n", topo)
+        .replace("\"24.11\"", "\"25.11\"")
+        .replace(
+            "      default: true\n",
+            "      default: true\n      topology: tree\n",
+        );
+    let ds = slurmops::cluster::load("cluster.yaml", &text).unwrap_err();
+    assert_eq!(ds.len(), 1, "{ds:?}");
+    assert_eq!(ds[0].message, "spec.topology.tree is not set");
 }
 
 #[test]

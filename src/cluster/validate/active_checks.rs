@@ -54,7 +54,8 @@ impl<'a> Index<'a> {
             in_blocks: s
                 .topology
                 .iter()
-                .flat_map(|t| t.block.node_sets.iter().map(|n| n.as_str()))
+                .flat_map(|t| t.block.iter())
+                .flat_map(|b| b.node_sets.iter().map(|n| n.as_str()))
                 .collect(),
         }
     }

@@ -12,6 +12,7 @@ pub use controller::RENDERED_FILES;
 mod grammar;
 mod pods;
 pub(crate) mod secrets;
+mod topology;
 mod window;
 
 use pods::{LOGIN_VOLUMES, WORKER_VOLUMES};
@@ -235,7 +236,7 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// A non-empty Kubernetes label value (an empty one names no block).
-fn is_label_value(s: &str) -> bool {
+pub(super) fn is_label_value(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
@@ -538,22 +539,7 @@ impl Validator {
         self.node_sets(s, meta, &p.key("nodeSets"));
         self.partitions(s, &p.key("partitions"));
         if let Some(t) = &s.topology {
-            if let Some(r) = version.filter(|r| !r.block_topology) {
-                let why = if r.version == "24.11" {
-                    "refuses blocks of dynamic nodes that have not registered yet"
-                } else {
-                    "cannot put a dynamic node in its block once it registered (slurmrestd's topology_str arrived with data parser v0.0.45)"
-                };
-                self.err(
-                    p.key("topology"),
-                    format!(
-                        "block topology needs Slurm 26.05: Slurm {} {why}",
-                        r.version
-                    ),
-                    "raise spec.slurmVersion to \"26.05\" or remove spec.topology",
-                );
-            }
-            self.topology(&t.block, s, &p.key("topology").key("block"));
+            self.topology(t, s, version, &p.key("topology"));
         }
     }
 
@@ -925,14 +911,26 @@ impl Validator {
             for k in part.options.keys() {
                 if matches!(
                     k.as_str(),
-                    "Nodes" | "Default" | "MaxTime" | "PartitionName"
+                    "Nodes" | "Default" | "MaxTime" | "PartitionName" | "Topology"
                 ) {
                     self.err(
                         pp.key("options").key(k),
                         format!("{k} is set by the partition's own field"),
-                        "use nodeSets, default or maxTime",
+                        "use nodeSets, default, maxTime or topology",
                     );
                 }
+            }
+            if let Some(kind) = part.topology
+                && !s.topology.as_ref().is_some_and(|t| t.has(kind))
+            {
+                self.err(
+                    pp.key("topology"),
+                    format!("spec.topology.{} is not set", kind.key()),
+                    format!(
+                        "set spec.topology.{}, or remove the partition's topology",
+                        kind.key()
+                    ),
+                );
             }
             self.slurm_conf_map(&part.options, &pp.key("options"), false);
         }
@@ -955,61 +953,5 @@ impl Validator {
             None => format!("known: {}", listed(known.list.iter().copied())),
         };
         self.push(f.hint(hint));
-    }
-
-    fn topology(&mut self, b: &BlockTopology, s: &ClusterSpec, p: &Path) {
-        let names = Known::new(s.node_sets.iter().map(|n| n.name.as_str()));
-        if b.block_size == 0 {
-            self.err(
-                p.key("blockSize"),
-                "blockSize must be 1 or more",
-                "use the number of nodes per NVLink domain, e.g. 18",
-            );
-        }
-        if b.node_label.trim().is_empty() {
-            self.err(
-                p.key("nodeLabel"),
-                "nodeLabel is empty",
-                "e.g. nvidia.com/gpu.clique",
-            );
-        }
-        if b.node_sets.is_empty() {
-            self.err(
-                p.key("nodeSets"),
-                "block topology needs at least one NodeSet",
-                "list the NodeSets placed in blocks",
-            );
-        }
-        for (j, r) in b.node_sets.iter().enumerate() {
-            if !names.contains(r) {
-                self.unknown_ref(p.key("nodeSets").index(j), "NodeSet", r, &names);
-            }
-        }
-        if b.blocks.is_empty() {
-            self.err(
-                p.key("blocks"),
-                "block topology needs at least one block",
-                format!(
-                    "list the values of the {} label, one per NVLink domain",
-                    b.node_label
-                ),
-            );
-        }
-        let mut seen = BTreeSet::new();
-        for (j, v) in b.blocks.iter().enumerate() {
-            if !is_label_value(v) {
-                self.err(
-                    p.key("blocks").index(j),
-                    format!("{v:?} is not a Kubernetes label value"),
-                    "1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
-                );
-            } else if !seen.insert(v) {
-                self.err(
-                    p.key("blocks").index(j),
-                    format!("block {v:?} is listed twice"),
-                    "list each block once",
-                );
-            }
-        }
     }
 }

@@ -29,7 +29,7 @@ pub(super) async fn resume<S: SlurmNodes>(slurm: &S, node: &str) -> Outcome {
     }
 }
 
-/// Puts NODE in block TOPOLOGY (`Action::SetTopology`); a refusal that is not transient leaves
+/// Puts NODE in TOPOLOGY, its block or leaf switch (`Action::SetTopology`); a refusal that is not transient leaves
 /// the node unplaced and the other steps go on.
 pub(super) async fn set_topology<S: SlurmNodes>(slurm: &S, node: &str, topology: &str) -> Outcome {
     match slurm.set_topology(node, topology).await {

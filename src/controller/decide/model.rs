@@ -220,7 +220,7 @@ pub struct Progress {
     pub waiting: Vec<Waiting>,
     /// Workers leaving for a scale-in or removal.
     pub leaving: Vec<String>,
-    /// Workers in no block although their NodeSet is in block topology, and why.
+    /// Workers in no block or switch although their NodeSet is in a topology, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unplaced: Vec<String>,
     /// The rollout's canary, when the NodeSet has one and a rollout needs it.

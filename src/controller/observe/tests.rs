@@ -169,7 +169,7 @@ fn a_pass_reads_the_block_label_and_the_label_keys_of_each_live_templates_placem
     }))
     .unwrap();
     let needs = Needs {
-        blocks: Some(("example.com/block".into(), BTreeSet::new())),
+        blocks: vec![("example.com/block".into(), BTreeSet::new())],
         ..Needs::default()
     };
     let keys = label_keys(&needs, &BTreeMap::from([("pn".to_string(), template)]));

@@ -73,20 +73,30 @@ pub struct GitServers {
 }
 
 /// The label that names a test Node's block, and the blocks the bed's Slurm declares where the
-/// release has block topology (no other test submits jobs of more than one node).
+/// release has topologies (no other test submits jobs of more than one node to `all`).
 pub const BLOCK_LABEL: &str = "slurmops.dev/test-block";
 pub const BLOCKS: [&str; 2] = ["rack-a", "rack-b"];
+/// The label that names a test Node's leaf switch, and the leaf switches of the bed's tree.
+pub const SWITCH_LABEL: &str = "slurmops.dev/test-switch";
+pub const SWITCHES: [&str; 2] = ["leaf-1", "leaf-2"];
 
-/// The bed's block topology: BLOCKS of 2 nodes (workers join by the BLOCK_LABEL of their Node).
+/// The bed's topologies: BLOCKS of 2 nodes (workers join by the BLOCK_LABEL of their Node), the
+/// cluster's default, and a tree of SWITCHES (by SWITCH_LABEL), partition `tree`'s.
 pub fn bed_topology() -> slurmops::cluster::types::Topology {
-    slurmops::cluster::types::Topology {
-        block: slurmops::cluster::types::BlockTopology {
+    use slurmops::cluster::types::{BlockTopology, Topology, TreeTopology};
+    Topology {
+        block: Some(BlockTopology {
             node_label: BLOCK_LABEL.into(),
             blocks: BLOCKS.iter().map(|b| b.to_string()).collect(),
             node_sets: vec!["cpu".into()],
             block_size: 2,
             block_as_node_rank: true,
-        },
+        }),
+        tree: Some(TreeTopology {
+            node_label: SWITCH_LABEL.into(),
+            switches: SWITCHES.iter().map(|b| b.to_string()).collect(),
+            node_sets: vec!["tree".into()],
+        }),
     }
 }
 
@@ -128,6 +138,14 @@ fn start() -> Bed {
             cluster.spec.slurm_version = release.to_string();
             if slurmops::cluster::release::find(release).is_some_and(|r| r.block_topology) {
                 cluster.spec.topology = Some(bed_topology());
+                for p in cluster
+                    .spec
+                    .partitions
+                    .iter_mut()
+                    .filter(|p| p.name == "tree")
+                {
+                    p.topology = Some(slurmops::cluster::types::TopologyKind::Tree);
+                }
             }
             let conf = tempfile::tempdir().expect("temp dir");
             for (name, content) in test_host_overlay(&cluster, &render(&cluster), instance, *port) {
