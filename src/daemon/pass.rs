@@ -749,8 +749,11 @@ fn watch(cluster: &Connection, shared: &Shared, state: &mut State, c: &cluster::
             shared.sync_now.clone(),
         ));
     }
-    // Nodes for perNode placement, block labels and sync's node health, from one watch.
-    if let Some(cache) = state.cache.as_mut() {
+    // Nodes for perNode placement, topology labels and sync's node health, from one watch,
+    // started once the workers' watches have listed them: at a restart at 10,000 workers the
+    // Nodes' first listing (hundreds of MB of JSON) would compete with theirs and with the
+    // early pass's read of Slurm (docs/benchmarks.md, 2026-12-02).
+    if let Some(cache) = state.cache.as_mut().filter(|c| !c.listing()) {
         cache.follow_nodes(
             &cluster.client,
             &crate::controller::observe::node_label_keys(c),
