@@ -72,6 +72,10 @@ pub struct NodeConditionRule {
     /// `"True"`, `"False"` or `"Unknown"`.
     #[serde(default = "default_condition_status")]
     pub status: String,
+    /// Requeue at once the jobs of the workers it drains (a preemption warning: the node goes
+    /// soon): see `TaintRule::requeue`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub requeue: bool,
 }
 
 fn default_condition_status() -> String {
@@ -86,6 +90,12 @@ pub struct TaintRule {
     /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<String>,
+    /// Requeue at once the jobs of the workers it drains (a Spot preemption warning, e.g.
+    /// `cloud.google.com/impending-node-termination`): once drained, a worker whose every job is
+    /// a batch job Slurm may requeue is set DOWN (Slurm requeues them); one running any other job
+    /// is only drained, and that job is never killed by slurmops.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub requeue: bool,
 }
 
 /// A field slurmops leaves alone on some objects.

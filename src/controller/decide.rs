@@ -151,7 +151,7 @@ fn waiting(node: &str, why: &DrainReason, n: &Node, slurm: &SlurmView) -> Waitin
 }
 
 /// A job as a waiting worker's holder.
-fn holder(j: &crate::slurm::Job) -> Holder {
+pub(crate) fn holder(j: &crate::slurm::Job) -> Holder {
     Holder {
         id: j.id,
         user: j.user.clone(),

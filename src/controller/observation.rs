@@ -67,6 +67,8 @@ pub struct Observation {
     /// and its drain reason, read when worker sync runs; why not, when they could not be read
     /// (then sync neither drains nor resumes for node health).
     pub health: Result<BTreeMap<String, DrainReason>, String>,
+    /// Kubernetes nodes whose listed condition or taint asks for requeue (a preemption warning).
+    pub requeue: std::collections::BTreeSet<String>,
 }
 
 /// Maintenance reservations: those Slurm holds first, then those only asked of the sidecar.
@@ -96,6 +98,7 @@ impl Observation {
             nodes_listing: false,
             pods: Vec::new(),
             health: Ok(BTreeMap::new()),
+            requeue: Default::default(),
         }
     }
 }

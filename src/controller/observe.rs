@@ -137,6 +137,10 @@ pub async fn observe<S: SlurmNodes>(
             .map(|n| crate::controller::sync::health::problems(n, rules.as_ref()))
             .map_err(Clone::clone),
     };
+    let requeue = match (&needs.health, &read) {
+        (Some(rules), Ok(n)) => crate::controller::sync::health::requeue_hosts(n, rules.as_ref()),
+        _ => Default::default(),
+    };
     let nodes = match templates_empty {
         true => Ok(Vec::new()),
         false => read,
@@ -173,6 +177,7 @@ pub async fn observe<S: SlurmNodes>(
         nodes_listing: listing && (!templates_empty || !needs.blocks.is_empty()),
         pods,
         health,
+        requeue,
     })
 }
 

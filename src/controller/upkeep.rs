@@ -114,6 +114,8 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
                 checked: &crate::controller::sync::checked_sets(c),
                 overdue: &overdue,
                 remediate: &crate::controller::sync::remediated_sets(c),
+                requeue: &obs.requeue,
+                slurm: Some(view),
                 now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
             });
     }
@@ -357,6 +359,16 @@ async fn sync_node<S: SlurmNodes>(
             crate::controller::sync::replace(pods, pod, uid).await?;
             out.done(set, Event::Unregistered { pod: pod.clone() });
         }
+        Step::Requeue { node, jobs, reason } => {
+            if slurm.requeue_on(node, reason).await? {
+                let e = Event::Requeued {
+                    node: node.clone(),
+                    jobs: jobs.iter().map(|j| (j.id, j.user.clone())).collect(),
+                    why: "its node's rule asks for requeue".into(),
+                };
+                out.done(set, e);
+            }
+        }
         Step::Remediate { pod, uid, reason } => {
             // Gone already (a rollout's replacement of it in the same pass): nothing to do.
             if crate::controller::sync::remediate(pods, pod, uid).await? {
@@ -448,6 +460,7 @@ async fn pod_write<'a>(
         | Step::Recheck { .. }
         | Step::Resume { .. }
         | Step::Replace { .. }
+        | Step::Requeue { .. }
         | Step::Remediate { .. } => {
             return Ok(None);
         }

@@ -97,11 +97,12 @@ pub enum Event {
         passed: bool,
         message: String,
     },
-    /// The jobs on NODE, drained for the rollout, were requeued (id, user): the node set DOWN,
-    /// Slurm starts them again elsewhere (`runningJobs: requeue`).
+    /// The jobs on NODE were requeued (id, user) for WHY (`runningJobs: requeue`, or its node's
+    /// rule): the node set DOWN, Slurm starts them again elsewhere.
     Requeued {
         node: String,
         jobs: Vec<(u64, String)>,
+        why: String,
     },
     /// A canary failed: the worker stays drained with REASON.
     CanaryHeld {
@@ -270,11 +271,11 @@ impl std::fmt::Display for Event {
                 true => write!(f, "{node}: check {check} passed ({text})"),
                 false => write!(f, "{node}: check {check} failed ({text})"),
             },
-            Event::Requeued { node, jobs } => {
+            Event::Requeued { node, jobs, why } => {
                 let jobs: Vec<String> = jobs.iter().map(|(id, u)| format!("{id} ({u})")).collect();
                 write!(
                     f,
-                    "{node}: job(s) {} requeued (runningJobs: requeue): Slurm starts them again from their beginning",
+                    "{node}: job(s) {} requeued ({why}): Slurm starts them again from their beginning",
                     jobs.join(", ")
                 )
             }

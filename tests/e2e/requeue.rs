@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use serde_json::json;
 use slurmops::slurm::SlurmNodes;
 
 use crate::support::slurm::client as slurm;
@@ -174,6 +175,117 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     for n in [&a, &b] {
         let node = s.get(n).await.unwrap();
         assert!(!node.state.has("DRAIN") && !node.state.has("DOWN"), "{n}: {}", node.state);
+    }
+    env.cleanup().await;
+}
+}
+
+fn spot_yaml(ns: &str, w: &str) -> String {
+    support::cluster_head("c", ns)
+        + &format!(
+            r#"  nodeSets:
+    - {{name: {w}, replicas: 2, cpu: "1", memory: 256Mi}}
+  partitions:
+    - {{name: all, nodeSets: [ALL], default: true}}
+  policy:
+    nodeHealth:
+      taints: [{{key: {SPOT_TAINT}, requeue: true}}]
+"#
+        )
+}
+
+/// GKE's preemption warning on a Spot node.
+const SPOT_TAINT: &str = "cloud.google.com/impending-node-termination";
+
+on_each_slurm! {
+async fn a_preemption_warning_requeues_the_requeueable_jobs_at_once_and_never_kills_another() {
+    use crate::sync::{slurmops, sync_once};
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let env = TestEnv::new("spot").await;
+    env.grant_slurmops_role().await;
+    env.grant_node_reader().await;
+    let w = env.name("s");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), spot_yaml(&env.ns, &w)).unwrap();
+    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
+        .env_remove("SLURMRESTD_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = slurm();
+    let (a, b) = (format!("{w}-0"), format!("{w}-1"));
+    for n in [&a, &b] {
+        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
+            let node = s.get(n).await.ok()?;
+            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    let requeued = submit(&a, true).await;
+    let kept = submit(&b, false).await;
+    for id in [requeued, kept] {
+        eventually(&format!("job {id} running"), Duration::from_secs(30), async || {
+            job(id).await.0.iter().any(|x| x == "RUNNING").then_some(())
+        })
+        .await;
+    }
+    // The cloud warns: the node goes in about two minutes.
+    let taint = |on: bool| {
+        let taints = match on {
+            true => json!([{"key": SPOT_TAINT, "value": "true", "effect": "NoSchedule"}]),
+            false => json!(null),
+        };
+        let patch = Patch::Merge(json!({"spec": {"taints": taints}}));
+        let (env, node) = (&env, env.kubelet.node.clone());
+        async move {
+            Api::<Node>::all(env.client.clone())
+                .patch(&node, &PatchParams::default(), &patch)
+                .await
+                .unwrap();
+        }
+    };
+    taint(true).await;
+    let node = &env.kubelet.node;
+    let reason = format!("node {node}: taint {SPOT_TAINT}:NoSchedule");
+    let printed = sync_once(dir.path());
+    for n in [&a, &b] {
+        assert!(printed.contains(&format!("{n}: drained: {reason}")), "{printed}");
+    }
+    // The next pass: the worker whose job may be requeued is set DOWN and Slurm requeues it;
+    // the other stays drained, its job running.
+    let printed = sync_once(dir.path());
+    assert!(
+        printed.contains(&format!("{a}: job(s) {requeued} (")) && printed.contains("requeued (its node's rule asks for requeue)"),
+        "{printed}"
+    );
+    assert!(!printed.contains(&format!("{b}: job(s)")), "{printed}");
+    eventually("the job requeued", Duration::from_secs(30), async || {
+        let (state, restarts) = job(requeued).await;
+        (!state.iter().any(|x| x == "RUNNING") && (restarts >= 1 || state.iter().any(|x| x == "REQUEUED" || x == "PENDING"))).then_some(())
+    })
+    .await;
+    let na = s.get(&a).await.unwrap();
+    assert!(na.state.has("DOWN"), "{na:?}");
+    let nb = s.get(&b).await.unwrap();
+    assert!(nb.state.has("DRAIN") && !nb.state.has("DOWN"), "{nb:?}");
+    assert_eq!(job(kept).await.0, ["RUNNING"], "a job that may not be requeued was touched");
+    // A false alarm: the warning withdrawn, both workers are back in service.
+    taint(false).await;
+    let printed = sync_once(dir.path());
+    for n in [&a, &b] {
+        assert!(printed.contains(&format!("{n}: resumed")), "{printed}");
+    }
+    for n in [&a, &b] {
+        eventually(&format!("{n} in service"), Duration::from_secs(30), async || {
+            let node = s.get(n).await.ok()?;
+            (!node.state.has("DRAIN") && !node.state.has("DOWN")).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(job(kept).await.0, ["RUNNING"]);
+    for id in [requeued, kept] {
+        support::slurm::sh(&["exec", support::slurm_instance(), "scancel", &id.to_string()]);
     }
     env.cleanup().await;
 }

@@ -70,6 +70,7 @@ pub(super) async fn requeue<S: SlurmNodes>(
         Ok(true) => Outcome::Wrote(Event::Requeued {
             node: node.to_string(),
             jobs: jobs.iter().map(|j| (j.id, j.user.clone())).collect(),
+            why: "runningJobs: requeue".into(),
         }),
         Ok(false) | Err(SlurmError::UnknownNode(_)) => Outcome::Skipped,
         Err(e) => Outcome::Stopped(e),

@@ -33,6 +33,14 @@ pub enum Step {
     Resume { node: String },
     /// Ready but unknown to Slurm past the registration grace: delete the pod (uid precondition).
     Replace { pod: String, uid: String },
+    /// Drained for its Kubernetes node's problem whose rule asks for requeue (a preemption
+    /// warning): set DOWN with its reason (REASON, as Slurm shows it), so that Slurm requeues
+    /// JOBS, every one a batch job it may requeue.
+    Requeue {
+        node: String,
+        jobs: Vec<crate::controller::decide::Holder>,
+        reason: String,
+    },
     /// Drained for its node's problem or a drain request (REASON, its words), no job left, on a
     /// NodeSet with `remediation: replace`: delete the pod (uid precondition), once per drain.
     Remediate {
@@ -54,6 +62,10 @@ pub struct Input<'a> {
     pub checked: &'a BTreeSet<String>,
     /// Workers Ready and unknown to Slurm for longer than the registration grace.
     pub overdue: &'a BTreeSet<String>,
+    /// Kubernetes nodes whose listed condition or taint asks for requeue.
+    pub requeue: &'a BTreeSet<String>,
+    /// Slurm's jobs, for requeue (None: not read, nothing is requeued).
+    pub slurm: Option<&'a crate::controller::decide::SlurmView>,
     /// NodeSets with `remediation: replace`, and whether their pods may land on another
     /// Kubernetes node (false: perNode, each pod bound to its node).
     pub remediate: &'a BTreeMap<String, bool>,
@@ -88,6 +100,10 @@ pub fn decide(i: &Input) -> Vec<(String, Step)> {
                 let problem = i.problems.and_then(|ps| ps.get(on?));
                 let want = problem.cloned().or_else(|| health::requested(p));
                 if let Some(step) = follow(n, on, want, i.problems.is_some(), checked) {
+                    out.push((set.to_string(), step));
+                } else if let Some(on) = on.filter(|on| i.requeue.contains(*on))
+                    && let Some(step) = requeue(n, on, i.slurm)
+                {
                     out.push((set.to_string(), step));
                 } else if let Some(movable) = i.remediate.get(*set)
                     && let Some(step) = remediate(p, n, *movable && cordoned(problem))
@@ -136,6 +152,31 @@ fn follow(
         }
         None => None,
     }
+}
+
+/// Worker N on Kubernetes node ON, whose problem asks for requeue: once N is drained for it, set
+/// DOWN when the whole queue is known and every job on N is a batch job Slurm may requeue
+/// (slurmctld requeues those of a node that goes DOWN and kills the others: a worker with any
+/// other job only stays drained).
+fn requeue(
+    n: &Node,
+    on: &str,
+    slurm: Option<&crate::controller::decide::SlurmView>,
+) -> Option<Step> {
+    let slurm = slurm?;
+    if !n.state.has("DRAIN") || n.state.has("DOWN") || !health::drained_for(&n.reason, on) {
+        return None;
+    }
+    if slurm.jobs_error.is_some() || slurm.pending_unread.is_some() {
+        return None;
+    }
+    let jobs = slurm.jobs_on(&n.name);
+    let all = !jobs.is_empty() && jobs.iter().all(|j| j.batch && j.requeue);
+    all.then(|| Step::Requeue {
+        node: n.name.clone(),
+        jobs: jobs.iter().map(crate::controller::decide::holder).collect(),
+        reason: n.reason.clone(),
+    })
 }
 
 /// Whether PROBLEM, a worker's Kubernetes node's, is a cordon (the scheduler places no new pod
@@ -219,6 +260,20 @@ impl Step {
                 pod,
                 "Ready but never registered in Slurm: replaced".into(),
             ),
+            Step::Requeue { node, jobs, .. } => {
+                let each: Vec<String> = jobs
+                    .iter()
+                    .map(|j| format!("job {} ({})", j.id, j.user))
+                    .collect();
+                (
+                    "requeue",
+                    node,
+                    format!(
+                        "set DOWN: Slurm requeues {} (its node's rule asks for requeue)",
+                        each.join(", ")
+                    ),
+                )
+            }
             Step::Remediate { pod, reason, .. } => (
                 "delete",
                 pod,

@@ -79,6 +79,38 @@ fn problem(n: &Node, name: &str, rules: Option<&NodeHealth>) -> Option<DrainReas
     None
 }
 
+/// The listed nodes whose condition or taint asks for requeue (`requeue: true` in its rule of
+/// `policy.nodeHealth`).
+pub fn requeue_hosts<N: std::borrow::Borrow<Node>>(
+    nodes: &[N],
+    rules: Option<&NodeHealth>,
+) -> std::collections::BTreeSet<String> {
+    let Some(rules) = rules else {
+        return Default::default();
+    };
+    nodes
+        .iter()
+        .map(|n| n.borrow())
+        .filter(|n| {
+            let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+            let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+            let by_condition = conditions.into_iter().flatten().any(|c| {
+                rules
+                    .conditions
+                    .iter()
+                    .any(|r| r.requeue && r.type_ == c.type_ && r.status == c.status)
+            });
+            let by_taint = taints.into_iter().flatten().any(|t| {
+                rules.taints.iter().any(|r| {
+                    r.requeue && r.key == t.key && r.effect.as_ref().is_none_or(|e| *e == t.effect)
+                })
+            });
+            by_condition || by_taint
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .collect()
+}
+
 /// The drain a worker pod's own request asks for (`drain requested: REASON`), if any.
 pub fn requested(pod: &k8s_openapi::api::core::v1::Pod) -> Option<DrainReason> {
     request_of(pod.metadata.annotations.as_ref()).map(DrainReason::Requested)
@@ -138,10 +170,12 @@ mod tests {
             conditions: vec![NodeConditionRule {
                 type_: "GpuUnhealthy".into(),
                 status: "True".into(),
+                requeue: false,
             }],
             taints: vec![TaintRule {
                 key: "nvidia.com/gpu-xid".into(),
                 effect: Some("NoSchedule".into()),
+                requeue: true,
             }],
         };
         let nodes = vec![
@@ -168,6 +202,14 @@ mod tests {
         assert_eq!(p.len(), 3, "{p:?}");
         // Without rules, cordons still count.
         assert_eq!(problems(&nodes, None).keys().collect::<Vec<_>>(), ["e"]);
+        // Only the rule with requeue asks for it (its taint's effect as listed).
+        assert_eq!(
+            requeue_hosts(&nodes, Some(&rules))
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["c"]
+        );
+        assert!(requeue_hosts(&nodes, None).is_empty());
     }
 
     #[test]

@@ -39,6 +39,10 @@ struct Case {
     checked: bool,
     overdue: Vec<&'static str>,
     remediate: bool,
+    /// HOST's problem asks for requeue.
+    requeue: bool,
+    /// Slurm's jobs (None: not read).
+    jobs: Option<Vec<crate::slurm::Job>>,
 }
 
 impl Case {
@@ -50,6 +54,8 @@ impl Case {
             checked: false,
             overdue: vec![],
             remediate: false,
+            requeue: false,
+            jobs: None,
         }
     }
 
@@ -63,6 +69,12 @@ impl Case {
             .collect();
         let checked: BTreeSet<String> = self.checked.then(|| "w".to_string()).into_iter().collect();
         let overdue: BTreeSet<String> = self.overdue.iter().map(|s| s.to_string()).collect();
+        let requeue: BTreeSet<String> =
+            self.requeue.then(|| HOST.to_string()).into_iter().collect();
+        let view = self
+            .jobs
+            .clone()
+            .map(|jobs| crate::controller::decide::SlurmView::new(self.nodes.clone(), jobs));
         let remediate: BTreeMap<String, bool> = self
             .remediate
             .then(|| ("w".to_string(), true))
@@ -75,6 +87,8 @@ impl Case {
             checked: &checked,
             overdue: &overdue,
             remediate: &remediate,
+            requeue: &requeue,
+            slurm: view.as_ref(),
             now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         })
         .iter()
@@ -307,4 +321,66 @@ fn remediation_replaces_a_worker_once_no_job_runs_once_per_drain_and_only_where_
     }
     c.nodes = vec![node("w-0", &["IDLE", "DRAIN"], request)];
     assert_eq!(deletes(&c), Vec::<String>::new());
+}
+
+fn job(id: u64, node: &str, batch: bool, requeue: bool) -> crate::slurm::Job {
+    crate::slurm::Job {
+        id,
+        user: "alice".into(),
+        state: vec!["RUNNING".into()],
+        nodes: vec![node.into()],
+        batch,
+        requeue,
+        ..crate::slurm::Job::default()
+    }
+}
+
+#[test]
+fn a_preemption_warning_requeues_a_drained_worker_s_jobs_only_when_every_one_may_be_requeued() {
+    let spot = format!(
+        "slurmops: node {HOST}: taint cloud.google.com/impending-node-termination:NoSchedule"
+    );
+    let problem = DrainReason::parse(&spot).unwrap();
+    let mut c = Case::new(vec![pod("w-0")], vec![node("w-0", &["ALLOCATED"], "")]);
+    c.problems = Some([(HOST.to_string(), problem)].into());
+    c.requeue = true;
+    c.jobs = Some(vec![job(7, "w-0", true, true)]);
+    // Drained first (the warning is a node problem)...
+    assert!(
+        c.steps().contains(&format!(
+            "drain w-0: node {HOST}: taint cloud.google.com/impending-node-termination:NoSchedule"
+        )),
+        "{:?}",
+        c.steps()
+    );
+    // ...then, drained, set DOWN: Slurm requeues its job.
+    c.nodes = vec![node("w-0", &["ALLOCATED", "DRAIN"], &spot)];
+    let requeues = |c: &Case| -> Vec<String> {
+        c.steps()
+            .into_iter()
+            .filter(|s| s.starts_with("requeue"))
+            .collect()
+    };
+    assert_eq!(
+        requeues(&c),
+        ["requeue w-0: set DOWN: Slurm requeues job 7 (alice) (its node's rule asks for requeue)"]
+    );
+    // A job that may not be requeued (or an interactive one) is never killed: drained only.
+    c.jobs = Some(vec![job(7, "w-0", true, true), job(8, "w-0", true, false)]);
+    assert_eq!(requeues(&c), Vec::<String>::new());
+    c.jobs = Some(vec![job(9, "w-0", false, true)]);
+    assert_eq!(requeues(&c), Vec::<String>::new());
+    // A rule without requeue, the queue unread, or DOWN already: nothing.
+    c.jobs = Some(vec![job(7, "w-0", true, true)]);
+    c.requeue = false;
+    assert_eq!(requeues(&c), Vec::<String>::new());
+    c.requeue = true;
+    c.jobs = None;
+    assert_eq!(requeues(&c), Vec::<String>::new());
+    c.jobs = Some(vec![job(7, "w-0", true, true)]);
+    c.nodes = vec![node("w-0", &["DOWN", "DRAIN"], &spot)];
+    assert_eq!(requeues(&c), Vec::<String>::new());
+    // Someone else's drain on the node: theirs.
+    c.nodes = vec![node("w-0", &["ALLOCATED", "DRAIN"], "disk check by admin")];
+    assert_eq!(requeues(&c), Vec::<String>::new());
 }
