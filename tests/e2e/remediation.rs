@@ -54,12 +54,7 @@ async fn health_tools_drain_requests_drain_and_resume_and_a_requested_worker_is_
     let w0 = format!("{w}-0");
     let node = env.kubelet.node.clone();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
-    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
-        .env_remove("SLURMRESTD_URL")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    crate::sync::applied(dir.path(), &cluster_yaml(&env.ns, &w));
     let s = slurm();
     eventually(&format!("{w0} idle"), Duration::from_secs(30), async || {
         let n = s.get(&w0).await.ok()?;

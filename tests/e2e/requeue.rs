@@ -65,6 +65,30 @@ async fn job(id: u64) -> (Vec<String>, u64) {
     )
 }
 
+/// Workers A and B idle in Slurm, then a job that may be requeued running on A and one that may
+/// not on B: their ids.
+async fn two_jobs_running(a: &str, b: &str) -> (u64, u64) {
+    let s = slurm();
+    for n in [a, b] {
+        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
+            let node = s.get(n).await.ok()?;
+            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
+        })
+        .await;
+    }
+    let requeued = submit(a, true).await;
+    let kept = submit(b, false).await;
+    for id in [requeued, kept] {
+        eventually(
+            &format!("job {id} running"),
+            Duration::from_secs(30),
+            async || job(id).await.0.iter().any(|x| x == "RUNNING").then_some(()),
+        )
+        .await;
+    }
+    (requeued, kept)
+}
+
 async fn uid(pods: &Api<Pod>, name: &str) -> Option<String> {
     pods.get_opt(name).await.ok().flatten()?.metadata.uid
 }
@@ -95,21 +119,7 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     .unwrap();
     let s = slurm();
     let (a, b) = (format!("{w}-0"), format!("{w}-1"));
-    for n in [&a, &b] {
-        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
-            let node = s.get(n).await.ok()?;
-            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
-        })
-        .await;
-    }
-    let requeued = submit(&a, true).await;
-    let kept = submit(&b, false).await;
-    for id in [requeued, kept] {
-        eventually(&format!("job {id} running"), Duration::from_secs(30), async || {
-            job(id).await.0.iter().any(|x| x == "RUNNING").then_some(())
-        })
-        .await;
-    }
+    let (requeued, kept) = two_jobs_running(&a, &b).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
     let (a_uid, b_uid) = (uid(&pods, &a).await, uid(&pods, &b).await);
 
@@ -199,7 +209,7 @@ const SPOT_TAINT: &str = "cloud.google.com/impending-node-termination";
 
 on_each_slurm! {
 async fn a_preemption_warning_requeues_the_requeueable_jobs_at_once_and_never_kills_another() {
-    use crate::sync::{slurmops, sync_once};
+    use crate::sync::{applied, sync_once};
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Patch, PatchParams};
     let env = TestEnv::new("spot").await;
@@ -207,29 +217,10 @@ async fn a_preemption_warning_requeues_the_requeueable_jobs_at_once_and_never_ki
     env.grant_node_reader().await;
     let w = env.name("s");
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cluster.yaml"), spot_yaml(&env.ns, &w)).unwrap();
-    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
-        .env_remove("SLURMRESTD_URL")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    applied(dir.path(), &spot_yaml(&env.ns, &w));
     let s = slurm();
     let (a, b) = (format!("{w}-0"), format!("{w}-1"));
-    for n in [&a, &b] {
-        eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
-            let node = s.get(n).await.ok()?;
-            (node.state.has("IDLE") && !node.state.has("NOT_RESPONDING")).then_some(())
-        })
-        .await;
-    }
-    let requeued = submit(&a, true).await;
-    let kept = submit(&b, false).await;
-    for id in [requeued, kept] {
-        eventually(&format!("job {id} running"), Duration::from_secs(30), async || {
-            job(id).await.0.iter().any(|x| x == "RUNNING").then_some(())
-        })
-        .await;
-    }
+    let (requeued, kept) = two_jobs_running(&a, &b).await;
     // The cloud warns: the node goes in about two minutes.
     let taint = |on: bool| {
         let taints = match on {

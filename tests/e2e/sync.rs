@@ -42,6 +42,21 @@ pub(crate) fn slurmops(dir: &std::path::Path, args: &[&str]) -> Command {
     c
 }
 
+/// Writes YAML as DIR's cluster.yaml and applies it (`apply --wait 90s`, without Slurm, as the
+/// restricted identity); panics with apply's output when it fails.
+pub(crate) fn applied(dir: &std::path::Path, yaml: &str) {
+    std::fs::write(dir.join("cluster.yaml"), yaml).unwrap();
+    let out = slurmops(dir, &["apply", "--wait", "90s"])
+        .env_remove("SLURMRESTD_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) fn sync_once(dir: &std::path::Path) -> String {
     let out = slurmops(dir, &["sync", "--once"]).output().unwrap();
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -177,16 +192,7 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     let w = env.name("y");
     let (w0, w1) = (format!("{w}-0"), format!("{w}-1"));
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
-    let out = slurmops(dir.path(), &["apply", "--wait", "90s"])
-        .env_remove("SLURMRESTD_URL")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    applied(dir.path(), &cluster_yaml(&env.ns, &w));
     let s = slurm();
     for n in [&w0, &w1] {
         eventually(&format!("{n} idle"), Duration::from_secs(30), async || {

@@ -48,6 +48,31 @@ fn apply(dir: &std::path::Path, wait: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// A test namespace on two Kubernetes nodes, the first labelled LABEL=A, the second LABEL=B (pods
+/// go to them by ordinal: even workers on the first), and YAML(namespace, NodeSet) applied with
+/// the bed's Slurm: the environment, the NodeSet, the directory of cluster.yaml and apply's output.
+async fn applied_on_two_nodes(
+    name: &str,
+    label: &str,
+    (a, b): (&str, &str),
+    yaml: fn(&str, &str) -> String,
+) -> (TestEnv, String, tempfile::TempDir, String) {
+    let env = TestEnv::on_nodes(name, &[&[(label, a)], &[(label, b)]]).await;
+    env.grant_slurmops_role().await;
+    env.grant_node_reader().await;
+    let w = env.name(&name[..1]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), yaml(&env.ns, &w)).unwrap();
+    let out = apply(dir.path(), "120s");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (env, w, dir, stdout)
+}
+
 /// `sbatch -N2 -w NODES` in the bed's Slurm: Ok(job id) or Err(sbatch's refusal).
 fn sbatch_two(nodes: &str) -> Result<u64, String> {
     let out = Command::new("bash")
@@ -74,20 +99,9 @@ fn sbatch_two(nodes: &str) -> Result<u64, String> {
 on_slurm_releases! {
 async fn workers_join_the_block_of_their_kubernetes_node_and_jobs_stay_inside_a_block() {
     let (a, b) = (BLOCKS[0], BLOCKS[1]);
-    // Pods go to the nodes by ordinal: w-0 and w-2 on rack-a's node, w-1 and w-3 on rack-b's.
-    let env = TestEnv::on_nodes("topo", &[&[(BLOCK_LABEL, a)], &[(BLOCK_LABEL, b)]]).await;
-    env.grant_slurmops_role().await;
-    env.grant_node_reader().await;
-    let w = env.name("w");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&env.ns, &w)).unwrap();
-    let out = apply(dir.path(), "120s");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // w-0 and w-2 on rack-a's node, w-1 and w-3 on rack-b's.
+    let (env, w, dir, stdout) =
+        applied_on_two_nodes("wtopo", BLOCK_LABEL, (a, b), cluster_yaml).await;
     // apply returned once every worker was in its block (it waits for them to register).
     let s = slurm();
     assert!(s.parser().await.unwrap().has_node_topology());
@@ -160,20 +174,9 @@ fn tree_yaml(ns: &str, w: &str) -> String {
 on_slurm_releases! {
 async fn workers_join_the_leaf_switch_of_their_kubernetes_node_and_a_job_runs_under_one() {
     let (l1, l2) = (SWITCHES[0], SWITCHES[1]);
-    // Pods go to the nodes by ordinal: w-0 and w-2 under leaf-1, w-1 and w-3 under leaf-2.
-    let env = TestEnv::on_nodes("tree", &[&[(SWITCH_LABEL, l1)], &[(SWITCH_LABEL, l2)]]).await;
-    env.grant_slurmops_role().await;
-    env.grant_node_reader().await;
-    let w = env.name("t");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cluster.yaml"), tree_yaml(&env.ns, &w)).unwrap();
-    let out = apply(dir.path(), "120s");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // w-0 and w-2 under leaf-1, w-1 and w-3 under leaf-2.
+    let (env, w, _dir, stdout) =
+        applied_on_two_nodes("tree", SWITCH_LABEL, (l1, l2), tree_yaml).await;
     let s = slurm();
     for (i, leaf) in [(0, l1), (1, l2), (2, l1), (3, l2)] {
         let node = s.get(&format!("{w}-{i}")).await.unwrap();
