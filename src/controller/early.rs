@@ -8,7 +8,9 @@
 //! (the jobs read so far while a restarted daemon reads it job by job: a floor). The decisions are
 //! `autoscale::decide`'s; a scale-in or hold it gives is not carried out here (the pass after the
 //! listing decides with every pod). A NodeSet whose pods slurmops makes (its workers are its
-//! pods, whatever their ordinals) waits for the listing too.
+//! pods, whatever their ordinals) waits for the listing too. Slurm's nodes are read by name,
+//! only the autoscaled NodeSets' workers, while they are few ([`NODES_READ_BY_NAME`]): the
+//! whole list is what the full pass reads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,12 +18,12 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 
 use super::autoscale::{self, Decision};
-use super::observe::{JobsNeed, Needs, read_slurm};
+use super::observe::{JobsNeed, Needs, read_slurm_with};
 use super::outcome::Phases;
 use super::upkeep::{self, Scale, Upkeep};
 use super::{Env, PassError};
 use crate::cluster::ClusterFile;
-use crate::slurm::SlurmNodes;
+use crate::slurm::{SlurmError, SlurmNodes};
 
 /// What an early pass decided and wrote.
 #[derive(Debug, Default)]
@@ -59,7 +61,14 @@ pub async fn scale_out<S: SlurmNodes>(
         jobs: JobsNeed::Always,
         ..Needs::default()
     };
-    let view = match read_slurm(slurm, |_| needs.jobs == JobsNeed::Always).await {
+    let read = async {
+        let nodes = match nodes_to_read(c, sts) {
+            Some(names) => nodes_named(slurm, &names).await?,
+            None => slurm.all_nodes().await?,
+        };
+        read_slurm_with(slurm, nodes, |_| needs.jobs == JobsNeed::Always).await
+    };
+    let view = match read.await {
         Ok(v) => v,
         Err(e) => {
             return Ok(Early {
@@ -103,6 +112,51 @@ pub async fn scale_out<S: SlurmNodes>(
     early.phases = phases;
     early.slurm_traffic = slurm.traffic() - traffic;
     Ok(early)
+}
+
+/// Nodes an early pass reads one by one, at most: past them it reads Slurm's whole node list.
+/// At 10,000 workers that list is 23 MB, which slurmrestd took 8 s to build while the restarted
+/// daemon's watches listed the pods (docs/benchmarks.md, 2026-12-02).
+pub const NODES_READ_BY_NAME: usize = 32;
+
+/// The Slurm nodes an early pass decides on, when few enough to read by name: the workers
+/// `NAME-0..replicas` of each autoscaled StatefulSet NodeSet of C (STS: the listed
+/// StatefulSets; a NodeSet without one has no worker). None: more than [`NODES_READ_BY_NAME`].
+pub fn nodes_to_read(c: &ClusterFile, sts: &[Arc<StatefulSet>]) -> Option<Vec<String>> {
+    let sets = super::observe::views(sts, &BTreeMap::new(), &[]);
+    let mut names = Vec::new();
+    for ns in c
+        .spec
+        .node_sets
+        .iter()
+        .filter(|n| n.autoscale.is_some() && !n.managed())
+    {
+        let replicas = sets.get(&ns.name).map_or(0, |s| s.replicas) as usize;
+        if names.len() + replicas > NODES_READ_BY_NAME {
+            return None;
+        }
+        names.extend((0..replicas).map(|i| format!("{}-{i}", ns.name)));
+    }
+    Some(names)
+}
+
+/// NAMES as Slurm knows them, one request each; a node Slurm does not know is left out (a
+/// worker not registered yet), as the whole list would leave it out.
+async fn nodes_named<S: SlurmNodes>(
+    slurm: &S,
+    names: &[String],
+) -> Result<crate::slurm::Nodes, SlurmError> {
+    let mut nodes = BTreeMap::new();
+    for name in names {
+        match slurm.get(name).await {
+            Ok(n) => {
+                nodes.insert(name.clone(), n);
+            }
+            Err(SlurmError::UnknownNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Arc::new(nodes))
 }
 
 /// The scale-outs of C, pure: each autoscaled StatefulSet NodeSet of STS whose queue demand asks

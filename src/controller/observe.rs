@@ -368,6 +368,16 @@ pub async fn read_slurm<S: SlurmNodes>(
     need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
 ) -> Result<SlurmView, SlurmError> {
     let nodes = s.all_nodes().await?;
+    read_slurm_with(s, nodes, need).await
+}
+
+/// As [`read_slurm`], with NODES already read (the early pass reads only the nodes it decides
+/// on: `controller::early`).
+pub async fn read_slurm_with<S: SlurmNodes>(
+    s: &S,
+    nodes: crate::slurm::Nodes,
+    need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
+) -> Result<SlurmView, SlurmError> {
     let known = match need(&nodes) {
         true => match s.known_jobs().await {
             Ok(k) => k,
