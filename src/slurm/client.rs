@@ -248,7 +248,17 @@ impl Client {
         mut resp: reqwest::Response,
         deadline: Duration,
     ) -> Result<Vec<u8>, SlurmError> {
-        let mut body = Vec::new();
+        // The answer's own length, within the bound, is reserved at once: a buffer doubling its
+        // way to the 23 MB of 10,000 nodes held 16 and 32 MB together at its last step, at the
+        // moment a restarted daemon's memory peaks (docs/benchmarks.md, 2026-12-02).
+        let announced = resp.content_length().unwrap_or(0) as usize;
+        if announced > self.config.max_answer {
+            return Err(SlurmError::TooLarge {
+                path: self.path_of(url),
+                limit_mib: self.config.max_answer >> 20,
+            });
+        }
+        let mut body = Vec::with_capacity(announced);
         loop {
             let chunk = resp
                 .chunk()

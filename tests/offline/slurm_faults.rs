@@ -132,6 +132,27 @@ async fn an_answer_past_the_limit_is_refused_once_and_names_its_size() {
 }
 
 #[tokio::test]
+async fn an_answer_announcing_a_length_past_the_limit_is_refused_before_its_body() {
+    // A peer announcing 1 GiB, then sending nothing (slurmrestd would send it, slowly).
+    let (url, seen) = peer_with(1, |mut s| {
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n{",
+        );
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let c = client(&url, Duration::from_secs(20));
+    let t = Instant::now();
+    let err = c.jobs().await.unwrap_err();
+    assert!(matches!(err, SlurmError::TooLarge { .. }), "{err:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "refused only after {:?}: the body was waited for",
+        t.elapsed()
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "asked again");
+}
+
+#[tokio::test]
 async fn a_pass_waits_for_the_first_queue_read_no_longer_than_told() {
     // slurmrestd slow to answer the first job's read.
     let (url, _) = peer_with(1, |_s| std::thread::sleep(Duration::from_secs(30)));
