@@ -23,6 +23,7 @@ use super::outcome::Phases;
 use super::upkeep::{self, Scale, Upkeep};
 use super::{Env, PassError};
 use crate::cluster::ClusterFile;
+use crate::cluster::types::NodeSet;
 use crate::slurm::{SlurmError, SlurmNodes};
 
 /// What an early pass decided and wrote.
@@ -41,10 +42,15 @@ pub struct Early {
 
 /// The NodeSets of C an early pass may scale out: autoscaled, StatefulSet workers.
 pub fn applies(c: &ClusterFile) -> bool {
+    decided(c).next().is_some()
+}
+
+/// The NodeSets of C an early pass decides on: autoscaled, their workers a StatefulSet's.
+fn decided(c: &ClusterFile) -> impl Iterator<Item = &NodeSet> {
     c.spec
         .node_sets
         .iter()
-        .any(|n| n.autoscale.is_some() && !n.managed())
+        .filter(|n| n.autoscale.is_some() && !n.managed())
 }
 
 /// Decides autoscale's scale-outs of C from STS (the listed StatefulSets) and SLURM, and carries
@@ -125,12 +131,7 @@ pub const NODES_READ_BY_NAME: usize = 32;
 pub fn nodes_to_read(c: &ClusterFile, sts: &[Arc<StatefulSet>]) -> Option<Vec<String>> {
     let sets = super::observe::views(sts, &BTreeMap::new(), &[]);
     let mut names = Vec::new();
-    for ns in c
-        .spec
-        .node_sets
-        .iter()
-        .filter(|n| n.autoscale.is_some() && !n.managed())
-    {
+    for ns in decided(c) {
         let replicas = sets.get(&ns.name).map_or(0, |s| s.replicas) as usize;
         if names.len() + replicas > NODES_READ_BY_NAME {
             return None;
@@ -141,7 +142,9 @@ pub fn nodes_to_read(c: &ClusterFile, sts: &[Arc<StatefulSet>]) -> Option<Vec<St
 }
 
 /// NAMES as Slurm knows them, one request each; a node Slurm does not know is left out (a
-/// worker not registered yet), as the whole list would leave it out.
+/// worker not registered yet), as the whole list would leave it out. Slurm 24.11 answers a node
+/// it does not know as it answers other failures, so there the client tells them apart by the
+/// whole list (`Client::node`): a restart with an autoscaled worker not registered yet reads it.
 async fn nodes_named<S: SlurmNodes>(
     slurm: &S,
     names: &[String],
@@ -174,11 +177,7 @@ pub fn decide(
     }
     // The NodeSets as the full pass names them, without workers (no pod is known).
     let sets = super::observe::views(sts, &BTreeMap::new(), &[]);
-    let seen = c
-        .spec
-        .node_sets
-        .iter()
-        .filter(|n| n.autoscale.is_some() && !n.managed())
+    let seen = decided(c)
         .filter_map(|ns| {
             let r = sets.get(&ns.name)?.replicas;
             Some((

@@ -248,9 +248,9 @@ impl Client {
         mut resp: reqwest::Response,
         deadline: Duration,
     ) -> Result<Vec<u8>, SlurmError> {
-        // The answer's own length, within the bound, is reserved at once: a buffer doubling its
-        // way to the 23 MB of 10,000 nodes held 16 and 32 MB together at its last step, at the
-        // moment a restarted daemon's memory peaks (docs/benchmarks.md, 2026-12-02).
+        // An answer announcing more than the bound is refused before its body; within it, its
+        // length is reserved at once (a buffer doubling its way to the 23 MB of 10,000 nodes
+        // copied itself at every step and held 16 and 32 MB together at the last).
         let announced = resp.content_length().unwrap_or(0) as usize;
         if announced > self.config.max_answer {
             return Err(SlurmError::TooLarge {
