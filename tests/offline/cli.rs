@@ -390,3 +390,46 @@ fn import_slinky_turns_each_chart_version_into_a_cluster_yaml_that_validates() {
         "{err}"
     );
 }
+
+/// An offline plan whose side does not load names that side's file and line, the new side's first
+/// (the plan is about it), and shows no plan.
+#[test]
+fn a_plan_names_the_side_that_does_not_load_the_new_one_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string("examples/repo/cluster.yaml").unwrap();
+    let bad = good.replacen("spec:\n", "spec:\n  noSuchField: 1\n", 1);
+    assert_ne!(good, bad, "the example has a spec");
+    let (old_good, old_bad) = (dir.path().join("old.yaml"), dir.path().join("old-bad.yaml"));
+    let (new_good, new_bad) = (dir.path().join("new.yaml"), dir.path().join("new-bad.yaml"));
+    std::fs::write(&old_good, &good).unwrap();
+    std::fs::write(&old_bad, &bad).unwrap();
+    std::fs::write(&new_good, &good).unwrap();
+    std::fs::write(&new_bad, &bad).unwrap();
+    let plan = |new: &std::path::Path, old: &std::path::Path| {
+        let out = slurmops(&[
+            "plan",
+            new.to_str().unwrap(),
+            "--from",
+            old.to_str().unwrap(),
+        ]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = plan(&new_good, &old_good);
+    assert_eq!(code, Some(0), "the same file twice: no change\n{text}");
+    for (new, old, named, not) in [
+        (&new_good, &old_bad, "old-bad.yaml:", "new-bad.yaml"),
+        (&new_bad, &old_good, "new-bad.yaml:", "old-bad.yaml"),
+        (&new_bad, &old_bad, "new-bad.yaml:", "old-bad.yaml"),
+    ] {
+        let (code, text) = plan(new, old);
+        assert_eq!(code, Some(1), "{text}");
+        assert!(
+            text.contains(named) && text.contains("noSuchField") && !text.contains(not),
+            "the problem named at {named} only:\n{text}"
+        );
+    }
+}
