@@ -10,6 +10,7 @@
 //! its next write once the lease is lost. SIGTERM finishes the current pass, releases the lease
 //! and exits.
 
+pub mod allocator;
 mod early;
 pub mod http;
 pub mod install;

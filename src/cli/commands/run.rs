@@ -198,6 +198,7 @@ fn init_logs(format: LogFormat, level: LogLevel) {
 
 /// `slurmops run`: the daemon, until it is stopped (or one pass with `--once`).
 pub fn exec(a: RunArgs) -> Outcome {
+    daemon::allocator::settle();
     init_logs(a.log_format, a.log_level);
     let cfg = settings::config(&a).map_err(CliError::Other)?;
     let multi = tokio::runtime::Builder::new_multi_thread()
