@@ -80,7 +80,8 @@ pub struct Summary {
     pub passed: u32,
     pub failed: u32,
     pub running: u32,
-    /// Due and waiting: for room under the cap, or for the worker to be idle.
+    /// Due and waiting: for room under the cap, for the worker to be idle, or (a block's) for
+    /// the block to be whole.
     pub waiting: u32,
     /// `NODE: job N: ERROR`, the first failures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,7 +1,9 @@
 //! Checks across nodes (`span: block | pair`), pure: one job over a group of workers — the
 //! workers of one topology block (NCCL over NVLink), or two workers (InfiniBand between them) —
 //! started at the check's schedule once every worker of the group is free, and judged once for
-//! all of them. A group cannot be told apart from its members, so a failure marks and drains
+//! all of them. A block's job waits until the block is whole: every worker Kubernetes put on its
+//! nodes registered and placed in the block in Slurm (a job over part of an NVLink domain would
+//! judge the domain by a run that never crossed it). A group cannot be told apart from its members, so a failure marks and drains
 //! every worker the job ran on (`onFailure: report` only reports); the next run that passes
 //! resumes them. Such a check never holds a new worker: it would wait for the others.
 //!
@@ -15,7 +17,9 @@ use super::{
     request, summary, tally,
 };
 use crate::cluster::active_checks::{ActiveCheck, CheckSpan, OnFailure};
+use crate::cluster::types::TOPOLOGY_BLOCK;
 use crate::controller::decide::{Action, SetView, SlurmView, Worker};
+use crate::render::slurm::node_topology;
 use crate::slurm::{Job, Node};
 
 /// Workers one job of a check runs on.
@@ -23,6 +27,9 @@ pub(super) struct Group<'a> {
     /// `@BLOCK`, or `@FIRST` for a pair: the job name's target.
     key: String,
     members: Vec<(&'a Worker, &'a Node)>,
+    /// Every worker of the group is a member: none is still registering, or (a block's)
+    /// waiting to be placed in it. A job is submitted only for a whole group.
+    whole: bool,
 }
 
 /// Where a NodeSet's groups run.
@@ -34,38 +41,53 @@ pub(super) struct On<'a> {
 }
 
 /// The groups of check C among SET's registered workers, in order: by the block of each
-/// worker's Kubernetes node (HOST_BLOCKS; a worker on an unlabelled node is in none), or in
-/// pairs by ordinal (an odd last worker joins the last pair).
+/// worker's Kubernetes node (HOST_BLOCKS; a worker on an unlabelled node is in none; a worker
+/// not registered yet, or not placed in its block in Slurm yet, leaves its block not whole), or
+/// in pairs by ordinal (an odd last worker joins the last pair).
 pub(super) fn of<'a>(
     c: &ActiveCheck,
     set: &'a SetView,
     slurm: &'a SlurmView,
     host_blocks: &BTreeMap<String, String>,
 ) -> Vec<Group<'a>> {
-    let mut ws: Vec<(&Worker, &Node)> = set
-        .workers
-        .iter()
-        .filter(|w| !w.deleting)
-        .filter_map(|w| slurm.nodes.get(&w.name).map(|n| (w, n)))
-        .collect();
-    ws.sort_by_key(|(w, _)| (w.ordinal, w.name.clone()));
     match c.span {
         CheckSpan::Node => Vec::new(),
         CheckSpan::Block => {
-            let mut by: BTreeMap<&str, Vec<(&Worker, &Node)>> = BTreeMap::new();
-            for (w, n) in ws {
-                if let Some(b) = w.host.as_ref().and_then(|h| host_blocks.get(h)) {
-                    by.entry(b).or_default().push((w, n));
+            let mut by: BTreeMap<&str, Group> = BTreeMap::new();
+            for w in set.workers.iter().filter(|w| !w.deleting) {
+                let Some(b) = w.host.as_ref().and_then(|h| host_blocks.get(h)) else {
+                    continue;
+                };
+                let g = by.entry(b).or_insert_with(|| Group {
+                    key: format!("@{b}"),
+                    members: Vec::new(),
+                    whole: true,
+                });
+                let placed = node_topology(TOPOLOGY_BLOCK, b);
+                match slurm.nodes.get(&w.name) {
+                    Some(n) => {
+                        g.whole &= n.topology == placed;
+                        g.members.push((w, n));
+                    }
+                    None => g.whole = false,
                 }
             }
-            by.into_iter()
-                .map(|(b, members)| Group {
-                    key: format!("@{b}"),
-                    members,
+            by.into_values()
+                .filter(|g| !g.members.is_empty())
+                .map(|mut g| {
+                    g.members.sort_by_key(|(w, _)| (w.ordinal, w.name.clone()));
+                    g
                 })
                 .collect()
         }
         CheckSpan::Pair => {
+            let mut ws: Vec<(&Worker, &Node)> = set
+                .workers
+                .iter()
+                .filter(|w| !w.deleting)
+                .filter_map(|w| slurm.nodes.get(&w.name).map(|n| (w, n)))
+                .collect();
+            ws.sort_by_key(|(w, _)| (w.ordinal, w.name.clone()));
             // An odd last worker joins the last pair: no worker is in two groups, so one
             // group's result never clears another's.
             let mut pairs: Vec<Vec<(&Worker, &Node)>> = ws.chunks(2).map(<[_]>::to_vec).collect();
@@ -79,6 +101,7 @@ pub(super) fn of<'a>(
                 .map(|members| Group {
                     key: format!("@{}", members[0].0.name),
                     members,
+                    whole: true,
                 })
                 .collect()
         }
@@ -130,8 +153,9 @@ pub(super) fn run(
     match fresh.filter(|f| f.0 >= stamp).map(|f| f.1) {
         Some(j) if judgeable(j) => pass.keep_result(j, now, out),
         Some(j) if !ended(j) => pass.time_running(j, now, out),
-        // Never submitted, or ended without running: due.
-        _ if due.is_some() => pass.submit_if_free(checks, room, stamp, out),
+        // Never submitted, or ended without running: due, once the group is whole.
+        _ if due.is_some() && g.whole => pass.submit_if_free(checks, room, stamp, out),
+        _ if due.is_some() => summary(out, set, &c.name).waiting += g.members.len() as u32,
         _ => {}
     }
     pass.record(out);

@@ -203,15 +203,39 @@ spec:
     .into_iter()
     .map(|(h, b)| (h.to_string(), b.to_string()))
     .collect();
-    let c = assess(
-        &spec,
-        &sets(workers),
-        &SlurmView::new(idle(5), vec![]),
-        &blocks,
-        &Default::default(),
-        NOW,
-    );
+    // Each worker's slurmd registered and slurmops placed it in its block (host-4's in none).
+    let placed = |nodes: &mut Vec<crate::slurm::Node>| {
+        for n in nodes.iter_mut() {
+            let host = format!("host-{}", &n.name["gpu-".len()..]);
+            if let Some(b) = blocks.get(&host) {
+                n.topology = format!("nvlink:{b}");
+            }
+        }
+    };
+    let mut nodes = idle(5);
+    placed(&mut nodes);
+    let run = |workers: Vec<crate::controller::decide::Worker>, nodes| {
+        assess(
+            &spec,
+            &sets(workers),
+            &SlurmView::new(nodes, vec![]),
+            &blocks,
+            &Default::default(),
+            NOW,
+        )
+    };
+    let c = run(workers.clone(), nodes.clone());
     assert_eq!(steps(&c), ["submit gpu-0,gpu-2", "submit gpu-1,gpu-3"]);
+    // A block not whole yet waits (seen in CI: a job over the one worker registered first):
+    // gpu-2 not placed in block a yet, gpu-3 not registered at all.
+    let mut partial = nodes.clone();
+    partial[2].topology.clear();
+    partial.remove(3);
+    let c = run(workers.clone(), partial);
+    assert_eq!(steps(&c), Vec::<String>::new());
+    let s = &c.summary["gpu"][0];
+    assert_eq!((s.waiting, s.running), (3, 0), "{s:?}");
+    let c = run(workers, nodes);
     let script = c.actions["gpu"].iter().find_map(|a| match a {
         crate::controller::decide::Action::CheckSubmit { job } => Some(job.script.clone()),
         _ => None,
