@@ -201,9 +201,10 @@ pub enum RunningJobs {
 
 /// Which running jobs a rollout requeues, and after how long: a worker drained for the rollout
 /// waits `after` for its jobs to end by themselves; then, when every job still on it is a batch
-/// job Slurm may requeue (`--requeue`, or `JobRequeue=1`) and matches the selectors, they are
-/// requeued (the node is set DOWN, on which Slurm requeues them and starts them again from their
-/// beginning elsewhere) and the worker is replaced. A job that may not be requeued is waited for.
+/// job Slurm may requeue (`--requeue`, or `JobRequeue=1`) that names no nodes (`--nodelist`)
+/// and matches the selectors, they are requeued (the node is set DOWN, on which Slurm requeues
+/// them and starts them again from their beginning elsewhere) and the worker is replaced. A job
+/// that may not be requeued is waited for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Requeue {

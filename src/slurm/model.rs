@@ -166,6 +166,10 @@ pub struct Job {
     pub batch: bool,
     /// Slurm may requeue it (`--requeue`, or `JobRequeue=1` and not `--no-requeue`).
     pub requeue: bool,
+    /// It names the nodes it must run on (`--nodelist`): requeued after its worker was replaced,
+    /// Slurm may never start it again (seen on 25.11 and 26.05: pending, `BadConstraints`, the
+    /// new worker idle under the same name).
+    pub pinned: bool,
     /// Its QOS.
     pub qos: String,
 }
@@ -450,6 +454,9 @@ pub struct JobWire {
     batch_flag: bool,
     #[serde(default)]
     requeue: bool,
+    /// The hostlist it must run on, empty for none.
+    #[serde(default)]
+    required_nodes: String,
     #[serde(default)]
     qos: String,
 }
@@ -494,6 +501,7 @@ impl TryFrom<JobWire> for Job {
             time_limit: w.time_limit.filter(|t| *t > 0),
             batch: w.batch_flag,
             requeue: w.requeue,
+            pinned: !w.required_nodes.trim().is_empty(),
             qos: text::clean(w.qos),
         })
     }
@@ -592,7 +600,12 @@ mod tests {
                 !running.nodes.is_empty() && running.end_time.is_some(),
                 "{d} {v}"
             );
+            // Each sample job was submitted naming its node (`-w`).
+            assert!(jobs.iter().all(|j| j.pinned), "{d} {v}");
         }
+        // A job that names no node: `required_nodes` empty.
+        let free: JobWire = serde_json::from_str(r#"{"job_id": 7, "required_nodes": ""}"#).unwrap();
+        assert!(!Job::try_from(free).unwrap().pinned);
         // 26.05: the same node read through v0.0.42 and v0.0.45 is the same, but for topology.
         for f in ["node-draining", "node-busy", "node-drained-idle"] {
             let one = |v: &str| {

@@ -41,18 +41,35 @@ async fn rest(
     r.send().await.unwrap().json().await.unwrap_or_default()
 }
 
-/// Submits a job on NODE that may be requeued (REQUEUE) or not: the first run sleeps 600 s, a
-/// run after a requeue ends at once. Its id.
-async fn submit(node: &str, requeue: bool) -> u64 {
+/// Submits a job that may be requeued (REQUEUE) or not, on the worker ON names: `-w NODE`, or
+/// `--constraint SET` (any worker of NodeSet SET, whose name each carries as a feature). The first
+/// run sleeps 600 s, a run after a requeue ends at once. Its id.
+async fn submit(on: On<'_>, requeue: bool) -> u64 {
     let script = "#!/bin/sh\n[ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] && exit 0\nsleep 600\n";
-    let body = serde_json::json!({"script": script, "job": {
-        "tasks": 1, "name": "long-training", "partition": "all", "required_nodes": [node],
+    let mut job = serde_json::json!({
+        "tasks": 1, "name": "long-training", "partition": "all",
         "requeue": requeue, "current_working_directory": "/tmp",
-        "environment": ["PATH=/usr/bin:/bin"]}});
-    let resp = rest(reqwest::Method::POST, "job/submit", Some(body)).await;
+        "environment": ["PATH=/usr/bin:/bin"]});
+    match on {
+        On::Node(n) => job["required_nodes"] = json!([n]),
+        On::Set(s) => job["constraints"] = json!(s),
+    }
+    let resp = rest(
+        reqwest::Method::POST,
+        "job/submit",
+        Some(json!({"script": script, "job": job})),
+    )
+    .await;
     resp["job_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("job not submitted: {resp}"))
+}
+
+/// Where a job runs: the node named, or any worker of a NodeSet.
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Node(&'a str),
+    Set(&'a str),
 }
 
 /// Job ID as slurmrestd has it: its states and how often it was restarted.
@@ -65,9 +82,11 @@ async fn job(id: u64) -> (Vec<String>, u64) {
     )
 }
 
-/// Workers A and B idle in Slurm, then a job that may be requeued running on A and one that may
-/// not on B: their ids.
-async fn two_jobs_running(a: &str, b: &str) -> (u64, u64) {
+/// Workers A and B of NodeSet SET idle in Slurm, then a job that may not be requeued running on
+/// B (named: it is never requeued) and one that may running on A, the one worker of SET left free
+/// (by the NodeSet, as users submit: a job naming its node is not requeued by a rollout, which
+/// replaces the node under the same name). Their ids.
+async fn two_jobs_running(set: &str, a: &str, b: &str) -> (u64, u64) {
     let s = slurm();
     for n in [a, b] {
         eventually(&format!("{n} idle"), Duration::from_secs(30), async || {
@@ -76,16 +95,22 @@ async fn two_jobs_running(a: &str, b: &str) -> (u64, u64) {
         })
         .await;
     }
-    let requeued = submit(a, true).await;
-    let kept = submit(b, false).await;
-    for id in [requeued, kept] {
+    let running = async |id: u64| {
         eventually(
             &format!("job {id} running"),
             Duration::from_secs(30),
             async || job(id).await.0.iter().any(|x| x == "RUNNING").then_some(()),
         )
-        .await;
-    }
+        .await
+    };
+    let kept = submit(On::Node(b), false).await;
+    running(kept).await;
+    let requeued = submit(On::Set(set), true).await;
+    running(requeued).await;
+    let nodes =
+        rest(reqwest::Method::GET, &format!("job/{requeued}"), None).await["jobs"][0]["nodes"]
+            .clone();
+    assert_eq!(nodes, json!(a), "the requeueable job runs on {a}");
     (requeued, kept)
 }
 
@@ -119,7 +144,7 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     .unwrap();
     let s = slurm();
     let (a, b) = (format!("{w}-0"), format!("{w}-1"));
-    let (requeued, kept) = two_jobs_running(&a, &b).await;
+    let (requeued, kept) = two_jobs_running(&w, &a, &b).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
     let (a_uid, b_uid) = (uid(&pods, &a).await, uid(&pods, &b).await);
 
@@ -139,16 +164,45 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Its output read as it comes: unread, a full pipe would stop the rollout mid-pass.
+    let read = |r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut text = String::new();
+            let mut r = r;
+            r.read_to_string(&mut text).unwrap();
+            text
+        })
+    };
+    let stdout = read(Box::new(apply.stdout.take().unwrap()));
+    let stderr = read(Box::new(apply.stderr.take().unwrap()));
 
     // The requeueable job is requeued 5 s into its worker's drain, the worker replaced, and the
     // job runs again (on the new worker: the only one in service) and completes. Slurm holds a
     // requeued job back `SchedulerParameters=requeue_delay` (the bed: 2 s), which Slurm 24.11
     // does not read: there, the credential lifetime, 121 s.
-    eventually("the requeued job completed after a restart", Duration::from_secs(240), async || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    loop {
         let (state, restarts) = job(requeued).await;
-        (state == ["COMPLETED"] && restarts >= 1).then_some(())
-    })
-    .await;
+        if state == ["COMPLETED"] && restarts >= 1 {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            // What the rollout did and where it stands, for the failure's report.
+            apply.kill().ok();
+            apply.wait().ok();
+            let node = |n: &str| support::slurm::scontrol(&["show", "node", n, "-o"]);
+            panic!(
+                "timed out after 240 s waiting for the requeued job {requeued} completed after a restart: {state:?}, {restarts} restart(s)\n{}\n{}\n{}\napply printed:\n{}{}",
+                support::slurm::scontrol(&["show", "job", &requeued.to_string(), "-o"]),
+                node(&a),
+                node(&b),
+                stdout.join().unwrap(),
+                stderr.join().unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     eventually(&format!("{a} replaced"), Duration::from_secs(60), async || {
         let now = uid(&pods, &a).await?;
         (Some(&now) != a_uid.as_ref()).then_some(())
@@ -165,12 +219,7 @@ async fn a_rollout_requeues_a_long_requeueable_job_and_waits_for_one_that_may_no
     rest(reqwest::Method::DELETE, &format!("job/{kept}"), None).await;
     let out = tokio::task::spawn_blocking(move || {
         let status = apply.wait().unwrap();
-        let mut printed = String::new();
-        use std::io::Read;
-        apply.stdout.take().unwrap().read_to_string(&mut printed).unwrap();
-        let mut err = String::new();
-        apply.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        (status, printed, err)
+        (status, stdout.join().unwrap(), stderr.join().unwrap())
     })
     .await
     .unwrap();
@@ -220,7 +269,7 @@ async fn a_preemption_warning_requeues_the_requeueable_jobs_at_once_and_never_ki
     applied(dir.path(), &spot_yaml(&env.ns, &w));
     let s = slurm();
     let (a, b) = (format!("{w}-0"), format!("{w}-1"));
-    let (requeued, kept) = two_jobs_running(&a, &b).await;
+    let (requeued, kept) = two_jobs_running(&w, &a, &b).await;
     // The cloud warns: the node goes in about two minutes.
     let taint = |on: bool| {
         let taints = match on {

@@ -28,8 +28,10 @@ pub fn requeued_words(jobs: &[Holder], now: i64) -> String {
 
 /// The jobs on N, a worker drained for the rollout, that `runningJobs: requeue` requeues now:
 /// once it has drained for the rule's `after`, when the whole queue is known and every job on
-/// it is a batch job Slurm may requeue that the rule selects. None: it waits (a job that may not
-/// be requeued is never killed: the node goes DOWN only when every job on it is requeued).
+/// it is a batch job Slurm may requeue that the rule selects and that names no nodes (one that
+/// does may never start again once its worker is replaced under the same name). None: it waits
+/// (a job that may not be requeued is never killed: the node goes DOWN only when every job on it
+/// is requeued).
 pub fn requeue_now(n: &Node, p: &Policy, slurm: &SlurmView, now: i64) -> Option<Vec<Holder>> {
     let rule = p.requeue.as_ref()?;
     if n.state.has("DOWN") {
@@ -50,6 +52,7 @@ pub fn requeue_now(n: &Node, p: &Policy, slurm: &SlurmView, now: i64) -> Option<
     let selected = |j: &crate::slurm::Job| {
         j.batch
             && j.requeue
+            && !j.pinned
             && (rule.partitions.is_empty() || rule.partitions.contains(&j.partition))
             && (rule.qos.is_empty() || rule.qos.contains(&j.qos))
             && rule.max_nodes.is_none_or(|m| j.nodes.len() as u32 <= m)

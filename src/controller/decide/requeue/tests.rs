@@ -90,7 +90,9 @@ fn a_rollout_requeues_a_drained_workers_jobs_only_when_every_one_may_be_requeued
             .actions
             .is_empty()
     );
-    // One job that may not be requeued (--no-requeue), or not a batch job (salloc): all wait.
+    // One job that may not be requeued (--no-requeue), not a batch job (salloc), or naming its
+    // node (--nodelist: requeued, it may never start on the new worker of the same name): all
+    // wait.
     for other in [
         Job {
             requeue: false,
@@ -98,6 +100,10 @@ fn a_rollout_requeues_a_drained_workers_jobs_only_when_every_one_may_be_requeued
         },
         Job {
             batch: false,
+            ..may(2)
+        },
+        Job {
+            pinned: true,
             ..may(2)
         },
     ] {
