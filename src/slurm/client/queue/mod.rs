@@ -52,8 +52,8 @@ pub const REFRESH: Duration = Duration::from_secs(300);
 pub const MAX_FETCH: usize = 256;
 /// `job/{id}` reads in flight at once.
 const FETCH_AT_ONCE: usize = 8;
-/// A refresh reads jobs one by one for at most this long after `jobs/state/`; the next refresh
-/// goes on from there.
+/// A refresh starts reading jobs one by one for at most this long after `jobs/state/` (and
+/// keeps the reads then in flight); the next refresh goes on from there.
 pub const SLICE: Duration = Duration::from_secs(8);
 /// Reads after `jobs/state/` before the first batch is handed over (sooner when the caller's
 /// wait would run out).
@@ -257,7 +257,11 @@ impl Client {
         };
         let (mut sent, mut last) = (false, read_from);
         let this = &self;
+        // No read starts past the slice; those in flight then (at most FETCH_AT_ONCE, each
+        // bounded by the request's timeout) are awaited and kept: dropped, they would have cost
+        // slurmrestd their answers and be asked again by the next refresh.
         let mut reads = futures::stream::iter(order)
+            .take_while(|_| std::future::ready(Instant::now() < stop))
             .map(|id| async move { (id, this.job_records(id).await) })
             .buffer_unordered(FETCH_AT_ONCE);
         let mut result = Ok(());
@@ -268,7 +272,13 @@ impl Client {
                 // Not the first reads yet: no deadline but the slice's.
                 (false, false) => stop,
             };
-            let until = tokio::time::Instant::from_std(send_at.min(stop));
+            // Past the slice only the reads in flight are left: wait for them, sending batches
+            // at their pace.
+            let send_at = match Instant::now() >= stop {
+                true => send_at.max(Instant::now() + BATCH),
+                false => send_at.min(stop),
+            };
+            let until = tokio::time::Instant::from_std(send_at);
             match tokio::time::timeout_at(until, reads.next()).await {
                 Ok(Some((id, Ok(jobs)))) => {
                     let digest = groups.get(&id).map_or(0, |g| g.digest);
@@ -294,9 +304,6 @@ impl Client {
                 Err(_) => {}
             }
             let now = Instant::now();
-            if now >= stop {
-                break;
-            }
             let first_ready = sent || batch.read.len() >= first_min;
             let due_at = if sent { last + BATCH } else { first };
             if first_ready && (now >= due_at || (!sent && batch.read.len() >= MAX_FETCH)) {
