@@ -139,7 +139,7 @@ async fn a_new_worker_takes_no_users_job_until_its_checks_pass_and_a_failing_one
         .jobs()
         .await
         .unwrap()
-        .into_iter()
+        .iter()
         .filter(|j| j.name.starts_with(&format!("slurmops-check:slow:{set}-")))
         .map(|j| slurmops::slurm::Job::clone(j))
         .collect();
