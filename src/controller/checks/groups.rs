@@ -3,9 +3,10 @@
 //! started at the check's schedule once every worker of the group is free, and judged once for
 //! all of them. A block's job waits until the block is whole: every worker Kubernetes put on its
 //! nodes registered and placed in the block in Slurm (a job over part of an NVLink domain would
-//! judge the domain by a run that never crossed it). A group cannot be told apart from its members, so a failure marks and drains
-//! every worker the job ran on (`onFailure: report` only reports); the next run that passes
-//! resumes them. Such a check never holds a new worker: it would wait for the others.
+//! judge the domain by a run that never crossed it). A group cannot be told apart from its
+//! members, so a failure marks and drains every worker the job ran on (`onFailure: report` only
+//! reports); the next run that passes resumes them. Such a check never holds a new worker: it
+//! would wait for the others.
 //!
 //! The job is named `slurmops-check:CHECK:@GROUP:DUE` (GROUP: the block, or the pair's first
 //! worker), so a pass finds it again in Slurm like a per-node check's.
@@ -63,10 +64,9 @@ pub(super) fn of<'a>(
                     members: Vec::new(),
                     whole: true,
                 });
-                let placed = node_topology(TOPOLOGY_BLOCK, b);
                 match slurm.nodes.get(&w.name) {
                     Some(n) => {
-                        g.whole &= n.topology == placed;
+                        g.whole &= n.topology == node_topology(TOPOLOGY_BLOCK, b);
                         g.members.push((w, n));
                     }
                     None => g.whole = false,
