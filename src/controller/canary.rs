@@ -14,7 +14,7 @@
 use super::decide::{Action, DrainReason, SetView, SlurmView, Worker, controller_drain};
 pub use super::gate::{CanaryProgress, CanaryStage, Gate, Record, Verdict};
 use super::probe::{self, Judge, Outcome, Probe, ended};
-use crate::cluster::canary::{ScriptSource, ValidateNodes, Validation};
+use crate::cluster::canary::{ScriptRef, ScriptSource, ValidateNodes, Validation};
 use crate::slurm::{Job, Node};
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
@@ -329,6 +329,33 @@ fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
         // Not once it ended.
         Outcome::Running => Judged::Running,
     }
+}
+
+/// Each NodeSet's canary validation job as slurmops submits it (for revision `REV`, on the
+/// NodeSet's first workers as its canaries): (NodeSet, job, where its script is read from when
+/// sent, a ConfigMap's).
+pub fn jobs(
+    spec: &crate::cluster::types::ClusterSpec,
+) -> Vec<(String, crate::slurm::JobRequest, Option<ScriptRef>)> {
+    let mut out = Vec::new();
+    for n in &spec.node_sets {
+        let Some(cx) = Validation::of(spec, n) else {
+            continue;
+        };
+        let names: Vec<String> = (0..cx.canary.replicas.max(1))
+            .map(|i| format!("{}-{i}", n.name))
+            .collect();
+        let (target, nodes) = match cx.canary.validate.nodes {
+            ValidateNodes::PerNode => (names[0].clone(), vec![names[0].clone()]),
+            ValidateNodes::AllCanaries => ("all".to_string(), names),
+        };
+        if let Action::Submit { job, from } =
+            submit(&cx, &job_name(&n.name, "REV", &target), &nodes)
+        {
+            out.push((n.name.clone(), job, from));
+        }
+    }
+    out
 }
 
 /// The submission of one validation job (the script of a ConfigMap is read when it is sent).

@@ -319,9 +319,11 @@ fn request(
     probe.job(name, &script, &how)
 }
 
-/// Every check's job script on each NodeSet it covers, as a worker of it runs the job (the job
-/// name's node and time are placeholders): (check, NodeSet, script).
-pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
+/// Every check's job on each NodeSet it covers, as slurmops submits it for workers of that
+/// NodeSet: (check, NodeSet, job). The workers named are the NodeSet's first (two for a pair;
+/// a block's job names one, its block's workers being known only once placed), and the job
+/// name's time is 0.
+pub fn jobs(spec: &ClusterSpec) -> Vec<(String, String, JobRequest)> {
     let mut out = Vec::new();
     for c in &spec.policy.active_checks {
         for n in spec.node_sets.iter().filter(|n| c.covers(n)) {
@@ -330,10 +332,18 @@ pub fn job_scripts(spec: &ClusterSpec) -> Vec<(String, String, String)> {
                 .partition_of(&n.name)
                 .map(|p| p.name.clone())
                 .unwrap_or_default();
-            let node = format!("{}-N", n.name);
-            let name = job_name(&c.name, &node, 0);
-            let job = request(c, &name, vec![node], &partition, gpus);
-            out.push((c.name.clone(), n.name.clone(), job.script));
+            let count = match c.span {
+                crate::cluster::active_checks::CheckSpan::Pair => 2,
+                _ => 1,
+            };
+            let nodes: Vec<String> = (0..count).map(|i| format!("{}-{i}", n.name)).collect();
+            let target = match count {
+                1 => nodes[0].clone(),
+                _ => nodes.join(","),
+            };
+            let name = job_name(&c.name, &target, 0);
+            let job = request(c, &name, nodes, &partition, gpus);
+            out.push((c.name.clone(), n.name.clone(), job));
         }
     }
     out

@@ -5,10 +5,48 @@ use std::path::Path;
 use super::{Error, cluster_at};
 use crate::render::{self, Rendered};
 
-/// The objects cluster.yaml at PATH renders to.
-pub fn render(path: &Path) -> Result<Rendered, Error> {
+/// What cluster.yaml renders to: the objects and Slurm's files, and the batch jobs slurmops
+/// submits to prove its workers.
+pub struct Output {
+    pub rendered: Rendered,
+    /// File name and `sbatch` script of each active check's job on each NodeSet it covers
+    /// (`check-CHECK-NODESET.sbatch`) and each canary's validation job
+    /// (`canary-NODESET.sbatch`).
+    pub jobs: Vec<(String, String)>,
+}
+
+/// What cluster.yaml at PATH renders to.
+pub fn render(path: &Path) -> Result<Output, Error> {
     let (_, c) = cluster_at(path)?;
-    Ok(render::render(&c))
+    Ok(Output {
+        rendered: render::render(&c),
+        jobs: probe_jobs(&c.spec),
+    })
+}
+
+/// The batch jobs of SPEC's checks and canaries, as `sbatch` scripts (see [`Output::jobs`]).
+pub fn probe_jobs(spec: &crate::cluster::types::ClusterSpec) -> Vec<(String, String)> {
+    let checks = crate::controller::checks::jobs(spec)
+        .into_iter()
+        .map(|(check, set, job)| (format!("check-{check}-{set}.sbatch"), job.sbatch()));
+    let canaries = crate::controller::canary::jobs(spec)
+        .into_iter()
+        .map(|(set, job, from)| {
+            let text = match from {
+                // The script is the ConfigMap's, read when the job is sent.
+                Some(r) => job.sbatch().replacen(
+                    "\n",
+                    &format!(
+                        "\n# The script: key {} of ConfigMap {}, read when sent\n",
+                        r.key, r.name
+                    ),
+                    1,
+                ),
+                None => job.sbatch(),
+            };
+            (format!("canary-{set}.sbatch"), text)
+        });
+    checks.chain(canaries).collect()
 }
 
 /// Multi-document YAML of every rendered object, in apply order.
@@ -24,9 +62,10 @@ pub fn objects_yaml(r: &Rendered) -> String {
         .collect()
 }
 
-/// Writes one file per object of R into DIR, and Slurm's files under DIR/slurm; returns how
-/// many.
-pub fn write_dir(dir: &Path, r: &Rendered) -> Result<usize, Error> {
+/// Writes one file per object of OUT into DIR, Slurm's files under DIR/slurm and the jobs
+/// under DIR/jobs; returns how many.
+pub fn write_dir(dir: &Path, out: &Output) -> Result<usize, Error> {
+    let r = &out.rendered;
     let write = || -> std::io::Result<usize> {
         std::fs::create_dir_all(dir.join("slurm"))?;
         let mut n = 0;
@@ -45,6 +84,13 @@ pub fn write_dir(dir: &Path, r: &Rendered) -> Result<usize, Error> {
         }
         for (name, content) in r.slurm.iter().chain(r.scripts.iter()) {
             std::fs::write(dir.join("slurm").join(name), content)?;
+            n += 1;
+        }
+        if !out.jobs.is_empty() {
+            std::fs::create_dir_all(dir.join("jobs"))?;
+        }
+        for (name, content) in &out.jobs {
+            std::fs::write(dir.join("jobs").join(name), content)?;
             n += 1;
         }
         Ok(n)

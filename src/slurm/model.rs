@@ -231,7 +231,7 @@ impl JobRequest {
                 "tasks": n,
                 "time_limit": {"set": true, "infinite": false, "number": self.time_limit_minutes},
                 "current_working_directory": "/tmp",
-                "environment": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                "environment": [JOB_PATH],
                 "standard_output": "/dev/null",
                 "standard_error": "/dev/null",
             }
@@ -248,6 +248,47 @@ impl JobRequest {
         body
     }
 }
+
+impl JobRequest {
+    /// The same job as a batch script for `sbatch`: `body`'s fields as `#SBATCH` lines after
+    /// the script's first line, its interpreter (options given to sbatch on its command line,
+    /// e.g. `--nodelist`, override them). What `body` sets and sbatch cannot: the priority, which
+    /// slurmops sets as the administrator right after submitting (`Client::submit`).
+    pub fn sbatch(&self) -> String {
+        let n = self.nodes.len().max(1);
+        let mut opts = vec![
+            format!("--job-name={}", self.name),
+            format!("--partition={}", self.partition),
+            format!("--nodes={n}"),
+            format!("--ntasks={n}"),
+            format!("--time={}", self.time_limit_minutes),
+            "--chdir=/tmp".to_string(),
+            format!("--export={JOB_PATH}"),
+            "--output=/dev/null".to_string(),
+            "--error=/dev/null".to_string(),
+        ];
+        if !self.nodes.is_empty() {
+            opts.push(format!("--nodelist={}", self.nodes.join(",")));
+        }
+        if self.exclusive {
+            opts.push("--exclusive".into());
+        }
+        if let Some(l) = &self.licenses {
+            opts.push(format!("--licenses={l}"));
+        }
+        if self.gpus > 0 {
+            opts.push(format!("--gres=gpu:{}", self.gpus));
+        }
+        let header: String = opts.iter().map(|o| format!("#SBATCH {o}\n")).collect();
+        match self.script.split_once('\n') {
+            Some((first, rest)) if first.starts_with("#!") => format!("{first}\n{header}{rest}"),
+            _ => format!("#!/bin/sh\n{header}{}", self.script),
+        }
+    }
+}
+
+/// The only environment of slurmops' jobs.
+const JOB_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A maintenance reservation slurmops makes ahead of a window.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,10 +20,16 @@
 //! does not name (/dev/nvidia2 here) is never constrained. Seen failing: with the check's job
 //! submitted sharing the node and asking for no GPU, both of the node's GPUs were denied.
 //!
+//! The check's job as `slurmops render --output-dir` writes it (jobs/, an `sbatch` script: what
+//! an operator runs by hand, and what `tests/gpu/run.sh` submits on a GPU machine) is the same
+//! request for Slurm as the job slurmops submits through slurmrestd: both sent, Slurm's records
+//! of them compared (seen failing with the file's `--exclusive` left out).
+//!
 //! The jobs are submitted through slurmops' own Slurm client (the `job/submit` body its checks
 //! and canaries send), to a slurmrestd of the test's own instance. The cgroup version is the
 //! host's (v1 here, see confinement.rs).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use slurmops::cluster::load;
@@ -68,7 +74,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     let (instance, ctld_port, slurmd_port, restd_port) = instance_of(release);
     let set = format!("g{}", unique_suffix());
     let yaml = cluster_head("c", "gpus")
-        + &format!("  nodeSets:\n    - {{name: {set}, replicas: 1, cpu: \"2\", memory: 1Gi, gpus: {{count: 2, type: h100, autodetect: files}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n");
+        + &format!("  nodeSets:\n    - {{name: {set}, replicas: 1, cpu: \"2\", memory: 1Gi, gpus: {{count: 2, type: h100, autodetect: files}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n  policy:\n    activeChecks:\n      - {{name: gpu, builtin: gpu, nodeSets: [{set}], onRegister: false, schedule: \"0 3 * * Sun\"}}\n");
     let c = load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let gres = r.slurm["gres.conf"].clone();
@@ -168,6 +174,39 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
         "a shared job with no GRES request:\n{seen}\n{shown}"
     );
     assert!(!shown.contains(" JOB_GRES=gpu"), "{shown}");
+
+    // The check's job as `render --output-dir` writes it under jobs/, sent with sbatch as an
+    // operator runs a check by hand, is the job slurmops sends through slurmrestd: Slurm
+    // records the same request for both (both left pending behind a held node).
+    let check = slurmops::controller::checks::jobs(&c.spec).remove(0).2;
+    let (_, file) = slurmops::ops::render::probe_jobs(&c.spec)
+        .into_iter()
+        .find(|(f, _)| f == &format!("check-gpu-{set}.sbatch"))
+        .expect("the check's job file");
+    sh(&["exec", &instance, "scontrol", "update", &format!("NodeName={node}"), "State=DRAIN", "Reason=held"]);
+    let by_client = client.submit(&check).await.unwrap().to_string();
+    let by_sbatch = sh(&["exec", &instance, "bash", "-c", r#"printf %s "$1" | sbatch --parsable"#, "_", &file]);
+    let by_sbatch = by_sbatch.trim().split(';').next().unwrap_or_default().to_string();
+    let fields = |id: &str| -> BTreeMap<String, String> {
+        let shown = sh(&["exec", &instance, "scontrol", "-o", "show", "job", id]);
+        let keep = [
+            "JobName", "Partition", "TimeLimit", "NumNodes", "NumTasks", "ReqNodeList", "OverSubscribe",
+            "Licenses", "TresPerNode", "WorkDir", "StdOut", "StdErr", "ReqTRES",
+        ];
+        let got: BTreeMap<String, String> = shown
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .filter(|(k, _)| keep.contains(k))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert!(got.len() >= 10, "{shown}");
+        got
+    };
+    let (a, b) = (fields(&by_client), fields(&by_sbatch));
+    assert_eq!(a, b, "the rendered sbatch file differs from the job slurmops submits");
+    assert_eq!(a.get("TresPerNode").map(String::as_str), Some("gres/gpu:2"), "{a:?}");
+    assert_eq!(a.get("OverSubscribe").map(String::as_str), Some("NO"), "{a:?}");
+    sh(&["exec", &instance, "scancel", &by_client, &by_sbatch]);
 
     sh(&["stop", &instance]);
     for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {

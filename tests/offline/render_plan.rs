@@ -73,18 +73,43 @@ fn committed_schema_is_current() {
 }
 
 /// The jobs the GPU example's active checks submit, as a GPU worker runs them (the wrapper
-/// included): what a reviewer reads to see the commands and thresholds.
+/// included), as `render --output-dir` writes them under jobs/ for sbatch: what a reviewer
+/// reads to see the commands and thresholds, and what an operator runs by hand.
 #[test]
 fn golden_active_check_jobs_of_the_gpu_example() {
     let (c, _) = example("examples/gpu-checks");
-    let text: String = slurmops::controller::checks::job_scripts(&c.spec)
-        .into_iter()
-        .map(|(check, set, script)| format!("##### check {check} on NodeSet {set}\n{script}"))
+    let jobs = slurmops::ops::render::probe_jobs(&c.spec);
+    let text: String = jobs
+        .iter()
+        .map(|(file, script)| format!("##### jobs/{file}\n{script}"))
         .collect();
     assert!(text.contains("dcgmi diag -r 2"), "{text}");
     assert!(
         text.contains("all_reduce_perf -b 8M -e 1G -f 2 -g 8"),
         "{text}"
+    );
+    // The check's job takes the node whole, with its 8 GPUs, under the check's license (its cap).
+    let (_, nccl) = jobs
+        .iter()
+        .find(|(f, _)| f == "check-nccl-h100.sbatch")
+        .expect("the nccl check's job");
+    for line in [
+        "#SBATCH --exclusive\n",
+        "#SBATCH --gres=gpu:8\n",
+        "#SBATCH --nodelist=h100-0\n",
+        "#SBATCH --licenses=",
+    ] {
+        assert!(nccl.contains(line), "{line}: {nccl}");
+    }
+    assert!(nccl.starts_with("#!/bin/bash\n#SBATCH "), "{nccl}");
+    let (_, pairs) = jobs
+        .iter()
+        .find(|(f, _)| f == "check-ib-pairs-h100.sbatch")
+        .expect("the pair check's job");
+    assert!(
+        pairs.contains("#SBATCH --nodes=2\n")
+            && pairs.contains("#SBATCH --nodelist=h100-0,h100-1\n"),
+        "{pairs}"
     );
     golden("gpu-checks.jobs.txt", &text);
 }

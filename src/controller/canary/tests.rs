@@ -539,15 +539,14 @@ fn a_canary_and_an_active_check_submit_the_same_probe_for_the_same_script() {
     let Action::Submit { job, from: None } = submit(&cx, &name, &["gpu-0".into()]) else {
         panic!("a submission")
     };
-    let checks = crate::controller::checks::job_scripts(&spec);
-    let [(check, set, script)] = &checks[..] else {
+    let checks = crate::controller::checks::jobs(&spec);
+    let [(check, set, check_job)] = &checks[..] else {
         panic!("{checks:?}")
     };
     assert_eq!((check.as_str(), set.as_str()), ("nccl", "gpu"));
-    let check_name = crate::controller::checks::job_name("nccl", "gpu-N", 0);
     assert_eq!(
         job.script.replace(&name, "JOB"),
-        script.replace(&check_name, "JOB")
+        check_job.script.replace(&check_job.name, "JOB")
     );
     let (text, how) = probe::check(cx.check.as_ref().unwrap(), 0, false);
     assert_eq!(job.script, probe::wrap(&name, &text, &how));
