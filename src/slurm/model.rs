@@ -252,7 +252,7 @@ impl JobRequest {
 impl JobRequest {
     /// The same job as a batch script for `sbatch`: `body`'s fields as `#SBATCH` lines after
     /// the script's first line, its interpreter (options given to sbatch on its command line,
-    /// e.g. `--nodelist`, override them). What `body` sets and sbatch cannot: the priority, which
+    /// e.g. `--nodelist`, override them), and its environment, PATH alone, set after them. What `body` sets and sbatch cannot: the priority, which
     /// slurmops sets as the administrator right after submitting (`Client::submit`).
     pub fn sbatch(&self) -> String {
         let n = self.nodes.len().max(1);
@@ -263,7 +263,10 @@ impl JobRequest {
             format!("--ntasks={n}"),
             format!("--time={}", self.time_limit_minutes),
             "--chdir=/tmp".to_string(),
-            format!("--export={JOB_PATH}"),
+            // Only Slurm's variables from the submitter, PATH set below: `--export=PATH=…`
+            // would have slurmd load the user's login environment, which fails for a user with
+            // no login shell (`daemon`: the job held, `user_env_retrieval_failed_requeued_held`).
+            "--export=NIL".to_string(),
             "--output=/dev/null".to_string(),
             "--error=/dev/null".to_string(),
         ];
@@ -279,7 +282,8 @@ impl JobRequest {
         if self.gpus > 0 {
             opts.push(format!("--gres=gpu:{}", self.gpus));
         }
-        let header: String = opts.iter().map(|o| format!("#SBATCH {o}\n")).collect();
+        let mut header: String = opts.iter().map(|o| format!("#SBATCH {o}\n")).collect();
+        header.push_str(&format!("export {JOB_PATH}\n"));
         match self.script.split_once('\n') {
             Some((first, rest)) if first.starts_with("#!") => format!("{first}\n{header}{rest}"),
             _ => format!("#!/bin/sh\n{header}{}", self.script),

@@ -23,7 +23,10 @@
 //! The check's job as `slurmops render --output-dir` writes it (jobs/, an `sbatch` script: what
 //! an operator runs by hand, and what `tests/gpu/run.sh` submits on a GPU machine) is the same
 //! request for Slurm as the job slurmops submits through slurmrestd: both sent, Slurm's records
-//! of them compared (seen failing with the file's `--exclusive` left out).
+//! of them compared (seen failing with the file's `--exclusive` left out); and sent by the job
+//! user (`daemon`, no login shell), it runs and reports as slurmops' own job, in the same
+//! environment (seen failing with `--export=PATH=…`, which has slurmd load the user's login
+//! environment: `SLURM_GET_USER_ENV`; where that fails, the job is held).
 //!
 //! The jobs are submitted through slurmops' own Slurm client (the `job/submit` body its checks
 //! and canaries send), to a slurmrestd of the test's own instance. The cgroup version is the
@@ -74,7 +77,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     let (instance, ctld_port, slurmd_port, restd_port) = instance_of(release);
     let set = format!("g{}", unique_suffix());
     let yaml = cluster_head("c", "gpus")
-        + &format!("  nodeSets:\n    - {{name: {set}, replicas: 1, cpu: \"2\", memory: 1Gi, gpus: {{count: 2, type: h100, autodetect: files}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n  policy:\n    activeChecks:\n      - {{name: gpu, builtin: gpu, nodeSets: [{set}], onRegister: false, schedule: \"0 3 * * Sun\"}}\n");
+        + &format!("  nodeSets:\n    - {{name: {set}, replicas: 1, cpu: \"2\", memory: 1Gi, gpus: {{count: 2, type: h100, autodetect: files}}}}\n  partitions:\n    - {{name: all, nodeSets: [ALL], default: true}}\n  policy:\n    activeChecks:\n      - {{name: gpu, builtin: gpu, nodeSets: [{set}], onRegister: false, schedule: \"0 3 * * Sun\"}}\n      - {{name: env, script: \"#!/bin/bash\\nenv > /tmp/env-$SLURM_JOB_ID\", nodeSets: [{set}], onRegister: false, schedule: \"0 3 * * Sun\"}}\n");
     let c = load("cluster.yaml", &yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let r = render(&c);
     let gres = r.slurm["gres.conf"].clone();
@@ -185,7 +188,8 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
         .expect("the check's job file");
     sh(&["exec", &instance, "scontrol", "update", &format!("NodeName={node}"), "State=DRAIN", "Reason=held"]);
     let by_client = client.submit(&check).await.unwrap().to_string();
-    let by_sbatch = sh(&["exec", &instance, "bash", "-c", r#"printf %s "$1" | sbatch --parsable"#, "_", &file]);
+    // Sent by the job user, as slurmops' jobs run (`daemon`, no login shell).
+    let by_sbatch = sh(&["exec", &instance, "runuser", "-u", "daemon", "--", "bash", "-c", r#"cd /tmp && printf %s "$1" | sbatch --parsable"#, "_", &file]);
     let by_sbatch = by_sbatch.trim().split(';').next().unwrap_or_default().to_string();
     let fields = |id: &str| -> BTreeMap<String, String> {
         let shown = sh(&["exec", &instance, "scontrol", "-o", "show", "job", id]);
@@ -207,6 +211,45 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     assert_eq!(a.get("TresPerNode").map(String::as_str), Some("gres/gpu:2"), "{a:?}");
     assert_eq!(a.get("OverSubscribe").map(String::as_str), Some("NO"), "{a:?}");
     sh(&["exec", &instance, "scancel", &by_client, &by_sbatch]);
+    // And it runs as slurmops' own job does, for the job user, in the same environment: a check
+    // that keeps its environment, sent both ways.
+    sh(&["exec", &instance, "scontrol", "update", &format!("NodeName={node}"), "State=RESUME"]);
+    let env = slurmops::controller::checks::jobs(&c.spec)
+        .into_iter()
+        .find(|(check, _, _)| check == "env")
+        .expect("the env check's job")
+        .2;
+    let (_, env_file) = slurmops::ops::render::probe_jobs(&c.spec)
+        .into_iter()
+        .find(|(f, _)| f == &format!("check-env-{set}.sbatch"))
+        .expect("the env check's job file");
+    let by_client = client.submit(&env).await.unwrap().to_string();
+    let by_sbatch = sh(&["exec", &instance, "runuser", "-u", "daemon", "--", "bash", "-c", r#"cd /tmp && printf %s "$1" | sbatch --parsable"#, "_", &env_file]);
+    let by_sbatch = by_sbatch.trim().split(';').next().unwrap_or_default().to_string();
+    let environment = async |id: &str| -> BTreeMap<String, String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let shown = loop {
+            let shown = sh(&["exec", &instance, "scontrol", "-o", "show", "job", id]);
+            if shown.contains("JobState=COMPLETED") || shown.contains("JobState=FAILED") || Instant::now() > deadline {
+                break shown;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert!(shown.contains("JobState=COMPLETED") && shown.contains("Comment=slurmops-check rc=0;"), "{shown}");
+        let text = sh(&["exec", &instance, "cat", &format!("/tmp/env-{id}")]);
+        // Slurm's own variables, and the MPI launchers' hints sbatch adds, aside: the rest is
+        // the environment the job was given.
+        let sbatch_adds = ["HYDRA_", "I_MPI_", "OMPI_MCA_", "PRTE_MCA_"];
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .filter(|(k, _)| (!k.starts_with("SLURM_") || *k == "SLURM_GET_USER_ENV") && *k != "_" && !sbatch_adds.iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (a, b) = (environment(&by_client).await, environment(&by_sbatch).await);
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the environment of the job file differs");
+    assert_eq!(a.get("PATH"), b.get("PATH"));
+    assert!(!b.contains_key("SLURM_GET_USER_ENV"), "{b:?}");
 
     sh(&["stop", &instance]);
     for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
