@@ -162,19 +162,38 @@ mounts() {
   exec 8>&-
 }
 
+# The start time of process P (clock ticks after boot); nothing once P is gone.
+started() { [ -r "/proc/$1/stat" ] && sed 's/^.*) //' "/proc/$1/stat" | cut -d' ' -f20; }
+# The PID in pid file F while that process runs. A PID alone may name another process by then:
+# PIDs and thread ids share one space, which wraps at /proc/sys/kernel/pid_max (32,768 here),
+# within minutes under the scale bench's churn, and a reused id may be a thread of slurmctld (a
+# signal to a thread's id is the whole process's: the scale instance's slurmctld got the
+# SIGTERM meant for a slurmd that had already stopped). So each daemon's start time is kept
+# beside its PID (F.start, from `note_start`) and no signal goes to a PID that changed hands.
+pid_of() {
+  local f=$1 p
+  p=$(cat "$f" 2>/dev/null) || return 1
+  [ -n "$p" ] || return 1
+  # An empty F.start: the process had already ended when it was written.
+  if [ -f "$f.start" ]; then [ -s "$f.start" ] && [ "$(started "$p")" = "$(cat "$f.start")" ] || return 1
+  else kill -0 "$p" 2>/dev/null || return 1; fi
+  echo "$p"
+}
+# After `echo $! > F`: keeps the start time of the process F names.
+note_start() { started "$(cat "$1")" > "$1.start" || true; }
+
 # kill_pidfile FILE [TENTHS]: SIGTERM, SIGKILL after TENTHS tenths of a second (5 s).
 kill_pidfile() {
   local f=$1 p
   [ -f "$f" ] || return 0
-  p=$(cat "$f")
-  if kill "$p" 2>/dev/null; then
-    for _ in $(seq 1 "${2:-50}"); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
+  if p=$(pid_of "$f") && kill "$p" 2>/dev/null; then
+    for _ in $(seq 1 "${2:-50}"); do pid_of "$f" >/dev/null || break; sleep 0.1; done
+    if p=$(pid_of "$f"); then kill -9 "$p" 2>/dev/null || true; fi
   fi
-  rm -f "$f"
+  rm -f "$f" "$f.start"
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() { [ -f "$1" ] && pid_of "$1" >/dev/null; }
 
 # Stops the chroot's sssd (a login pod's: one at a time per chroot, as its sockets, caches and pid
 # file are the chroot's), whose processes each lead a process group of their own.
@@ -223,6 +242,7 @@ ctld_host() {
     chroot "$R" env PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$ETC/slurm.conf" "${run[@]}" -D -f "$ETC/slurm.conf" \
     > "$RUN/slurmctld-$name.out" 2>&1 < /dev/null &
   echo $! > "$RUN/slurmctld-$name.pid"
+  note_start "$RUN/slurmctld-$name.pid"
 }
 # Waits until N controllers answer a ping; else prints their logs and fails.
 wait_ctld() {
@@ -247,6 +267,7 @@ start_dbd() {
   setsid "$SELF" _private "$R" - "$inst" chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/slurmdbd -D \
     >> "$RUN/slurmdbd.out" 2>&1 < /dev/null &
   echo $! > "$RUN/slurmdbd.pid"
+  note_start "$RUN/slurmdbd.pid"
   for _ in $(seq 1 150); do
     (exec 3<>"/dev/tcp/127.0.0.1/$dbd_port") 2>/dev/null && break
     alive "$RUN/slurmdbd.pid" || break
@@ -302,6 +323,7 @@ case "$cmd" in
         chroot "$R" env SLURM_CONF="$ETC/slurm.conf" /usr/sbin/sackd -D \
         > "$RUN/sackd.out" 2>&1 < /dev/null &
       echo $! > "$RUN/sackd.pid"
+      note_start "$RUN/sackd.pid"
       for name in $(controllers | awk '{print $1}'); do ctld_host "$name"; done
       wait_ctld "$(controllers | wc -l)"
       exit
@@ -309,6 +331,7 @@ case "$cmd" in
     setsid "$SELF" _private "$R" - "$inst" chroot "$R" /usr/sbin/slurmctld -D -f "$ETC/slurm.conf" \
       > "$RUN/slurmctld.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmctld.pid"
+    note_start "$RUN/slurmctld.pid"
     for _ in $(seq 1 100); do
       in_chroot scontrol ping 2>/dev/null | grep -q UP && exit 0
       alive "$RUN/slurmctld.pid" || break
@@ -394,6 +417,7 @@ case "$cmd" in
     setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd "$@" --conf "$conf Port=$port NodeHostname=localhost NodeAddr=127.0.0.1" \
       > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
     echo $! > "$RUN/slurmd-$name.pid"
+    note_start "$RUN/slurmd-$name.pid"
     ;;
   start-nodes)
     hosts=$1
@@ -405,10 +429,11 @@ case "$cmd" in
       BED_HOSTS=$hosts setsid "$SELF" _private "$R" "$name" "$inst" chroot "$R" /usr/sbin/slurmd -D -f "$ETC/slurm.conf" \
         > "$RUN/slurmd-$name.out" 2>&1 < /dev/null &
       echo $! > "$RUN/slurmd-$name.pid"
+      note_start "$RUN/slurmd-$name.pid"
     done
     ;;
   stop-nodes)
-    for name in "$@"; do [ -f "$RUN/slurmd-$name.pid" ] && kill "$(cat "$RUN/slurmd-$name.pid")" 2>/dev/null || true; done
+    for name in "$@"; do p=$(pid_of "$RUN/slurmd-$name.pid") && kill "$p" 2>/dev/null || true; done
     for name in "$@"; do kill_pidfile "$RUN/slurmd-$name.pid"; done
     ;;
   refresh-conf)
@@ -578,11 +603,11 @@ CONF
   stop)
     for f in "$RUN"/login-*.pid; do [ -f "$f" ] && stop_group "$f"; done
     # Every slurmd at once (a scale instance runs hundreds), then each waited for below.
-    for f in "$RUN"/slurmd-*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+    for f in "$RUN"/slurmd-*.pid; do p=$(pid_of "$f") && kill "$p" 2>/dev/null || true; done
     for f in "$RUN"/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     ;;
   down)
-    for f in "$BASE"/*/slurmd-*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+    for f in "$BASE"/*/slurmd-*.pid; do p=$(pid_of "$f") && kill "$p" 2>/dev/null || true; done
     for f in "$BASE"/*/*.pid; do [ -f "$f" ] && kill_pidfile "$f"; done
     # The restapi pods' addresses start-restd put on the loopback interface.
     for a in $(ip -o addr show dev lo | awk '$4 ~ /^198\.1[89]\./ {print $4}'); do ip addr del "$a" dev lo || true; done
