@@ -167,8 +167,8 @@ started() { [ -r "/proc/$1/stat" ] && sed 's/^.*) //' "/proc/$1/stat" | cut -d' 
 # The PID in pid file F while that process runs. A PID alone may name another process by then:
 # PIDs and thread ids share one space, which wraps at /proc/sys/kernel/pid_max (32,768 here),
 # within minutes under the scale bench's churn, and a reused id may be a thread of slurmctld (a
-# signal to a thread's id is the whole process's: the scale instance's slurmctld got the
-# SIGTERM meant for a slurmd that had already stopped). So each daemon's start time is kept
+# signal to a thread's id is the whole process's: the suspect for the SIGTERM the scale
+# instance's slurmctld got in the 10,000-worker bench). So each daemon's start time is kept
 # beside its PID (F.start, from `note_start`) and no signal goes to a PID that changed hands.
 pid_of() {
   local f=$1 p
