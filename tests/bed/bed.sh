@@ -51,21 +51,21 @@ case "${1:-}" in
     # The host's packages first, one apt at a time; then the slow builds side by side (the chroots'
     # apt runs inside each chroot, and releases of one Debian suite take turns on its lock): on a
     # cold machine the downloads of one overlap the compilers of another.
-    part "git servers"; "$HERE/git.sh" prepare || { part "FAILED: openssh-server"; exit 1; }
-    part "real node (containerd, runc, CNI plugins)"; "$HERE/node.sh" prepare || { part "FAILED: the real node's packages"; exit 1; }
+    part "git servers (at $SECONDS s)"; "$HERE/git.sh" prepare || { part "FAILED: openssh-server"; exit 1; }
+    part "real node (containerd, runc, CNI plugins; at $SECONDS s)"; "$HERE/node.sh" prepare || { part "FAILED: the real node's packages"; exit 1; }
     jobs=()
     for rel in $RELEASES; do
-      { part "Slurm $rel chroot"; "$HERE/slurm-chroot.sh" "$rel" >/dev/null || { part "FAILED: Slurm $rel chroot"; exit 1; }; } &
+      { part "Slurm $rel chroot"; "$HERE/slurm-chroot.sh" "$rel" >/dev/null || { part "FAILED: Slurm $rel chroot"; exit 1; }; part "Slurm $rel chroot: done at $SECONDS s"; } &
       jobs+=("$!:Slurm $rel chroot")
     done
-    { part "Kubernetes binaries"; "$HERE/kube-build.sh" >/dev/null || { part "FAILED: kube binaries"; exit 1; }; } &
+    { part "Kubernetes binaries"; "$HERE/kube-build.sh" >/dev/null || { part "FAILED: kube binaries"; exit 1; }; part "Kubernetes binaries: done at $SECONDS s"; } &
     jobs+=("$!:Kubernetes binaries")
-    { part "images (Slurm 24.11, MariaDB)"; "$HERE/images.sh" >/dev/null || { part "FAILED: images"; exit 1; }; } &
+    { part "images (Slurm 24.11, MariaDB)"; "$HERE/images.sh" >/dev/null || { part "FAILED: images"; exit 1; }; part "images: done at $SECONDS s"; } &
     jobs+=("$!:images")
     failed=
     for j in "${jobs[@]}"; do wait "${j%%:*}" || failed="$failed, ${j#*:}"; done
     [ -z "$failed" ] || { part "FAILED: ${failed#, }"; exit 1; }
-    part "ready"
+    part "ready (at $SECONDS s)"
     ;;
   up)
     shift
