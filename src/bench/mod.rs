@@ -356,6 +356,46 @@ pub fn footprint(exe: &Path) -> Vec<Figure> {
     ]
 }
 
+/// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`: every arena, and
+/// the blocks mapped on their own).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap_bytes() -> f64 {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    #[allow(unsafe_code)]
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks + m.hblkhd) as f64
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_bytes() -> f64 {
+    0.0
+}
+
+/// Jobs in the kept queue measured by [`queue_memory`]: the queue of a normal day's cluster.
+pub const QUEUE_JOBS: usize = 50_000;
+
+/// What the daemon keeps of a queue of [`QUEUE_JOBS`] jobs (listed, every record read and
+/// handed out once, as a rollout's passes need them), in heap bytes per job.
+pub fn queue_memory() -> Vec<Figure> {
+    let before = heap_bytes();
+    let q = crate::slurm::client::footprint::kept_queue(QUEUE_JOBS);
+    let held = heap_bytes() - before;
+    let records = q.records();
+    drop(q);
+    if before == 0.0 {
+        return Vec::new();
+    }
+    vec![fig(
+        "queue.kept_bytes_per_job",
+        held / QUEUE_JOBS as f64,
+        "B",
+        format!(
+            "{:.1} MiB for {QUEUE_JOBS} jobs ({records} records), heap in use after the reads (mallinfo2)",
+            held / (1024.0 * 1024.0)
+        ),
+    )]
+}
+
 /// Every offline figure; the footprint is EXE's (the binary as shipped, or this one).
 /// The slowest input of the hostile corpus (`hostile::corpus`, each ≤ 4 MiB), loaded in process.
 /// Its memory is bounded in `tests/offline/hostile.rs` (a process per input).
@@ -379,6 +419,7 @@ pub fn offline(exe: &Path) -> Vec<Figure> {
     out.extend(render_scaling());
     out.extend(parser_throughput());
     out.extend(hostile_worst());
+    out.extend(queue_memory());
     out.extend(viewers::viewers());
     out.extend(footprint(exe));
     out

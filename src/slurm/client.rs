@@ -19,6 +19,7 @@ use nodes::{KeptNodes, WholeNodes};
 mod nodes;
 mod queue;
 mod replicas;
+pub use queue::footprint;
 pub use queue::{Cover, Known, MAX_FETCH, MAX_JOBS, MAX_JOBS_ENV, REFRESH, SLICE, max_jobs_from};
 pub use replicas::{Answered, Replica, Source};
 

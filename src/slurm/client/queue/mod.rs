@@ -24,6 +24,7 @@
 //! next passes; what needs every job (canary and check jobs found by name) waits for the rest
 //! and says so (see [`Cover`]). A command waits for every job (`Client::jobs`).
 
+pub mod footprint;
 mod kept;
 mod known;
 mod order;
@@ -87,6 +88,42 @@ pub fn max_jobs_from(setting: Option<&str>) -> usize {
 
 /// Every job's state as `jobs/state/` gave it (ids as it writes them: `12`, `12_3`, `12+1`).
 type States = Arc<HashMap<String, Vec<String>>>;
+
+/// A `jobs/state/` answer.
+#[derive(serde::Deserialize)]
+struct StatesWire {
+    #[serde(default)]
+    jobs: Vec<StateWire>,
+}
+
+#[derive(serde::Deserialize)]
+struct StateWire {
+    job_id: IdWire,
+    #[serde(default)]
+    state: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum IdWire {
+    Text(String),
+    Number(u64),
+}
+
+fn states_of(w: StatesWire) -> States {
+    Arc::new(
+        w.jobs
+            .into_iter()
+            .map(|s| {
+                let id = match s.job_id {
+                    IdWire::Text(t) => t,
+                    IdWire::Number(n) => n.to_string(),
+                };
+                (id, s.state)
+            })
+            .collect(),
+    )
+}
 
 impl Client {
     /// The jobs read so far (see the module's comment): keeps what the refresh in flight handed
@@ -352,36 +389,8 @@ impl Client {
     /// Every job's id and state (`jobs/state/`, Slurm 23.11 and later), under the deadline of a
     /// slow read.
     async fn job_states(&self) -> Result<States, SlurmError> {
-        #[derive(serde::Deserialize)]
-        struct StatesWire {
-            #[serde(default)]
-            jobs: Vec<State>,
-        }
-        #[derive(serde::Deserialize)]
-        struct State {
-            job_id: IdWire,
-            #[serde(default)]
-            state: Vec<String>,
-        }
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum IdWire {
-            Text(String),
-            Number(u64),
-        }
         let w: StatesWire = self.get_slow("jobs/state/").await?;
-        Ok(Arc::new(
-            w.jobs
-                .into_iter()
-                .map(|s| {
-                    let id = match s.job_id {
-                        IdWire::Text(t) => t,
-                        IdWire::Number(n) => n.to_string(),
-                    };
-                    (id, s.state)
-                })
-                .collect(),
-        ))
+        Ok(states_of(w))
     }
 
     /// Job ID's records as slurmctld has them now (an array's tasks and a heterogeneous job's
