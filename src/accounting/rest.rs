@@ -281,8 +281,8 @@ pub async fn busy(s: &Client) -> Result<Vec<BusyJob>, SlurmError> {
         })
         .map(|j| BusyJob {
             id: j.id,
-            account: j.account.clone(),
-            user: j.user.clone(),
+            account: j.account.to_string(),
+            user: j.user.to_string(),
         })
         .collect())
 }

@@ -313,7 +313,7 @@ fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
                 error: format!(
                     "did not end within its timeout ({}s), state {}",
                     timeout,
-                    j.state.join(",")
+                    j.state.to_string()
                 ),
                 tail: String::new(),
             },

@@ -284,7 +284,7 @@ fn judge(c: &ActiveCheck, j: &Job, now: i64) -> Mark {
         ),
         Outcome::Failed(f) => (false, f.value(), f.error()),
         // Not judgeable: read as it stands.
-        Outcome::Running => (false, None, j.state.join(",")),
+        Outcome::Running => (false, None, j.state.to_string()),
     };
     Mark {
         passed,

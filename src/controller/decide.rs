@@ -154,7 +154,7 @@ fn waiting(node: &str, why: &DrainReason, n: &Node, slurm: &SlurmView) -> Waitin
 pub(crate) fn holder(j: &crate::slurm::Job) -> Holder {
     Holder {
         id: j.id,
-        user: j.user.clone(),
+        user: j.user.to_string(),
         start: j.start_time,
         end: j.end_time,
     }

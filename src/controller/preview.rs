@@ -142,7 +142,7 @@ impl Preview {
                     .into_iter()
                     .map(|j| JobOnNode {
                         id: j.id,
-                        user: j.user.clone(),
+                        user: j.user.to_string(),
                         end_time: j.end_time,
                     })
                     .collect();

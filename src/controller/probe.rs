@@ -114,7 +114,7 @@ impl Failure<'_> {
     pub fn error(&self) -> String {
         match &self.report {
             Some(r) => r.error.clone(),
-            None => self.job.state.join(","),
+            None => self.job.state.to_string(),
         }
     }
 

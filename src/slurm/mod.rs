@@ -11,6 +11,7 @@ pub mod client;
 pub mod connect;
 pub mod hostlist;
 pub mod model;
+pub mod words;
 
 use std::future::Future;
 

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Deserializer};
 
 use super::hostlist;
+pub use super::words::Word;
 use crate::text;
 
 /// slurmrestd data parsers slurmops speaks, newest first (the probing order).
@@ -137,19 +138,22 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Job {
     pub id: u64,
-    pub name: String,
-    pub user: String,
+    // Text that repeats across the queue is a shared [`Word`] (users, accounts, partitions,
+    // QOS, states, reasons, node names): 50,000 records say a few hundred of them.
+    pub name: Word,
+    pub user: Word,
     /// The Slurm account the job charges.
-    pub account: String,
-    pub state: Vec<String>,
-    pub partition: String,
+    pub account: Word,
+    /// Its state flags, comma-separated as Slurm lists them (`PENDING`, `RUNNING,COMPLETING`).
+    pub state: Word,
+    pub partition: Word,
     /// Expanded from the hostlist slurmrestd reports.
-    pub nodes: Vec<String>,
+    pub nodes: Vec<Word>,
     /// Real or expected end (UNIX seconds); None when unlimited or unknown.
     pub end_time: Option<i64>,
     pub start_time: Option<i64>,
     /// Why a pending job waits (e.g. `Resources`, `Priority`, `Dependency`, `JobHeldUser`).
-    pub state_reason: String,
+    pub state_reason: Word,
     /// Nodes the job asks for (the minimum of a range), at least 1.
     pub node_count: u32,
     /// It takes its nodes whole (`--exclusive`): no other job shares them.
@@ -171,12 +175,12 @@ pub struct Job {
     /// new worker idle under the same name).
     pub pinned: bool,
     /// Its QOS.
-    pub qos: String,
+    pub qos: Word,
 }
 
 impl Job {
     pub fn has_state(&self, s: &str) -> bool {
-        self.state.iter().any(|x| x == s)
+        self.state.split(',').any(|x| x == s)
     }
 
     /// Holding nodes: running, suspended or completing.
@@ -184,6 +188,14 @@ impl Job {
         ["RUNNING", "SUSPENDED", "COMPLETING"]
             .iter()
             .any(|s| self.has_state(s))
+    }
+}
+
+/// Job state flags as one [`Word`], comma-separated in Slurm's order.
+pub fn state_word(flags: &[String]) -> Word {
+    match flags {
+        [one] => Word::new(one),
+        _ => Word::new(&flags.join(",")),
     }
 }
 
@@ -521,15 +533,18 @@ impl TryFrom<JobWire> for Job {
         Ok(Job {
             id: w.job_id,
             // A Slurm user's choice: shown in status, Events and plans.
-            name: text::clean(w.name),
-            user: text::clean(w.user_name),
-            account: text::clean(w.account),
-            state: w.job_state,
-            partition: w.partition,
-            nodes: hostlist::expand(&w.nodes)?,
+            name: Word::new(&text::clean(w.name)),
+            user: Word::new(&text::clean(w.user_name)),
+            account: Word::new(&text::clean(w.account)),
+            state: state_word(&w.job_state),
+            partition: Word::new(&w.partition),
+            nodes: hostlist::expand(&w.nodes)?
+                .iter()
+                .map(|n| Word::new(n))
+                .collect(),
             end_time: w.end_time.filter(|t| *t > 0),
             start_time: w.start_time.filter(|t| *t > 0),
-            state_reason: text::clean(w.state_reason),
+            state_reason: Word::new(&text::clean(w.state_reason)),
             node_count: w
                 .node_count
                 .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
@@ -547,7 +562,7 @@ impl TryFrom<JobWire> for Job {
             batch: w.batch_flag,
             requeue: w.requeue,
             pinned: !w.required_nodes.trim().is_empty(),
-            qos: text::clean(w.qos),
+            qos: Word::new(&text::clean(w.qos)),
         })
     }
 }

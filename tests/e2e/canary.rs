@@ -115,7 +115,7 @@ async fn jobs_named(prefix: &str) -> Vec<(u64, Vec<String>)> {
     let jobs = support::slurm::client().jobs().await.unwrap_or_default();
     jobs.iter()
         .filter(|j| j.name.starts_with(prefix))
-        .map(|j| (j.id, j.state.clone()))
+        .map(|j| (j.id, j.state.split(',').map(String::from).collect()))
         .collect()
 }
 

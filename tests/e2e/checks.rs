@@ -415,7 +415,8 @@ async fn a_pair_check_runs_one_job_across_its_workers_and_a_failing_one_drains_t
     let job_of = |msg: &str| msg.strip_prefix("job=").and_then(|m| m.split(' ').next()).unwrap_or_default().to_string();
     let jobs = s.jobs().await.unwrap();
     let first = jobs.iter().find(|j| j.id.to_string() == job_of(&msg)).expect("its job");
-    let sorted = |mut v: Vec<String>| {
+    let sorted = |v: Vec<slurmops::slurm::model::Word>| {
+        let mut v: Vec<String> = v.into_iter().map(String::from).collect();
         v.sort();
         v
     };

@@ -455,7 +455,7 @@ spec:
             name: "j".into(),
             user: "u".into(),
             account: "acc".into(),
-            state: vec!["PENDING".into()],
+            state: "PENDING".into(),
             partition: "p".into(),
             nodes: vec![],
             end_time: None,

@@ -75,9 +75,9 @@ fn run(s: &SetView, v: &Validation, view: &SlurmView, max_unavailable: u32) -> D
 fn validation_job(id: u64, target: &str, state: &str, exit: Option<i64>, comment: &str) -> Job {
     Job {
         id,
-        name: job_name("w", "new", target),
+        name: job_name("w", "new", target).into(),
         user: "root".into(),
-        state: vec![state.into()],
+        state: state.into(),
         nodes: vec![target.into()],
         exit_code: exit,
         comment: comment.into(),

@@ -180,7 +180,7 @@ impl<'a> GroupPass<'a> {
         let drains = c.on_failure == OnFailure::Drain;
         let m = judge(c, j, now);
         for (w, n) in &g.members {
-            if !j.nodes.contains(&w.name) {
+            if !j.nodes.iter().any(|n| *n == w.name) {
                 count(out, set, c, w);
                 continue;
             }

@@ -76,9 +76,9 @@ pub(super) fn passed(at: i64) -> Mark {
 pub(super) fn check_job(id: u64, node: &str, due: i64, state: &str) -> Job {
     Job {
         id,
-        name: job_name("c", node, due),
+        name: job_name("c", node, due).into(),
         user: "slurm".into(),
-        state: vec![state.into()],
+        state: state.into(),
         nodes: vec![node.into()],
         submit_time: Some(NOW - 30),
         start_time: (state != "PENDING").then_some(NOW - 20),

@@ -53,8 +53,8 @@ pub fn requeue_now(n: &Node, p: &Policy, slurm: &SlurmView, now: i64) -> Option<
         j.batch
             && j.requeue
             && !j.pinned
-            && (rule.partitions.is_empty() || rule.partitions.contains(&j.partition))
-            && (rule.qos.is_empty() || rule.qos.contains(&j.qos))
+            && (rule.partitions.is_empty() || rule.partitions.iter().any(|p| *p == j.partition))
+            && (rule.qos.is_empty() || rule.qos.iter().any(|q| *q == j.qos))
             && rule.max_nodes.is_none_or(|m| j.nodes.len() as u32 <= m)
     };
     (!jobs.is_empty() && jobs.iter().all(selected)).then(|| jobs.iter().map(holder).collect())

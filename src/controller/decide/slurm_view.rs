@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::slurm::model::Word;
 use crate::slurm::{Job, Jobs, Node, Nodes};
 
 /// Slurm as read once for the pass, with the jobs indexed once (by the nodes they hold, by id,
@@ -14,12 +15,12 @@ pub struct SlurmView {
     pub nodes: Nodes,
     jobs: Jobs,
     /// Node name → indexes in `jobs` of the jobs holding it (running, suspended, completing).
-    on: HashMap<String, Vec<usize>>,
+    on: HashMap<Word, Vec<usize>>,
     /// Job id → its index in `jobs`.
     by_id: HashMap<u64, usize>,
     /// A canary job's name → the index of the newest job of that name (a retried submission
     /// may have made two).
-    canaries: HashMap<String, usize>,
+    canaries: HashMap<Word, usize>,
     /// The job queue was needed and could not be read (too large, too slow): the nodes are
     /// known, the jobs are not. Rollouts go on from node states; what needs the jobs themselves
     /// (autoscale, canary verdicts) waits, and says why.
@@ -66,9 +67,9 @@ impl SlurmView {
     /// The view of NODES and JOBS as the Slurm client keeps them: the jobs indexed, nothing
     /// copied.
     pub fn shared(nodes: Nodes, jobs: Jobs) -> SlurmView {
-        let mut on: HashMap<String, Vec<usize>> = Default::default();
+        let mut on: HashMap<Word, Vec<usize>> = Default::default();
         let mut by_id = HashMap::with_capacity(jobs.len());
-        let mut canaries: HashMap<String, usize> = Default::default();
+        let mut canaries: HashMap<Word, usize> = Default::default();
         for (i, j) in jobs.iter().enumerate() {
             by_id.insert(j.id, i);
             if j.name.starts_with(crate::vocab::CANARY_JOB_PREFIX)

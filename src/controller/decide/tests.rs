@@ -20,12 +20,12 @@ pub(crate) fn job(id: u64, on: &str, end: i64) -> Job {
         name: "train".into(),
         user: "alice".into(),
         account: "research".into(),
-        state: vec!["RUNNING".into()],
+        state: "RUNNING".into(),
         partition: "all".into(),
         nodes: vec![on.into()],
         end_time: Some(end),
         start_time: None,
-        state_reason: String::new(),
+        state_reason: Default::default(),
         node_count: 1,
         exclusive: false,
         ..Job::default()
@@ -421,7 +421,7 @@ fn the_jobs_holding_a_node_are_indexed_once_and_match_a_scan() {
         ..job(1, "w-0", NOW + 60)
     };
     let pending = Job {
-        state: vec!["PENDING".into()],
+        state: "PENDING".into(),
         ..job(2, "w-0", NOW + 60)
     };
     let view = SlurmView::new(

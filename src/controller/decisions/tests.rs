@@ -203,8 +203,8 @@ fn a_pass_reads_each_job_a_bounded_number_of_times_at_ten_thousand_workers() {
                 jobs.push(Job {
                     id: jobs.len() as u64 + 1,
                     name: "train".into(),
-                    state: vec!["RUNNING".into()],
-                    nodes: vec![w.name.clone()],
+                    state: "RUNNING".into(),
+                    nodes: vec![w.name.clone().into()],
                     end_time: Some(NOW + 3600),
                     ..Job::default()
                 });
@@ -213,9 +213,10 @@ fn a_pass_reads_each_job_a_bounded_number_of_times_at_ten_thousand_workers() {
         if s % 2 == 0 {
             jobs.push(Job {
                 id: jobs.len() as u64 + 1,
-                name: crate::controller::canary::job_name(&name, "new", &format!("{name}-0")),
-                state: vec!["RUNNING".into()],
-                nodes: vec![format!("{name}-0")],
+                name: crate::controller::canary::job_name(&name, "new", &format!("{name}-0"))
+                    .into(),
+                state: "RUNNING".into(),
+                nodes: vec![format!("{name}-0").into()],
                 ..Job::default()
             });
         }
@@ -233,7 +234,7 @@ fn a_pass_reads_each_job_a_bounded_number_of_times_at_ten_thousand_workers() {
     while (jobs.len() as u64) < queued {
         jobs.push(Job {
             id: jobs.len() as u64 + 1,
-            state: vec!["PENDING".into()],
+            state: "PENDING".into(),
             partition: "p".into(),
             ..Job::default()
         });

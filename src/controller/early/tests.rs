@@ -57,7 +57,7 @@ fn pending(id: u64, nodes: u32) -> Job {
     Job {
         id,
         name: "j".into(),
-        state: vec!["PENDING".into()],
+        state: "PENDING".into(),
         partition: "p".into(),
         state_reason: "Resources".into(),
         node_count: nodes,

@@ -113,7 +113,7 @@ fn pending(id: u64) -> Job {
     Job {
         id,
         name: "j".into(),
-        state: vec!["PENDING".into()],
+        state: "PENDING".into(),
         partition: "p".into(),
         state_reason: "Resources".into(),
         node_count: 1,

@@ -124,9 +124,9 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
     let due = NOW - 600;
     let mut bad = check_job(8, "gpu-0", due, "FAILED");
     bad.exit_code = Some(1);
-    bad.name = job_name("c", "gpu-0", due);
+    bad.name = job_name("c", "gpu-0", due).into();
     let mut waits = check_job(9, "gpu-0", due, "PENDING");
-    waits.name = job_name("d", "gpu-0", due);
+    waits.name = job_name("d", "gpu-0", due).into();
     waits.start_time = None;
     let reason = "slurmops: check c failed: job 8: exit code 1";
     let c = run(
@@ -143,7 +143,7 @@ fn a_failed_worker_s_other_check_jobs_are_cancelled_and_not_submitted_again() {
     // The next pass: d's job ended without running; d is due, but the failed worker stays out.
     // Slurm gives a job cancelled while pending a start time, and no nodes.
     let mut gone = check_job(9, "gpu-0", due, "CANCELLED");
-    gone.name = job_name("d", "gpu-0", due);
+    gone.name = job_name("d", "gpu-0", due).into();
     gone.nodes = vec![];
     let failed = Mark {
         passed: false,

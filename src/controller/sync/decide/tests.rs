@@ -327,7 +327,7 @@ fn job(id: u64, node: &str, batch: bool, requeue: bool) -> crate::slurm::Job {
     crate::slurm::Job {
         id,
         user: "alice".into(),
-        state: vec!["RUNNING".into()],
+        state: "RUNNING".into(),
         nodes: vec![node.into()],
         batch,
         requeue,

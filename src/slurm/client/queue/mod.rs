@@ -39,7 +39,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::Client;
-use crate::slurm::model::{Job, JobsWire};
+use crate::slurm::model::{Job, JobsWire, Word, state_word};
 use crate::slurm::{Jobs, SlurmError};
 pub(super) use kept::Queue;
 use kept::{Delta, Refresh};
@@ -87,7 +87,7 @@ pub fn max_jobs_from(setting: Option<&str>) -> usize {
 }
 
 /// Every job's state as `jobs/state/` gave it (ids as it writes them: `12`, `12_3`, `12+1`).
-type States = Arc<HashMap<String, Vec<String>>>;
+type States = Arc<HashMap<String, Word>>;
 
 /// A `jobs/state/` answer.
 #[derive(serde::Deserialize)]
@@ -119,7 +119,7 @@ fn states_of(w: StatesWire) -> States {
                     IdWire::Text(t) => t,
                     IdWire::Number(n) => n.to_string(),
                 };
-                (id, s.state)
+                (id, state_word(&s.state))
             })
             .collect(),
     )

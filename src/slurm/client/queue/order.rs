@@ -24,7 +24,7 @@ pub(super) struct Group {
     pub(super) holding: bool,
 }
 
-pub(super) fn groups(states: &HashMap<String, Vec<String>>) -> HashMap<u64, Group> {
+pub(super) fn groups(states: &HashMap<String, crate::slurm::model::Word>) -> HashMap<u64, Group> {
     let mut out: HashMap<u64, Group> = HashMap::with_capacity(states.len());
     for (id, state) in states {
         let Some(base) = base_of(id) else {
@@ -40,10 +40,10 @@ pub(super) fn groups(states: &HashMap<String, Vec<String>>) -> HashMap<u64, Grou
         });
         // A sum: the entries' order in the answer does not matter.
         g.digest = g.digest.wrapping_add(h.finish());
-        g.pending |= state.iter().any(|s| s == "PENDING");
+        g.pending |= state.split(',').any(|s| s == "PENDING");
         g.holding |= state
-            .iter()
-            .any(|s| ["RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"].contains(&s.as_str()));
+            .split(',')
+            .any(|s| ["RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"].contains(&s));
     }
     out
 }

@@ -12,10 +12,10 @@ fn the_job_cap_is_a_count_and_nonsense_keeps_the_default() {
     assert_eq!(max_jobs_from(Some("0")), MAX_JOBS);
 }
 
-fn states(entries: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+fn states(entries: &[(&str, &str)]) -> HashMap<String, crate::slurm::model::Word> {
     entries
         .iter()
-        .map(|(id, s)| (id.to_string(), vec![s.to_string()]))
+        .map(|(id, s)| (id.to_string(), (*s).into()))
         .collect()
 }
 
@@ -81,7 +81,7 @@ fn a_refresh_reads_changed_jobs_then_pending_and_running_ones_newest_first_then_
     let ran = groups(&states(&[("6", "RUNNING")]));
     seen.insert(6, (ran[&6].digest, now));
     let mut finished = s.clone();
-    finished.insert("6".into(), vec!["COMPLETED".into()]);
+    finished.insert("6".into(), "COMPLETED".into());
     let g = groups(&finished);
     let order = plan(&g, &seen, now, 100, 1);
     match long_ago < now {
@@ -103,7 +103,7 @@ fn pending_jobs_are_read_again_once_per_refresh_period_spread_over_the_passes() 
 fn job(id: u64, state: &str, partition: &str) -> Job {
     Job {
         id,
-        state: vec![state.into()],
+        state: state.into(),
         partition: partition.into(),
         ..Job::default()
     }
