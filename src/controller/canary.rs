@@ -312,8 +312,7 @@ fn judge(j: &Job, timeout: i64, now: i64) -> Judged {
             true => Judged::Failed {
                 error: format!(
                     "did not end within its timeout ({}s), state {}",
-                    timeout,
-                    j.state.to_string()
+                    timeout, j.state
                 ),
                 tail: String::new(),
             },

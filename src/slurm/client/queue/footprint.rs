@@ -11,7 +11,7 @@ use crate::slurm::model::{Job, JobsWire};
 
 /// The `job/{id}` answer of generated job I.
 fn answer(i: usize) -> String {
-    let running = i % 5 == 0;
+    let running = i.is_multiple_of(5);
     let (state, reason, nodes) = match running {
         true => (
             "RUNNING",
@@ -69,7 +69,13 @@ impl KeptQueue {
 
 /// A kept queue of JOBS generated jobs, listed and read whole, its records handed out once.
 pub fn kept_queue(jobs: usize) -> KeptQueue {
-    let state = |i: usize| if i % 5 == 0 { "RUNNING" } else { "PENDING" };
+    let state = |i: usize| {
+        if i.is_multiple_of(5) {
+            "RUNNING"
+        } else {
+            "PENDING"
+        }
+    };
     let listing = serde_json::json!({"jobs": (0..jobs).map(|i| serde_json::json!({
         "job_id": i + 1,
         "state": [state(i)],

@@ -73,7 +73,8 @@ const LEAD_GAP: u64 = 32;
 /// After a refresh failed, the next waits this long.
 const FAILED_PAUSE: Duration = Duration::from_secs(10);
 /// The most job records kept, unless `SLURMOPS_SLURM_MAX_JOBS` says otherwise (the daemon's
-/// memory goes with them, about 1 KB a job); past it the jobs not read yet stay unread.
+/// memory goes with them, about 0.5 KB a job: `queue.kept_bytes_per_job`); past it the jobs not
+/// read yet stay unread.
 pub const MAX_JOBS: usize = 200_000;
 /// The setting that raises [`MAX_JOBS`].
 pub const MAX_JOBS_ENV: &str = "SLURMOPS_SLURM_MAX_JOBS";
