@@ -127,16 +127,3 @@ pub fn kept_queue(jobs: usize) -> KeptQueue {
         .unwrap_or_else(|| Arc::from(Vec::new()));
     KeptQueue { kept, list }
 }
-
-#[cfg(test)]
-mod tests {
-    /// The figure `slurmops bench` prints, from a test build: `cargo test --lib
-    /// kept_queue_memory -- --ignored --nocapture` (alone: other tests' threads allocate too).
-    #[test]
-    #[ignore = "a measurement, printed; run alone"]
-    fn kept_queue_memory() {
-        for f in crate::bench::queue_memory() {
-            println!("{f}");
-        }
-    }
-}
