@@ -220,7 +220,6 @@ async fn read_workloads(
     Ok((sts, pods, templates))
 }
 
-/// The scope's workloads: StatefulSets, pods, PodTemplates by name.
 /// ITEMS, each shared, in a list of their number. (`items.into_iter().map(Arc::new).collect()`
 /// would reuse the items' own allocation for the pointers, and keep it: a whole Pod's size for
 /// each 8-byte pointer, 10,000 times in a LIST of 10,000 pods.)
@@ -230,6 +229,7 @@ fn shared<T>(items: Vec<T>) -> Vec<Arc<T>> {
     out
 }
 
+/// The scope's workloads: StatefulSets, pods, PodTemplates by name.
 type Workloads = (
     Vec<Arc<StatefulSet>>,
     Vec<Arc<Pod>>,
