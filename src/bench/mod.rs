@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster;
+use crate::plan::sides::{self, Prepared};
 use crate::plan::{self, Side};
 use crate::render;
+use crate::source::Loaded;
 
 /// One figure.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,12 +134,22 @@ fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     (best, last.expect("n > 0"))
 }
 
-/// What `slurmops plan` does offline between two cluster.yaml texts: load, render, diff.
+/// What `slurmops plan` does offline between two cluster.yaml texts: load and render both (the
+/// two sides at once, `plan::sides`), diff, free both.
 fn plan_between(old: &str, new: &str) -> plan::Plan {
-    let a = cluster::load("old/cluster.yaml", old).expect("generated input is valid");
-    let b = cluster::load("new/cluster.yaml", new).expect("generated input is valid");
-    let (ra, rb) = (render::render(&a), render::render(&b));
-    diff(&a, &ra, &b, &rb)
+    let text = |name: &str, text: &str| Loaded {
+        name: name.into(),
+        text: text.into(),
+    };
+    let (b, a) = sides::prepare(
+        &text("new/cluster.yaml", new),
+        Some(&text("old/cluster.yaml", old)),
+        |l| cluster::load(&l.name, &l.text),
+    )
+    .expect("generated input is valid");
+    let p = plan::plan(a.as_ref().map(Prepared::side), b.side());
+    sides::discard(b, a);
+    p
 }
 
 /// The plan from A (rendered RA) to B (rendered RB).

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::{Error, load, read, read_revision};
 use crate::cluster::Guardrails;
-use crate::plan::{self, Plan, Side};
-use crate::render;
+use crate::plan::sides::{self, Prepared};
+use crate::plan::{self, Plan};
 use crate::source;
 
 /// Which two sides a plan compares.
@@ -34,31 +34,21 @@ pub fn plan(s: &Sides<'_>) -> Result<(Plan, String), Error> {
         (None, Some(f)) => Some(read(f)?),
         (None, None) => None,
     };
-    let new_c = load(&new)?;
-    let old_c = old.as_ref().map(load).transpose()?;
-    let new_r = render::render(&new_c);
-    let old_r = old_c.as_ref().map(render::render);
-    let name = &new_c.metadata.name;
+    let (new_side, old_side) = sides::prepare(&new, old.as_ref(), load)?;
+    let name = &new_side.cluster.metadata.name;
     let target = match (&old, s.base) {
         (Some(_), Some(rev)) => format!("cluster {name} (from {rev})"),
         (Some(o), None) => format!("cluster {name} (from {})", o.name),
         (None, Some(rev)) => format!("cluster {name} (new: {rev} has no cluster.yaml)"),
         (None, None) => format!("cluster {name} (against an empty cluster)"),
     };
-    let base_side = old_c
-        .as_ref()
-        .zip(old_r.as_ref())
-        .map(|(cluster, rendered)| Side { cluster, rendered });
-    let new_side = Side {
-        cluster: &new_c,
-        rendered: &new_r,
-    };
-    let mut p = plan::plan(base_side, new_side);
+    let mut p = plan::plan(old_side.as_ref().map(Prepared::side), new_side.side());
     plan::at(
         &mut p,
-        &new_c,
+        &new_side.cluster,
         k8s_openapi::jiff::Timestamp::now().as_second(),
     );
+    sides::discard(new_side, old_side);
     Ok((p, target))
 }
 

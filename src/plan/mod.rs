@@ -4,6 +4,7 @@
 
 mod checks;
 pub mod format;
+pub mod sides;
 
 use std::collections::{BTreeMap, BTreeSet};
 
