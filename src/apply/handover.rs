@@ -86,6 +86,24 @@ async fn hand_one(
         })
 }
 
+/// What apply reads of a live member's managedFields: each entry's manager and operation (other
+/// appliers), and whole entries only where the old shared manager's Apply entry is handed over
+/// (`handover`). Every other member's field sets (`fieldsV1`, which mirror the object's fields,
+/// often half its size) are dropped as it is listed: 500 worker StatefulSets are read at once.
+pub(super) fn slim_managed_fields(o: &mut DynamicObject) {
+    let Some(entries) = o.metadata.managed_fields.as_mut() else {
+        return;
+    };
+    let hands_over = entries.iter().any(|e| {
+        e.manager.as_deref() == Some(MANAGER_APPLY) && e.operation.as_deref() == Some("Apply")
+    });
+    if !hands_over {
+        for e in entries {
+            e.fields_v1 = None;
+        }
+    }
+}
+
 /// O's managedFields with the old shared manager's Apply entry handed to MANAGER: renamed, or
 /// merged into MANAGER's own entry of the same apiVersion (dropped if its apiVersion differs:
 /// the fields stay, owned by nobody, as after `kubectl apply --server-side` takes over). None:
@@ -190,6 +208,41 @@ mod tests {
             got[0]["fieldsV1"],
             json!({"f:data": {"f:a": {}, "f:b": {}}})
         );
+    }
+
+    #[test]
+    fn a_member_keeps_its_field_sets_only_where_they_are_handed_over() {
+        let legacy = || {
+            object(json!([
+                entry("slurmops/c", "Apply", json!({"f:data": {"f:a": {}}})),
+                entry("slurmops", "Apply", json!({"f:data": {"f:b": {}}})),
+            ]))
+        };
+        let mut o = legacy();
+        slim_managed_fields(&mut o);
+        assert_eq!(
+            handed_over(&o, "slurmops/c"),
+            handed_over(&legacy(), "slurmops/c")
+        );
+        assert_eq!(
+            handed_over(&o, "slurmops/c").unwrap()[0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+
+        let mut o = object(json!([
+            entry("slurmops/c", "Apply", json!({"f:data": {"f:a": {}}})),
+            entry("helm", "Apply", json!({"f:data": {"f:x": {}}})),
+            entry("slurmops", "Update", json!({"f:data": {"f:y": {}}})),
+        ]));
+        slim_managed_fields(&mut o);
+        let entries = o.metadata.managed_fields.as_ref().unwrap();
+        assert!(entries.iter().all(|e| e.fields_v1.is_none()));
+        // Who applies what stays: another applier is still told.
+        assert_eq!(
+            super::super::other_appliers(Some(&o), "slurmops/c"),
+            ["helm"]
+        );
+        assert_eq!(handed_over(&o, "slurmops/c"), None);
     }
 
     #[test]

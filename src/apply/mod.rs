@@ -259,7 +259,8 @@ pub async fn members(
             .list(&api_version, &kind, ns, &selector)
             .await
             .map_err(|e| api_err(&format!("list {kind}"), e))?;
-        for o in items {
+        for mut o in items {
+            handover::slim_managed_fields(&mut o);
             let name = o.metadata.name.clone().unwrap_or_default();
             objects.insert(key(&kind, &name), (api_version.clone(), o));
         }

@@ -126,12 +126,18 @@ pub async fn survey(
             recreate.insert(o.name.clone());
         }
     }
+    // The live workloads as JSON, for the release and window checks, which read their spec,
+    // status and annotations: without managedFields, and freed before the verdicts (a second
+    // copy of 500 live StatefulSets otherwise stayed through the whole apply).
     let workloads: Vec<(String, Json)> = desired
         .iter()
         .filter(|o| matches!(o.kind.as_str(), "StatefulSet" | "Deployment"))
         .filter_map(|o| {
             let id = key(&o.kind, &o.name);
-            let l = serde_json::to_value(live.get(&id)?).ok()?;
+            let mut l = serde_json::to_value(live.get(&id)?).ok()?;
+            if let Some(Json::Object(meta)) = l.get_mut("metadata") {
+                meta.remove("managedFields");
+            }
             Some((id, l))
         })
         .collect();
@@ -140,6 +146,7 @@ pub async fn survey(
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
         .and(window::held(c, &all, &workloads, now));
+    drop(workloads);
     refuse_foreign(cluster, c, &desired, &live).await?;
     let prune = prune_set(cluster, c, &desired, &live, opts, guard).await?;
     check_scale_in(cluster, c, &desired, &live, guard).await?;

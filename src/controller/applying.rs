@@ -2,6 +2,7 @@
 //! scale-in's replicas, a removed NodeSet's undrained workers), then Slurm's accounting. Which
 //! workloads it changed is handed back, so the decisions taken on them wait for the next pass.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
@@ -124,8 +125,15 @@ impl PruneGuard for SlurmView {
 }
 
 /// R with the StatefulSets of unfinished scale-ins kept at their live replicas (they go down on
-/// a later pass, once their leaving workers are drained).
-pub(super) fn held(r: &Rendered, decisions: &BTreeMap<String, Decision>) -> Rendered {
+/// a later pass, once their leaving workers are drained). R itself when no scale-in is held: a
+/// copy of every rendered object (14 MiB at 500 NodeSets) lived through each apply for nothing.
+pub(super) fn held<'r>(
+    r: &'r Rendered,
+    decisions: &BTreeMap<String, Decision>,
+) -> Cow<'r, Rendered> {
+    if decisions.values().all(|d| d.hold_replicas.is_none()) {
+        return Cow::Borrowed(r);
+    }
     let mut r = r.clone();
     for (name, d) in decisions {
         let Some(replicas) = d.hold_replicas else {
@@ -139,7 +147,7 @@ pub(super) fn held(r: &Rendered, decisions: &BTreeMap<String, Decision>) -> Rend
             o.body["spec"]["replicas"] = json!(replicas);
         }
     }
-    r
+    Cow::Owned(r)
 }
 
 /// Applies R (T's objects, held), with the StatefulSets of removed NodeSets with undrained

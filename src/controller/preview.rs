@@ -24,7 +24,7 @@ pub struct Preview {
 impl Preview {
     /// The objects the pass would apply: the rendered ones, with the StatefulSets of scale-ins
     /// that are not safe yet kept at their live replicas.
-    pub fn rendered(&self, r: &Rendered) -> Rendered {
+    pub fn rendered<'r>(&self, r: &'r Rendered) -> std::borrow::Cow<'r, Rendered> {
         held(r, &self.decisions)
     }
 
