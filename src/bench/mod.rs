@@ -201,7 +201,7 @@ pub fn offline_plan() -> Vec<Figure> {
             ms(plan_time),
             "ms",
             format!(
-                "limit 250 ms; {ratio:.2}x plain serialization (limit 5x); {} changes, {} bytes of plan",
+                "goal <= 60 ms; {ratio:.2}x plain serialization (goal <= 3x); {} changes, {} bytes of plan",
                 changes.0, changes.1
             ),
         ),
@@ -224,7 +224,7 @@ pub fn offline_plan() -> Vec<Figure> {
             "plan.500_nodesets.ratio_to_serialize",
             ratio,
             "x",
-            "limit 5x",
+            "goal <= 3x",
         ),
     ];
     out.extend(phases);

@@ -37,9 +37,13 @@ pub fn prepare<E: Send>(
         })
     };
     let (new, old) = std::thread::scope(|s| {
-        let other = old.map(|o| s.spawn(|| side(o)));
+        // Where no thread can be started (a pids limit), the old side is done after the new.
+        let other = old.map(|o| std::thread::Builder::new().spawn_scoped(s, || side(o)).ok());
         let mine = side(new);
-        let theirs = other.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        let theirs = match (other, old) {
+            (Some(Some(h)), _) => Some(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
+            (_, o) => o.map(side),
+        };
         (mine, theirs)
     });
     Ok((new?, old.transpose()?))
@@ -50,7 +54,8 @@ pub fn prepare<E: Send>(
 pub fn discard(new: Prepared, old: Option<Prepared>) {
     std::thread::scope(|s| {
         if let Some(old) = old {
-            s.spawn(move || drop(old));
+            // Where no thread can be started, the closure (and OLD with it) is freed here.
+            let _ = std::thread::Builder::new().spawn_scoped(s, move || drop(old));
         }
         drop(new);
     });
