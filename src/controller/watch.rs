@@ -444,7 +444,7 @@ fn worker_inputs(p: &Pod) -> Option<u64> {
 /// a pass.
 fn drain_request(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> [Option<&String>; 2] {
+) -> [Option<&String>; 3] {
     let a = m.annotations.as_ref();
     crate::controller::sync::health::REQUEST_ANNOTATIONS.map(|k| a.and_then(|a| a.get(k)))
 }

@@ -109,6 +109,8 @@ vocabulary! {
         ANNOTATION_DRAIN = "slurmops.dev/drain";
         /// Slinky's drain request on a Kubernetes Node, its value the reason (NVIDIA's NVSentinel sets it), read as `slurmops.dev/drain`.
         ANNOTATION_SLINKY_CORDON_REASON = "nodeset.slinky.slurm.net/node-cordon-reason";
+        /// Slinky 1.3's drain request on a worker pod (health checks and automation set it; its value `true` or the reason), read as `slurmops.dev/drain`.
+        ANNOTATION_SLINKY_POD_CORDON = "nodeset.slinky.slurm.net/pod-cordon-requested";
         /// Prefix of the config digests in pod templates (`checksum.slurmops.dev/slurm.conf-restart`).
         CHECKSUM_PREFIX = "checksum.slurmops.dev/";
         /// KEP-3659: the tool that manages the ApplySet (`slurmops/vVERSION`).

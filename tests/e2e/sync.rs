@@ -394,6 +394,22 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
     assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
     assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
+    // Slinky 1.3's request on a worker pod, as health checks and automation set it for Slinky
+    // (`nodeset.slinky.slurm.net/pod-cordon-requested: "true"`): the same drain, and its removal
+    // resumes.
+    let slinky = |value: Option<&str>| {
+        let patch = Patch::Merge(json!({"metadata": {"annotations": {slurmops::vocab::ANNOTATION_SLINKY_POD_CORDON: value}}}));
+        let (pods, w0) = (&pods, w0.clone());
+        async move { pods.patch(&w0, &PatchParams::default(), &patch).await.unwrap() }
+    };
+    slinky(Some("true")).await;
+    let printed = sync_once(dir.path());
+    assert!(printed.contains(&format!("{w0}: drained: drain requested: by annotation")), "{printed}");
+    assert_eq!(s.get(&w0).await.unwrap().reason, "slurmops: drain requested: by annotation");
+    slinky(None).await;
+    assert!(sync_once(dir.path()).contains(&format!("{w0}: resumed")));
+    assert!(!s.get(&w0).await.unwrap().state.has("DRAIN"));
+    assert_eq!(s.get(&w1).await.unwrap().reason, "disk check by admin");
 
     // A Ready worker whose Slurm node is gone is replaced after the grace, and registers again.
     let uid0 = pods.get(&w0).await.unwrap().metadata.uid;

@@ -1,6 +1,7 @@
 //! Which Kubernetes nodes must not run Slurm jobs, and why: a cordon, a drain request (the
 //! annotation `slurmops.dev/drain`, its value the reason, set by a health tool or an operator;
-//! or Slinky's `nodeset.slinky.slurm.net/node-cordon-reason`, which NVIDIA's NVSentinel sets),
+//! or Slinky's `nodeset.slinky.slurm.net/node-cordon-reason`, which NVIDIA's NVSentinel sets, and
+//! Slinky 1.3's `nodeset.slinky.slurm.net/pod-cordon-requested` on a worker pod),
 //! or a condition or taint the cluster's `policy.nodeHealth` lists (set by Node Problem Detector,
 //! the GPU operator, ...). A worker pod may carry the drain request too (`requested`).
 //! Pure: the caller lists the Nodes once per pass. A reason names its Kubernetes node, so a drain
@@ -12,10 +13,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::cluster::types::NodeHealth;
-use crate::vocab::{ANNOTATION_DRAIN, ANNOTATION_SLINKY_CORDON_REASON, DrainReason};
+use crate::vocab::{
+    ANNOTATION_DRAIN, ANNOTATION_SLINKY_CORDON_REASON, ANNOTATION_SLINKY_POD_CORDON, DrainReason,
+};
 
 /// The annotations that ask for a drain, in the order they are read (slurmops' own first).
-pub const REQUEST_ANNOTATIONS: [&str; 2] = [ANNOTATION_DRAIN, ANNOTATION_SLINKY_CORDON_REASON];
+pub const REQUEST_ANNOTATIONS: [&str; 3] = [
+    ANNOTATION_DRAIN,
+    ANNOTATION_SLINKY_CORDON_REASON,
+    ANNOTATION_SLINKY_POD_CORDON,
+];
 
 /// Longest condition message carried into a Slurm reason (untrusted text from the Node).
 const MAX_MESSAGE: usize = 160;
@@ -121,8 +128,9 @@ pub fn drained_on_request(reason: &str) -> bool {
     matches!(DrainReason::parse(reason), Some(DrainReason::Requested(_)))
 }
 
-/// The requester's words of a drain request among ANNOTATIONS (an empty value: `by
-/// annotation`). The value is whoever set it's text: one line, no control characters, cut.
+/// The requester's words of a drain request among ANNOTATIONS (an empty value, or `true` as
+/// Slinky's pod request may be: `by annotation`). The value is whoever set it's text: one line,
+/// no control characters, cut.
 fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
     let annotations = annotations?;
     let why = REQUEST_ANNOTATIONS
@@ -133,7 +141,7 @@ fn request_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> 
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let clean = one_line(&clean);
-    let clean = if clean.is_empty() {
+    let clean = if clean.is_empty() || clean.eq_ignore_ascii_case("true") {
         "by annotation".to_string()
     } else {
         clean
@@ -244,6 +252,23 @@ mod tests {
         assert_eq!(
             requested(&pod).map(|r| r.words()).as_deref(),
             Some("drain requested: ticket 4711")
+        );
+        // Slinky 1.3's request on a pod, as health checks and automation set it: `true`, or
+        // their reason.
+        let slinky = |value: &str| {
+            let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+                json!({"metadata": {"name": "w-1", "annotations": {ANNOTATION_SLINKY_POD_CORDON: value}}}),
+            )
+            .unwrap();
+            requested(&pod).map(|r| r.words())
+        };
+        assert_eq!(
+            slinky("true").as_deref(),
+            Some("drain requested: by annotation")
+        );
+        assert_eq!(
+            slinky("dcgm diag failed").as_deref(),
+            Some("drain requested: dcgm diag failed")
         );
         assert!(drained_on_request("slurmops: drain requested: ticket 4711"));
         assert!(!drained_on_request("drain requested: ticket 4711"));
