@@ -13,9 +13,11 @@ use super::model::{
     ApiMessage, DataParser, Envelope, JobRequest, Node, NodesWire, Reservation, ReservationRequest,
     ReservationsWire,
 };
+use answer::Answer;
 pub use nodes::WHOLE_NODES_TIMEOUT;
 use nodes::{KeptNodes, WholeNodes};
 
+mod answer;
 mod nodes;
 mod queue;
 mod replicas;
@@ -418,7 +420,7 @@ impl Client {
         let p = self.parser().await?;
         self.jobs_changed().await;
         let url = format!("{}/slurm/{}/job/submit", self.base, p.as_str());
-        let body = self
+        let body: Vec<u8> = self
             .send_url_within(
                 Method::POST,
                 url,
@@ -526,7 +528,7 @@ impl Client {
     async fn get_slow<T: DeserializeOwned>(&self, path: &str) -> Result<T, SlurmError> {
         let p = self.parser().await?;
         let url = format!("{}/slurm/{}/{path}", self.base, p.as_str());
-        let body = self
+        let body: Vec<u8> = self
             .send_url_within(Method::GET, url, None, self.config.queue_timeout, None)
             .await?;
         serde_json::from_slice(&body).map_err(|e| self.parse_error(path, e.to_string()))
@@ -597,14 +599,14 @@ impl Client {
 
     /// As `send_url`, each attempt within DEADLINE; AS_USER: run as that Slurm user instead
     /// (X-SLURM-USER-NAME with this client's administrator token).
-    async fn send_url_within(
+    async fn send_url_within<A: Answer>(
         &self,
         method: Method,
         url: String,
         body: Option<serde_json::Value>,
         deadline: Duration,
         as_user: Option<&str>,
-    ) -> Result<Vec<u8>, SlurmError> {
+    ) -> Result<A, SlurmError> {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {
@@ -629,14 +631,14 @@ impl Client {
         }
     }
 
-    async fn send_once(
+    async fn send_once<A: Answer>(
         &self,
         method: &Method,
         url: &str,
         body: Option<&serde_json::Value>,
         deadline: Duration,
         as_user: Option<&str>,
-    ) -> Result<Vec<u8>, SlurmError> {
+    ) -> Result<A, SlurmError> {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut req = self.authorized(method, url, as_user).timeout(deadline);
         if let Some(b) = body {
@@ -649,13 +651,9 @@ impl Client {
         let status = resp.status();
         // A conditional list read (`update_time`) whose list did not change.
         if status == StatusCode::NOT_MODIFIED && *method == Method::GET {
-            return Ok(Vec::new());
+            return Ok(A::unchanged());
         }
-        let bytes = self.read_bounded(url, resp, deadline).await?;
-        match answer_error(&self.base, method, url, status, &bytes) {
-            Some(e) => Err(e),
-            None => Ok(bytes),
-        }
+        A::take(self, method, url, status, resp, deadline).await
     }
 
     /// A request to URL with this client's credentials; AS_USER names the Slurm user it runs as
@@ -687,39 +685,50 @@ fn answer_error(
     bytes: &[u8],
 ) -> Option<SlurmError> {
     let envelope: Envelope = serde_json::from_slice(bytes).unwrap_or_default();
-    let auth_failed = envelope
-        .errors
-        .iter()
-        .any(|e| e.error_number == Some(errno::AUTH));
-    // 26.05 answers a token it cannot verify with 511 (24.11: 500 with error 1007).
-    let auth_status = [
+    let failed = !status.is_success() || !envelope.errors.is_empty() || auth_refused(status);
+    failed.then(|| error_of(base, method, url, status, envelope.errors, bytes))
+}
+
+/// 26.05 answers a token it cannot verify with 511 (24.11: 500 with error 1007).
+fn auth_refused(status: StatusCode) -> bool {
+    [
         StatusCode::UNAUTHORIZED,
         StatusCode::FORBIDDEN,
         StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
-    ];
-    if auth_status.contains(&status) || auth_failed {
-        return Some(SlurmError::Auth {
+    ]
+    .contains(&status)
+}
+
+/// The error of a failed answer with STATUS and ERRORS (Slurm's; none: the start of BYTES says
+/// what failed) to METHOD URL of slurmrestd at BASE.
+fn error_of(
+    base: &str,
+    method: &Method,
+    url: &str,
+    status: StatusCode,
+    errors: Vec<ApiMessage>,
+    bytes: &[u8],
+) -> SlurmError {
+    if auth_refused(status) || errors.iter().any(|e| e.error_number == Some(errno::AUTH)) {
+        return SlurmError::Auth {
             url: base.to_string(),
             status: status.as_u16(),
-            errors: envelope.errors,
-        });
+            errors,
+        };
     }
-    if !status.is_success() || !envelope.errors.is_empty() {
-        return Some(SlurmError::Api {
-            method: method.to_string(),
-            path: url.strip_prefix(base).unwrap_or(url).to_string(),
-            status: status.as_u16(),
-            errors: if envelope.errors.is_empty() && !status.is_success() {
-                vec![ApiMessage {
-                    description: Some(String::from_utf8_lossy(bytes).chars().take(300).collect()),
-                    ..ApiMessage::default()
-                }]
-            } else {
-                envelope.errors
-            },
-        });
+    SlurmError::Api {
+        method: method.to_string(),
+        path: url.strip_prefix(base).unwrap_or(url).to_string(),
+        status: status.as_u16(),
+        errors: if errors.is_empty() {
+            vec![ApiMessage {
+                description: Some(String::from_utf8_lossy(bytes).chars().take(300).collect()),
+                ..ApiMessage::default()
+            }]
+        } else {
+            errors
+        },
     }
-    None
 }
 
 /// A node name as one URL path segment; names that would escape it are refused.

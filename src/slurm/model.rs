@@ -408,6 +408,9 @@ pub struct NodesWire {
     /// absent (or 0) in a "no change" answer.
     #[serde(default, deserialize_with = "number")]
     pub last_update: Option<i64>,
+    /// Slurm's errors, when the answer carries any (it is then an error).
+    #[serde(default)]
+    pub errors: Vec<ApiMessage>,
 }
 
 #[derive(Deserialize)]

@@ -162,7 +162,7 @@ impl Client {
         for x in down {
             let url = format!("{}/slurm/{}/ping/", x.base, p.as_str());
             let answer = self
-                .send_once(&Method::GET, &url, None, RECHECK_DEADLINE, None)
+                .send_once::<Vec<u8>>(&Method::GET, &url, None, RECHECK_DEADLINE, None)
                 .await;
             let mut r = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
             match answer {
@@ -178,14 +178,14 @@ impl Client {
 
     /// URL (on the Service's base) sent to each replica in turn until one can be reached; None
     /// without replicas or when none could be (the caller then asks the Service).
-    pub(super) async fn to_replicas(
+    pub(super) async fn to_replicas<A: super::Answer>(
         &self,
         method: &Method,
         url: &str,
         body: Option<&serde_json::Value>,
         deadline: Duration,
         as_user: Option<&str>,
-    ) -> Option<Result<Vec<u8>, SlurmError>> {
+    ) -> Option<Result<A, SlurmError>> {
         let list = self.replicas();
         if list.is_empty() {
             return None;
@@ -194,7 +194,10 @@ impl Client {
         let mut unreachable = Vec::new();
         for r in &list {
             let url = format!("{}{path}", r.base);
-            match self.send_once(method, &url, body, deadline, as_user).await {
+            match self
+                .send_once::<A>(method, &url, body, deadline, as_user)
+                .await
+            {
                 Err(SlurmError::Unreachable { detail, .. }) => {
                     unreachable.push((r.name.clone(), detail));
                 }
