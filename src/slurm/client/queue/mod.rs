@@ -65,11 +65,18 @@ const FIRST_MIN: usize = 32;
 /// Later batches, at most this often.
 const BATCH: Duration = Duration::from_secs(1);
 /// A restarted daemon's first refresh reads the jobs above the last one listed before (its lead,
-/// see [`Client::lead_from`]) while `jobs/state/` is built: at most this many,
+/// see [`Client::lead_from`]) while `jobs/state/` is built: at most this many, the pending ones
+/// first, newest first.
 const LEAD_MAX: usize = 256;
-/// and up to this many ids past the last one found (ids are handed out in order; a gap is jobs
-/// that ended and left the queue).
-const LEAD_GAP: u64 = 32;
+/// Which ids above it are in the queue is asked `jobs/state/` of this many ids a request (one
+/// request of 512 ids: 12 ms at 50,000 jobs on Slurm 24.11, where the whole listing takes 18 s;
+/// its query about 6 KB),
+const LEAD_WINDOW: u64 = 512;
+/// until this many windows in a row hold no job (ids are handed out in order; a gap is jobs that
+/// ended and left the queue: 2,048 ids in a row),
+const LEAD_EMPTY: u64 = 4;
+/// and this many windows at most (32,768 ids).
+const LEAD_REACH: u64 = 64;
 /// After a refresh failed, the next waits this long.
 const FAILED_PAUSE: Duration = Duration::from_secs(10);
 /// The most job records kept, unless `SLURMOPS_SLURM_MAX_JOBS` says otherwise (the daemon's
@@ -357,34 +364,79 @@ impl Client {
         result
     }
 
-    /// The jobs above FROM, in id order, until [`LEAD_GAP`] ids in a row are not found, at most
-    /// [`LEAD_MAX`] jobs, or UNTIL: the jobs queued since FROM was listed (slurmctld hands out
-    /// ids in order).
+    /// The jobs above FROM (the jobs queued since FROM was listed; slurmctld hands out ids in
+    /// order), by UNTIL: which ids are in the queue, asked `jobs/state/` a window of ids at a
+    /// time until [`LEAD_EMPTY`] windows in a row hold none (so a run of jobs that ended and left
+    /// the queue since is crossed, not taken for the end), then the records of at most
+    /// [`LEAD_MAX`] of them, the pending first (autoscale's demand), newest first.
     async fn lead_reads(
         &self,
         from: u64,
         until: Instant,
     ) -> Result<Vec<(u64, Vec<Job>)>, SlurmError> {
-        let this = &self;
-        let mut reads = futures::stream::iter(from.saturating_add(1)..)
-            .map(|id| async move { (id, this.job_records(id).await) })
-            .buffered(FETCH_AT_ONCE);
-        let (mut out, mut last) = (Vec::new(), from);
         let until = tokio::time::Instant::from_std(until);
-        while let Ok(Some((id, r))) = tokio::time::timeout_at(until, reads.next()).await {
-            match r? {
-                Some(jobs) if !jobs.is_empty() => {
-                    last = id;
-                    out.push((id, jobs));
-                }
-                _ if id - last >= LEAD_GAP => break,
-                _ => {}
+        let mut found: Vec<(u64, bool)> = Vec::new();
+        let mut empty = 0;
+        for w in 0..LEAD_REACH {
+            let first = from.saturating_add(1 + w * LEAD_WINDOW);
+            let window = first..first.saturating_add(LEAD_WINDOW);
+            let Ok(states) = tokio::time::timeout_at(until, self.states_among(window)).await else {
+                break;
+            };
+            let states = states?;
+            match states.is_empty() {
+                true => empty += 1,
+                false => empty = 0,
             }
-            if out.len() >= LEAD_MAX {
+            found.extend(states);
+            if empty >= LEAD_EMPTY {
                 break;
             }
         }
+        found.sort_by_key(|&(id, pending)| (std::cmp::Reverse(pending), std::cmp::Reverse(id)));
+        found.dedup_by_key(|(id, _)| *id);
+        found.truncate(LEAD_MAX);
+        let this = &self;
+        let mut reads = futures::stream::iter(found)
+            .map(|(id, _)| async move { (id, this.job_records(id).await) })
+            .buffered(FETCH_AT_ONCE);
+        let mut out = Vec::new();
+        while let Ok(Some((id, r))) = tokio::time::timeout_at(until, reads.next()).await {
+            if let Some(jobs) = r?.filter(|j| !j.is_empty()) {
+                out.push((id, jobs));
+            }
+        }
+        out.sort_by_key(|(id, _)| *id);
         Ok(out)
+    }
+
+    /// Which of the job ids IDS are in the queue, and whether each is pending (`jobs/state/`
+    /// asked for those ids alone: slurmctld looks each up, the ids not in the queue are left
+    /// out). An array's tasks count for their job's id.
+    async fn states_among(
+        &self,
+        ids: std::ops::Range<u64>,
+    ) -> Result<Vec<(u64, bool)>, SlurmError> {
+        let query: Vec<String> = ids.map(|id| format!("job_id={id}")).collect();
+        let w: StatesWire = self
+            .get(&format!("jobs/state/?{}", query.join("&")))
+            .await?;
+        Ok(w.jobs
+            .into_iter()
+            .filter_map(|s| {
+                let id = match s.job_id {
+                    IdWire::Text(t) => {
+                        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+                        t[..digits].parse().ok()?
+                    }
+                    IdWire::Number(n) => n,
+                };
+                Some((
+                    id,
+                    s.state.iter().any(|w| w.eq_ignore_ascii_case("PENDING")),
+                ))
+            })
+            .collect())
     }
 
     /// Every job's id and state (`jobs/state/`, Slurm 23.11 and later), under the deadline of a
