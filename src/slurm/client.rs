@@ -731,6 +731,21 @@ fn error_of(
     }
 }
 
+/// A client of the local test slurmrestd at URL: token `t`, data parser v0.0.42, one attempt.
+#[cfg(test)]
+fn test_config(url: String) -> Config {
+    let mut config = Config::new(
+        url,
+        Credentials::Token {
+            token: super::auth::Secret::new("t"),
+            user: None,
+        },
+    );
+    config.parser = Some(DataParser::V0042);
+    config.attempts = 1;
+    config
+}
+
 /// A node name as one URL path segment; names that would escape it are refused.
 fn segment(name: &str) -> Result<&str, SlurmError> {
     plain_name(name, "node")

@@ -1,8 +1,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
-use super::super::super::Config;
-use super::super::super::model::DataParser;
 use super::*;
 
 /// How the local slurmrestd answers `nodes/`.
@@ -61,16 +59,8 @@ fn serving(body: String, how: Send) -> String {
 }
 
 fn client(url: String, max_answer: usize) -> Client {
-    let mut config = Config::new(
-        url,
-        crate::slurm::auth::Credentials::Token {
-            token: crate::slurm::auth::Secret::new("t"),
-            user: None,
-        },
-    );
-    config.parser = Some(DataParser::V0042);
+    let mut config = super::super::test_config(url);
     config.timeout = Duration::from_secs(10);
-    config.attempts = 1;
     config.max_answer = max_answer;
     Client::new(config).unwrap()
 }

@@ -3,7 +3,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::super::Config;
 use super::*;
 
 /// A slurmrestd whose node list takes SLOW to answer; ASKED counts the requests for it.
@@ -46,16 +45,8 @@ fn slow_nodes(slow: Duration, asked: Arc<AtomicUsize>) -> String {
 async fn a_whole_node_list_slower_than_a_pass_is_waited_for_not_asked_again() {
     let asked = Arc::new(AtomicUsize::new(0));
     let url = slow_nodes(Duration::from_millis(1500), asked.clone());
-    let mut config = Config::new(
-        url,
-        crate::slurm::auth::Credentials::Token {
-            token: crate::slurm::auth::Secret::new("t"),
-            user: None,
-        },
-    );
-    config.parser = Some(DataParser::V0042);
+    let mut config = super::super::test_config(url);
     config.timeout = Duration::from_millis(400);
-    config.attempts = 1;
     let c = Client::new(config).unwrap();
     for _ in 0..2 {
         match c.nodes().await {

@@ -309,16 +309,8 @@ fn fake_with_gone(
 }
 
 fn client_of(url: String, wait: Duration) -> Client {
-    let mut config = super::super::Config::new(
-        url,
-        crate::slurm::auth::Credentials::Token {
-            token: crate::slurm::auth::Secret::new("t"),
-            user: None,
-        },
-    );
-    config.parser = Some(crate::slurm::DataParser::V0042);
+    let mut config = super::super::test_config(url);
     config.queue_wait = wait;
-    config.attempts = 1;
     Client::new(config).unwrap()
 }
 
