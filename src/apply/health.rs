@@ -16,13 +16,26 @@ fn observed(o: &Json) -> bool {
     int(o, "/status/observedGeneration") >= int(o, "/metadata/generation")
 }
 
-/// StatefulSet: the controller saw this generation and every replica is ready.
+/// StatefulSet: the controller saw this generation and every replica is ready (or as many as
+/// its `slurmops.dev/ready-replicas` says: behind one address, the controller in control).
 pub fn statefulset_ready(o: &Json) -> bool {
     let want = o
         .pointer("/spec/replicas")
         .and_then(Json::as_i64)
         .unwrap_or(1);
-    observed(o) && int(o, "/status/readyReplicas") >= want && int(o, "/status/replicas") == want
+    observed(o)
+        && int(o, "/status/readyReplicas") >= ready_wanted(o, want)
+        && int(o, "/status/replicas") == want
+}
+
+/// How many Ready replicas of WANT make workload O available: its
+/// `slurmops.dev/ready-replicas` when it has one (never more than WANT), else all of them.
+pub fn ready_wanted(o: &Json, want: i64) -> i64 {
+    o.pointer("/metadata/annotations")
+        .and_then(|a| a.get(crate::vocab::ANNOTATION_READY_REPLICAS))
+        .and_then(Json::as_str)
+        .and_then(|n| n.parse::<i64>().ok())
+        .map_or(want, |n| n.min(want))
 }
 
 /// Deployment: this generation rolled out and every replica is available.
@@ -115,5 +128,22 @@ mod tests {
                          "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}});
         assert!(!deployment_available(&dep));
         assert!(!pdb_observed(&json!({"metadata": {"generation": 1}})));
+    }
+
+    #[test]
+    fn controllers_behind_one_address_are_ready_with_the_one_in_control() {
+        let sts = |ready: i64, note: bool| {
+            let mut o = json!({"metadata": {"generation": 1}, "spec": {"replicas": 2},
+                "status": {"observedGeneration": 1, "replicas": 2, "readyReplicas": ready}});
+            if note {
+                o["metadata"]["annotations"] =
+                    json!({crate::vocab::ANNOTATION_READY_REPLICAS: "1"});
+            }
+            o
+        };
+        assert!(statefulset_ready(&sts(1, true)));
+        assert!(!statefulset_ready(&sts(0, true)));
+        // Without the annotation, a standby not Ready is a StatefulSet not ready.
+        assert!(!statefulset_ready(&sts(1, false)));
     }
 }

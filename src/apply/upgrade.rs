@@ -42,8 +42,15 @@ fn settled(o: &Json) -> bool {
     let want = n("/spec/replicas").unwrap_or(1);
     let seen =
         n("/status/observedGeneration").unwrap_or(0) >= n("/metadata/generation").unwrap_or(0);
-    let ready = n("/status/readyReplicas").unwrap_or(0) >= want;
+    let ready = n("/status/readyReplicas").unwrap_or(0) >= super::health::ready_wanted(o, want);
+    let on_delete = o
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Json::as_str)
+        == Some("OnDelete");
     let updated = match o.get("kind").and_then(Json::as_str) {
+        // Rolled pod by pod by slurmops (the controllers behind one address): the StatefulSet
+        // controller never moves its currentRevision on.
+        Some("StatefulSet") if on_delete => n("/status/updatedReplicas").unwrap_or(0) >= want,
         Some("StatefulSet") => {
             o.pointer("/status/currentRevision") == o.pointer("/status/updateRevision")
                 && n("/status/updatedReplicas").unwrap_or(0) >= want
@@ -232,6 +239,22 @@ mod tests {
         assert_eq!(h, Held::default());
         // Nothing behind: nothing held (a fresh cluster, or a finished upgrade).
         assert_eq!(held("26.05", &desired, &[]), Held::default());
+    }
+
+    #[test]
+    fn controllers_behind_one_address_settle_with_every_pod_updated_and_one_in_control() {
+        let behind = |ready: i64, updated: i64| {
+            json!({"kind": "StatefulSet", "metadata": {"name": "c-controller", "generation": 2,
+                    "annotations": {crate::vocab::ANNOTATION_READY_REPLICAS: "1"}},
+                "spec": {"replicas": 2, "updateStrategy": {"type": "OnDelete"}},
+                "status": {"observedGeneration": 2, "readyReplicas": ready, "updatedReplicas": updated,
+                    "currentRevision": "a", "updateRevision": "b"}})
+        };
+        // The StatefulSet controller never moves currentRevision on with OnDelete: what counts
+        // is every pod on the update revision, and the controller in control Ready.
+        assert!(settled(&behind(1, 2)));
+        assert!(!settled(&behind(1, 1)));
+        assert!(!settled(&behind(0, 2)));
     }
 
     #[test]

@@ -423,6 +423,14 @@ fn default_state_size() -> String {
 pub struct HighAvailability {
     /// Number of backup slurmctld (1 or more).
     pub backups: u32,
+    /// Clients reach whichever controller has control at one address: slurm.conf's
+    /// `SlurmctldAddr` names the `CLUSTER-controller` Service, whose only endpoint is the
+    /// controller in control (its readiness: the heartbeat in the shared state directory names
+    /// it). After a failover, clients (sbatch, srun, slurmd, slurmrestd) go to the new one at
+    /// once instead of first waiting out a primary that does not answer. Standby controllers
+    /// show as not Ready, and slurmops replaces the controllers itself (standbys first).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub service_address: bool,
 }
 
 /// Slurm's own metrics (`metrics/openmetrics`): slurmctld serves `/metrics/jobs`,

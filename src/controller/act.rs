@@ -193,7 +193,7 @@ async fn delete_pod(
 }
 
 /// Deletes POD if it is still the one observed (uid); false when it is already gone or replaced.
-async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Error> {
+pub(super) async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Error> {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.to_string()),

@@ -21,6 +21,7 @@ pub mod blocks;
 pub mod canary;
 mod carry;
 pub mod checks;
+pub mod ctld_roll;
 pub mod decide;
 mod decisions;
 mod decree;
@@ -158,6 +159,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     let mut all_done = out.slurm_error.is_none() && !upgrading && !obs.nodes_listing;
     all_done &= carry::act_phase(env, c, slurm, &obs, decisions, &mut next, &mut out).await?;
     phases.decide += upkeep_phase(env, t, slurm, &obs, &mut out).await?;
+    all_done &= roll_controllers(env, t, &mut out).await?;
     // A NodeSet of cluster.yaml whose StatefulSet is not observed yet is not done.
     all_done &= c
         .spec
@@ -191,8 +193,35 @@ async fn pass_without_slurm<S>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outco
         .await
         .map_err(kube_err("the NodeSets' workloads"))?;
     out.progress = kube_only::progress(c, &live);
-    out.next = Next::Done;
+    out.next = match roll_controllers(env, t, &mut out).await? {
+        true => Next::Done,
+        false => Next::default(),
+    };
     Ok(out)
+}
+
+/// Controllers behind one address: the next step of their roll (`ctld_roll`), in every pass
+/// over the whole cluster that moves anything (not `sync`, `autoscale` or a NodeSet's
+/// `rollout`). It reads Kubernetes only. True when nothing is left to do for them.
+async fn roll_controllers<S>(
+    env: &Env<'_, S>,
+    t: &Target<'_>,
+    out: &mut Outcome,
+) -> Result<bool, PassError> {
+    if t.scope.only.is_some() || t.scope.moves == decisions::Moves::Nothing {
+        return Ok(true);
+    }
+    let Some(view) = ctld_roll::observe(&env.cluster.client, t.c).await? else {
+        return Ok(true);
+    };
+    let roll = ctld_roll::decide(&view);
+    if let Some(e) = ctld_roll::act(&env.cluster.client, t.c, &roll, env.fence).await? {
+        let set = crate::render::names::Names::new(t.c).controller();
+        out.events.push((set, e));
+    }
+    let done = roll == ctld_roll::Roll::Done;
+    out.controllers = Some(roll);
+    Ok(done)
 }
 
 /// Worker sync and autoscale: decided on the pass's observation, written behind the fence (only
@@ -272,10 +301,14 @@ pub async fn preview<S: SlurmNodes>(
     let observation = look(env, t, slurm, needs).await?;
     let decisions = decide_pass(t.c, &observation, env.registration_grace, &t.scope);
     let upkeep = upkeep::decide(t.c, &observation, env.registration_grace, t.scope.keep);
+    let controllers = ctld_roll::observe(&env.cluster.client, t.c)
+        .await?
+        .map(|v| ctld_roll::decide(&v));
     Ok(Preview {
         decisions,
         upkeep,
         observation,
+        controllers,
     })
 }
 

@@ -32,6 +32,9 @@ pub struct Outcome {
     pub upkeep: upkeep::Upkeep,
     /// Why worker sync could not read the Kubernetes nodes (cordons and node health wait).
     pub health_error: Option<String>,
+    /// Controllers behind one address: their roll's step this pass (what it deleted is in
+    /// `events`).
+    pub controllers: Option<super::ctld_roll::Roll>,
 }
 
 /// Wall time of each phase of a pass (`/metrics`: `slurmops_pass_phase_seconds`).

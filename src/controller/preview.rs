@@ -19,6 +19,8 @@ pub struct Preview {
     /// Worker sync and autoscale on the same observation.
     pub upkeep: super::upkeep::Upkeep,
     pub observation: Observation,
+    /// Controllers behind one address: their roll's next step.
+    pub controllers: Option<super::ctld_roll::Roll>,
 }
 
 impl Preview {
@@ -100,6 +102,7 @@ impl Preview {
             }
         }
         out.extend(super::upkeep::steps(&self.upkeep));
+        out.extend(self.controllers.as_ref().and_then(super::ctld_roll::step));
         out
     }
 

@@ -294,6 +294,7 @@ impl Metrics {
             Event::Rechecked { .. } => "sync_recheck",
             Event::Unregistered { .. } => "sync_replace",
             Event::Remediated { .. } => "sync_remediate",
+            Event::ControllerReplaced { .. } => "controller_replace",
             Event::Scaled { .. } => "autoscale",
             Event::WindowIgnored { .. } => "window_ignored",
         };

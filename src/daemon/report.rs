@@ -147,6 +147,7 @@ pub(super) async fn rollout_events(
                 E::DrainedFor { .. } | E::Rechecked { .. } => vocab::EVENT_DRAINING,
                 E::ResumedFor { .. } => vocab::EVENT_RESUMED,
                 E::Unregistered { .. } | E::Remediated { .. } => vocab::EVENT_WORKER_REPLACED,
+                E::ControllerReplaced { .. } => vocab::EVENT_CONTROLLER_REPLACED,
                 // Scaled is recorded on the workload with the replicas it set.
                 _ => return None,
             };

@@ -62,6 +62,7 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
             )
         };
         let scheduler = match s.backups_through_restart {
+            n if n > 0 && s.one_address => format!("slurmops replaces the controllers one at a time, the {n} standby backup{} first and the controller in control last, once every standby runs the new template; clients reach whichever has control at the controllers' Service (SlurmctldAddr), and while none has, a standby answers that it stands by and they wait rather than fail", if n == 1 { "" } else { "s" }),
             0 => "the scheduler is down until it is back: sbatch, srun and squeue fail meanwhile (no backup controller through the change: controller.ha)".to_string(),
             n => format!("the StatefulSet replaces the controllers one at a time, the {n} backup{} first; while the primary is replaced a backup answers that it stands by and Slurm's clients wait for the primary (up to 1.5 × SlurmctldTimeout) rather than fail; a primary away longer than SlurmctldTimeout (a slow image pull) leaves a backup in control until it returns and takes control back (the backup saves its state and stops first: about 10 s without a scheduler)", if n == 1 { "" } else { "s" }),
         };
@@ -149,9 +150,14 @@ fn slurm_lines(p: &Plan) -> Vec<String> {
             true => String::new(),
             false => format!(" ({})", st.detail),
         };
+        // A controller's step belongs to no NodeSet.
+        let set = match st.node_set.is_empty() {
+            true => String::new(),
+            false => format!(" (NodeSet {})", st.node_set),
+        };
         out.push(format!(
-            "next pass: {} {} (NodeSet {}){detail}",
-            st.action, st.target, st.node_set
+            "next pass: {} {}{set}{detail}",
+            st.action, st.target
         ));
     }
     for d in &s.drains {

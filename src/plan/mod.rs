@@ -158,6 +158,10 @@ pub struct SlurmSummary {
     /// Backup controllers running before and after the restart (`controller.ha.backups` of both
     /// revisions, the smaller): 0 means the scheduler is down while slurmctld restarts.
     pub backups_through_restart: u32,
+    /// The new revision's controllers are behind one address (`controller.ha.serviceAddress`):
+    /// slurmops replaces them, not their StatefulSet.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub one_address: bool,
     /// Config files change and slurmctld does not restart: its pod's `reconfigure` sidecar
     /// applies them in place (`scontrol reconfigure`) once the kubelet has updated them.
     pub controller_reconfigures: bool,
@@ -705,6 +709,7 @@ fn slurm_summary(
             crate::render::reconfigure::restart_changes(slurm_conf(old), slurm_conf(new));
         let backups = |c: &ClusterFile| c.spec.controller.ha.as_ref().map_or(0, |h| h.backups);
         s.backups_through_restart = backups(base_c).min(backups(head.cluster));
+        s.one_address = crate::render::components::behind_one_address(&head.cluster.spec);
     }
     s.controller_reconfigures = !s.controller_restarts && ctld_files(old) != ctld_files(new);
     s.upgrade = upgrade(base_c, head.cluster);

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
+};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodSecurityContext, SecretKeySelector, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, Probe, SecretKeySelector, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -22,8 +24,9 @@ use super::reconfigure;
 use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
 };
-use crate::cluster::types::{ClusterFile, ConfigFile, LoginSet};
+use crate::cluster::types::{ClusterFile, ClusterSpec, ConfigFile, LoginSet};
 use crate::cluster::window::reserves_through_sidecar;
+use crate::vocab::ANNOTATION_READY_REPLICAS;
 
 /// The volume of slurmctld's /run/slurmctld (pid file, authentication socket), shared with its
 /// sidecar.
@@ -221,6 +224,11 @@ fn referenced_files(
         .collect()
 }
 
+/// Whether clients reach the controller in control at one address (`controller.ha.serviceAddress`).
+pub fn behind_one_address(s: &ClusterSpec) -> bool {
+    s.controller.ha.as_ref().is_some_and(|h| h.service_address)
+}
+
 /// slurmctld: a StatefulSet (primary + HA backups) with its state volume, two Services and a PDB.
 pub fn controller(
     c: &ClusterFile,
@@ -290,6 +298,7 @@ pub fn controller(
         empty_dir: Some(EmptyDirVolumeSource::default()),
         ..Volume::default()
     });
+    let one_address = behind_one_address(s);
     let main = Container {
         command: Some(handback::command(controller_replicas(s) - 1)),
         volume_mounts: Some(vec![
@@ -305,6 +314,23 @@ pub fn controller(
             SLURMCTLD_PORT,
             5,
         )
+    };
+    let main = match one_address {
+        // Ready: in control (the Service's one endpoint), or nobody is (handback::in_control).
+        // Every 2 s, so a failover reaches the Service within seconds of the heartbeat.
+        true => Container {
+            readiness_probe: Some(Probe {
+                exec: Some(ExecAction {
+                    command: Some(handback::in_control()),
+                }),
+                period_seconds: Some(2),
+                timeout_seconds: Some(2),
+                failure_threshold: Some(1),
+                ..Probe::default()
+            }),
+            ..main
+        },
+        false => main,
     };
     let mut annotations = restart_annotation(files);
     annotations.extend(
@@ -331,22 +357,36 @@ pub fn controller(
         },
     }
     .template();
+    let mut metadata = meta(
+        names,
+        &names.controller(),
+        Some(Component::Controller),
+        None,
+    );
+    if one_address {
+        metadata.annotations = Some(BTreeMap::from([(
+            ANNOTATION_READY_REPLICAS.to_string(),
+            "1".to_string(),
+        )]));
+    }
     let sts = StatefulSet {
-        metadata: meta(
-            names,
-            &names.controller(),
-            Some(Component::Controller),
-            None,
-        ),
+        metadata,
         // The StatefulSet's defaults (OrderedReady, RollingUpdate) roll the controllers one at
         // a time from the highest ordinal: the backups first, each Ready before the next, so a
-        // backup stands by while the primary is replaced (tests/e2e/ha.rs).
+        // backup stands by while the primary is replaced (tests/e2e/ha.rs). Behind one address a
+        // standby is never Ready and would stall both: the pods are made in parallel and
+        // slurmops replaces them (controller::controllers), the standbys first.
         spec: Some(StatefulSetSpec {
             replicas: Some(controller_replicas(s) as i32),
             service_name: Some(names.controller_headless()),
             selector: selector(names, Component::Controller, None),
             template,
             volume_claim_templates: claims,
+            pod_management_policy: one_address.then(|| "Parallel".into()),
+            update_strategy: one_address.then(|| StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                rolling_update: None,
+            }),
             ..StatefulSetSpec::default()
         }),
         ..StatefulSet::default()

@@ -99,6 +99,26 @@ const SIDECAR_STEP: &str = r#"handback() {
 }
 "#;
 
+/// The readiness of a controller behind one address (`controller.ha.serviceAddress`): Ready
+/// while its slurmctld runs (the pid in its pid file is alive) and either the heartbeat names it
+/// (it has control) or no heartbeat is fresh (nobody has control: every running controller is
+/// Ready, so a client sent to a standby hears Slurm's "in standby" answer and waits for a
+/// controller instead of being refused). A standby while another has control is not Ready: the
+/// Service sends nobody to it.
+const IN_CONTROL: &str = r#"me=$(sed -n 's/^SlurmctldHost=//p' "$conf" | sed 's/(.*//' | grep -n -x "$(uname -n)" | cut -d: -f1)
+[ -n "$me" ] || exit 1
+pid=$(setting SlurmctldPidFile)
+pid=$(cat "${pid:-/var/run/slurmctld.pid}" 2>/dev/null) || exit 1
+kill -0 "$pid" 2>/dev/null || exit 1
+beat "$state" && [ "$age" -lt "$stale" ] || exit 0
+[ "$inx" -eq $((me - 1)) ]
+"#;
+
+/// The exec readiness probe's command of a controller behind one address.
+pub fn in_control() -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), format!("{READ}{IN_CONTROL}")]
+}
+
 /// The controller container's command (its arguments stay `-D`): slurmctld, through the
 /// primary's script when there are backups.
 pub fn command(backups: u32) -> Vec<String> {
@@ -196,6 +216,82 @@ mod tests {
         let _ = child.wait();
         let asked = state.join("slurmops-return").exists();
         (std::fs::read_to_string(&out).unwrap(), asked)
+    }
+
+    /// The readiness probe run by sh on this host as controller ME (0: the primary) of two,
+    /// with a heartbeat naming INX written AGO seconds ago (None: no heartbeat) and slurmctld's
+    /// pid file holding PID (None: no pid file). Whether it says Ready.
+    fn ready(me: usize, beat: Option<(u64, i64)>, pid: Option<u32>) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let host = std::process::Command::new("uname")
+            .arg("-n")
+            .output()
+            .unwrap();
+        let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let pid_file = dir.path().join("slurmctld.pid");
+        let mut hosts = ["c-0(c-0.h)".to_string(), "c-1(c-1.h)".to_string()];
+        hosts[me] = format!("{host}(x.h)");
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "SlurmctldHost={}\nSlurmctldHost={}\nStateSaveLocation={}\nSlurmctldTimeout=30\nSlurmctldPidFile={}\n",
+                hosts[0],
+                hosts[1],
+                state.display(),
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        if let Some((inx, ago)) = beat {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            let mut b = (now - ago).to_be_bytes().to_vec();
+            b.extend(inx.to_be_bytes());
+            std::fs::write(state.join("heartbeat"), b).unwrap();
+        }
+        if let Some(pid) = pid {
+            std::fs::write(&pid_file, format!("{pid}\n")).unwrap();
+        }
+        let c = in_control();
+        std::process::Command::new(&c[0])
+            .args(&c[1..])
+            .env("SLURM_CONF", &conf)
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    #[test]
+    fn behind_one_address_only_the_controller_the_heartbeat_names_is_ready() {
+        let running = Some(std::process::id());
+        // The primary has control: it is Ready, the backup stands by and is not.
+        assert!(ready(0, Some((0, 1)), running));
+        assert!(!ready(1, Some((0, 1)), running));
+        // After a failover, the other way round.
+        assert!(ready(1, Some((1, 2)), running));
+        assert!(!ready(0, Some((1, 2)), running));
+    }
+
+    #[test]
+    fn while_nobody_has_control_every_running_controller_is_ready_and_a_stopped_one_never() {
+        let running = Some(std::process::id());
+        // A heartbeat older than SlurmctldTimeout/4 + 3 s (10 s here), or none yet.
+        assert!(ready(1, Some((0, 11)), running));
+        assert!(ready(0, Some((0, 11)), running));
+        assert!(ready(1, None, running));
+        // No slurmctld: no pid file (the primary's script waits for the hand-back), or a pid
+        // file left by one that died.
+        assert!(!ready(0, Some((0, 1)), None));
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        assert!(!ready(0, Some((0, 1)), Some(dead)));
+        assert!(!ready(1, None, Some(dead)));
     }
 
     #[test]

@@ -120,6 +120,11 @@ impl Names {
         format!("{service}.{}.svc.cluster.local", self.namespace)
     }
 
+    /// The controller Service's name in the cluster DNS (`SlurmctldAddr` behind one address).
+    pub fn controller_address(&self) -> String {
+        self.svc_domain(&self.controller())
+    }
+
     /// `SlurmctldHost` values: primary first, then the backups, as `POD(FQDN)`.
     pub fn controller_hosts(&self, spec: &ClusterSpec) -> Vec<String> {
         (0..controller_replicas(spec))

@@ -146,6 +146,10 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
         // default (120 s) is two minutes of refused submissions; slurmConf may set another.
         set("SlurmctldTimeout", HA_TAKEOVER_SECONDS.to_string());
     }
+    if super::components::behind_one_address(s) {
+        // Clients' one address: the Service whose only endpoint is the controller in control.
+        set("SlurmctldAddr", names.controller_address());
+    }
     set("SlurmctldPort", SLURMCTLD_PORT.to_string());
     set("SlurmdPort", SLURMD_PORT.to_string());
     set("SlurmUser", "slurm".into());

@@ -173,6 +173,12 @@ pub enum Event {
     WindowIgnored {
         message: String,
     },
+    /// Controllers behind one address: a controller pod deleted for its StatefulSet to make it
+    /// again from the new template (the standbys first, the one in control last).
+    ControllerReplaced {
+        pod: String,
+        in_control: bool,
+    },
     /// Autoscale: the replicas set FROM -> TO, WHY.
     Scaled {
         from: u32,
@@ -309,6 +315,20 @@ impl std::fmt::Display for Event {
                     "{pod}: replaced: drained ({reason}) and no job left (remediation: replace)"
                 )
             }
+            Event::ControllerReplaced {
+                pod,
+                in_control: false,
+            } => write!(
+                f,
+                "{pod}: a standby controller, deleted: its StatefulSet makes it again from the new template"
+            ),
+            Event::ControllerReplaced {
+                pod,
+                in_control: true,
+            } => write!(
+                f,
+                "{pod}: the controller in control, deleted last (every standby runs the new template): a standby takes control until it is back"
+            ),
             Event::Scaled { from, to, why } => write!(f, "scaled {from} -> {to}: {why}"),
             Event::WindowIgnored { message } => f.write_str(message),
         }

@@ -111,6 +111,8 @@ vocabulary! {
         ANNOTATION_SLINKY_CORDON_REASON = "nodeset.slinky.slurm.net/node-cordon-reason";
         /// Slinky 1.3's drain request on a worker pod (health checks and automation set it; its value `true` or the reason), read as `slurmops.dev/drain`.
         ANNOTATION_SLINKY_POD_CORDON = "nodeset.slinky.slurm.net/pod-cordon-requested";
+        /// On the controllers' StatefulSet with `controller.ha.serviceAddress`: how many Ready pods make it available (1, the controller in control; the standbys are never Ready).
+        ANNOTATION_READY_REPLICAS = "slurmops.dev/ready-replicas";
         /// Prefix of the config digests in pod templates (`checksum.slurmops.dev/slurm.conf-restart`).
         CHECKSUM_PREFIX = "checksum.slurmops.dev/";
         /// KEP-3659: the tool that manages the ApplySet (`slurmops/vVERSION`).
@@ -199,6 +201,8 @@ vocabulary! {
         EVENT_DRAINING = "Draining";
         /// A drained worker's pod was deleted to be replaced.
         EVENT_WORKER_REPLACED = "WorkerReplaced";
+        /// A controller pod was deleted for its StatefulSet to make it again from the new template (`controller.ha.serviceAddress`: slurmops rolls the controllers, the standbys first).
+        EVENT_CONTROLLER_REPLACED = "ControllerReplaced";
         /// A drain slurmops set was resumed.
         EVENT_RESUMED = "Resumed";
         /// The jobs on a worker drained for a rollout were requeued (`runningJobs: requeue`).

@@ -436,6 +436,66 @@ fn a_slurmctld_restart_says_whether_the_scheduler_goes_down() {
 }
 
 #[test]
+fn controllers_behind_one_address_render_slurmctld_addr_an_in_control_readiness_and_a_roll_by_slurmops()
+ {
+    let (_, ha) = example("examples/ha");
+    let one = ha.replace(
+        "      backups: 1\n",
+        "      backups: 1\n      serviceAddress: true\n",
+    );
+    assert_ne!(one, ha);
+    let r = render(&load_text(&one));
+    // Clients' one address: the controllers' ClusterIP Service, which sends them to Ready pods only.
+    assert!(
+        r.slurm["slurm.conf"].contains("\nSlurmctldAddr=ha-controller.slurm.svc.cluster.local\n"),
+        "{}",
+        r.slurm["slurm.conf"]
+    );
+    assert!(!render(&load_text(&ha)).slurm["slurm.conf"].contains("SlurmctldAddr"));
+    let svc = &r.get("Service", "ha-controller").unwrap().body;
+    assert!(svc["spec"]["clusterIP"].is_null(), "{svc}");
+    assert!(svc["spec"]["publishNotReadyAddresses"].is_null(), "{svc}");
+    // Ready only in control: the exec probe reads the heartbeat in the shared state directory.
+    let sts = &r.get("StatefulSet", "ha-controller").unwrap().body;
+    let main = &sts["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(main["name"], "slurmctld");
+    let probe = main["readinessProbe"]["exec"]["command"][2]
+        .as_str()
+        .unwrap();
+    assert!(
+        probe.contains("heartbeat") && probe.contains("[ \"$inx\" -eq $((me - 1)) ]"),
+        "{probe}"
+    );
+    // A standby is never Ready: the pods are made in parallel, slurmops replaces them, and one
+    // Ready replica is the StatefulSet ready.
+    assert_eq!(sts["spec"]["podManagementPolicy"], "Parallel");
+    assert_eq!(sts["spec"]["updateStrategy"]["type"], "OnDelete");
+    assert_eq!(
+        sts["metadata"]["annotations"]["slurmops.dev/ready-replicas"],
+        "1"
+    );
+    // The plan says who replaces the controllers; turning it on recreates the StatefulSet
+    // (podManagementPolicy cannot change in place).
+    let p = plan_of(
+        &one,
+        &one.replace("    ha:\n", "    ha:\n      # x\n").replace(
+            "  auth:\n",
+            "  images: {slurmctld: \"registry.example/slurmctld:24.11-fix\"}\n  auth:\n",
+        ),
+    );
+    let out = format::text(&p, "test");
+    assert!(out.contains("slurmops replaces the controllers one at a time, the 1 standby backup first and the controller in control last"), "{out}");
+    let p = plan_of(&ha, &one);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("podManagementPolicy") && w.contains("allowRecreate")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
 fn removing_a_node_set_deletes_its_objects_and_warns_about_draining() {
     let (_, text) = example("examples/minimal");
     let two = text.replace(

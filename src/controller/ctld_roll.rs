@@ -1,0 +1,346 @@
+//! The controllers' roll behind one address (`controller.ha.serviceAddress`).
+//!
+//! There the controllers' Service sends clients only to the controller in control: a standby's
+//! readiness says no (render/handback.rs, `in_control`). The StatefulSet controller's rolling
+//! update waits for each replaced pod to be Ready and would stall on the first standby, so the
+//! StatefulSet is `OnDelete` and a pass replaces its pods: one at a time, the standbys first
+//! (highest ordinal first), then the controller in control once every standby runs the new
+//! template. Nothing is replaced while no controller has control, or more than one is Ready
+//! (nobody has: a failover or a start under way), or a controller pod is missing or stopping.
+//!
+//! `decide` is pure (table-tested); `observe` reads the StatefulSet and its few pods (two small
+//! reads, only for such a cluster); `act` deletes one pod, if it is still the one observed.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use super::{Fence, PassError};
+use crate::cluster::ClusterFile;
+use crate::render::components::behind_one_address;
+use crate::render::names::{Component, Names};
+use crate::rollout::Event;
+
+/// One controller pod as a pass sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CtldPod {
+    pub name: String,
+    pub uid: String,
+    pub ordinal: u32,
+    /// `controller-revision-hash`.
+    pub revision: String,
+    /// Ready: the controller in control (or, while nobody is, a running one).
+    pub ready: bool,
+    /// Its slurmctld container is running.
+    pub running: bool,
+    pub deleting: bool,
+}
+
+/// The controllers' StatefulSet and pods.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CtldView {
+    pub replicas: u32,
+    pub update_revision: Option<String>,
+    pub pods: Vec<CtldPod>,
+}
+
+/// What the pass does with the controllers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Roll {
+    /// Every controller runs the StatefulSet's template.
+    Done,
+    /// Nothing replaced now, and why.
+    Wait(String),
+    /// Delete this pod: its StatefulSet makes it again from the new template.
+    Replace {
+        pod: String,
+        uid: String,
+        in_control: bool,
+    },
+}
+
+/// The next step of the controllers' roll.
+pub fn decide(v: &CtldView) -> Roll {
+    let Some(rev) = &v.update_revision else {
+        return Roll::Wait(
+            "the StatefulSet controller has not read the controllers' template yet".into(),
+        );
+    };
+    if let Some(p) = v.pods.iter().find(|p| p.deleting) {
+        return Roll::Wait(format!("controller pod {} is stopping", p.name));
+    }
+    if (v.pods.len() as u32) < v.replicas {
+        return Roll::Wait(format!(
+            "{} of {} controller pods exist (the StatefulSet makes the others)",
+            v.pods.len(),
+            v.replicas
+        ));
+    }
+    let outdated: Vec<&CtldPod> = v.pods.iter().filter(|p| &p.revision != rev).collect();
+    if outdated.is_empty() {
+        return Roll::Done;
+    }
+    let ready: Vec<&CtldPod> = v.pods.iter().filter(|p| p.ready).collect();
+    let in_control = match ready.as_slice() {
+        [one] => *one,
+        [] => {
+            return Roll::Wait(
+                "no controller is Ready (none has control): none is replaced until one has".into(),
+            );
+        }
+        _ => {
+            return Roll::Wait(format!(
+                "{} controllers are Ready, so none has control (a failover or a start under way): none is replaced until one has",
+                ready.len()
+            ));
+        }
+    };
+    let standby = outdated
+        .iter()
+        .filter(|p| p.name != in_control.name)
+        .max_by_key(|p| p.ordinal);
+    if let Some(p) = standby {
+        return Roll::Replace {
+            pod: p.name.clone(),
+            uid: p.uid.clone(),
+            in_control: false,
+        };
+    }
+    if let Some(p) = v
+        .pods
+        .iter()
+        .find(|p| p.name != in_control.name && !p.running)
+    {
+        return Roll::Wait(format!(
+            "standby {} is not running yet: {} keeps control until it is",
+            p.name, in_control.name
+        ));
+    }
+    Roll::Replace {
+        pod: in_control.name.clone(),
+        uid: in_control.uid.clone(),
+        in_control: true,
+    }
+}
+
+/// What `plan --cluster` shows of ROLL: the pod the next pass deletes, if any.
+pub fn step(roll: &Roll) -> Option<crate::plan::Step> {
+    let Roll::Replace {
+        pod, in_control, ..
+    } = roll
+    else {
+        return None;
+    };
+    Some(crate::plan::Step {
+        // A controller belongs to no NodeSet.
+        node_set: String::new(),
+        by: crate::plan::StepBy::Controller,
+        action: "delete",
+        target: pod.clone(),
+        detail: match in_control {
+            false => "a standby controller on the old template".into(),
+            true => "the controller in control, last: every standby runs the new template, and one takes control meanwhile".into(),
+        },
+    })
+}
+
+/// The controllers' StatefulSet and pods of C; None for a cluster whose controllers are not
+/// behind one address (the StatefulSet rolls them itself) or whose StatefulSet is not there.
+pub async fn observe(
+    client: &kube::Client,
+    c: &ClusterFile,
+) -> Result<Option<CtldView>, PassError> {
+    if !behind_one_address(&c.spec) {
+        return Ok(None);
+    }
+    let names = Names::new(c);
+    let ns = &c.metadata.namespace;
+    let err = |what: &str| {
+        let what = what.to_string();
+        move |source| PassError::Kube { what, source }
+    };
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let Some(set) = sets
+        .get_opt(&names.controller())
+        .await
+        .map_err(err("read the controllers' StatefulSet"))?
+    else {
+        return Ok(None);
+    };
+    let selector = names
+        .selector(Component::Controller, None)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let listed = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(err("list the controller pods"))?;
+    let prefix = format!("{}-", names.controller());
+    let pods = listed
+        .items
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let ordinal = name.strip_prefix(&prefix)?.parse().ok()?;
+            let status = p.status.as_ref();
+            let ready = status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let running = status
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.name == "slurmctld"
+                            && c.state.as_ref().is_some_and(|s| s.running.is_some())
+                    })
+                });
+            Some(CtldPod {
+                uid: p.metadata.uid.clone().unwrap_or_default(),
+                revision: p
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("controller-revision-hash"))
+                    .cloned()
+                    .unwrap_or_default(),
+                deleting: p.metadata.deletion_timestamp.is_some(),
+                name,
+                ordinal,
+                ready,
+                running,
+            })
+        })
+        .collect();
+    Ok(Some(CtldView {
+        replicas: set
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1)
+            .max(0) as u32,
+        update_revision: set.status.and_then(|s| s.update_revision),
+        pods,
+    }))
+}
+
+/// Carries out ROLL behind FENCE: the Event of the pod deleted, None when there was nothing to
+/// delete or the pod was already gone or replaced.
+pub async fn act(
+    client: &kube::Client,
+    c: &ClusterFile,
+    roll: &Roll,
+    fence: &Fence<'_>,
+) -> Result<Option<Event>, PassError> {
+    let Roll::Replace {
+        pod,
+        uid,
+        in_control,
+    } = roll
+    else {
+        return Ok(None);
+    };
+    if !fence() {
+        return Err(PassError::Fenced);
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &c.metadata.namespace);
+    let deleted = super::act::delete(&pods, pod, uid)
+        .await
+        .map_err(|source| PassError::Kube {
+            what: format!("delete controller pod {pod}"),
+            source,
+        })?;
+    Ok(deleted.then(|| Event::ControllerReplaced {
+        pod: pod.clone(),
+        in_control: *in_control,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ordinal: u32, revision: &str, ready: bool) -> CtldPod {
+        CtldPod {
+            name: format!("c-controller-{ordinal}"),
+            uid: format!("u{ordinal}"),
+            ordinal,
+            revision: revision.into(),
+            ready,
+            running: true,
+            deleting: false,
+        }
+    }
+
+    fn view(pods: Vec<CtldPod>) -> CtldView {
+        CtldView {
+            replicas: pods.len() as u32,
+            update_revision: Some("new".into()),
+            pods,
+        }
+    }
+
+    fn replace(ordinal: u32, in_control: bool) -> Roll {
+        Roll::Replace {
+            pod: format!("c-controller-{ordinal}"),
+            uid: format!("u{ordinal}"),
+            in_control,
+        }
+    }
+
+    #[test]
+    fn the_standbys_are_replaced_first_highest_ordinal_first_then_the_controller_in_control() {
+        let mut v = view(vec![
+            pod(0, "old", true),
+            pod(1, "old", false),
+            pod(2, "old", false),
+        ]);
+        assert_eq!(decide(&v), replace(2, false));
+        v.pods[2].revision = "new".into();
+        assert_eq!(decide(&v), replace(1, false));
+        v.pods[1].revision = "new".into();
+        assert_eq!(decide(&v), replace(0, true));
+        v.pods[0].revision = "new".into();
+        assert_eq!(decide(&v), Roll::Done);
+    }
+
+    #[test]
+    fn after_a_failover_the_primary_standing_by_goes_first_and_the_backup_in_control_last() {
+        let v = view(vec![pod(0, "old", false), pod(1, "old", true)]);
+        assert_eq!(decide(&v), replace(0, false));
+        let v = view(vec![pod(0, "new", false), pod(1, "old", true)]);
+        assert_eq!(decide(&v), replace(1, true));
+    }
+
+    #[test]
+    fn nothing_is_replaced_while_nobody_or_everybody_has_control_or_a_pod_is_missing_or_stopping() {
+        let none = view(vec![pod(0, "old", false), pod(1, "old", false)]);
+        assert!(matches!(decide(&none), Roll::Wait(w) if w.contains("none has control")));
+        let both = view(vec![pod(0, "old", true), pod(1, "old", true)]);
+        assert!(matches!(decide(&both), Roll::Wait(w) if w.contains("2 controllers are Ready")));
+        let mut missing = view(vec![pod(0, "old", true)]);
+        missing.replicas = 2;
+        assert!(matches!(decide(&missing), Roll::Wait(w) if w.contains("1 of 2 controller pods")));
+        let mut stopping = view(vec![pod(0, "old", true), pod(1, "new", false)]);
+        stopping.pods[1].deleting = true;
+        assert!(
+            matches!(decide(&stopping), Roll::Wait(w) if w.contains("c-controller-1 is stopping"))
+        );
+        let mut unread = view(vec![pod(0, "old", true)]);
+        unread.update_revision = None;
+        assert!(matches!(decide(&unread), Roll::Wait(_)));
+    }
+
+    #[test]
+    fn the_controller_in_control_waits_for_every_standby_to_run() {
+        let mut v = view(vec![pod(0, "old", true), pod(1, "new", false)]);
+        v.pods[1].running = false;
+        assert!(
+            matches!(decide(&v), Roll::Wait(w) if w.contains("standby c-controller-1 is not running yet"))
+        );
+        v.pods[1].running = true;
+        assert_eq!(decide(&v), replace(0, true));
+    }
+}
