@@ -217,6 +217,7 @@ async fn roll_controllers<S>(
     let roll = ctld_roll::decide(&view);
     if let Some(e) = ctld_roll::act(&env.cluster.client, t.c, &roll, env.fence).await? {
         let set = crate::render::names::Names::new(t.c).controller();
+        env.observer.emit(&set, &e);
         out.events.push((set, e));
     }
     let done = roll == ctld_roll::Roll::Done;

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::{Error, cluster_at, connect, runtime, token_client};
 use crate::apply::{Options, Report};
 use crate::cluster::ClusterFile;
+use crate::controller::ctld_roll::Roll;
 use crate::controller::drive::{Driven, RolloutError, Step, Until, drive};
 use crate::controller::{Env, Moves, PassScope, Target};
 use crate::k8s::Connection;
@@ -82,8 +83,39 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
                     fresh: true,
                     decrees: None,
                 };
-                let out = crate::controller::pass(&env, &t).await?;
-                Ok((out.applied.unwrap_or_default(), None))
+                let mut out = crate::controller::pass(&env, &t).await?;
+                let report = out.applied.take().unwrap_or_default();
+                // Controllers behind one address are replaced pass by pass
+                // (controller::ctld_roll): with --wait, passes go on until they are.
+                if let Some(limit) = r.options.wait {
+                    let later = Options {
+                        wait: None,
+                        ..r.options.clone()
+                    };
+                    let t = Target {
+                        apply: Some(&later),
+                        ..t
+                    };
+                    let deadline = std::time::Instant::now() + limit;
+                    let mut said = None;
+                    while let Some(Roll::Wait(why) | Roll::Replace { pod: why, .. }) =
+                        out.controllers.as_ref()
+                    {
+                        if std::time::Instant::now() >= deadline {
+                            eprintln!("controllers: not every one replaced within --wait: {why}");
+                            break;
+                        }
+                        if said.as_ref() != Some(why) {
+                            if matches!(out.controllers, Some(Roll::Wait(_))) {
+                                eprintln!("controllers: {why}");
+                            }
+                            said = Some(why.clone());
+                        }
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        out = crate::controller::pass(&env, &t).await?;
+                    }
+                }
+                Ok((report, None))
             }
         }
     })?;

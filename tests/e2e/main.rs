@@ -21,6 +21,7 @@ mod gpu_devices;
 mod ha;
 mod import;
 mod login;
+mod one_address;
 mod one_entrance;
 mod per_node;
 mod real_slurm;
