@@ -21,6 +21,10 @@ use crate::render::components::behind_one_address;
 use crate::render::names::{Component, Names};
 use crate::rollout::Event;
 
+/// Seconds to the next pass while the roll goes on: a controller pod stopping or starting is
+/// seen within them (no watch follows the controllers).
+pub const ROLL_RECHECK: i64 = 3;
+
 /// One controller pod as a pass sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CtldPod {

@@ -159,7 +159,7 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     let mut all_done = out.slurm_error.is_none() && !upgrading && !obs.nodes_listing;
     all_done &= carry::act_phase(env, c, slurm, &obs, decisions, &mut next, &mut out).await?;
     phases.decide += upkeep_phase(env, t, slurm, &obs, &mut out).await?;
-    all_done &= roll_controllers(env, t, &mut out).await?;
+    all_done &= roll_controllers(env, t, &mut out, &mut next).await?;
     // A NodeSet of cluster.yaml whose StatefulSet is not observed yet is not done.
     all_done &= c
         .spec
@@ -193,20 +193,22 @@ async fn pass_without_slurm<S>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outco
         .await
         .map_err(kube_err("the NodeSets' workloads"))?;
     out.progress = kube_only::progress(c, &live);
-    out.next = match roll_controllers(env, t, &mut out).await? {
-        true => Next::Done,
-        false => Next::default(),
-    };
+    let mut next = NextBuilder::default();
+    let done = roll_controllers(env, t, &mut out, &mut next).await?;
+    out.next = next.finish(done);
     Ok(out)
 }
 
 /// Controllers behind one address: the next step of their roll (`ctld_roll`), in every pass
 /// over the whole cluster that moves anything (not `sync`, `autoscale` or a NodeSet's
-/// `rollout`). It reads Kubernetes only. True when nothing is left to do for them.
+/// `rollout`). It reads Kubernetes only, and no watch follows the controllers: while their roll
+/// goes on, the next pass comes within ROLL_RECHECK seconds. True when nothing is left to do for
+/// them.
 async fn roll_controllers<S>(
     env: &Env<'_, S>,
     t: &Target<'_>,
     out: &mut Outcome,
+    next: &mut NextBuilder,
 ) -> Result<bool, PassError> {
     if t.scope.only.is_some() || t.scope.moves == decisions::Moves::Nothing {
         return Ok(true);
@@ -221,6 +223,9 @@ async fn roll_controllers<S>(
         out.events.push((set, e));
     }
     let done = roll == ctld_roll::Roll::Done;
+    if !done {
+        next.at(k8s_openapi::jiff::Timestamp::now().as_second() + ctld_roll::ROLL_RECHECK);
+    }
     out.controllers = Some(roll);
     Ok(done)
 }
