@@ -127,6 +127,25 @@ pub fn decide(v: &CtldView) -> Roll {
     }
 }
 
+/// ROLL in the status's words (its `controllers` line); None once every controller runs the
+/// template.
+pub fn words(roll: &Roll) -> Option<String> {
+    match roll {
+        Roll::Done => None,
+        Roll::Wait(why) => Some(format!("their roll waits: {why}")),
+        Roll::Replace {
+            pod,
+            in_control: false,
+            ..
+        } => Some(format!("rolling: standby {pod} replaced")),
+        Roll::Replace {
+            pod,
+            in_control: true,
+            ..
+        } => Some(format!("rolling: {pod}, which had control, replaced last")),
+    }
+}
+
 /// What `plan --cluster` shows of ROLL: the pod the next pass deletes, if any.
 pub fn step(roll: &Roll) -> Option<crate::plan::Step> {
     let Roll::Replace {
@@ -335,6 +354,24 @@ mod tests {
         let mut unread = view(vec![pod(0, "old", true)]);
         unread.update_revision = None;
         assert!(matches!(decide(&unread), Roll::Wait(_)));
+    }
+
+    #[test]
+    fn the_status_says_where_the_roll_stands_and_nothing_once_it_is_done() {
+        assert_eq!(words(&Roll::Done), None);
+        assert_eq!(
+            words(&replace(1, false)).as_deref(),
+            Some("rolling: standby c-controller-1 replaced")
+        );
+        let waits = words(&Roll::Wait("no controller is Ready".into())).unwrap();
+        assert_eq!(waits, "their roll waits: no controller is Ready");
+        // plan --cluster: the pod the next pass deletes, in no NodeSet.
+        let last = step(&replace(0, true)).unwrap();
+        assert_eq!(
+            (last.action, last.target.as_str(), last.node_set.as_str()),
+            ("delete", "c-controller-0", "")
+        );
+        assert!(step(&Roll::Done).is_none());
     }
 
     #[test]

@@ -427,6 +427,14 @@ async fn reconcile(
                 },
                 (Some(_), None) => "unknown: Slurm is not connected".into(),
             };
+            // Behind one address slurmops rolls the controllers: where that roll stands.
+            if let Some(roll) = out
+                .controllers
+                .as_ref()
+                .and_then(controller::ctld_roll::words)
+            {
+                state.status.controllers = format!("{}; {roll}", state.status.controllers);
+            }
             // After the pass's last request (the ping): a replica this pass moved on from is
             // named whichever of its requests that was, and one that stopped before stays named
             // until it answers its check again.
