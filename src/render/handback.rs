@@ -166,14 +166,7 @@ mod tests {
     /// `slurmctld` on PATH prints that it started. Its output once it ended or after 3 s, and
     /// whether it asked for control back.
     fn primary_with(stopped: Option<i64>) -> (String, bool) {
-        let dir = tempfile::tempdir().unwrap();
-        let host = std::process::Command::new("uname")
-            .arg("-n")
-            .output()
-            .unwrap();
-        let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
-        let state = dir.path().join("state");
-        std::fs::create_dir(&state).unwrap();
+        let (dir, host, state) = scratch();
         let conf = dir.path().join("slurm.conf");
         let conf_text = format!(
             "SlurmctldHost={host}\nSlurmctldHost=backup\nStateSaveLocation={}\nSlurmctldTimeout=30\n",
@@ -218,10 +211,9 @@ mod tests {
         (std::fs::read_to_string(&out).unwrap(), asked)
     }
 
-    /// The readiness probe run by sh on this host as controller ME (0: the primary) of two,
-    /// with a heartbeat naming INX written AGO seconds ago (None: no heartbeat) and slurmctld's
-    /// pid file holding PID (None: no pid file). Whether it says Ready.
-    fn ready(me: usize, beat: Option<(u64, i64)>, pid: Option<u32>) -> bool {
+    /// A scratch directory with a `state` directory in it, and this host's name (`uname -n`,
+    /// as the scripts name the pod they run in).
+    fn scratch() -> (tempfile::TempDir, String, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let host = std::process::Command::new("uname")
             .arg("-n")
@@ -230,6 +222,14 @@ mod tests {
         let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
         let state = dir.path().join("state");
         std::fs::create_dir(&state).unwrap();
+        (dir, host, state)
+    }
+
+    /// The readiness probe run by sh on this host as controller ME (0: the primary) of two,
+    /// with a heartbeat naming INX written AGO seconds ago (None: no heartbeat) and slurmctld's
+    /// pid file holding PID (None: no pid file). Whether it says Ready.
+    fn ready(me: usize, beat: Option<(u64, i64)>, pid: Option<u32>) -> bool {
+        let (dir, host, state) = scratch();
         let pid_file = dir.path().join("slurmctld.pid");
         let mut hosts = ["c-0(c-0.h)".to_string(), "c-1(c-1.h)".to_string()];
         hosts[me] = format!("{host}(x.h)");

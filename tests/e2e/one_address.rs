@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::support::eventually;
 use crate::support::real_node::{ctr, real_node};
 use crate::support::slurm_images::{
-    Teardown, archives, import, in_pod, kubectl, kubectl_ok, workers,
+    Teardown, archives, import, in_pod, kubectl, kubectl_ok, slurm_secrets, workers,
 };
 
 /// The cluster in NS: a primary and a backup behind one address, their state on the claim
@@ -269,18 +269,7 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     let ns = format!("one-{}", crate::support::unique_suffix());
     kubectl_ok(&["create", "namespace", &ns]);
     let _ns = Teardown(vec![ns.clone()]);
-    for (secret, from) in [
-        (
-            "slurm-auth",
-            "--from-literal=slurm.key=bed-slurm-key-0123456789abcdef0123456789",
-        ),
-        (
-            "slurm-jwt",
-            "--from-literal=jwt_hs256.key=bed-jwt-key-0123456789abcdef0123456789ab",
-        ),
-    ] {
-        kubectl_ok(&["-n", &ns, "create", "secret", "generic", secret, from]);
-    }
+    slurm_secrets(&ns);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();

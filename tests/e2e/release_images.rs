@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use crate::support::eventually;
 use crate::support::real_node::{ctr, real_node};
 use crate::support::slurm_images::{
-    Teardown, all_ready_and_idle, archives, import, kubectl, kubectl_ok, pods, workers,
+    Teardown, all_ready_and_idle, archives, import, kubectl, kubectl_ok, pods, slurm_secrets,
+    workers,
 };
 
 /// The cluster of RELEASE in NS: one controller (no volume: nothing outlives the test), one
@@ -125,18 +126,7 @@ async fn body(release: &str) {
     let public = dir.path().join("id_ed25519.pub");
     kubectl_ok(&["create", "namespace", &ns]);
     let _ns = Teardown(vec![ns.clone()]);
-    for (secret, from) in [
-        (
-            "slurm-auth",
-            "--from-literal=slurm.key=bed-slurm-key-0123456789abcdef0123456789",
-        ),
-        (
-            "slurm-jwt",
-            "--from-literal=jwt_hs256.key=bed-jwt-key-0123456789abcdef0123456789ab",
-        ),
-    ] {
-        kubectl_ok(&["-n", &ns, "create", "secret", "generic", secret, from]);
-    }
+    slurm_secrets(&ns);
     kubectl_ok(&[
         "-n",
         &ns,

@@ -264,3 +264,20 @@ pub fn evict(ns: &str, pod: &str) -> Result<String, String> {
         file.path().to_str().unwrap(),
     ])
 }
+
+/// The Secrets a rendered cluster in NS names for Slurm's keys (`slurm-auth`, `slurm-jwt`), with
+/// the bed's fixed keys.
+pub fn slurm_secrets(ns: &str) {
+    for (secret, from) in [
+        (
+            "slurm-auth",
+            "--from-literal=slurm.key=bed-slurm-key-0123456789abcdef0123456789",
+        ),
+        (
+            "slurm-jwt",
+            "--from-literal=jwt_hs256.key=bed-jwt-key-0123456789abcdef0123456789ab",
+        ),
+    ] {
+        kubectl_ok(&["-n", ns, "create", "secret", "generic", secret, from]);
+    }
+}
