@@ -35,6 +35,10 @@ pub struct CtldPod {
     pub revision: String,
     /// Ready: the controller in control (or, while nobody is, a running one).
     pub ready: bool,
+    /// Its readiness is the in-control probe. A pod of a template from before
+    /// `serviceAddress` was turned on is Ready whenever slurmctld listens, standby or not: its
+    /// readiness says nothing of control.
+    pub probed: bool,
     /// Its slurmctld container is running.
     pub running: bool,
     pub deleting: bool,
@@ -84,9 +88,13 @@ pub fn decide(v: &CtldView) -> Roll {
     if outdated.is_empty() {
         return Roll::Done;
     }
-    let ready: Vec<&CtldPod> = v.pods.iter().filter(|p| p.ready).collect();
+    let ready: Vec<&CtldPod> = v.pods.iter().filter(|p| p.ready && p.probed).collect();
     let in_control = match ready.as_slice() {
         [one] => *one,
+        // serviceAddress just turned on: the pods that run yet have a template without the
+        // in-control probe, and their readiness tells nothing of control. They are replaced by
+        // ordinal, the highest first, the primary last once every other one runs.
+        [] if v.pods.iter().any(|p| !p.probed) => return by_ordinal(&outdated, v),
         [] => {
             return Roll::Wait(
                 "no controller is Ready (none has control): none is replaced until one has".into(),
@@ -167,6 +175,28 @@ pub fn step(roll: &Roll) -> Option<crate::plan::Step> {
     })
 }
 
+/// The roll while no pod's readiness says which controller has control (their template is
+/// from before `serviceAddress`): the highest outdated ordinal first, the primary (ordinal 0)
+/// last, once every other controller runs.
+fn by_ordinal(outdated: &[&CtldPod], v: &CtldView) -> Roll {
+    let Some(next) = outdated.iter().max_by_key(|p| p.ordinal) else {
+        return Roll::Done;
+    };
+    if next.ordinal == 0
+        && let Some(p) = v.pods.iter().find(|p| p.ordinal != 0 && !p.running)
+    {
+        return Roll::Wait(format!(
+            "{} is not running yet: the primary is replaced once it is",
+            p.name
+        ));
+    }
+    Roll::Replace {
+        pod: next.name.clone(),
+        uid: next.uid.clone(),
+        in_control: next.ordinal == 0,
+    }
+}
+
 /// The controllers' StatefulSet and pods of C; None for a cluster whose controllers are not
 /// behind one address (the StatefulSet rolls them itself) or whose StatefulSet is not there.
 pub async fn observe(
@@ -205,38 +235,15 @@ pub async fn observe(
     let pods = listed
         .items
         .into_iter()
-        .filter_map(|p| {
-            let name = p.metadata.name.clone()?;
-            let ordinal = name.strip_prefix(&prefix)?.parse().ok()?;
-            let status = p.status.as_ref();
-            let ready = status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            let running = status
-                .and_then(|s| s.container_statuses.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.name == "slurmctld"
-                            && c.state.as_ref().is_some_and(|s| s.running.is_some())
-                    })
-                });
-            Some(CtldPod {
-                uid: p.metadata.uid.clone().unwrap_or_default(),
-                revision: p
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("controller-revision-hash"))
-                    .cloned()
-                    .unwrap_or_default(),
-                deleting: p.metadata.deletion_timestamp.is_some(),
-                name,
-                ordinal,
-                ready,
-                running,
-            })
-        })
+        .filter_map(|p| pod_of(p, &prefix))
         .collect();
+    // A revision the StatefulSet controller computed before it saw the latest template is not
+    // the one to roll to: wait until it has.
+    let seen = set.metadata.generation;
+    let status = set
+        .status
+        .clone()
+        .filter(|s| s.observed_generation.is_some() && s.observed_generation >= seen);
     Ok(Some(CtldView {
         replicas: set
             .spec
@@ -244,9 +251,48 @@ pub async fn observe(
             .and_then(|s| s.replicas)
             .unwrap_or(1)
             .max(0) as u32,
-        update_revision: set.status.and_then(|s| s.update_revision),
+        update_revision: status.and_then(|s| s.update_revision),
         pods,
     }))
+}
+
+/// Pod P of the controllers' StatefulSet (its name PREFIX and an ordinal) as the roll sees it.
+fn pod_of(p: Pod, prefix: &str) -> Option<CtldPod> {
+    let name = p.metadata.name.clone()?;
+    let ordinal = name.strip_prefix(prefix)?.parse().ok()?;
+    let status = p.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let probed = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "slurmctld"))
+        .and_then(|c| c.readiness_probe.as_ref())
+        .is_some_and(|r| r.exec.is_some());
+    let running = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.name == "slurmctld" && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            })
+        });
+    Some(CtldPod {
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        revision: p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("controller-revision-hash"))
+            .cloned()
+            .unwrap_or_default(),
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        name,
+        ordinal,
+        ready,
+        probed,
+        running,
+    })
 }
 
 /// Carries out ROLL behind FENCE: the Event of the pod deleted, None when there was nothing to
@@ -292,6 +338,7 @@ mod tests {
             ordinal,
             revision: revision.into(),
             ready,
+            probed: true,
             running: true,
             deleting: false,
         }
@@ -354,6 +401,30 @@ mod tests {
         let mut unread = view(vec![pod(0, "old", true)]);
         unread.update_revision = None;
         assert!(matches!(decide(&unread), Roll::Wait(_)));
+    }
+
+    #[test]
+    fn turned_on_over_pods_whose_readiness_says_nothing_of_control_the_primary_goes_last() {
+        // Both old pods Ready (their probe: slurmctld listens): the highest ordinal first.
+        let mut v = view(vec![pod(0, "old", true), pod(1, "old", true)]);
+        for p in &mut v.pods {
+            p.probed = false;
+        }
+        assert_eq!(decide(&v), replace(1, false));
+        // The new backup stands by (not Ready by the new probe) and is starting: the old
+        // primary waits for it, then goes.
+        v.pods[1] = CtldPod {
+            running: false,
+            ..pod(1, "new", false)
+        };
+        assert!(
+            matches!(decide(&v), Roll::Wait(w) if w.contains("c-controller-1 is not running yet"))
+        );
+        v.pods[1].running = true;
+        assert_eq!(decide(&v), replace(0, true));
+        // Had the new backup taken control meanwhile, its probe says so: the ordinary roll.
+        v.pods[1].ready = true;
+        assert_eq!(decide(&v), replace(0, false));
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub enum RolloutError {
         waiting: String,
     },
     #[error(
+        "the controllers' roll made no progress for {after:?}: {waiting}. No further controller is replaced until this is resolved"
+    )]
+    ControllersStalled { after: Duration, waiting: String },
+    #[error(
         "NodeSet {node_set}: canary failed{job}: {error}. The rollout is halted and the canaries ({canaries}) stay drained; push a fix or a revert, or run `slurmops rollout --resume {node_set}` to proceed anyway"
     )]
     CanaryFailed {
@@ -409,11 +413,18 @@ fn canary_failed(out: &Outcome) -> Result<(), RolloutError> {
     Ok(())
 }
 
-/// Replaced workers that do not come back within the progress timeout halt the driver. Workers
+/// Replaced workers that do not come back within the progress timeout halt the driver, and so
+/// does a controllers' roll that waits as long (a replaced controller that never runs). Workers
 /// waiting for jobs do not: jobs may run for days.
 fn stalled(out: &Outcome, since: Instant, until: &Until) -> Result<(), RolloutError> {
     if since.elapsed() <= until.progress_timeout {
         return Ok(());
+    }
+    if let Some(super::ctld_roll::Roll::Wait(why)) = &out.controllers {
+        return Err(RolloutError::ControllersStalled {
+            after: until.progress_timeout,
+            waiting: why.clone(),
+        });
     }
     for p in &out.progress {
         let stuck: Vec<String> = p

@@ -55,6 +55,7 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
         });
     }
     let rendered = render::render(&c);
+    let started = std::time::Instant::now();
     let (report, driven) = runtime().block_on(async {
         let cluster = connect(r.kubeconfig, r.context).await?;
         match r.slurm {
@@ -86,7 +87,8 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
                 let mut out = crate::controller::pass(&env, &t).await?;
                 let report = out.applied.take().unwrap_or_default();
                 // Controllers behind one address are replaced pass by pass
-                // (controller::ctld_roll): with --wait, passes go on until they are.
+                // (controller::ctld_roll): with --wait, passes go on until they are and one
+                // of them has control, within the same --wait.
                 if let Some(limit) = r.options.wait {
                     let later = Options {
                         wait: None,
@@ -96,24 +98,7 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
                         apply: Some(&later),
                         ..t
                     };
-                    let deadline = std::time::Instant::now() + limit;
-                    let mut said = None;
-                    while let Some(Roll::Wait(why) | Roll::Replace { pod: why, .. }) =
-                        out.controllers.as_ref()
-                    {
-                        if std::time::Instant::now() >= deadline {
-                            eprintln!("controllers: not every one replaced within --wait: {why}");
-                            break;
-                        }
-                        if said.as_ref() != Some(why) {
-                            if matches!(out.controllers, Some(Roll::Wait(_))) {
-                                eprintln!("controllers: {why}");
-                            }
-                            said = Some(why.clone());
-                        }
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                        out = crate::controller::pass(&env, &t).await?;
-                    }
+                    roll_controllers(&cluster, &env, &t, out, started + limit, limit).await?;
                 }
                 Ok((report, None))
             }
@@ -193,6 +178,48 @@ impl Applied {
     pub fn error(&self) -> Option<Error> {
         let e = self.report.accounting_error.as_ref()?;
         Some(Error::Other(format!("accounting: {e}")))
+    }
+}
+
+/// `apply --wait` without Slurm: passes after the first (OUT) until the controllers behind one
+/// address run the new template and one has control, by DEADLINE (LIMIT after the apply began);
+/// what waits is said once each time it changes.
+async fn roll_controllers(
+    cluster: &Connection,
+    env: &Env<'_, crate::slurm::Client>,
+    t: &Target<'_>,
+    mut out: crate::controller::Outcome,
+    deadline: std::time::Instant,
+    limit: std::time::Duration,
+) -> Result<(), Error> {
+    let mut said = None;
+    loop {
+        let why = match out.controllers.as_ref() {
+            None => return Ok(()),
+            Some(Roll::Done) => {
+                // The pod replaced last may not run yet, nor anyone have control.
+                let name = crate::render::names::Names::new(t.c).controller();
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if let Some(sts) = t.rendered.get("StatefulSet", &name) {
+                    crate::apply::health::wait(cluster, std::slice::from_ref(sts), left).await?;
+                }
+                return Ok(());
+            }
+            Some(Roll::Wait(why) | Roll::Replace { pod: why, .. }) => why.clone(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(crate::apply::ApplyError::Timeout {
+                after: limit,
+                pending: format!("the controllers' roll ({why})"),
+            }
+            .into());
+        }
+        if matches!(out.controllers, Some(Roll::Wait(_))) && said.as_ref() != Some(&why) {
+            eprintln!("controllers: {why}");
+            said = Some(why);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        out = crate::controller::pass(env, t).await?;
     }
 }
 

@@ -325,7 +325,8 @@ pub fn controller(
                 }),
                 period_seconds: Some(2),
                 timeout_seconds: Some(2),
-                failure_threshold: Some(1),
+                // Two misses: one slow read of the shared state directory takes nobody out.
+                failure_threshold: Some(2),
                 ..Probe::default()
             }),
             ..main
@@ -382,7 +383,16 @@ pub fn controller(
             selector: selector(names, Component::Controller, None),
             template,
             volume_claim_templates: claims,
-            pod_management_policy: one_address.then(|| "Parallel".into()),
+            // Said even when it is the default: turning `serviceAddress` off then shows as the
+            // change of an immutable field (plan, allowRecreate) instead of a refused apply.
+            pod_management_policy: Some(
+                if one_address {
+                    "Parallel"
+                } else {
+                    "OrderedReady"
+                }
+                .into(),
+            ),
             update_strategy: one_address.then(|| StatefulSetUpdateStrategy {
                 type_: Some("OnDelete".into()),
                 rolling_update: None,
@@ -407,13 +417,19 @@ pub fn controller(
             true,
         ),
     ];
+    // Behind one address only the controller in control is Ready: a budget of one unavailable
+    // would never let it be evicted (its node's drain would hang). Any one controller may go
+    // while one is Ready; a standby then takes control.
     let budget = pdb(
         names,
         &names.controller(),
         Component::Controller,
         None,
         names.selector(Component::Controller, None),
-        1,
+        match one_address {
+            true => controller_replicas(s) as i32,
+            false => 1,
+        },
     );
     (services, sts, budget)
 }

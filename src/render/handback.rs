@@ -100,17 +100,24 @@ const SIDECAR_STEP: &str = r#"handback() {
 "#;
 
 /// The readiness of a controller behind one address (`controller.ha.serviceAddress`): Ready
-/// while its slurmctld runs (the pid in its pid file is alive) and either the heartbeat names it
+/// while its slurmctld runs (the pid in its pid file is a slurmctld: a pid file left by one
+/// that died names PID 1, the container's shell, when it restarts) and either the heartbeat
+/// names it
 /// (it has control) or no heartbeat is fresh (nobody has control: every running controller is
 /// Ready, so a client sent to a standby hears Slurm's "in standby" answer and waits for a
 /// controller instead of being refused). A standby while another has control is not Ready: the
-/// Service sends nobody to it.
+/// Service sends nobody to it. A heartbeat that is there but cannot be read is not taken for
+/// none: not Ready.
 const IN_CONTROL: &str = r#"me=$(sed -n 's/^SlurmctldHost=//p' "$conf" | sed 's/(.*//' | grep -n -x "$(uname -n)" | cut -d: -f1)
 [ -n "$me" ] || exit 1
 pid=$(setting SlurmctldPidFile)
 pid=$(cat "${pid:-/var/run/slurmctld.pid}" 2>/dev/null) || exit 1
-kill -0 "$pid" 2>/dev/null || exit 1
-beat "$state" && [ "$age" -lt "$stale" ] || exit 0
+[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmctld ] || exit 1
+if ! beat "$state"; then
+  [ ! -e "$state/heartbeat" ]
+  exit
+fi
+[ "$age" -lt "$stale" ] || exit 0
 [ "$inx" -eq $((me - 1)) ]
 "#;
 
@@ -229,6 +236,20 @@ mod tests {
     /// with a heartbeat naming INX written AGO seconds ago (None: no heartbeat) and slurmctld's
     /// pid file holding PID (None: no pid file). Whether it says Ready.
     fn ready(me: usize, beat: Option<(u64, i64)>, pid: Option<u32>) -> bool {
+        let beat = beat.map(|(inx, ago)| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            let mut b = (now - ago).to_be_bytes().to_vec();
+            b.extend(inx.to_be_bytes());
+            b
+        });
+        ready_with(me, beat, pid)
+    }
+
+    /// `ready` with the heartbeat file's bytes as they are (None: no file).
+    fn ready_with(me: usize, heartbeat: Option<Vec<u8>>, pid: Option<u32>) -> bool {
         let (dir, host, state) = scratch();
         let pid_file = dir.path().join("slurmctld.pid");
         let mut hosts = ["c-0(c-0.h)".to_string(), "c-1(c-1.h)".to_string()];
@@ -245,13 +266,7 @@ mod tests {
             ),
         )
         .unwrap();
-        if let Some((inx, ago)) = beat {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs() as i64;
-            let mut b = (now - ago).to_be_bytes().to_vec();
-            b.extend(inx.to_be_bytes());
+        if let Some(b) = heartbeat {
             std::fs::write(state.join("heartbeat"), b).unwrap();
         }
         if let Some(pid) = pid {
@@ -266,9 +281,32 @@ mod tests {
             .success()
     }
 
+    /// A process named slurmctld (a copy of `sleep`, in a directory kept while it runs),
+    /// stopped when dropped.
+    struct Slurmctld(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
+    impl Slurmctld {
+        fn start() -> Slurmctld {
+            let dir = tempfile::tempdir().unwrap();
+            let bin = dir.path().join("slurmctld");
+            std::fs::copy("/bin/sleep", &bin).unwrap();
+            let child = std::process::Command::new(&bin).arg("30").spawn().unwrap();
+            Slurmctld(child, dir)
+        }
+        fn pid(&self) -> Option<u32> {
+            Some(self.0.id())
+        }
+    }
+    impl Drop for Slurmctld {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     #[test]
     fn behind_one_address_only_the_controller_the_heartbeat_names_is_ready() {
-        let running = Some(std::process::id());
+        let ctld = Slurmctld::start();
+        let running = ctld.pid();
         // The primary has control: it is Ready, the backup stands by and is not.
         assert!(ready(0, Some((0, 1)), running));
         assert!(!ready(1, Some((0, 1)), running));
@@ -279,7 +317,8 @@ mod tests {
 
     #[test]
     fn while_nobody_has_control_every_running_controller_is_ready_and_a_stopped_one_never() {
-        let running = Some(std::process::id());
+        let ctld = Slurmctld::start();
+        let running = ctld.pid();
         // A heartbeat older than SlurmctldTimeout/4 + 3 s (10 s here), or none yet.
         assert!(ready(1, Some((0, 11)), running));
         assert!(ready(0, Some((0, 11)), running));
@@ -292,6 +331,11 @@ mod tests {
         gone.wait().unwrap();
         assert!(!ready(0, Some((0, 1)), Some(dead)));
         assert!(!ready(1, None, Some(dead)));
+        // A live process that is not slurmctld (what a stale pid file names in a restarted
+        // container: its shell).
+        assert!(!ready(1, None, Some(std::process::id())));
+        // A heartbeat there but cut short is not taken for none.
+        assert!(!ready_with(1, Some(vec![0; 5]), running));
     }
 
     #[test]

@@ -266,11 +266,12 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
         .find(|a| a.file_name().is_some_and(|n| n == "slurm-24.11.oci.tar"))
         .expect("tests/bed/images.sh built slurm-24.11.oci.tar");
     import(&archive);
+    // The volume's directory outlives the namespace's pods (dropped after the Teardown).
+    let dir = tempfile::tempdir().unwrap();
     let ns = format!("one-{}", crate::support::unique_suffix());
     kubectl_ok(&["create", "namespace", &ns]);
     let _ns = Teardown(vec![ns.clone()]);
     slurm_secrets(&ns);
-    let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -407,6 +408,9 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     )
     .await;
     let failover = t0.elapsed();
+    // kube-proxy writes the Service's rules from the EndpointSlice within its sync period (1 s):
+    // a client a moment later goes where the Endpoints say.
+    std::thread::sleep(Duration::from_secs(3));
     let (took, answer) = sinfo_from(&ns, &worker, false);
     let (waited, refused) = sinfo_from(&ns, &worker, true);
     eprintln!(
