@@ -238,11 +238,13 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
         assert!(shown.contains("JobState=COMPLETED") && shown.contains("Comment=slurmops-check rc=0;"), "{shown}");
         let text = sh(&["exec", &instance, "cat", &format!("/tmp/env-{id}")]);
         // Slurm's own variables, and the MPI launchers' hints sbatch adds, aside: the rest is
-        // the environment the job was given.
+        // the environment the job was given. Slurm's are every name that starts with SLURM, as
+        // `--export=NIL` keeps them from the submitter: the test runner's own (SLURMOPS_CACHE,
+        // when set) reach the sbatch job so.
         let sbatch_adds = ["HYDRA_", "I_MPI_", "OMPI_MCA_", "PRTE_MCA_"];
         text.lines()
             .filter_map(|l| l.split_once('='))
-            .filter(|(k, _)| (!k.starts_with("SLURM_") || *k == "SLURM_GET_USER_ENV") && *k != "_" && !sbatch_adds.iter().any(|p| k.starts_with(p)))
+            .filter(|(k, _)| (!k.starts_with("SLURM") || *k == "SLURM_GET_USER_ENV") && *k != "_" && !sbatch_adds.iter().any(|p| k.starts_with(p)))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };

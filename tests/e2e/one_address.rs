@@ -236,7 +236,7 @@ fn slurmops_apply(repo: &Path, wait: &str) -> String {
 /// clients to it alone, and the worker is IDLE as a client through that address sees it.
 async fn settled(ns: &str, in_control: &str, what: &str, timeout: Duration) -> Duration {
     let t0 = Instant::now();
-    eventually(what, timeout, async || {
+    loop {
         let c = controllers(ns);
         let ready: Vec<&Ctld> = c.iter().filter(|p| p.ready).collect();
         let one = c.len() == 2 && ready.len() == 1 && ready[0].name == in_control;
@@ -247,13 +247,34 @@ async fn settled(ns: &str, in_control: &str, what: &str, timeout: Duration) -> D
                     .1
                     .is_ok_and(|o| o.trim() == format!("{w} idle"))
             });
-        if !idle {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        if idle {
+            return t0.elapsed();
         }
-        idle.then_some(())
-    })
-    .await;
-    t0.elapsed()
+        if t0.elapsed() > timeout {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}:\n{}",
+                looked(ns, &c)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// What a person would look at when the controllers do not settle: the pods, the Service's
+/// Endpoints, the heartbeat and each controller's last log lines.
+fn looked(ns: &str, c: &[Ctld]) -> String {
+    let mut out = format!("controllers: {c:?}\nendpoints: {:?}\n", endpoints(ns));
+    let beat = "od -An -tu8 --endian=big /var/spool/slurmctld/heartbeat; date +%s";
+    for p in c {
+        out += &format!(
+            "--- {}: heartbeat (time, index; now) {:?}\n{}\n",
+            p.name,
+            in_pod(ns, &p.name, "slurmctld", beat),
+            kubectl(&["-n", ns, "logs", &p.name, "--all-containers", "--tail=25"])
+                .unwrap_or_else(|e| e)
+        );
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -431,5 +452,6 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
         waited >= Duration::from_secs(9) && refused.is_err(),
         "a client without SlurmctldAddr waits out the silent primary: {waited:.1?} {refused:?}"
     );
+
     eprintln!("the whole test {:.1?}", started.elapsed());
 }
