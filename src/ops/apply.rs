@@ -88,16 +88,10 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
                 let report = out.applied.take().unwrap_or_default();
                 // Controllers behind one address are replaced pass by pass
                 // (controller::ctld_roll): with --wait, passes go on until they are and one
-                // of them has control, within the same --wait.
+                // of them has control, within the same --wait. Those passes apply nothing
+                // again: the first applied everything.
                 if let Some(limit) = r.options.wait {
-                    let later = Options {
-                        wait: None,
-                        ..r.options.clone()
-                    };
-                    let t = Target {
-                        apply: Some(&later),
-                        ..t
-                    };
+                    let t = Target { apply: None, ..t };
                     roll_controllers(&cluster, &env, &t, out, started + limit, limit).await?;
                 }
                 Ok((report, None))
