@@ -12,6 +12,12 @@ const SPEC: &str = "spec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {na
 /// A cluster's head, valid up to its NodeSets (`spec.nodeSets` follows).
 const CLUSTER: &str = "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata:\n  name: evil\n  namespace: slurm\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: k, key: k}\n    jwtKey: {name: j, key: j}\n";
 
+/// A cluster's head the install's default guardrails take (its Secrets are the ones the install
+/// assigns), valid up to its NodeSets: what passes validation is rendered.
+const GUARDED: &str = "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata:\n  name: evil\n  namespace: slurm\nspec:\n  slurmVersion: \"24.11\"\n  auth:\n    slurmKey: {name: slurm-auth, key: k}\n    jwtKey: {name: slurm-jwt, key: j}\n";
+/// One partition of every NodeSet.
+const PARTITION: &str = "  partitions:\n    - name: p\n      nodeSets: [ALL]\n";
+
 /// `nodeSets:` with N NodeSets `set-I` of one replica, each with EXTRA fields (`, features: [f]`).
 fn node_sets(n: usize, extra: &str) -> String {
     let mut s = String::from("  nodeSets:\n");
@@ -208,6 +214,112 @@ pub fn corpus() -> Vec<(&'static str, String)> {
                 ));
             }
             s
+        }),
+        // What validation and render make of a file (issue 76): within the parser's limits,
+        // each was past 100 MiB or quadratic before the cost was bounded before typing and
+        // rendering. 250 KiB of annotations put on each of the 2,032 objects of 1,000
+        // NodeSets (550 MB).
+        (
+            "metadata-on-every-object",
+            format!(
+                "{HEAD}  annotations:\n    a: {}\n{}{}{PARTITION}",
+                "x".repeat(250 << 10),
+                &GUARDED[HEAD.len()..],
+                node_sets(1_000, "")
+            ),
+        ),
+        // Volumes of a name alone: a few bytes of text, kilobytes each typed (1.1 GB).
+        (
+            "bare-volumes",
+            fill(
+                format!(
+                    "{GUARDED}{PARTITION}  nodeSets:\n    - name: cpu\n      replicas: 1\n      volumes:\n"
+                ),
+                "",
+                |i| format!("        - {{name: v{i}}}\n"),
+            ),
+        ),
+        // A sidecar mounting each of the NodeSet's volumes: each mount was looked for among
+        // the volumes (15 s and 370 MB).
+        ("sidecar-mounts-times-volumes", {
+            let n = 45_000;
+            let mut s = format!(
+                "{GUARDED}{PARTITION}  nodeSets:\n    - name: cpu\n      replicas: 1\n      volumes:\n"
+            );
+            for i in 0..n {
+                s.push_str(&format!("        - {{name: v{i}, emptyDir: {{}}}}\n"));
+            }
+            s.push_str("      podTemplate:\n        extraContainers:\n          - name: side\n            image: ghcr.io/slinkyproject/side:1\n            volumeMounts:\n");
+            fill_n(s, "", n, |i| {
+                format!("              - {{name: v{}, mountPath: /m}}\n", n - 1 - i)
+            })
+        }),
+        // Two long lists of NodeSets, one per topology: each of the tree's was looked for among
+        // the block's (past a minute).
+        ("block-times-tree-node-sets", {
+            let n = 110_000;
+            let mut s = format!(
+                "{}{}{PARTITION}  topology:\n    block:\n      nodeLabel: nvidia.com/gpu.clique\n      blockSize: 18\n      blocks: [b1]\n      nodeSets:\n",
+                GUARDED.replace("24.11", "25.11"),
+                node_sets(1, "")
+            );
+            for i in 0..n {
+                s.push_str(&format!("        - b{i}\n"));
+            }
+            s.push_str("    tree:\n      nodeLabel: rack\n      switches: [s1]\n      nodeSets:\n");
+            fill_n(s, "", n, |i| format!("        - t{i}\n"))
+        }),
+        // slurm.conf settings, each merged into the generated ones by comparison (minutes).
+        (
+            "slurm-conf-many-keys",
+            fill_n(
+                format!(
+                    "{GUARDED}{}{PARTITION}  controller:\n    slurmConf:\n",
+                    node_sets(1, "")
+                ),
+                "",
+                150_000,
+                |i| format!("      K{i}: v\n"),
+            ),
+        ),
+        // A list setting of many items, each merged into the generated items (45 s).
+        (
+            "slurm-conf-long-list",
+            fill(
+                format!(
+                    "{GUARDED}{}{PARTITION}  controller:\n    slurmConf:\n      SlurmctldParameters:\n",
+                    node_sets(1, "")
+                ),
+                "",
+                |i| format!("        - a{i}\n"),
+            ),
+        ),
+        // A TRES list of many items, each compared with those before it (minutes).
+        (
+            "tres-many-items",
+            fill(
+                format!(
+                    "{GUARDED}{}{PARTITION}  accounting:\n    enabled: true\n    database: {{host: db, user: u, password: {{name: p, key: p}}}}\n    qos:\n      - name: q\n        limits:\n          maxTRESPerUser: \"cpu=1",
+                    node_sets(1, "")
+                ),
+                "\"\n",
+                |i| format!(",gres/g{i}=1"),
+            ),
+        ),
+        // Config files and scripts: each file was looked for among the scripts (30 s).
+        ("config-files-times-scripts", {
+            let n = 45_000;
+            let mut s = format!(
+                "{GUARDED}{}{PARTITION}  controller:\n    configFiles:\n",
+                node_sets(1, "")
+            );
+            for i in 0..n {
+                s.push_str(&format!("      f{i}.conf: {{content: x}}\n"));
+            }
+            s.push_str("    scripts:\n      prolog:\n");
+            fill_n(s, "", n, |i| {
+                format!("        - {{name: s{i}, content: \"#!\"}}\n")
+            })
         }),
         // Many merge keys pulling in an anchored mapping.
         (

@@ -121,7 +121,7 @@ const GUARDED_KEYS: &[&str] = &[
 /// it sets, and every label under its own prefix and the ApplySet's (a pod or object carrying
 /// another set's `applyset.kubernetes.io/part-of` would be pruned by that set's apply). Other
 /// recommended labels (`app.kubernetes.io/part-of`, `version`) are the user's.
-fn own_label(k: &str) -> bool {
+pub fn own_label(k: &str) -> bool {
     use crate::vocab::{
         LABEL_APPLYSET_PART_OF, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME,
         LABEL_NODESET,
@@ -247,6 +247,13 @@ fn image_finding(
             .hint(format!("set {key} to {}@sha256:<digest>", r.repository)),
         );
     }
+}
+
+/// Why G does not allow IMAGE (WHAT names it), with the setting that would: None if allowed.
+pub fn image_refusal(g: &Guardrails, image: &str, what: &str) -> Option<(String, String)> {
+    let mut out = Vec::new();
+    image_finding(g, image, Path::root(), what, "image", &mut out);
+    out.pop().map(|f| (f.message, f.hint.unwrap_or_default()))
 }
 
 /// An image reference, as the container runtime resolves it.
@@ -539,6 +546,8 @@ impl Walk<'_> {
     /// The containers cluster.yaml adds in pod template T (at AT): each may mount only the
     /// volumes DECLARED beside it in cluster.yaml, never one slurmops renders.
     fn containers(&mut self, t: &Map<String, Value>, at: &Path, declared: &[&str]) {
+        // Looked up, not searched: the volumes and the mounts are as many as a push makes.
+        let declared: std::collections::HashSet<&str> = declared.iter().copied().collect();
         for list in ["extraContainers", "initContainers"] {
             let Some(Value::Array(cs)) = t.get(list) else {
                 continue;
@@ -549,7 +558,7 @@ impl Walk<'_> {
                     let Some(name) = m.get("name").and_then(Value::as_str) else {
                         continue;
                     };
-                    if !declared.contains(&name) {
+                    if !declared.contains(name) {
                         self.out.push(
                             Finding::new(
                                 at.key(list).index(i).key("volumeMounts").index(j).key("name"),

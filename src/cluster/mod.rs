@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod active_checks;
+pub mod budget;
 pub mod canary;
 pub mod check;
 pub mod diag;
@@ -174,6 +175,12 @@ pub fn refusals(file: &str, text: &str, c: &ClusterFile, guard: &Guardrails) -> 
     }
     let total = findings.len();
     // TEXT loaded into C: it parses.
+    diagnostics(file, text, findings, total)
+}
+
+/// FINDINGS of C's TEXT (FILE) at their positions (the rendered policy's, `guarded`).
+pub fn placed_findings(file: &str, text: &str, findings: Vec<diag::Finding>) -> Vec<Diagnostic> {
+    let total = findings.len();
     diagnostics(file, text, findings, total)
 }
 

@@ -1,5 +1,7 @@
 //! Hostile cluster.yaml inputs (the corpus of `slurmops::bench::hostile`, each ≤ 4 MiB): `slurmops
-//! validate` answers every one — valid, or errors with a position, exit 1 — without a panic, within
+//! validate` answers every one, plain and under the install's default guardrails (`--guardrails`,
+//! the daemon's road: validated, guarded, rendered) — valid, or errors with a position, exit 1 —
+//! without a panic, within
 //! a hang guard, and with a peak RSS under 100 MiB (measured by GNU time, on the tests' debug build,
 //! whole process included). How fast each is answered on a release build is the bench's figure
 //! (`hostile input worst case`), not a timed test.
@@ -22,7 +24,9 @@ struct Answer {
     took: Duration,
 }
 
-fn validate(file: &std::path::Path) -> Answer {
+/// `slurmops validate FILE`, with the install's default (guarded) guardrails when GUARDED: the
+/// road a commit takes in the daemon (validated, guarded, rendered).
+fn validate(file: &std::path::Path, guarded: bool) -> Answer {
     let report = file.with_extension("time");
     let started = Instant::now();
     let mut child = Command::new("/usr/bin/time")
@@ -31,6 +35,7 @@ fn validate(file: &std::path::Path) -> Answer {
         .args(["-f", "%M"])
         .arg(env!("CARGO_BIN_EXE_slurmops"))
         .arg("validate")
+        .args(guarded.then_some("--guardrails"))
         .arg(file)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -77,36 +82,43 @@ fn hostile_inputs_are_answered_in_bounded_memory_without_a_panic() {
     for (name, text) in slurmops::bench::hostile::corpus() {
         let file = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&file, &text).unwrap();
-        let a = validate(&file);
-        eprintln!(
-            "{name}: {} bytes, exit {:?}, {:.2} s, {} MiB",
-            text.len(),
-            a.code,
-            a.took.as_secs_f64(),
-            a.rss_kib / 1024
-        );
-        assert!(
-            matches!(a.code, Some(0 | 1)),
-            "{name}: exit {:?} (a panic or a signal): {}",
-            a.code,
-            a.stderr.chars().take(2000).collect::<String>()
-        );
-        if a.code == Some(1) {
-            // Every error names the file and a position.
-            let first = a.stderr.lines().next().unwrap_or_default();
-            assert!(
-                first.starts_with(&format!("{}:", file.display())) && first.contains("error"),
-                "{name}: first error line {first:?}"
+        for guarded in [false, true] {
+            let a = validate(&file, guarded);
+            let name = if guarded {
+                format!("{name} (--guardrails)")
+            } else {
+                name.to_string()
+            };
+            eprintln!(
+                "{name}: {} bytes, exit {:?}, {:.2} s, {} MiB",
+                text.len(),
+                a.code,
+                a.took.as_secs_f64(),
+                a.rss_kib / 1024
             );
-        }
-        assert!(
-            a.rss_kib < MAX_RSS_KIB,
-            "{name}: peak RSS {} MiB (limit {} MiB)",
-            a.rss_kib / 1024,
-            MAX_RSS_KIB / 1024
-        );
-        if a.rss_kib > worst.1 {
-            worst = (name.to_string(), a.rss_kib, a.took);
+            assert!(
+                matches!(a.code, Some(0 | 1)),
+                "{name}: exit {:?} (a panic or a signal): {}",
+                a.code,
+                a.stderr.chars().take(2000).collect::<String>()
+            );
+            if a.code == Some(1) {
+                // Every error names the file and a position.
+                let first = a.stderr.lines().next().unwrap_or_default();
+                assert!(
+                    first.starts_with(&format!("{}:", file.display())) && first.contains("error"),
+                    "{name}: first error line {first:?}"
+                );
+            }
+            assert!(
+                a.rss_kib < MAX_RSS_KIB,
+                "{name}: peak RSS {} MiB (limit {} MiB)",
+                a.rss_kib / 1024,
+                MAX_RSS_KIB / 1024
+            );
+            if a.rss_kib > worst.1 {
+                worst = (name.to_string(), a.rss_kib, a.took);
+            }
         }
     }
     eprintln!("worst RSS: {} ({} MiB)", worst.0, worst.1 / 1024);

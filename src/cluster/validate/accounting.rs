@@ -11,6 +11,9 @@ use super::super::values::parse_quantity;
 use super::super::words::{QOS_FLAGS, parse_minutes, parse_tres};
 use super::{Known, Validator};
 
+/// Longest TRES list (`cpu=16,mem=64G,...`): Slurm tracks a few dozen TRES at most.
+const MAX_TRES: usize = 4096;
+
 fn is_slurm_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
@@ -198,7 +201,18 @@ impl Validator {
     }
 
     fn tres(&mut self, p: Path, v: &Option<String>) {
-        if let Some(Err(e)) = v.as_deref().map(parse_tres) {
+        if let Some(t) = v.as_deref().filter(|t| t.len() > MAX_TRES) {
+            // Each item is compared with those before it: a list as long as a push makes it
+            // would be quadratic.
+            self.err(
+                p,
+                format!(
+                    "a TRES list of {} bytes; slurmops takes at most {MAX_TRES}",
+                    t.len()
+                ),
+                "list each TRES once: cpu=16,mem=64G,gres/gpu=8",
+            );
+        } else if let Some(Err(e)) = v.as_deref().map(parse_tres) {
             self.err(p, e, "write TRES as Slurm does: cpu=16,mem=64G,gres/gpu=8");
         }
     }

@@ -141,6 +141,9 @@ impl Validator {
         p: &Path,
     ) {
         let served = version.map(|r| r.configless()).unwrap_or_default();
+        // Looked up, not searched: a push makes both the files and the scripts many.
+        let scripts: std::collections::HashSet<&str> =
+            c.scripts.all().map(|sc| sc.name.as_str()).collect();
         for (name, file) in &c.config_files {
             let fp = p.key("configFiles").key(name);
             if let Some((_, how)) = RENDERED_FILES.iter().find(|(n, _)| n == name) {
@@ -165,7 +168,7 @@ impl Validator {
                     format!("use one of: {}", allowed.join(", ")),
                 );
             }
-            if c.scripts_named(name) {
+            if scripts.contains(name.as_str()) {
                 self.err_at_key(
                     fp.clone(),
                     name,

@@ -89,6 +89,11 @@ const MAX_ACTIVE_CHECKS: usize = 100;
 const MAX_METADATA: usize = 256;
 /// Most features of a NodeSet or of a check (Slurm features: a few per node).
 const MAX_FEATURES: usize = 256;
+/// Most settings of a slurm.conf or slurmdbd.conf map, and most items of one setting's list.
+const MAX_SLURM_KEYS: usize = 1_000;
+const MAX_SLURM_ITEMS: usize = 1_000;
+/// Most extra config files (`controller.configFiles`).
+const MAX_CONFIG_FILES: usize = 100;
 
 /// The semantic findings of C: the first ones made (at most as many as diagnostics show), and
 /// how many there are in all. Bounded in time and memory for any file the parser accepts.
@@ -155,7 +160,59 @@ pub fn oversized(value: &serde_json::Value) -> Vec<Finding> {
         }
     }
     out.extend(kubernetes_metadata_limits(&value["metadata"]));
+    out.extend(maps_over(spec));
+    if out.is_empty() {
+        out.extend(super::budget::over_budget(value));
+    }
     out
+}
+
+/// The maps of SPEC (as JSON) past their bounds: the slurm.conf and slurmdbd.conf settings
+/// (render merges each into the generated ones by comparison) and the extra config files
+/// (Slurm serves a few configless), told before the typed cluster is made of them.
+fn maps_over(spec: &serde_json::Value) -> Vec<Finding> {
+    let spec_path = Path::root().key("spec");
+    let mut maps: Vec<(Path, &serde_json::Value, usize, &str)> = vec![
+        (
+            spec_path.key("controller").key("slurmConf"),
+            &spec["controller"]["slurmConf"],
+            MAX_SLURM_KEYS,
+            "set the parameters that differ from Slurm's defaults (`man slurm.conf` lists a few hundred in all)",
+        ),
+        (
+            spec_path.key("accounting").key("slurmdbdConf"),
+            &spec["accounting"]["slurmdbdConf"],
+            MAX_SLURM_KEYS,
+            "set the parameters that differ from Slurm's defaults (`man slurmdbd.conf`)",
+        ),
+        (
+            spec_path.key("controller").key("configFiles"),
+            &spec["controller"]["configFiles"],
+            MAX_CONFIG_FILES,
+            "Slurm serves a few files configless: keep those slurmctld serves",
+        ),
+    ];
+    for (i, part) in spec["partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        maps.push((
+            spec_path.key("partitions").index(i).key("options"),
+            &part["options"],
+            MAX_SLURM_KEYS,
+            "set the partition options that differ from Slurm's defaults (`man slurm.conf`, PARTITION CONFIGURATION)",
+        ));
+    }
+    maps.into_iter()
+        .filter_map(|(at, map, max, hint)| {
+            let n = map.as_object().map_or(0, |m| m.len());
+            (n > max).then(|| {
+                Finding::new(at, format!("{n} entries; slurmops takes at most {max}")).hint(hint)
+            })
+        })
+        .collect()
 }
 
 /// Kubernetes' own limits on the labels and annotations `metadata` puts on every rendered object
@@ -248,6 +305,16 @@ pub(super) fn is_label_value(s: &str) -> bool {
 
 fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix (at most 253) and `/`, then a name
+/// of 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit.
+pub(super) fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.is_none_or(is_dns_subdomain) && is_label_value(name)
 }
 
 /// Kinds slurmops renders, hence the kinds an ignore rule can name.
@@ -570,7 +637,23 @@ impl Validator {
         p: &Path,
         owned: bool,
     ) {
+        // Render merges each setting into the generated ones (the maps' lengths are bounded
+        // before the cluster is typed: `oversized`), and each list item into the generated
+        // items, by comparison: bounded, so that a push cannot make that quadratic.
         for (key, value) in map {
+            let items = match value {
+                SlurmValue::List(v) => v.len(),
+                SlurmValue::Text(t) => t.matches(',').count() + 1,
+                _ => 1,
+            };
+            if items > MAX_SLURM_ITEMS {
+                self.err(
+                    p.key(key),
+                    format!("a list of {items} items; slurmops takes at most {MAX_SLURM_ITEMS}"),
+                    "list fewer items",
+                );
+                continue;
+            }
             let path = p.key(key);
             if SECRET_SLURM_KEYS
                 .iter()
@@ -620,6 +703,7 @@ impl Validator {
             ),
             (Some(db), _) => {
                 self.database_place(db, &p.key("database"));
+                self.database_words(db, &p.key("database"));
                 if db.port == 0 {
                     self.err(
                         p.key("database").key("port"),
@@ -630,6 +714,27 @@ impl Validator {
                 self.secret_ref(&db.password, &p.key("database").key("password"));
             }
             (None, false) => {}
+        }
+    }
+
+    /// The database's host, name and user, each written into slurmdbd.conf as one word
+    /// (`StorageHost=`, `StorageLoc=`, `StorageUser=`).
+    fn database_words(&mut self, db: &Database, p: &Path) {
+        let words = [
+            ("host", db.host.as_deref(), "StorageHost"),
+            ("name", Some(db.name.as_str()), "StorageLoc"),
+            ("user", Some(db.user.as_str()), "StorageUser"),
+        ];
+        for (field, value, key) in words {
+            if let Some(problem) = value.and_then(grammar::word_problem) {
+                self.err(
+                    p.key(field),
+                    format!("{problem} (it is written into slurmdbd.conf as {key}=)"),
+                    format!(
+                        "write the database {field} as one word, without spaces, line breaks or '#'"
+                    ),
+                );
+            }
         }
     }
 
@@ -808,12 +913,12 @@ impl Validator {
             let fp = p.key("features").index(i);
             if f.is_empty()
                 || !f.bytes().all(|b| b.is_ascii_graphic())
-                || f.contains([',', '&', '|', '=', '#'])
+                || f.contains([',', '&', '|', '=', '#', '"', '\''])
             {
                 self.err(
                     fp,
-                    format!("feature {f:?} cannot be used in Slurm"),
-                    "a feature is one word of printable characters without , & | = # or spaces",
+                    format!("feature {:?} cannot be used in Slurm", clip(f)),
+                    "a feature is one word of printable characters without , & | = # quotes or spaces",
                 );
             } else if all.contains(f.as_str()) && f != &n.name {
                 self.err(fp, format!("feature {f:?} is the name of another NodeSet, whose membership it would change"), "rename the feature");

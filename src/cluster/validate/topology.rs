@@ -1,13 +1,15 @@
 //! Checks of `spec.topology`: a release whose slurmctld lets dynamic nodes join a topology,
-//! blocks and leaf switches that are label values listed once, known NodeSets, each in at most
-//! one topology.
+//! a node label that is a Kubernetes label key, blocks and leaf switches that are label values
+//! listed once, known NodeSets, each in at most one topology. Each of these is written into
+//! Slurm's topology.yaml: a value with a line break, a quote or a comma would add to that file
+//! what git never named (a topology of the pusher's), so each is checked as the type it is.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::super::diag::Path;
 use super::super::release::Release;
 use super::super::types::*;
-use super::{Known, Validator, is_label_value};
+use super::{Known, Validator, is_label_key, is_label_value};
 
 impl Validator {
     pub(super) fn topology(
@@ -47,8 +49,10 @@ impl Validator {
             self.tree(tr, s, &p.key("tree"));
         }
         if let (Some(b), Some(tr)) = (&t.block, &t.tree) {
+            // Looked up, not searched: both lists are as long as a push makes them.
+            let in_blocks: HashSet<&str> = b.node_sets.iter().map(String::as_str).collect();
             for (j, n) in tr.node_sets.iter().enumerate() {
-                if b.node_sets.contains(n) {
+                if in_blocks.contains(n.as_str()) {
                     self.err(
                         p.key("tree").key("nodeSets").index(j),
                         format!("NodeSet {n:?} is in the block topology too"),
@@ -127,6 +131,15 @@ impl Validator {
                 "nodeLabel is empty",
                 format!("e.g. {example}"),
             );
+        } else if !is_label_key(label) {
+            self.err(
+                p.key("nodeLabel"),
+                format!(
+                    "{:?} is not a Kubernetes label key (it is written into topology.yaml and matched against the labels of nodes)",
+                    super::super::diag::clip(label)
+                ),
+                format!("write an optional DNS prefix and '/', then 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. {example}"),
+            );
         }
         if sets.is_empty() {
             self.err(
@@ -152,8 +165,11 @@ impl Validator {
             if !is_label_value(v) {
                 self.err(
                     p.key(key).index(j),
-                    format!("{v:?} is not a Kubernetes label value"),
-                    "1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                    format!(
+                        "{:?} is not a Kubernetes label value",
+                        super::super::diag::clip(v)
+                    ),
+                    format!("a {unit} is a value of nodeLabel on nodes and a Slurm {unit} name in topology.yaml: use 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (no spaces, line breaks, quotes, ',', ':', '=' or '#')"),
                 );
             } else if !seen.insert(v) {
                 self.err(
