@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod controller;
 pub mod daemon;
 pub mod events;
+pub mod guarded;
 pub mod import;
 pub mod k8s;
 pub mod net;

@@ -409,20 +409,66 @@ pub fn queue_memory() -> Vec<Figure> {
 }
 
 /// Every offline figure; the footprint is EXE's (the binary as shipped, or this one).
-/// The slowest input of the hostile corpus (`hostile::corpus`, each ≤ 4 MiB), loaded in process.
-/// Its memory is bounded in `tests/offline/hostile.rs` (a process per input).
+/// The slowest input of the hostile corpus (`hostile::corpus`, each ≤ 4 MiB), admitted in
+/// process as the daemon admits a commit under the install's default policy (validation, the
+/// guardrails, rendering, the closed policy on what is rendered). Its memory is bounded in
+/// `tests/offline/hostile.rs` (a process per input).
 pub fn hostile_worst() -> Vec<Figure> {
+    use crate::source::admit::{Candidate, Rules, admit};
+    let guard = cluster::Guardrails::safe(vec!["slurm".into()]);
+    let rules = Rules {
+        guard: Some(&guard),
+        ..Rules::default()
+    };
     let mut worst = (Duration::ZERO, "");
     for (name, text) in hostile::corpus() {
+        let candidate = Candidate {
+            name: "hostile.yaml",
+            text: &text,
+            commit: None,
+        };
         let t = Instant::now();
-        let _ = cluster::load("hostile.yaml", &text);
+        let _ = admit(&candidate, &rules);
         worst = worst.max((t.elapsed(), name));
     }
     vec![fig(
         "hostile.worst.wall",
         ms(worst.0),
         "ms",
-        format!("limit 2000 ms; slowest of the hostile corpus: {}", worst.1),
+        format!(
+            "limit 2000 ms; slowest of the hostile corpus admitted under the default policy: {}",
+            worst.1
+        ),
+    )]
+}
+
+/// The 500-NodeSet cluster admitted under the default policy (the rendered check renders it a
+/// second time, without the push's free-form additions): its time beside render's.
+pub fn guarded_admission() -> Vec<Figure> {
+    use crate::source::admit::{Candidate, Rules, admit};
+    let text =
+        generate(500, 20, 50, 0).replace("registry.example/slurmd", "ghcr.io/slinkyproject/slurmd");
+    let guard = cluster::Guardrails::safe(vec!["slurm".into()]);
+    let rules = Rules {
+        guard: Some(&guard),
+        ..Rules::default()
+    };
+    let candidate = Candidate {
+        name: "cluster.yaml",
+        text: &text,
+        commit: None,
+    };
+    let (took, admitted) = best(5, || admit(&candidate, &rules).is_ok());
+    let c = cluster::load("cluster.yaml", &text).expect("valid");
+    let (rendering, _) = best(5, || render::render(&c).objects.len());
+    vec![fig(
+        "admit.500_nodesets.guarded.wall",
+        ms(took),
+        "ms",
+        format!(
+            "admitted: {admitted}; validation, guardrails, two renderings and the policy ({:.1} ms one rendering)",
+            ms(rendering)
+        ),
     )]
 }
 
@@ -431,6 +477,7 @@ pub fn offline(exe: &Path) -> Vec<Figure> {
     out.extend(render_scaling());
     out.extend(parser_throughput());
     out.extend(hostile_worst());
+    out.extend(guarded_admission());
     out.extend(queue_memory());
     out.extend(viewers::viewers());
     out.extend(footprint(exe));

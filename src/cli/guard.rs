@@ -10,6 +10,7 @@ pub struct GuardArgs {
     /// A policy file (YAML: trust, clusterNamespaces, allowHostPaths, allowPrivileged,
     /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts, allowImages,
     /// requireDigests, allowPrograms, allowSlurmKeys, allowVolumeClaims, allowConfigMaps,
+    /// allowEnv, allowVolumeTypes, allowSlurmAdmins,
     /// clusterSecrets)
     /// widening the safe defaults as the flags do; the two add up.
     #[arg(long, env = "SLURMOPS_POLICY", value_name = "FILE")]
@@ -113,6 +114,27 @@ pub struct GuardArgs {
         value_delimiter = ','
     )]
     pub cluster_secrets: Vec<String>,
+    /// Allow cluster.yaml to add this environment variable to pods (`NAME`, or `PREFIX*`;
+    /// repeat); by default none. Search paths, loader, shell, Slurm, MPI and runtime variables
+    /// are never allowed.
+    #[arg(long = "allow-env", env = "SLURMOPS_ALLOW_ENV", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
+    /// Allow cluster.yaml to add volumes of this type (e.g. nfs, csi; repeat), beyond emptyDir,
+    /// configMap, secret, persistentVolumeClaim and projected.
+    #[arg(
+        long = "allow-volume-type",
+        env = "SLURMOPS_ALLOW_VOLUME_TYPES",
+        value_delimiter = ','
+    )]
+    pub allow_volume_types: Vec<String>,
+    /// Allow accounts-as-code to make this Slurm user an administrator or operator
+    /// (`adminLevel`; repeat); by default nobody.
+    #[arg(
+        long = "allow-slurm-admin",
+        env = "SLURMOPS_ALLOW_SLURM_ADMINS",
+        value_delimiter = ','
+    )]
+    pub allow_slurm_admins: Vec<String>,
 }
 
 impl GuardArgs {
@@ -179,6 +201,9 @@ impl GuardArgs {
             volume_claims: both(&self.allow_volume_claims, &file.allow_volume_claims),
             config_maps: both(&self.allow_config_maps, &file.allow_config_maps),
             cluster_secrets: both(&self.cluster_secrets, &file.cluster_secrets),
+            env: both(&self.allow_env, &file.allow_env),
+            volume_types: both(&self.allow_volume_types, &file.allow_volume_types),
+            slurm_admins: both(&self.allow_slurm_admins, &file.allow_slurm_admins),
         })
     }
 }

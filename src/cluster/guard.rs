@@ -117,6 +117,14 @@ pub struct Guardrails {
     /// database password): slurmops mounts them into Slurm's pods. Empty: the names the README
     /// creates (`DEFAULT_CLUSTER_SECRETS`).
     pub cluster_secrets: Vec<String>,
+    /// Environment variables a push may add: `NAME` or `PREFIX*` (never a search path, loader,
+    /// shell, Slurm, MPI or runtime variable, whatever the rule: `guarded::env`).
+    pub env: Vec<String>,
+    /// Volume types a push may add beyond emptyDir, configMap, secret, persistentVolumeClaim and
+    /// projected (e.g. `nfs`, `csi`).
+    pub volume_types: Vec<String>,
+    /// Slurm users accounts-as-code may make Slurm administrators or operators (`adminLevel`).
+    pub slurm_admins: Vec<String>,
 }
 
 /// The cluster's own Secrets an install assigns when it names none: those the README creates.
@@ -160,8 +168,38 @@ impl Guardrails {
         }
         if self.pods {
             self.secrets(c, &mut out);
+            self.admins(c, &mut out);
         }
         out
+    }
+
+    /// Slurm rights from git: accounts-as-code makes a user an administrator or operator only
+    /// where the install allows that user (an operator can drain any node, hold or cancel any
+    /// job; an administrator is root in Slurm).
+    fn admins(&self, c: &ClusterFile, out: &mut Vec<Finding>) {
+        let users = Path::root().key("spec").key("accounting").key("users");
+        for (i, u) in c.spec.accounting.users.iter().enumerate() {
+            if !u.admin_level.is_none() && !self.slurm_admins.contains(&u.name) {
+                out.push(
+                    Finding::new(
+                        users.index(i).key("adminLevel"),
+                        format!(
+                            "adminLevel {} for {}: Slurm's rights (drain any node, act on anyone's jobs{}) are the install's to give, not a commit's",
+                            u.admin_level.as_str(),
+                            super::diag::clip(&u.name),
+                            match u.admin_level {
+                                super::types::AdminLevel::Administrator => ", change Slurm's accounts",
+                                _ => "",
+                            }
+                        ),
+                    )
+                    .hint(format!(
+                        "leave it out, or the install allows it with the daemon's --allow-slurm-admin {} (policy allowSlurmAdmins)",
+                        u.name
+                    )),
+                );
+            }
+        }
     }
 
     /// Secrets named beyond the cluster's own, and the database host its password goes to.
@@ -552,6 +590,7 @@ mod tests {
             },
             volume_claims: vec!["lustre-home".into()],
             config_maps: vec!["slurm-oci".into()],
+            slurm_admins: vec!["bob".into()],
             ..safe.clone()
         };
         // `/` is under no listed prefix; `/data/../etc` climbs out of /data.

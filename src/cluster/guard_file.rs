@@ -37,6 +37,9 @@ pub struct GuardFile {
     pub allow_volume_claims: Vec<String>,
     pub allow_config_maps: Vec<String>,
     pub cluster_secrets: Vec<String>,
+    pub allow_env: Vec<String>,
+    pub allow_volume_types: Vec<String>,
+    pub allow_slurm_admins: Vec<String>,
 }
 
 const KEYS: &[&str] = &[
@@ -57,6 +60,9 @@ const KEYS: &[&str] = &[
     "allowVolumeClaims",
     "allowConfigMaps",
     "clusterSecrets",
+    "allowEnv",
+    "allowVolumeTypes",
+    "allowSlurmAdmins",
 ];
 
 /// Reads the policy file at PATH: bounded in size, every problem reported.
@@ -156,6 +162,9 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
             "allowVolumeClaims" => list(&mut g.allow_volume_claims),
             "allowConfigMaps" => list(&mut g.allow_config_maps),
             "clusterSecrets" => list(&mut g.cluster_secrets),
+            "allowEnv" => list(&mut g.allow_env),
+            "allowVolumeTypes" => list(&mut g.allow_volume_types),
+            "allowSlurmAdmins" => list(&mut g.allow_slurm_admins),
             "trust" => match scalar(v) {
                 Some("guarded") if plain(v) => g.trusted = Some(false),
                 Some("trusted") if plain(v) => g.trusted = Some(true),

@@ -130,6 +130,9 @@ pub struct Widened {
     pub volume_claims: Vec<String>,
     pub config_maps: Vec<String>,
     pub cluster_secrets: Vec<String>,
+    pub env: Vec<String>,
+    pub volume_types: Vec<String>,
+    pub slurm_admins: Vec<String>,
 }
 
 impl Install {
@@ -353,6 +356,9 @@ fn args(i: &Install) -> Vec<String> {
         ("allow-volume-claim", &g.volume_claims),
         ("allow-config-map", &g.config_maps),
         ("cluster-secret", &g.cluster_secrets),
+        ("allow-env", &g.env),
+        ("allow-volume-type", &g.volume_types),
+        ("allow-slurm-admin", &g.slurm_admins),
     ] {
         a.extend(values.iter().map(|v| format!("--{flag}={v}")));
     }

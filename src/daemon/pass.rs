@@ -17,7 +17,7 @@ use crate::controller::watch::Cache;
 use crate::controller::{self, Env, Outcome, Target};
 use crate::k8s::Connection;
 use crate::slurm::Client;
-use crate::source::admit::{Candidate, Commit, Refusal, Rules, admit};
+use crate::source::admit::{Owned, Refusal, admit_within};
 use crate::source::remote::Fetched;
 use crate::status::verdict::{self, Happened, Verdict};
 use crate::vocab::SLURM_OFF;
@@ -243,26 +243,25 @@ fn fetched_commit(
     }
 }
 
+/// How long a commit's admission may take: every input the parser accepts is admitted in
+/// about 2 s on a release build (docs/benchmarks.md); past this, the commit is refused and the
+/// pass goes on.
+const ADMISSION_DEADLINE: Duration = Duration::from_secs(20);
+
 /// Verifies and validates commit F; the target it becomes, or None (status says why; the last
 /// good target stays).
 fn adopt(cfg: &Config, shared: &Shared, state: &mut State, f: &Fetched) -> Option<Loaded> {
     let started = Instant::now();
-    let candidate = Candidate {
-        name: &f.name,
-        text: &f.text,
-        commit: Some(Commit {
-            id: &f.commit,
-            signature: f.signature.as_ref(),
-            lineage: &f.lineage,
-        }),
-    };
-    let rules = Rules {
-        signers: cfg.allowed_signers.as_ref(),
+    let owned = Owned {
+        name: f.name.clone(),
+        text: f.text.clone(),
+        commit: Some((f.commit.clone(), f.signature.clone(), f.lineage.clone())),
+        signers: cfg.allowed_signers.clone(),
         allow_force_push: cfg.allow_force_push,
-        cluster: cfg.cluster.as_deref(),
-        guard: Some(&cfg.guard),
+        cluster: cfg.cluster.clone(),
+        guard: Some(cfg.guard.clone()),
     };
-    match admit(&candidate, &rules) {
+    match admit_within(owned, ADMISSION_DEADLINE) {
         Ok(a) => {
             if let Some(taken) = &a.force_pushed {
                 tracing::warn!(commit = %f.commit, "{taken}");

@@ -47,7 +47,7 @@ stale=$((stale + 3))
 "#;
 
 /// The primary's container: run as `/bin/sh -c PRIMARY slurmctld ARGS...`; it ends by
-/// `exec slurmctld ARGS`. It waits while a backup's heartbeat is fresh and that backup's
+/// `exec /usr/sbin/slurmctld ARGS`. It waits while a backup's heartbeat is fresh and that backup's
 /// sidecar has not said it stopped after that beat.
 const PRIMARY: &str = r#"primary=$(setting SlurmctldHost | sed 's/(.*//')
 if [ "$(uname -n)" = "$primary" ]; then
@@ -68,7 +68,7 @@ if [ "$(uname -n)" = "$primary" ]; then
   rm -f "$state/slurmops-return" "$state/slurmops-stopped"
   [ -z "$told" ] || echo "slurmops: the backup has saved its state and stopped ($why): starting the primary"
 fi
-exec slurmctld "$@"
+exec /usr/sbin/slurmctld "$@"
 "#;
 
 /// The sidecar's step: when the primary asked within the last 10 s and this pod's slurmctld
@@ -130,7 +130,7 @@ pub fn in_control() -> Vec<String> {
 /// primary's script when there are backups.
 pub fn command(backups: u32) -> Vec<String> {
     match backups {
-        0 => vec!["slurmctld".into()],
+        0 => vec![format!("{}/slurmctld", super::pod::SBIN)],
         _ => vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -163,8 +163,8 @@ mod tests {
 
     #[test]
     fn without_backups_slurmctld_runs_as_it_is() {
-        assert_eq!(command(0), ["slurmctld"]);
-        assert!(command(1)[2].ends_with("exec slurmctld \"$@\"\n"));
+        assert_eq!(command(0), ["/usr/sbin/slurmctld"]);
+        assert!(command(1)[2].ends_with("exec /usr/sbin/slurmctld \"$@\"\n"));
     }
 
     /// The primary's script, run by sh on this host as the primary, with a backup's fresh
@@ -195,7 +195,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&ctld, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = dir.path().join("out");
-        let c = command(1);
+        // The script runs slurmctld by its absolute path: here, the stand-in's.
+        let mut c = command(1);
+        c[2] = c[2].replace("/usr/sbin/slurmctld", &ctld.display().to_string());
         let mut child = std::process::Command::new(&c[0])
             .args(&c[1..])
             .arg("-D")

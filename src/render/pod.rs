@@ -56,6 +56,10 @@ pub fn tcp_probe(port: u16, initial_delay: i32) -> Probe {
     }
 }
 
+/// Where Slurm's images keep its daemons (Debian's packages and a `--prefix=/usr` build): a
+/// container runs them by this absolute path, so that no search path decides what runs.
+pub const SBIN: &str = "/usr/sbin";
+
 /// A Slurm daemon container: runs PROGRAM in the foreground, serves PORT (named after the
 /// program) and is probed on it.
 pub fn daemon(
@@ -70,7 +74,7 @@ pub fn daemon(
         name: program.into(),
         image: Some(image),
         image_pull_policy: Some(spec.images.pull_policy.as_str().into()),
-        command: Some(vec![program.into()]),
+        command: Some(vec![format!("{SBIN}/{program}")]),
         args: Some(args),
         ports: Some(vec![port(program, port_)]),
         readiness_probe: Some(tcp_probe(port_, ready_after)),

@@ -61,6 +61,64 @@ pub enum Refusal {
         refused: Vec<Diagnostic>,
         cluster: Box<ClusterFile>,
     },
+    /// Its admission ran past the deadline (`admit_within`).
+    Deadline(std::time::Duration),
+}
+
+/// A commit, owned: its id, its raw signature and signed data, and its lineage.
+pub type OwnedCommit = (String, Option<(Vec<u8>, Vec<u8>)>, Lineage);
+
+/// A candidate and the install's rules, owned: what [`admit_within`] hands to its thread.
+pub struct Owned {
+    pub name: String,
+    pub text: String,
+    pub commit: Option<OwnedCommit>,
+    pub signers: Option<AllowedSigners>,
+    pub allow_force_push: bool,
+    pub cluster: Option<String>,
+    pub guard: Option<Guardrails>,
+}
+
+impl Owned {
+    fn admit(&self) -> Result<Admitted, Refusal> {
+        let candidate = Candidate {
+            name: &self.name,
+            text: &self.text,
+            commit: self.commit.as_ref().map(|(id, signature, lineage)| Commit {
+                id,
+                signature: signature.as_ref(),
+                lineage,
+            }),
+        };
+        let rules = Rules {
+            signers: self.signers.as_ref(),
+            allow_force_push: self.allow_force_push,
+            cluster: self.cluster.as_deref(),
+            guard: self.guard.as_ref(),
+        };
+        admit(&candidate, &rules)
+    }
+}
+
+/// [`admit`] with a deadline: a commit whose admission (validation, the policy, rendering) runs
+/// past DEADLINE is refused, and the caller goes on; the admission's thread finishes and its
+/// result is dropped. Inputs are bounded so that none takes long (`cluster::budget`): the
+/// deadline is the backstop that keeps a daemon's pass from waiting on one commit.
+pub fn admit_within(o: Owned, deadline: std::time::Duration) -> Result<Admitted, Refusal> {
+    let o = std::sync::Arc::new(o);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let theirs = o.clone();
+    let spawned = std::thread::Builder::new()
+        .name("admission".into())
+        .spawn(move || {
+            let _ = tx.send(theirs.admit());
+        });
+    if spawned.is_err() {
+        // No thread to be had (a pids limit): admitted inline, bounded by the input's bounds.
+        return o.admit();
+    }
+    rx.recv_timeout(deadline)
+        .unwrap_or(Err(Refusal::Deadline(deadline)))
 }
 
 /// An admitted cluster.yaml, parsed and rendered.
@@ -109,6 +167,16 @@ pub fn admit(candidate: &Candidate<'_>, rules: &Rules<'_>) -> Result<Admitted, R
         }
     }
     let rendered = render::render(&c);
+    // The closed policy, on what will run: the rendered objects and Slurm files.
+    if let Some(guard) = rules.guard {
+        let breaches = crate::guarded::check(&c, &rendered, guard);
+        if !breaches.is_empty() {
+            let findings = crate::guarded::findings(&c, &breaches);
+            let refused = cluster::placed_findings(candidate.name, candidate.text, findings);
+            let cluster = Box::new(c);
+            return Err(Refusal::Guardrails { refused, cluster });
+        }
+    }
     Ok(Admitted {
         c,
         rendered,
@@ -171,6 +239,11 @@ impl fmt::Display for Refusal {
                     lines.join("; ")
                 )
             }
+            Refusal::Deadline(d) => write!(
+                f,
+                "admitting it (validation, the install's policy, rendering) took longer than {} s: refused, nothing applied; a commit of this size should take well under a second, so make it smaller or report it",
+                d.as_secs()
+            ),
         }
     }
 }
@@ -243,5 +316,22 @@ mod tests {
                 .unwrap()
                 .contains("taken (--allow-force-push)")
         );
+    }
+
+    #[test]
+    fn an_admission_past_its_deadline_is_refused_and_one_within_it_is_admitted() {
+        let owned = || Owned {
+            name: "cluster.yaml".into(),
+            text: VALID.into(),
+            commit: None,
+            signers: None,
+            allow_force_push: false,
+            cluster: None,
+            guard: Some(Guardrails::safe(vec!["slurm".into()])),
+        };
+        let late = admit_within(owned(), std::time::Duration::ZERO).unwrap_err();
+        assert!(matches!(late, Refusal::Deadline(_)), "{late}");
+        assert!(!late.invalid() && late.to_string().contains("took longer than 0 s"));
+        admit_within(owned(), std::time::Duration::from_secs(60)).expect("admitted");
     }
 }

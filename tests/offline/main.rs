@@ -5,6 +5,8 @@
 //! `cargo test --test offline`.
 
 mod cli;
+mod closed;
+mod generated;
 mod git_remote;
 mod guarded;
 mod hostile;

@@ -92,7 +92,7 @@ fn the_length_scan_counts_a_body_to_its_closing_brace_and_skips_tests() {
 
 /// The top-level modules, lowest first: each imports only from those before it (the pipeline
 /// `cluster` → `render` → `plan` → `apply` → `controller` → `status`, with its edges below).
-const LAYERS: [&str; 20] = [
+const LAYERS: [&str; 21] = [
     "vocab",
     "text",
     "net",
@@ -100,6 +100,7 @@ const LAYERS: [&str; 20] = [
     "events",
     "cluster",
     "render",
+    "guarded",
     "source",
     "slurm",
     "accounting",

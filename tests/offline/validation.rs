@@ -1074,6 +1074,9 @@ fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same
             &format!("--allow-program={}", REPO_PROGRAMS.join(",")),
             "--allow-volume-claim=lustre-home",
             "--allow-config-map=slurm-oci",
+            // Issue 76: Slurm keys beyond data, and a Slurm operator from git.
+            "--allow-slurm-key=SlurmctldParameters,PriorityType",
+            "--allow-slurm-admin=bob",
         ]);
         assert_eq!(
             out.status.code(),
@@ -1109,7 +1112,9 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
          allowDatabaseHosts: [mariadb.databases.svc.cluster.local]\n\
          allowImages: [ghcr.io/slinkyproject, nvcr.io/nvidia/k8s/dcgm-exporter]\n\
          allowVolumeClaims: [lustre-home]\n\
-         allowConfigMaps: [slurm-oci]\n"
+         allowConfigMaps: [slurm-oci]\n\
+         allowSlurmKeys: [SlurmctldParameters, PriorityType]\n\
+         allowSlurmAdmins: [bob]\n"
             .to_string()
             + &format!("allowPrograms: [{}]\n", REPO_PROGRAMS.join(", ")),
     )
@@ -1380,4 +1385,205 @@ fn requeue_selectors_without_running_jobs_requeue_are_refused_at_their_line() {
             .any(|d| d.path == "spec.nodeSets[0].update.runningJobs"),
         "{e:#?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 76: values spliced into Slurm's text are checked as the type they are, at their
+// position; and what a file costs past the parser is bounded before it is typed or rendered.
+// ---------------------------------------------------------------------------------------------
+
+/// The minimal example on Slurm 25.11 with TOPOLOGY (a `spec.topology` block) before partitions.
+fn with_topology(topology: &str) -> String {
+    with("  partitions:\n", &format!("{topology}  partitions:\n")).replace("\"24.11\"", "\"25.11\"")
+}
+
+#[test]
+fn a_node_label_that_would_add_lines_to_topology_yaml_is_refused_at_its_line() {
+    let text = with_topology(
+        "  topology:\n    block:\n      nodeLabel: \"nvidia.com/gpu.clique\\n- topology: evil\"\n      blocks: [r1]\n      nodeSets: [cpu]\n      blockSize: 2\n",
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.topology.block.nodeLabel", "{d}");
+    assert_eq!(d.line, line_of(&text, "nodeLabel:"));
+    assert!(d.message.contains("not a Kubernetes label key"), "{d}");
+    assert!(
+        d.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("e.g. nvidia.com/gpu.clique"),
+        "{d}"
+    );
+    for bad in ["rack label", "a/b/c", "-rack", "bad_prefix/rack", "rack:x"] {
+        let text = with_topology(&format!(
+            "  topology:\n    tree:\n      nodeLabel: \"{bad}\"\n      switches: [s1]\n      nodeSets: [cpu]\n"
+        ));
+        let d = one(&text);
+        assert_eq!(d.path, "spec.topology.tree.nodeLabel", "{bad}: {d}");
+    }
+    for good in [
+        "rack",
+        "topology.kubernetes.io/zone",
+        "example.com/leaf_switch.1",
+    ] {
+        let text = with_topology(&format!(
+            "  topology:\n    tree:\n      nodeLabel: {good}\n      switches: [s1]\n      nodeSets: [cpu]\n"
+        ));
+        load("cluster.yaml", &text).unwrap_or_else(|e| panic!("{good}: {e:#?}"));
+    }
+}
+
+#[test]
+fn a_block_or_switch_that_would_add_lines_to_topology_yaml_is_refused_at_its_line() {
+    for (kind, units, rest) in [
+        ("block", "blocks", "      blockSize: 2\n"),
+        ("tree", "switches", ""),
+    ] {
+        for bad in [
+            "a\\n- topology: evil",
+            "a\\\"b",
+            "a,b",
+            "a b",
+            "a:b",
+            "a=b",
+            "a#b",
+        ] {
+            let text = with_topology(&format!(
+                "  topology:\n    {kind}:\n      nodeLabel: rack\n      {units}:\n        - r1\n        - \"{bad}\"\n      nodeSets: [cpu]\n{rest}"
+            ));
+            let d = one(&text);
+            assert_eq!(
+                d.path,
+                format!("spec.topology.{kind}.{units}[1]"),
+                "{bad}: {d}"
+            );
+            assert_eq!(
+                d.line,
+                line_of(&text, &format!("- \"{bad}\"")),
+                "{bad}: {d}"
+            );
+            assert!(d.message.contains("is not a Kubernetes label value"), "{d}");
+            assert!(
+                d.hint.as_deref().unwrap_or("").contains("topology.yaml"),
+                "{d}"
+            );
+        }
+    }
+}
+
+#[test]
+fn database_words_written_into_slurmdbd_conf_are_one_word() {
+    let accounting = |db: &str| {
+        with(
+            "  partitions:\n",
+            &format!(
+                "  accounting:\n    enabled: true\n    database:\n{db}      password: {{name: slurm-db, key: password}}\n  partitions:\n"
+            ),
+        )
+    };
+    load(
+        "cluster.yaml",
+        &accounting("      host: db.example.com\n      user: slurm\n"),
+    )
+    .expect("a host and a user of one word each are valid");
+    for (field, db) in [
+        (
+            "host",
+            "      host: \"db\\nPluginDir=/tmp/evil\"\n      user: slurm\n",
+        ),
+        (
+            "user",
+            "      host: db\n      user: \"slurm DbdHost=evil\"\n",
+        ),
+        (
+            "name",
+            "      host: db\n      user: slurm\n      name: \"acct#x\"\n",
+        ),
+    ] {
+        let text = accounting(db);
+        let d = one(&text);
+        assert_eq!(d.path, format!("spec.accounting.database.{field}"), "{d}");
+        assert_eq!(d.line, line_of(&text, &format!("      {field}: ")), "{d}");
+        assert!(d.message.contains("slurmdbd.conf"), "{d}");
+    }
+}
+
+#[test]
+fn a_feature_with_a_quote_is_refused_at_its_line() {
+    let text = with(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      features: [ok, \"a\\\"b\"]\n",
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].features[1]", "{d}");
+    assert_eq!(d.line, line_of(&text, "features:"));
+}
+
+#[test]
+fn metadata_copied_onto_every_object_past_the_budget_is_refused_at_metadata() {
+    let sets: String = (0..999)
+        .map(|i| format!("    - {{name: set-{i}, replicas: 1}}\n"))
+        .collect();
+    let text = with(
+        "  namespace: slurm\n",
+        &format!(
+            "  namespace: slurm\n  annotations:\n    big: {}\n",
+            "x".repeat(200 << 10)
+        ),
+    )
+    .replace("  nodeSets:\n", &format!("  nodeSets:\n{sets}"));
+    let e = errors(&text);
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let d = &e[0];
+    assert_eq!(d.path, "metadata.annotations", "{d}");
+    assert_eq!(d.line, line_of(&text, "  annotations:") + 1, "{d}");
+    assert!(d.message.contains("at most 16.0 MiB"), "{d}");
+    assert!(d.hint.as_deref().unwrap_or("").contains("short"), "{d}");
+}
+
+#[test]
+fn bare_volumes_past_the_budget_are_refused_at_their_list() {
+    let vols: String = (0..5000)
+        .map(|i| format!("        - {{name: v{i}}}\n"))
+        .collect();
+    let text = with(
+        "      memory: 1Gi\n",
+        &format!("      memory: 1Gi\n      volumes:\n{vols}"),
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.nodeSets[0].volumes", "{d}");
+    assert!(d.message.contains("at most 16.0 MiB"), "{d}");
+}
+
+#[test]
+fn lists_render_merges_or_parses_item_by_item_are_bounded() {
+    let keys: String = (0..1001).map(|i| format!("      K{i}: v\n")).collect();
+    let text = with(
+        "  partitions:\n",
+        &format!("  controller:\n    slurmConf:\n{keys}  partitions:\n"),
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.controller.slurmConf", "{d}");
+    assert!(d.message.contains("at most 1000"), "{d}");
+    let items = vec!["a"; 1001].join(",");
+    let text = with(
+        "  partitions:\n",
+        &format!(
+            "  controller:\n    slurmConf:\n      SlurmctldParameters: \"{items}\"\n  partitions:\n"
+        ),
+    );
+    let d = one(&text);
+    assert_eq!(
+        d.path, "spec.controller.slurmConf.SlurmctldParameters",
+        "{d}"
+    );
+    let tres: String = (0..1000).map(|i| format!(",gres/g{i}=1")).collect();
+    let text = with(
+        "  partitions:\n",
+        &format!(
+            "  accounting:\n    enabled: true\n    database: {{host: db, user: u, password: {{name: slurm-db, key: p}}}}\n    qos:\n      - name: q\n        limits: {{maxTRESPerJob: \"cpu=1{tres}\"}}\n  partitions:\n"
+        ),
+    );
+    let d = one(&text);
+    assert_eq!(d.path, "spec.accounting.qos[0].limits.maxTRESPerJob", "{d}");
+    assert!(d.message.contains("at most 4096"), "{d}");
 }

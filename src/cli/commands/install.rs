@@ -117,6 +117,18 @@ pub struct InstallArgs {
     /// --cluster-secret; by default slurm-auth, slurm-jwt and slurm-db).
     #[arg(long = "cluster-secret")]
     cluster_secrets: Vec<String>,
+    /// Environment variable cluster.yaml may add to pods, `NAME` or `PREFIX*` (repeat; the
+    /// daemon's --allow-env).
+    #[arg(long = "allow-env")]
+    allow_env: Vec<String>,
+    /// Volume type cluster.yaml may add beyond the default ones (repeat; the daemon's
+    /// --allow-volume-type).
+    #[arg(long = "allow-volume-type")]
+    allow_volume_types: Vec<String>,
+    /// Slurm user accounts-as-code may make an administrator or operator (repeat; the
+    /// daemon's --allow-slurm-admin).
+    #[arg(long = "allow-slurm-admin")]
+    allow_slurm_admins: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
@@ -168,6 +180,9 @@ pub fn exec(a: InstallArgs) -> Outcome {
             volume_claims: a.allow_volume_claims,
             config_maps: a.allow_config_maps,
             cluster_secrets: a.cluster_secrets,
+            env: a.allow_env,
+            volume_types: a.allow_volume_types,
+            slurm_admins: a.allow_slurm_admins,
         },
         workers: a.workers,
         jobs: a.jobs,

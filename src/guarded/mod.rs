@@ -1,0 +1,152 @@
+//! `guarded`: the install's closed policy, checked on what a cluster.yaml renders — the
+//! Kubernetes objects and the Slurm files that will run — not on the fields it was written with.
+//! Under the `guarded` trust level every field a push puts into a rendered object has an allowed
+//! form or the commit is refused; a field nobody thought of is refused, not passed.
+//!
+//! What is the push's and what is slurmops's own is decided by rendering the same cluster a
+//! second time with the push's free-form additions left out ([`skeleton`]): what the full
+//! rendering holds beyond that skeleton (an env var, a mount, a container, a Slurm key) is the
+//! push's, and meets the closed rules; what both hold is slurmops's own code. Values a push
+//! chooses through typed fields (images, ServiceAccounts, tolerations, volumes' sources, the
+//! security context) are checked on every pod whoever wrote them.
+//!
+//! Like Pod Security Admission, the policy is evaluated on the pod; unlike it, the list of what
+//! may be set is the install's (`--allow-*`, docs/trust-model.md), and everything else is refused.
+
+mod blame;
+mod containers;
+mod env;
+mod pods;
+mod security;
+pub mod skeleton;
+pub mod slurm_files;
+mod slurm_key_table;
+pub mod slurm_keys;
+mod volumes;
+
+use serde_json::Value;
+
+use crate::cluster::diag::{Finding, Path};
+use crate::cluster::{ClusterFile, Guardrails};
+use crate::render::Rendered;
+
+/// Most breaches a commit is refused with; the rest are counted (each costs a search of the
+/// file for its position).
+pub const MAX_BREACHES: usize = 50;
+
+/// One place a rendering leaves the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breach {
+    /// `Kind/name` of the rendered object, or the Slurm file.
+    pub object: String,
+    /// Where in it, e.g. `spec.template.spec.containers[slurmd].env[LD_PRELOAD]`.
+    pub field: String,
+    /// What the push wrote that is found in cluster.yaml (a name, a path, a key), to place the
+    /// refusal at its line; None: placed at the component.
+    pub needle: Option<String>,
+    /// The component's section of cluster.yaml (searched first, and the fallback position).
+    pub scope: Path,
+    pub message: String,
+    /// The install setting that allows it, or how to do without.
+    pub hint: String,
+}
+
+/// Every breach of the install's policy G in RENDERED, the rendering of C; empty when `trusted`
+/// (the repository is the node administrator) or when all of it is allowed.
+pub fn check(c: &ClusterFile, rendered: &Rendered, g: &Guardrails) -> Vec<Breach> {
+    if !g.pods {
+        return Vec::new();
+    }
+    let bare = crate::render::render(&skeleton::skeleton(c));
+    let mut out = Vec::new();
+    pods::check(c, rendered, &bare, g, &mut out);
+    for a in slurm_files::added(&bare.slurm, &rendered.slurm, &g.slurm_keys) {
+        out.push(slurm_key(a));
+    }
+    out
+}
+
+/// The findings of BREACHES in C's cluster.yaml: each placed at what the push wrote.
+pub fn findings(c: &ClusterFile, breaches: &[Breach]) -> Vec<Finding> {
+    let Ok(tree) = serde_json::to_value(c) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Finding> = breaches
+        .iter()
+        .take(MAX_BREACHES)
+        .map(|b| {
+            let at = b
+                .needle
+                .as_deref()
+                .and_then(|n| blame::find(&tree, &b.scope, n))
+                .unwrap_or_else(|| b.scope.clone());
+            Finding::new(
+                at,
+                format!(
+                    "{} {}: {}",
+                    b.object,
+                    crate::cluster::diag::clip(&b.field),
+                    b.message
+                ),
+            )
+            .hint(b.hint.clone())
+        })
+        .collect();
+    if breaches.len() > MAX_BREACHES {
+        out.push(
+            Finding::new(
+                Path::root().key("spec"),
+                format!(
+                    "{} more places the rendering leaves the install's policy",
+                    breaches.len() - MAX_BREACHES
+                ),
+            )
+            .hint("fix the ones above and validate again"),
+        );
+    }
+    out
+}
+
+fn slurm_key(a: slurm_files::Added) -> Breach {
+    let (what, hint) = match a.class {
+        Some(class) => (
+            format!(
+                "{} is {} {} key: it {}",
+                a.key,
+                match class.as_str().starts_with(['a', 'e']) {
+                    true => "an",
+                    false => "a",
+                },
+                class.as_str(),
+                class.why()
+            ),
+            format!(
+                "leave it to slurmops, or the install allows it with the daemon's --allow-slurm-key {} (policy allowSlurmKeys)",
+                a.key
+            ),
+        ),
+        None => (
+            format!(
+                "{} is not a key slurmops knows of {} (Slurm 24.11, 25.11, 26.05): an unknown key is refused, not passed to Slurm",
+                a.key, a.file
+            ),
+            format!(
+                "check its spelling in Slurm's documentation; the install allows it with the daemon's --allow-slurm-key {} (policy allowSlurmKeys)",
+                a.key
+            ),
+        ),
+    };
+    Breach {
+        object: a.file.clone(),
+        field: format!("line {}", a.line),
+        needle: Some(a.key.clone()),
+        scope: Path::root().key("spec"),
+        message: what,
+        hint,
+    }
+}
+
+/// The string at KEY of V, if any.
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
