@@ -291,3 +291,36 @@ fn slurmops_own_containers_run_absolute_commands_and_the_minimal_example_passes_
     }
     assert!(commands >= 3, "{commands}");
 }
+
+#[test]
+fn validate_plan_and_apply_with_guardrails_refuse_before_anything_is_read_from_or_written_to_a_cluster()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let text = worker("podTemplate:\n  env:\n    - {name: LD_PRELOAD, value: /tmp/x.so}");
+    std::fs::write(dir.path().join("cluster.yaml"), &text).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_slurmops"))
+            .args(args)
+            .arg(dir.path())
+            .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+            .output()
+            .unwrap()
+    };
+    for cmd in [
+        &["validate", "--guardrails"][..],
+        &["plan", "--guardrails"],
+        &["apply", "--guardrails"],
+    ] {
+        let out = run(cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(
+            err.contains("LD_PRELOAD") && err.contains("cluster.yaml:"),
+            "{cmd:?}: {err}"
+        );
+        assert!(
+            !err.contains("no-such-kubeconfig"),
+            "{cmd:?} went to the cluster: {err}"
+        );
+    }
+}

@@ -34,9 +34,18 @@ pub struct Args {
     /// print what waits (and for which jobs) and return; the daemon, or another apply, goes on.
     #[arg(long)]
     no_wait: bool,
+    /// Refuse, as the daemon does, what its guardrails refuse (safe by default), widened by the
+    /// same flags as the install's: checked before anything is written.
+    #[arg(long)]
+    guardrails: bool,
+    #[command(flatten)]
+    guard: GuardArgs,
 }
 
 pub fn exec(a: Args) -> Outcome {
+    if a.guardrails {
+        ops::plan::guard(&a.path, None, &a.guard.checked()?)?;
+    }
     let wait = a.wait.as_secs();
     let request = ops::apply::Request {
         path: &a.path,
