@@ -21,7 +21,7 @@ use super::diag::{Finding, Path, PathSeg};
 use super::types::ClusterFile;
 
 /// Capabilities Pod Security "baseline" allows a container to add.
-const BASELINE_CAPABILITIES: &[&str] = &[
+pub const BASELINE_CAPABILITIES: &[&str] = &[
     "AUDIT_WRITE",
     "CHOWN",
     "DAC_OVERRIDE",
@@ -38,7 +38,7 @@ const BASELINE_CAPABILITIES: &[&str] = &[
 ];
 
 /// SELinux types Pod Security "baseline" allows.
-const BASELINE_SELINUX_TYPES: &[&str] = &[
+pub const BASELINE_SELINUX_TYPES: &[&str] = &[
     "container_t",
     "container_init_t",
     "container_kvm_t",
@@ -46,7 +46,7 @@ const BASELINE_SELINUX_TYPES: &[&str] = &[
 ];
 
 /// Sysctls Pod Security "baseline" calls safe.
-const BASELINE_SYSCTLS: &[&str] = &[
+pub const BASELINE_SYSCTLS: &[&str] = &[
     "kernel.shm_rmid_forced",
     "net.ipv4.ip_local_port_range",
     "net.ipv4.ip_unprivileged_port_start",
@@ -60,7 +60,7 @@ const BASELINE_SYSCTLS: &[&str] = &[
 ];
 
 /// Taints of control-plane nodes (a pod tolerating them may run there).
-const CONTROL_PLANE_TAINTS: &[&str] = &[
+pub const CONTROL_PLANE_TAINTS: &[&str] = &[
     "node-role.kubernetes.io/control-plane",
     "node-role.kubernetes.io/master",
 ];

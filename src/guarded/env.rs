@@ -205,8 +205,8 @@ fn source(cx: &mut Cx<'_>, at: &str, from: &Value) {
         let name = str_at(r, "name").unwrap_or_default();
         match k.as_str() {
             "fieldRef" | "resourceFieldRef" => {}
-            "configMapKeyRef" => config_map(cx, at, name),
-            "secretKeyRef" => secret(cx, at, name),
+            "configMapKeyRef" => cx.config_map(at, name, "a value"),
+            "secretKeyRef" => cx.secret(at, name, "a value"),
             other => cx.refuse(
                 format!("{at}.valueFrom.{other}"),
                 Some(other),
@@ -214,28 +214,6 @@ fn source(cx: &mut Cx<'_>, at: &str, from: &Value) {
                 "use value, fieldRef, or a ConfigMap or Secret the install allows",
             ),
         }
-    }
-}
-
-fn config_map(cx: &mut Cx<'_>, at: &str, name: &str) {
-    if !cx.g.config_maps.iter().any(|c| c == name) && !cx.own_config_maps.contains(name) {
-        cx.refuse(
-            at,
-            Some(name),
-            format!("ConfigMap {name}: a value may come only from the ConfigMaps this install names"),
-            "the install allows it with the daemon's --allow-config-map NAME (policy allowConfigMaps)",
-        );
-    }
-}
-
-fn secret(cx: &mut Cx<'_>, at: &str, name: &str) {
-    if !cx.g.secrets.iter().any(|s| s == name) {
-        cx.refuse(
-            at,
-            Some(name),
-            format!("Secret {name}: a value may come only from the Secrets this install lists"),
-            "the install allows it with the daemon's --allow-secret NAME (policy allowSecrets)",
-        );
     }
 }
 
@@ -252,7 +230,7 @@ pub(super) fn from(cx: &mut Cx<'_>, field: &str, v: &Value, own: Option<&Value>)
                 config_map_from(cx, field, name);
             }
         } else if let Some(r) = e.get("secretRef") {
-            secret(cx, field, str_at(r, "name").unwrap_or_default());
+            cx.secret(field, str_at(r, "name").unwrap_or_default(), "environment");
         } else {
             cx.refuse(
                 field,

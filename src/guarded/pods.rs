@@ -10,12 +10,6 @@ use crate::cluster::diag::Path;
 use crate::cluster::{ClusterFile, Guardrails};
 use crate::render::{Object, Rendered};
 
-/// Taints of control-plane nodes (a pod tolerating them may run there).
-const CONTROL_PLANE_TAINTS: &[&str] = &[
-    "node-role.kubernetes.io/control-plane",
-    "node-role.kubernetes.io/master",
-];
-
 /// Pod fields that only place or pace the pod: any value.
 const PLACEMENT: &[&str] = &[
     "activeDeadlineSeconds",
@@ -72,6 +66,33 @@ impl Cx<'_> {
             message: message.into(),
             hint: hint.into(),
         });
+    }
+}
+
+impl Cx<'_> {
+    /// ConfigMap NAME, used at AT as WHAT ("a value", "a volume"): one the install names or the
+    /// cluster's own (Slurm's files, no key).
+    pub fn config_map(&mut self, at: &str, name: &str, what: &str) {
+        if !self.g.config_maps.iter().any(|c| c == name) && !self.own_config_maps.contains(name) {
+            self.refuse(
+                at,
+                Some(name),
+                format!("ConfigMap {name} as {what}: only the ConfigMaps this install names (one could hold root's authorized_keys or another cluster's files)"),
+                "the install allows it with the daemon's --allow-config-map NAME (policy allowConfigMaps)",
+            );
+        }
+    }
+
+    /// Secret NAME, used at AT as WHAT: one the install lists.
+    pub fn secret(&mut self, at: &str, name: &str, what: &str) {
+        if !self.g.secrets.iter().any(|s| s == name) {
+            self.refuse(
+                at,
+                Some(name),
+                format!("Secret {name} as {what}: no Secret but those this install lists"),
+                "the install allows it with the daemon's --allow-secret NAME (policy allowSecrets)",
+            );
+        }
     }
 }
 
@@ -273,7 +294,7 @@ fn pod(cx: &mut Cx<'_>, at: &str, spec: &Map<String, Value>, bare: Option<&Map<S
                 for t in ts {
                     let key = str_at(t, "key").unwrap_or_default();
                     let all = key.is_empty() && str_at(t, "operator") == Some("Exists");
-                    if all || CONTROL_PLANE_TAINTS.contains(&key) {
+                    if all || crate::cluster::guard::CONTROL_PLANE_TAINTS.contains(&key) {
                         cx.refuse(
                             format!("{field}[{key}]"),
                             (!key.is_empty()).then_some(key),

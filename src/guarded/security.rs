@@ -7,44 +7,7 @@ use serde_json::Value;
 use super::pods::{Cx, PRIVILEGED};
 use super::str_at;
 
-/// Capabilities Pod Security "baseline" allows a container to add.
-const BASELINE_CAPABILITIES: &[&str] = &[
-    "AUDIT_WRITE",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "MKNOD",
-    "NET_BIND_SERVICE",
-    "SETFCAP",
-    "SETGID",
-    "SETPCAP",
-    "SETUID",
-    "SYS_CHROOT",
-];
-
-/// SELinux types Pod Security "baseline" allows.
-const BASELINE_SELINUX_TYPES: &[&str] = &[
-    "container_t",
-    "container_init_t",
-    "container_kvm_t",
-    "container_engine_t",
-];
-
-/// Sysctls Pod Security "baseline" calls safe.
-const BASELINE_SYSCTLS: &[&str] = &[
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-];
+use crate::cluster::guard::{BASELINE_CAPABILITIES, BASELINE_SELINUX_TYPES, BASELINE_SYSCTLS};
 
 /// Fields of either context whose every value baseline allows.
 const FREE: &[&str] = &[

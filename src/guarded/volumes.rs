@@ -145,8 +145,12 @@ pub(super) fn check(cx: &mut Cx<'_>, field: &str, v: &[Value], own: Option<&Vec<
 fn volume(cx: &mut Cx<'_>, at: &str, name: &str, kind: &str, source: &Value) {
     match kind {
         "emptyDir" => {}
-        "configMap" => config_map(cx, at, str_at(source, "name").unwrap_or_default()),
-        "secret" => secret(cx, at, str_at(source, "secretName").unwrap_or_default()),
+        "configMap" => cx.config_map(at, str_at(source, "name").unwrap_or_default(), "a volume"),
+        "secret" => cx.secret(
+            at,
+            str_at(source, "secretName").unwrap_or_default(),
+            "a volume",
+        ),
         "persistentVolumeClaim" => {
             let claim = str_at(source, "claimName").unwrap_or_default();
             if !cx.g.volume_claims.iter().any(|c| c == claim) {
@@ -163,8 +167,12 @@ fn volume(cx: &mut Cx<'_>, at: &str, name: &str, kind: &str, source: &Value) {
             for s in sources.into_iter().flatten() {
                 for (k, r) in s.as_object().into_iter().flatten() {
                     match k.as_str() {
-                        "configMap" => config_map(cx, at, str_at(r, "name").unwrap_or_default()),
-                        "secret" => secret(cx, at, str_at(r, "name").unwrap_or_default()),
+                        "configMap" => {
+                            cx.config_map(at, str_at(r, "name").unwrap_or_default(), "a volume")
+                        }
+                        "secret" => {
+                            cx.secret(at, str_at(r, "name").unwrap_or_default(), "a volume")
+                        }
                         other => refuse_type(cx, at, name, &format!("projected {other}")),
                     }
                 }
@@ -198,29 +206,6 @@ fn refuse_type(cx: &mut Cx<'_>, at: &str, name: &str, kind: &str) {
         format!("volume {name} is a {kind} volume: a push may add emptyDir, configMap, secret, persistentVolumeClaim and projected (of ConfigMaps and Secrets) volumes, and the types the install lists"),
         format!("the install allows the type with the daemon's --allow-volume-type {} (policy allowVolumeTypes)", kind.trim_start_matches("projected ")),
     );
-}
-
-fn config_map(cx: &mut Cx<'_>, at: &str, name: &str) {
-    // The cluster's own ConfigMaps hold Slurm's files, no key: readable where they are mounted.
-    if !cx.g.config_maps.iter().any(|c| c == name) && !cx.own_config_maps.contains(name) {
-        cx.refuse(
-            at,
-            Some(name),
-            format!("ConfigMap {name}: pods may mount only the ConfigMaps this install names (one could hold root's authorized_keys or another cluster's files)"),
-            "the install allows it with the daemon's --allow-config-map NAME (policy allowConfigMaps)",
-        );
-    }
-}
-
-fn secret(cx: &mut Cx<'_>, at: &str, name: &str) {
-    if !cx.g.secrets.iter().any(|s| s == name) {
-        cx.refuse(
-            at,
-            Some(name),
-            format!("Secret {name}: pods may mount no Secret but those this install lists"),
-            "the install allows it with the daemon's --allow-secret NAME (policy allowSecrets)",
-        );
-    }
 }
 
 /// The mounts V of a container at FIELD (P: where it sits); OWN: slurmops's own container's
