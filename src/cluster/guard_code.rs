@@ -406,7 +406,9 @@ impl Walk<'_> {
                     here.clone(),
                     "this job script: slurmops submits it as its Slurm user, by default the Slurm administrator",
                 ),
-                ("scriptRef" | "configMap", Value::Object(r)) => {
+                // Every reference to a ConfigMap whose text runs or is mounted (a canary's
+                // `configMapRef` too): only the install's.
+                ("scriptRef" | "configMap" | "configMapRef", Value::Object(r)) => {
                     if let Some(Value::String(name)) = r.get("name") {
                         self.config_map(name, here.key("name"));
                     }

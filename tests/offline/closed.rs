@@ -324,3 +324,69 @@ fn validate_plan_and_apply_with_guardrails_refuse_before_anything_is_read_from_o
         );
     }
 }
+
+/// TEXT refused by validation itself (any install), with a line at NEEDLE's line holding WORDS.
+fn invalid_at(text: &str, needle: &str, words: &[&str]) {
+    let line = text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in the text"))
+        + 1;
+    let c = Candidate {
+        name: "cluster.yaml",
+        text,
+        commit: None,
+    };
+    let r = admit(&c, &Rules::default())
+        .err()
+        .unwrap_or_else(|| panic!("admitted:\n{text}"));
+    assert!(r.invalid(), "{r}");
+    let at = format!("cluster.yaml:{line}:");
+    assert!(
+        r.lines()
+            .iter()
+            .any(|l| l.starts_with(&at) && words.iter().all(|w| l.contains(w))),
+        "no error at {at} with {words:?}:\n{}",
+        r.lines().join("\n")
+    );
+}
+
+/// Found by this issue's red team against the first version of the closed policy: each was
+/// admitted under the default policy.
+#[test]
+fn what_the_red_team_got_through_is_refused() {
+    // A canary's script from a ConfigMap the install does not name — the cluster's own, whose
+    // data files the push writes: code in every canary.
+    let canary = worker(
+        "update:\n  canary:\n    replicas: 1\n    validate:\n      configMapRef: {name: mini-config, key: acct_gather.conf}",
+    );
+    refused_at(
+        &canary,
+        "configMapRef",
+        &["ConfigMap mini-config", "--allow-config-map"],
+    );
+    // The database's user and name are spliced into the SQL the in-cluster MariaDB runs as root
+    // at its first start.
+    let sql = "\"a'@'%';GRANT/**/ALL/**/ON/**/*.*/**/TO/**/x@'%'\"";
+    for (user, name) in [(sql, "slurm_acct_db"), ("slurm", sql)] {
+        let text = spec(&format!(
+            "accounting:\n  enabled: true\n  database:\n    user: {user}\n    name: {name}\n    password: {{name: slurm-db, key: password}}\n    inCluster: {{storage: 1Gi}}"
+        ));
+        invalid_at(&text, "GRANT", &["spliced into SQL"]);
+    }
+    // A value ending in '\' joins slurmops's next line to it; a quote swallows the settings after
+    // it on the line.
+    for value in ["'CR_Core_Memory\\'", "'a\"b'"] {
+        let text = spec(&format!(
+            "controller:\n  slurmConf:\n    SelectTypeParameters: {value}"
+        ));
+        invalid_at(&text, "SelectTypeParameters", &["Slurm would"]);
+    }
+    // A partition option written in another case is still the partition's own field.
+    let nodes = MINIMAL.replacen(
+        "      default: true\n",
+        "      default: true\n      options: {nodes: ALL}\n",
+        1,
+    );
+    invalid_at(&nodes, "nodes: ALL", &["set by the partition's own field"]);
+}

@@ -14,9 +14,23 @@ pub fn word_problem(value: &str) -> Option<&'static str> {
         Some("a value must not hold spaces: Slurm would read what follows as another setting")
     } else if value.contains('#') {
         Some("a value must not hold '#': Slurm would read the rest of the line as a comment")
+    } else if value.contains('\\') {
+        Some(
+            "a value must not hold '\\': Slurm would join the next line to it, or unescape what follows",
+        )
+    } else if value.contains('"') {
+        Some(
+            "a value must not hold '\"': Slurm would read what follows, settings included, as one quoted value",
+        )
     } else {
         None
     }
+}
+
+/// Whether S is a plain SQL name (a MariaDB database or user): letters, digits and `_`, at
+/// most 64.
+pub fn is_sql_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Whether S is a Slurm time limit: `UNLIMITED`/`INFINITE`, or minutes, `MM:SS`, `HH:MM:SS`,

@@ -734,6 +734,15 @@ impl Validator {
                         "write the database {field} as one word, without spaces, line breaks or '#'"
                     ),
                 );
+            } else if field != "host" && value.is_some_and(|v| !grammar::is_sql_name(v)) {
+                // The in-cluster MariaDB's first start splices them into SQL it runs as root.
+                self.err(
+                    p.key(field),
+                    format!(
+                        "the database {field} is spliced into SQL (the in-cluster database's first start, slurmdbd's queries): letters, digits and '_' only, at most 64"
+                    ),
+                    format!("write the database {field} as a plain name, e.g. slurm_acct_db"),
+                );
             }
         }
     }
@@ -913,12 +922,12 @@ impl Validator {
             let fp = p.key("features").index(i);
             if f.is_empty()
                 || !f.bytes().all(|b| b.is_ascii_graphic())
-                || f.contains([',', '&', '|', '=', '#', '"', '\''])
+                || f.contains([',', '&', '|', '=', '#', '"', '\'', '\\'])
             {
                 self.err(
                     fp,
                     format!("feature {:?} cannot be used in Slurm", clip(f)),
-                    "a feature is one word of printable characters without , & | = # quotes or spaces",
+                    "a feature is one word of printable characters without , & | = # \\ quotes or spaces",
                 );
             } else if all.contains(f.as_str()) && f != &n.name {
                 self.err(fp, format!("feature {f:?} is the name of another NodeSet, whose membership it would change"), "rename the feature");
@@ -1014,10 +1023,11 @@ impl Validator {
                 );
             }
             for k in part.options.keys() {
-                if matches!(
-                    k.as_str(),
-                    "Nodes" | "Default" | "MaxTime" | "PartitionName" | "Topology"
-                ) {
+                // Compared as Slurm reads keys, without case.
+                if ["Nodes", "Default", "MaxTime", "PartitionName", "Topology"]
+                    .iter()
+                    .any(|own| own.eq_ignore_ascii_case(k))
+                {
                     self.err(
                         pp.key("options").key(k),
                         format!("{k} is set by the partition's own field"),
