@@ -452,9 +452,12 @@ async fn slurm_state_shows_on_pods_cordons_drain_and_unregistered_workers_are_re
     .stderr(Stdio::inherit())
     .spawn()
     .unwrap();
+    // The grace (3 s), then a new pod made Ready by the kubelet and its slurmd registered: on a
+    // loaded CI machine (a cold run beside another build) this took past 40 s once on 26.05;
+    // what is proved is that it happens, not how fast (that is the bench's).
     eventually(
         "unregistered worker replaced",
-        Duration::from_secs(40),
+        Duration::from_secs(120),
         async || {
             let p = pods.get(&w0).await.ok()?;
             (p.metadata.uid != uid0 && slurmops::rollout::pod_ready(&p)).then_some(())
