@@ -21,10 +21,20 @@
 #          the daemon against a growing queue: SLURMOPS_BENCH_WORKERS workers (default 100) whose
 #          NodeSets have a canary (every pass needs the queue), 1,000 to SLURMOPS_BENCH_JOBS (default
 #          50,000) held jobs, a daemon started afresh at each length (benches/bed/jobs.rs).
+#        bash tests/bench.sh generated
+#          only the generator's long run (no bed, no root; the full run ends with it):
+#          SLURMOPS_GEN_CASES (default 100,000) cluster.yaml files generated from the JSON Schema
+#          against the default policy on a release build (tests/offline/generated/), printing the
+#          cases, the seconds, the admitted/refused/invalid shares and any violation with its seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 target="${CARGO_TARGET_DIR:-target}"
+generated() {
+  echo "generator long run: ${SLURMOPS_GEN_CASES:-100000} generated cluster.yaml files admitted under the default policy (guarded), each admitted rendering checked by the test's own oracle (release build): cases, seconds, admitted/refused/invalid shares, violations"
+  SLURMOPS_GEN_CASES=${SLURMOPS_GEN_CASES:-100000} cargo test -q --release --test offline -- generated:: --nocapture
+}
+if [ "${1:-}" = generated ]; then generated; exit 0; fi
 only=()
 case "${1:-}" in queue|scale|jobs) only=(--only "$1"); shift ;; esac
 json=$(realpath -m "${1:-$target/bench.json}")
@@ -43,3 +53,4 @@ fi
 RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 cargo build -q --release --target x86_64-unknown-linux-gnu
 static=$(realpath "$target/x86_64-unknown-linux-gnu/release/slurmops")
 cargo bench -q --bench bed -- --json "$json" --binary "$static"
+generated

@@ -283,7 +283,19 @@ impl Reference {
         // The tag follows the last ':' after the last '/' (a registry's port comes before).
         let slash = name.rfind('/').map_or(0, |i| i + 1);
         let name = match name[slash..].find(':') {
-            Some(i) => &name[..slash + i],
+            Some(i) => {
+                // A tag as the runtime takes it: a word character first, then at most 127 of
+                // word characters, '.' and '-' (no space, no line break).
+                let tag = &name[slash + i + 1..];
+                let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+                let ok = tag.len() <= 128
+                    && tag.bytes().next().is_some_and(word)
+                    && tag.bytes().all(|b| word(b) || b == b'.' || b == b'-');
+                if !ok {
+                    return None;
+                }
+                &name[..slash + i]
+            }
             None => name,
         };
         let parts: Vec<&str> = name.split('/').collect();
@@ -601,6 +613,9 @@ mod tests {
         );
         for bad in [
             "ghcr.io/slinkyproject/../evil/x",
+            "ghcr.io/slinkyproject/slurmd:24.11-a b",
+            "ghcr.io/slinkyproject/slurmd:24.11-a\nb",
+            "ghcr.io/slinkyproject/slurmd:",
             "ghcr.io//x",
             "x@sha256:zz",
             "a b",

@@ -6,7 +6,9 @@
 
 /// What is wrong with VALUE as one slurm.conf word, if anything.
 pub fn word_problem(value: &str) -> Option<&'static str> {
-    if value.contains(['\n', '\r']) {
+    if value.is_empty() {
+        Some("a value must not be empty: Slurm would read what follows on the line as its value")
+    } else if value.contains(['\n', '\r']) {
         Some("a value must be on one line")
     } else if value.chars().any(char::is_control) {
         Some("a value must not hold control characters")
@@ -84,9 +86,12 @@ mod tests {
     }
 
     #[test]
-    fn a_word_with_a_space_a_break_or_a_hash_is_refused() {
+    fn an_empty_word_or_one_with_a_space_a_break_a_hash_a_backslash_or_a_quote_is_refused() {
         assert_eq!(word_problem("priority/multifactor"), None);
-        for bad in ["a b", "a\nb", "a\rb", "a\tb", "a#b", "a\u{7}b"] {
+        assert!(is_sql_name("slurm_acct_db") && !is_sql_name("a'b") && !is_sql_name(""));
+        for bad in [
+            "a b", "a\nb", "a\rb", "a\tb", "a#b", "a\u{7}b", "", "a\\", "a\"b",
+        ] {
             assert!(word_problem(bad).is_some(), "{bad:?}");
         }
     }

@@ -269,7 +269,7 @@ fn pick_type<'a>(rng: &mut Rng, s: &'a Json) -> &'a str {
             "string"
         }
     } else {
-        *rng.pick(&non_null)
+        rng.pick::<&str>(&non_null)
     }
 }
 
