@@ -10,7 +10,7 @@ pub struct GuardArgs {
     /// A policy file (YAML: trust, clusterNamespaces, allowHostPaths, allowPrivileged,
     /// allowServiceAccounts, allowControlPlane, allowSecrets, allowDatabaseHosts, allowImages,
     /// requireDigests, allowPrograms, allowSlurmKeys, allowVolumeClaims, allowConfigMaps,
-    /// allowEnv, allowVolumeTypes, allowSlurmAdmins,
+    /// allowEnv, allowVolumeTypes, allowSlurmAdmins, allowAnnotations, allowRuntimeClasses,
     /// clusterSecrets)
     /// widening the safe defaults as the flags do; the two add up.
     #[arg(long, env = "SLURMOPS_POLICY", value_name = "FILE")]
@@ -135,6 +135,21 @@ pub struct GuardArgs {
         value_delimiter = ','
     )]
     pub allow_slurm_admins: Vec<String>,
+    /// Allow cluster.yaml to put annotations under this prefix on what slurmops renders
+    /// (repeat; e.g. service.beta.kubernetes.io/); by default none.
+    #[arg(
+        long = "allow-annotation",
+        env = "SLURMOPS_ALLOW_ANNOTATIONS",
+        value_delimiter = ','
+    )]
+    pub allow_annotations: Vec<String>,
+    /// Allow pods to run with this RuntimeClass (repeat); by default none.
+    #[arg(
+        long = "allow-runtime-class",
+        env = "SLURMOPS_ALLOW_RUNTIME_CLASSES",
+        value_delimiter = ','
+    )]
+    pub allow_runtime_classes: Vec<String>,
 }
 
 impl GuardArgs {
@@ -204,6 +219,8 @@ impl GuardArgs {
             env: both(&self.allow_env, &file.allow_env),
             volume_types: both(&self.allow_volume_types, &file.allow_volume_types),
             slurm_admins: both(&self.allow_slurm_admins, &file.allow_slurm_admins),
+            annotations: both(&self.allow_annotations, &file.allow_annotations),
+            runtime_classes: both(&self.allow_runtime_classes, &file.allow_runtime_classes),
         })
     }
 }

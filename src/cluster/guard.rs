@@ -125,6 +125,10 @@ pub struct Guardrails {
     pub volume_types: Vec<String>,
     /// Slurm users accounts-as-code may make Slurm administrators or operators (`adminLevel`).
     pub slurm_admins: Vec<String>,
+    /// Annotation prefixes a push may put on what slurmops renders (besides slurmops's own).
+    pub annotations: Vec<String>,
+    /// RuntimeClasses pods may name.
+    pub runtime_classes: Vec<String>,
 }
 
 /// The cluster's own Secrets an install assigns when it names none: those the README creates.

@@ -40,6 +40,8 @@ pub struct GuardFile {
     pub allow_env: Vec<String>,
     pub allow_volume_types: Vec<String>,
     pub allow_slurm_admins: Vec<String>,
+    pub allow_annotations: Vec<String>,
+    pub allow_runtime_classes: Vec<String>,
 }
 
 const KEYS: &[&str] = &[
@@ -63,6 +65,8 @@ const KEYS: &[&str] = &[
     "allowEnv",
     "allowVolumeTypes",
     "allowSlurmAdmins",
+    "allowAnnotations",
+    "allowRuntimeClasses",
 ];
 
 /// Reads the policy file at PATH: bounded in size, every problem reported.
@@ -165,6 +169,8 @@ pub fn parse(file: &str, text: &str) -> Result<GuardFile, Vec<Diagnostic>> {
             "allowEnv" => list(&mut g.allow_env),
             "allowVolumeTypes" => list(&mut g.allow_volume_types),
             "allowSlurmAdmins" => list(&mut g.allow_slurm_admins),
+            "allowAnnotations" => list(&mut g.allow_annotations),
+            "allowRuntimeClasses" => list(&mut g.allow_runtime_classes),
             "trust" => match scalar(v) {
                 Some("guarded") if plain(v) => g.trusted = Some(false),
                 Some("trusted") if plain(v) => g.trusted = Some(true),

@@ -133,6 +133,8 @@ pub struct Widened {
     pub env: Vec<String>,
     pub volume_types: Vec<String>,
     pub slurm_admins: Vec<String>,
+    pub annotations: Vec<String>,
+    pub runtime_classes: Vec<String>,
 }
 
 impl Install {
@@ -359,6 +361,8 @@ fn args(i: &Install) -> Vec<String> {
         ("allow-env", &g.env),
         ("allow-volume-type", &g.volume_types),
         ("allow-slurm-admin", &g.slurm_admins),
+        ("allow-annotation", &g.annotations),
+        ("allow-runtime-class", &g.runtime_classes),
     ] {
         a.extend(values.iter().map(|v| format!("--{flag}={v}")));
     }

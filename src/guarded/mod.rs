@@ -60,6 +60,7 @@ pub fn check(c: &ClusterFile, rendered: &Rendered, g: &Guardrails) -> Vec<Breach
     let bare = crate::render::render(&skeleton::skeleton(c));
     let mut out = Vec::new();
     pods::check(c, rendered, &bare, g, &mut out);
+    ignored(c, rendered, &mut out);
     for a in slurm_files::added(&bare.slurm, &rendered.slurm, &g.slurm_keys) {
         out.push(slurm_key(a));
     }
@@ -105,6 +106,33 @@ pub fn findings(c: &ClusterFile, breaches: &[Breach]) -> Vec<Finding> {
         );
     }
     out
+}
+
+/// `policy.ignoreDifferences` of C: apply leaves out of what it writes every field a pointer
+/// names, so under `guarded` a pointer may not name a field slurmops renders (a Secret file's
+/// mode, a security context, the token's automount) — only `/spec/replicas`, which another
+/// controller may own, or fields slurmops does not render.
+fn ignored(c: &ClusterFile, rendered: &Rendered, out: &mut Vec<Breach>) {
+    for rule in &c.spec.policy.ignore_differences {
+        let objects = rendered
+            .objects
+            .iter()
+            .filter(|o| o.kind == rule.kind && rule.name.as_ref().is_none_or(|n| *n == o.name));
+        for o in objects {
+            for p in &rule.json_pointers {
+                if p != "/spec/replicas" && o.body.pointer(p).is_some() {
+                    out.push(Breach {
+                        object: format!("{}/{}", o.kind, o.name),
+                        field: p.clone(),
+                        needle: Some(p.clone()),
+                        scope: Path::root().key("spec").key("policy"),
+                        message: "policy.ignoreDifferences would leave out of what slurmops applies a field it renders itself (a Secret file's mode, a security context, a mount): what runs would not be what was checked".into(),
+                        hint: "name only fields slurmops does not render, or /spec/replicas; under the install's guarded trust level no setting allows more".into(),
+                    });
+                }
+            }
+        }
+    }
 }
 
 fn slurm_key(a: slurm_files::Added) -> Breach {

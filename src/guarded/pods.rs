@@ -27,7 +27,6 @@ const PLACEMENT: &[&str] = &[
     "readinessGates",
     "resourceClaims",
     "restartPolicy",
-    "runtimeClassName",
     "schedulerName",
     "schedulingGates",
     "setHostnameAsFQDN",
@@ -118,12 +117,9 @@ pub(super) fn check(
         .iter()
         .map(|o| ((o.kind.as_str(), o.name.as_str()), o))
         .collect();
+    let mut claims: HashMap<String, String> = HashMap::new();
     for o in &rendered.objects {
-        let Some((at, spec)) = pod_spec(o) else {
-            continue;
-        };
         let bare = skeleton.get(&(o.kind.as_str(), o.name.as_str()));
-        let bare_template = bare.and_then(|b| template(b));
         let mut cx = Cx {
             g,
             object: format!("{}/{}", o.kind, o.name),
@@ -131,6 +127,17 @@ pub(super) fn check(
             own_config_maps: &own_config_maps,
             out,
         };
+        annotations(
+            &mut cx,
+            "metadata.annotations",
+            o.body.pointer("/metadata/annotations"),
+            bare.and_then(|b| b.body.pointer("/metadata/annotations")),
+        );
+        claim_names(&mut cx, o, &mut claims);
+        let Some((at, spec)) = pod_spec(o) else {
+            continue;
+        };
+        let bare_template = bare.and_then(|b| template(b));
         if let Some(meta) = template(o).and_then(|t| t.get("metadata")) {
             metadata(&mut cx, meta, bare_template.and_then(|t| t.get("metadata")));
         }
@@ -198,9 +205,82 @@ fn scope(c: &ClusterFile, o: &Object) -> Path {
     }
 }
 
+/// A StatefulSet's claims are named `TEMPLATE-STATEFULSET-ORDINAL`: two templates whose
+/// `TEMPLATE-STATEFULSET` is the same would share volumes (a worker NodeSet named `controller`
+/// with a template `statesave-c` took slurmctld's state). CLAIMS: the prefixes seen, by object.
+fn claim_names(cx: &mut Cx<'_>, o: &Object, claims: &mut HashMap<String, String>) {
+    let templates = o
+        .body
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array);
+    for t in templates.into_iter().flatten() {
+        let name = t
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let prefix = format!("{name}-{}", o.name);
+        match claims.get(&prefix) {
+            Some(other) if *other != cx.object => cx.refuse(
+                format!("spec.volumeClaimTemplates[{name}]"),
+                Some(name),
+                format!("its claims would be named {prefix}-N, as {other}'s are: the two would share volumes"),
+                "rename the claim template or the NodeSet",
+            ),
+            _ => {
+                claims.insert(prefix, cx.object.clone());
+            }
+        }
+    }
+}
+
+/// Annotations at FIELD a rendering adds beyond its skeleton's (OWN): each under a prefix the
+/// install allows (annotations drive other controllers: exposing a Service, injecting sidecars,
+/// a runtime's settings), none under slurmops's own.
+fn annotations(cx: &mut Cx<'_>, field: &str, a: Option<&Value>, own: Option<&Value>) {
+    for (k, v) in a.and_then(Value::as_object).into_iter().flatten() {
+        if own.and_then(|o| o.get(k)) == Some(v) {
+            continue;
+        }
+        // A config file's checksum, which slurmops adds for each file the push writes.
+        let checksum = v
+            .as_str()
+            .is_some_and(|v| v.len() == 16 && v.bytes().all(|b| b.is_ascii_hexdigit()));
+        if checksum && k.starts_with(crate::render::names::CHECKSUM_PREFIX) {
+            continue;
+        }
+        let at = format!("{field}[{k}]");
+        // Under slurmops's prefix or the ApplySet's (and its recommended labels' names).
+        let ours = crate::cluster::guard_code::own_label(k);
+        if ours {
+            cx.refuse(
+                at,
+                Some(k),
+                "slurmops sets and reads its own annotations: a push may not set one",
+                "name your annotation under your own prefix",
+            );
+        } else if !cx.g.annotations.iter().any(|p| k.starts_with(p.as_str())) {
+            cx.refuse(
+                at,
+                Some(k),
+                format!("annotation {}: annotations drive other controllers (a Service exposed, a sidecar injected, a runtime's settings), and this install allows {}", crate::cluster::diag::clip(k), match cx.g.annotations.is_empty() {
+                    true => "none".to_string(),
+                    false => crate::cluster::diag::listed(cx.g.annotations.iter().map(String::as_str)),
+                }),
+                format!("the install allows a prefix with the daemon's --allow-annotation PREFIX (policy allowAnnotations), e.g. --allow-annotation {}", k.split_once('/').map_or(k.as_str(), |(p, _)| p)),
+            );
+        }
+    }
+}
+
 /// The pod template's labels and annotations: none of slurmops's own labels changed, no
 /// AppArmor annotation that unconfines a container.
 fn metadata(cx: &mut Cx<'_>, meta: &Value, bare: Option<&Value>) {
+    annotations(
+        cx,
+        "spec.template.metadata.annotations",
+        meta.get("annotations"),
+        bare.and_then(|b| b.get("annotations")),
+    );
     if let Some(Value::Object(labels)) = meta.get("labels") {
         for (k, v) in labels {
             let own = bare.and_then(|b| b.get("labels")).and_then(|l| l.get(k));
@@ -339,7 +419,17 @@ fn pod(cx: &mut Cx<'_>, at: &str, spec: &Map<String, Value>, bare: Option<&Map<S
                 }
             }
             ("hostNetwork" | "hostPID" | "hostIPC" | "hostUsers", _) => {}
-            ("securityContext", _) => security::pod(cx, &field, v),
+            ("securityContext", _) => security::pod(cx, &field, v, own),
+            ("runtimeClassName", Value::String(rc)) if own != Some(v) => {
+                if !cx.g.runtime_classes.contains(rc) {
+                    cx.refuse(
+                        field,
+                        Some(rc),
+                        format!("RuntimeClass {rc}: it chooses the runtime, and the isolation, the pod runs with"),
+                        "the install allows it with the daemon's --allow-runtime-class NAME (policy allowRuntimeClasses)",
+                    );
+                }
+            }
             (k, _) if PLACEMENT.contains(&k) => {}
             _ if own == Some(v) => {}
             _ => cx.refuse(

@@ -23,8 +23,32 @@ const FREE: &[&str] = &[
     "allowPrivilegeEscalation",
 ];
 
-/// A pod's securityContext V at FIELD.
-pub(super) fn pod(cx: &mut Cx<'_>, field: &str, v: &Value) {
+/// A pod's securityContext V at FIELD; OWN: the one slurmops renders there. Its fields stay
+/// (a push replacing the pod's context dropped the control plane's non-root user), and no
+/// `fsGroup` is added: the kubelet gives that group the pod's Secret files, slurm.key among them.
+pub(super) fn pod(cx: &mut Cx<'_>, field: &str, v: &Value, own: Option<&Value>) {
+    for (k, mine) in own.and_then(Value::as_object).into_iter().flatten() {
+        if v.get(k) != Some(mine) {
+            cx.refuse(
+                format!("{field}.{k}"),
+                Some(k),
+                format!("slurmops renders this pod's securityContext.{k}; a push may add to the context, not change or drop what slurmops sets"),
+                "leave it out of podTemplate.securityContext, or set it as slurmops does",
+            );
+        }
+    }
+    for k in ["fsGroup", "fsGroupChangePolicy"] {
+        if let Some(x) = v.get(k)
+            && own.and_then(|o| o.get(k)) != Some(x)
+        {
+            cx.refuse(
+                format!("{field}.{k}"),
+                Some(k),
+                format!("{k}: the kubelet makes the pod's volumes, Secret files (slurm.key) included, readable by that group"),
+                "leave it out; no install setting allows it",
+            );
+        }
+    }
     fields(cx, field, v, false);
 }
 

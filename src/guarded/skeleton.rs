@@ -11,6 +11,7 @@ use crate::cluster::types::PodSettings;
 /// C without its free-form additions (see the module's doc).
 pub fn skeleton(c: &ClusterFile) -> ClusterFile {
     let mut c = c.clone();
+    c.metadata.annotations.clear();
     let s = &mut c.spec;
     bare(&mut s.controller.pod);
     s.controller.slurm_conf.clear();
@@ -20,6 +21,7 @@ pub fn skeleton(c: &ClusterFile) -> ClusterFile {
     s.accounting.slurmdbd_conf.clear();
     for l in &mut s.login_sets {
         bare(&mut l.pod);
+        l.service.annotations.clear();
         l.volumes.clear();
         l.volume_mounts.clear();
         l.container_security_context = None;

@@ -390,3 +390,59 @@ fn what_the_red_team_got_through_is_refused() {
     );
     invalid_at(&nodes, "nodes: ALL", &["set by the partition's own field"]);
 }
+
+/// Found by the second red team: each was admitted under the default policy.
+#[test]
+fn what_the_second_red_team_got_through_is_refused() {
+    // Ignore rules take fields out of what apply writes after the policy saw them: slurm.key's
+    // mode (0644 by default then), the token's automount.
+    let ignore = spec(
+        "policy:\n  ignoreDifferences:\n    - kind: StatefulSet\n      name: cpu\n      jsonPointers: [/spec/template/spec/volumes/0/projected/defaultMode]",
+    );
+    refused_at(
+        &ignore,
+        "defaultMode",
+        &["ignoreDifferences", "renders itself"],
+    );
+    let replicas = spec(
+        "policy:\n  ignoreDifferences:\n    - {kind: StatefulSet, name: cpu, jsonPointers: [/spec/replicas]}",
+    );
+    admitted(&replicas, &guarded()).unwrap();
+    // fsGroup makes the pod's Secret files, slurm.key among them, readable by that group.
+    let fs_group = worker("podTemplate:\n  securityContext: {fsGroup: 100}");
+    refused_at(&fs_group, "fsGroup", &["fsGroup", "slurm.key"]);
+    // A NodeSet whose claims would be named as slurmctld's state claims are.
+    let steal = MINIMAL.replacen(
+        "    - name: cpu\n",
+        "    - name: controller\n      replicas: 1\n      cpu: \"1\"\n      memory: 1Gi\n      volumeClaimTemplates:\n        - metadata: {name: statesave-mini}\n          spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n    - name: cpu\n",
+        1,
+    );
+    refused_at(&steal, "name: statesave-mini", &["share volumes"]);
+    // Annotations drive other controllers (a Service on a tailnet, a sidecar injected); none of
+    // slurmops's own.
+    let expose = MINIMAL.replacen(
+        "  namespace: slurm\n",
+        "  namespace: slurm\n  annotations: {tailscale.com/expose: \"true\"}\n",
+        1,
+    );
+    refused_at(
+        &expose,
+        "tailscale.com/expose",
+        &["--allow-annotation tailscale.com"],
+    );
+    let allowed = Guardrails {
+        annotations: vec!["tailscale.com/".into()],
+        ..guarded()
+    };
+    admitted(&expose, &allowed).unwrap();
+    let drain = worker("podTemplate:\n  annotations: {slurmops.dev/drain: \"true\"}");
+    refused_at(&drain, "slurmops.dev/drain", &["its own annotations"]);
+    // A RuntimeClass chooses the runtime, and the isolation.
+    let runtime = worker("podTemplate:\n  runtimeClassName: runc-unsandboxed");
+    refused_at(&runtime, "runtimeClassName", &["--allow-runtime-class"]);
+    let allowed = Guardrails {
+        runtime_classes: vec!["runc-unsandboxed".into()],
+        ..guarded()
+    };
+    admitted(&runtime, &allowed).unwrap();
+}

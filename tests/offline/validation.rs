@@ -1077,6 +1077,7 @@ fn validate_and_plan_with_guardrails_refuse_what_the_daemon_refuses_and_the_same
             // Issue 76: Slurm keys beyond data, and a Slurm operator from git.
             "--allow-slurm-key=SlurmctldParameters,PriorityType",
             "--allow-slurm-admin=bob",
+            "--allow-annotation=service.beta.kubernetes.io/",
         ]);
         assert_eq!(
             out.status.code(),
@@ -1114,7 +1115,8 @@ fn a_policy_file_widens_the_guardrails_as_the_flags_do_and_a_broken_one_refuses(
          allowVolumeClaims: [lustre-home]\n\
          allowConfigMaps: [slurm-oci]\n\
          allowSlurmKeys: [SlurmctldParameters, PriorityType]\n\
-         allowSlurmAdmins: [bob]\n"
+         allowSlurmAdmins: [bob]\n\
+         allowAnnotations: [service.beta.kubernetes.io/]\n"
             .to_string()
             + &format!("allowPrograms: [{}]\n", REPO_PROGRAMS.join(", ")),
     )

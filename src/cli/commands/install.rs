@@ -129,6 +129,13 @@ pub struct InstallArgs {
     /// daemon's --allow-slurm-admin).
     #[arg(long = "allow-slurm-admin")]
     allow_slurm_admins: Vec<String>,
+    /// Annotation prefix cluster.yaml may put on what slurmops renders (repeat; the daemon's
+    /// --allow-annotation).
+    #[arg(long = "allow-annotation")]
+    allow_annotations: Vec<String>,
+    /// RuntimeClass pods may run with (repeat; the daemon's --allow-runtime-class).
+    #[arg(long = "allow-runtime-class")]
+    allow_runtime_classes: Vec<String>,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
@@ -183,6 +190,8 @@ pub fn exec(a: InstallArgs) -> Outcome {
             env: a.allow_env,
             volume_types: a.allow_volume_types,
             slurm_admins: a.allow_slurm_admins,
+            annotations: a.allow_annotations,
+            runtime_classes: a.allow_runtime_classes,
         },
         workers: a.workers,
         jobs: a.jobs,
