@@ -67,24 +67,49 @@ pub fn check(c: &ClusterFile, rendered: &Rendered, g: &Guardrails) -> Vec<Breach
     out
 }
 
-/// The findings of BREACHES in C's cluster.yaml: each placed at what the push wrote.
+/// The findings of BREACHES in C's cluster.yaml: each placed at what the push wrote, one per
+/// cause (an annotation copied onto 2,000 objects is one finding that counts them).
 pub fn findings(c: &ClusterFile, breaches: &[Breach]) -> Vec<Finding> {
     let Ok(tree) = serde_json::to_value(c) else {
         return Vec::new();
     };
-    let mut out: Vec<Finding> = breaches
-        .iter()
+    // Breaches of one cause, in order: the first, and how many others.
+    let mut causes: Vec<(&Breach, usize)> = Vec::new();
+    let mut index: std::collections::HashMap<(&Option<String>, &str, &str), usize> =
+        std::collections::HashMap::new();
+    for b in breaches {
+        let key = (&b.needle, b.message.as_str(), b.field.as_str());
+        let key = match b.needle {
+            // Placed by what the push wrote: the same word and message is one cause.
+            Some(_) => (key.0, key.1, ""),
+            None => key,
+        };
+        match index.get(&key) {
+            Some(&i) => causes[i].1 += 1,
+            None => {
+                index.insert(key, causes.len());
+                causes.push((b, 0));
+            }
+        }
+    }
+    let total = causes.len();
+    let mut out: Vec<Finding> = causes
+        .into_iter()
         .take(MAX_BREACHES)
-        .map(|b| {
+        .map(|(b, others)| {
             let at = b
                 .needle
                 .as_deref()
                 .and_then(|n| blame::find(&tree, &b.scope, n))
                 .unwrap_or_else(|| b.scope.clone());
+            let also = match others {
+                0 => String::new(),
+                n => format!(" (and {n} more alike)"),
+            };
             Finding::new(
                 at,
                 format!(
-                    "{} {}: {}",
+                    "{} {}{also}: {}",
                     b.object,
                     crate::cluster::diag::clip(&b.field),
                     b.message
@@ -93,13 +118,13 @@ pub fn findings(c: &ClusterFile, breaches: &[Breach]) -> Vec<Finding> {
             .hint(b.hint.clone())
         })
         .collect();
-    if breaches.len() > MAX_BREACHES {
+    if total > MAX_BREACHES {
         out.push(
             Finding::new(
                 Path::root().key("spec"),
                 format!(
                     "{} more places the rendering leaves the install's policy",
-                    breaches.len() - MAX_BREACHES
+                    total - MAX_BREACHES
                 ),
             )
             .hint("fix the ones above and validate again"),
