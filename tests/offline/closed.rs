@@ -430,6 +430,10 @@ fn what_the_second_red_team_got_through_is_refused() {
         "tailscale.com/expose",
         &["--allow-annotation tailscale.com"],
     );
+    // Copied onto every object, it is one refusal that counts them, not one per object.
+    let lines = admitted(&expose, &guarded()).unwrap_err();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("more alike"), "{}", lines[0]);
     let allowed = Guardrails {
         annotations: vec!["tailscale.com/".into()],
         ..guarded()
