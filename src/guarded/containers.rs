@@ -3,11 +3,9 @@
 //! push adds to it (env, mounts, a security context) meets the closed rules; a container the
 //! push adds runs its image's entrypoint, or code the install reviewed by digest.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Map, Value};
 
-use super::pods::{Cx, PRIVILEGED};
+use super::context::{Cx, PRIVILEGED, Place};
 use super::{env, security, volumes};
 
 /// Container fields that only size, name or pace it: any value.
@@ -24,19 +22,6 @@ const DATA: &[&str] = &[
     "tty",
     "workingDir",
 ];
-
-/// Where a container sits.
-pub(super) struct Place<'a> {
-    /// Its path in the object, e.g. `spec.template.spec.containers[slurmd]`.
-    pub at: String,
-    /// The volumes slurmops renders in its pod.
-    pub own_volumes: &'a BTreeSet<&'a str>,
-    /// Paths no mount the push adds may cover, be covered by or shadow.
-    pub protected: &'a [String],
-    /// slurmd's own container in a worker pod: privileged, or with the capabilities the NodeSet
-    /// gives it, as Slurm needs for cgroup containment; the rest of its context is checked.
-    pub slurmd: bool,
-}
 
 /// Container C at P; OWN: the container of the same name slurmops renders there, if any.
 pub(super) fn check(cx: &mut Cx<'_>, p: &Place<'_>, c: &Value, own: Option<&Value>) {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::pods::Cx;
+use super::context::Cx;
 use super::str_at;
 
 /// Names no install rule allows: they choose the code a program loads or runs, where it sends

@@ -15,13 +15,17 @@
 
 mod blame;
 mod containers;
+mod context;
 mod env;
+mod key_class;
 mod pods;
 mod security;
 pub mod skeleton;
+mod slurm_conf_keys;
 pub mod slurm_files;
 mod slurm_key_table;
 pub mod slurm_keys;
+mod slurm_syntax;
 mod volumes;
 
 use serde_json::Value;

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
+use super::context::{Cx, PRIVILEGED, Place};
 use super::{Breach, containers, security, str_at, volumes};
 use crate::cluster::diag::Path;
 use crate::cluster::{ClusterFile, Guardrails};
@@ -35,68 +36,6 @@ const PLACEMENT: &[&str] = &[
     "terminationGracePeriodSeconds",
     "topologySpreadConstraints",
 ];
-
-/// What one object's pods are checked with.
-pub(super) struct Cx<'a> {
-    pub g: &'a Guardrails,
-    /// `Kind/name`.
-    pub object: String,
-    /// The component's section of cluster.yaml.
-    pub scope: Path,
-    /// ConfigMaps this rendering makes (the cluster's own).
-    pub own_config_maps: &'a BTreeSet<String>,
-    pub out: &'a mut Vec<Breach>,
-}
-
-impl Cx<'_> {
-    /// A breach at FIELD, found in cluster.yaml as NEEDLE.
-    pub fn refuse(
-        &mut self,
-        field: impl Into<String>,
-        needle: Option<&str>,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) {
-        self.out.push(Breach {
-            object: self.object.clone(),
-            field: field.into(),
-            needle: needle.map(str::to_string),
-            scope: self.scope.clone(),
-            message: message.into(),
-            hint: hint.into(),
-        });
-    }
-}
-
-impl Cx<'_> {
-    /// ConfigMap NAME, used at AT as WHAT ("a value", "a volume"): one the install names or the
-    /// cluster's own (Slurm's files, no key).
-    pub fn config_map(&mut self, at: &str, name: &str, what: &str) {
-        if !self.g.config_maps.iter().any(|c| c == name) && !self.own_config_maps.contains(name) {
-            self.refuse(
-                at,
-                Some(name),
-                format!("ConfigMap {name} as {what}: only the ConfigMaps this install names (one could hold root's authorized_keys or another cluster's files)"),
-                "the install allows it with the daemon's --allow-config-map NAME (policy allowConfigMaps)",
-            );
-        }
-    }
-
-    /// Secret NAME, used at AT as WHAT: one the install lists.
-    pub fn secret(&mut self, at: &str, name: &str, what: &str) {
-        if !self.g.secrets.iter().any(|s| s == name) {
-            self.refuse(
-                at,
-                Some(name),
-                format!("Secret {name} as {what}: no Secret but those this install lists"),
-                "the install allows it with the daemon's --allow-secret NAME (policy allowSecrets)",
-            );
-        }
-    }
-}
-
-pub(super) const PRIVILEGED: &str =
-    "the install allows it with the daemon's --allow-privileged (policy allowPrivileged)";
 
 /// Every pod of RENDERED (C's rendering) against BARE (its skeleton's) under G.
 pub(super) fn check(
@@ -345,7 +284,7 @@ fn pod(cx: &mut Cx<'_>, at: &str, spec: &Map<String, Value>, bare: Option<&Map<S
                         .into_iter()
                         .flatten()
                         .find(|o| str_at(o, "name") == Some(name));
-                    let place = containers::Place {
+                    let place = Place {
                         at: format!("{field}[{name}]"),
                         own_volumes: &own_volumes,
                         protected: &protected,

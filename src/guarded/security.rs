@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::pods::{Cx, PRIVILEGED};
+use super::context::{Cx, PRIVILEGED};
 use super::str_at;
 
 use crate::cluster::guard::{BASELINE_CAPABILITIES, BASELINE_SELINUX_TYPES, BASELINE_SYSCTLS};

@@ -7,8 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::containers::Place;
-use super::pods::Cx;
+use super::context::{Cx, Place};
 use super::str_at;
 
 /// Paths of the images' programs, libraries, configuration, keys and Slurm's state: a mount the
@@ -283,7 +282,7 @@ pub(super) fn mounts(
                 &at,
                 Some("mountPropagation"),
                 "Bidirectional propagation hands the container's mounts to the node",
-                super::pods::PRIVILEGED,
+                super::context::PRIVILEGED,
             );
         }
     }

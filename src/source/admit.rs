@@ -63,6 +63,8 @@ pub enum Refusal {
     },
     /// Its admission ran past the deadline (`admit_within`).
     Deadline(std::time::Duration),
+    /// Its admission failed: slurmops's defect (`admit_within`).
+    Failed,
 }
 
 /// A commit, owned: its id, its raw signature and signed data, and its lineage.
@@ -106,19 +108,44 @@ impl Owned {
 /// deadline is the backstop that keeps a daemon's pass from waiting on one commit.
 pub fn admit_within(o: Owned, deadline: std::time::Duration) -> Result<Admitted, Refusal> {
     let o = std::sync::Arc::new(o);
-    let (tx, rx) = std::sync::mpsc::channel();
     let theirs = o.clone();
+    match within(move || theirs.admit(), deadline) {
+        Within::Done(r) => r,
+        // No thread to be had (a pids limit): admitted inline, bounded by the input's bounds.
+        Within::NoThread => o.admit(),
+        Within::Late => Err(Refusal::Deadline(deadline)),
+        Within::Failed => Err(Refusal::Failed),
+    }
+}
+
+/// What [`within`] got of its work.
+enum Within<T> {
+    Done(T),
+    Late,
+    /// The work panicked.
+    Failed,
+    NoThread,
+}
+
+/// WORK on a thread of its own, waited for at most DEADLINE.
+fn within<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+    deadline: std::time::Duration,
+) -> Within<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("admission".into())
         .spawn(move || {
-            let _ = tx.send(theirs.admit());
+            let _ = tx.send(work());
         });
     if spawned.is_err() {
-        // No thread to be had (a pids limit): admitted inline, bounded by the input's bounds.
-        return o.admit();
+        return Within::NoThread;
     }
-    rx.recv_timeout(deadline)
-        .unwrap_or(Err(Refusal::Deadline(deadline)))
+    match rx.recv_timeout(deadline) {
+        Ok(t) => Within::Done(t),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Within::Late,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Within::Failed,
+    }
 }
 
 /// An admitted cluster.yaml, parsed and rendered.
@@ -241,8 +268,11 @@ impl fmt::Display for Refusal {
             }
             Refusal::Deadline(d) => write!(
                 f,
-                "admitting it (validation, the install's policy, rendering) took longer than {} s: refused, nothing applied; a commit of this size should take well under a second, so make it smaller or report it",
+                "admitting it (validation, the install's policy, rendering) took longer than {} s: refused, nothing applied, until a new commit or a restart of the daemon; a commit should take well under a second, so make it smaller or report it",
                 d.as_secs()
+            ),
+            Refusal::Failed => f.write_str(
+                "admitting it failed (slurmops's defect: report it, with the commit): refused, nothing applied",
             ),
         }
     }
@@ -329,9 +359,20 @@ mod tests {
             cluster: None,
             guard: Some(Guardrails::safe(vec!["slurm".into()])),
         };
-        let late = admit_within(owned(), std::time::Duration::ZERO).unwrap_err();
-        assert!(matches!(late, Refusal::Deadline(_)), "{late}");
-        assert!(!late.invalid() && late.to_string().contains("took longer than 0 s"));
+        let slow = || std::thread::sleep(std::time::Duration::from_secs(2));
+        let ms = std::time::Duration::from_millis;
+        assert!(matches!(within(slow, ms(10)), Within::Late));
+        assert!(matches!(within(|| 1, ms(60_000)), Within::Done(1)));
+        assert!(matches!(
+            within(|| panic!("a defect"), ms(60_000)),
+            Within::<()>::Failed
+        ));
+        assert!(!Refusal::Deadline(ms(20_000)).invalid());
+        assert!(
+            Refusal::Deadline(ms(20_000))
+                .to_string()
+                .contains("took longer than 20 s")
+        );
         admit_within(owned(), std::time::Duration::from_secs(60)).expect("admitted");
     }
 }
