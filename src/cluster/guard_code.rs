@@ -389,7 +389,10 @@ impl Walk<'_> {
                 ("images", Value::Object(images)) if above.is_empty() => {
                     for (program, image) in images {
                         if let Value::String(image) = image
-                            && !matches!(program.as_str(), "registry" | "flavor" | "pullPolicy")
+                            && !matches!(
+                                program.as_str(),
+                                "registry" | "flavor" | "pullPolicy" | "sbin"
+                            )
                         {
                             image_finding(
                                 self.g,

@@ -146,6 +146,11 @@ pub struct Images {
     pub flavor: String,
     #[serde(default = "default_pull_policy")]
     pub pull_policy: PullPolicy,
+    /// Where the images keep Slurm's daemons (slurmctld, slurmd, slurmdbd, slurmrestd): each runs
+    /// by this absolute path, never found through a search path. `/usr/sbin` in Slinky's images
+    /// and Debian's packages; e.g. `/usr/local/sbin` for a plain `./configure` build.
+    #[serde(default = "default_sbin")]
+    pub sbin: String,
     /// Full image reference overriding the default for one component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurmctld: Option<String>,
@@ -165,6 +170,7 @@ impl Default for Images {
             registry: default_registry(),
             flavor: default_flavor(),
             pull_policy: default_pull_policy(),
+            sbin: default_sbin(),
             slurmctld: None,
             slurmd: None,
             slurmrestd: None,
@@ -179,6 +185,9 @@ fn default_registry() -> String {
 }
 fn default_flavor() -> String {
     "ubuntu24.04".into()
+}
+fn default_sbin() -> String {
+    "/usr/sbin".into()
 }
 fn default_pull_policy() -> PullPolicy {
     PullPolicy::IfNotPresent

@@ -300,7 +300,10 @@ pub fn controller(
     });
     let one_address = behind_one_address(s);
     let main = Container {
-        command: Some(handback::command(controller_replicas(s) - 1)),
+        command: Some(handback::command(
+            controller_replicas(s) - 1,
+            pod::sbin(s, "slurmctld"),
+        )),
         volume_mounts: Some(vec![
             pod::mount("etc-slurm", ETC_SLURM, true),
             pod::mount("statesave", STATE_SAVE, false),

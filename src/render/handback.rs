@@ -46,8 +46,8 @@ stale=$((${timeout:-120} / 4))
 stale=$((stale + 3))
 "#;
 
-/// The primary's container: run as `/bin/sh -c PRIMARY slurmctld ARGS...`; it ends by
-/// `exec /usr/sbin/slurmctld ARGS`. It waits while a backup's heartbeat is fresh and that backup's
+/// The primary's container: run as `/bin/sh -c PRIMARY /usr/sbin/slurmctld ARGS...`; it ends by
+/// `exec`ing that program (its `$0`) with ARGS. It waits while a backup's heartbeat is fresh and that backup's
 /// sidecar has not said it stopped after that beat.
 const PRIMARY: &str = r#"primary=$(setting SlurmctldHost | sed 's/(.*//')
 if [ "$(uname -n)" = "$primary" ]; then
@@ -68,7 +68,7 @@ if [ "$(uname -n)" = "$primary" ]; then
   rm -f "$state/slurmops-return" "$state/slurmops-stopped"
   [ -z "$told" ] || echo "slurmops: the backup has saved its state and stopped ($why): starting the primary"
 fi
-exec /usr/sbin/slurmctld "$@"
+exec "$0" "$@"
 "#;
 
 /// The sidecar's step: when the primary asked within the last 10 s and this pod's slurmctld
@@ -128,14 +128,14 @@ pub fn in_control() -> Vec<String> {
 
 /// The controller container's command (its arguments stay `-D`): slurmctld, through the
 /// primary's script when there are backups.
-pub fn command(backups: u32) -> Vec<String> {
+pub fn command(backups: u32, slurmctld: String) -> Vec<String> {
     match backups {
-        0 => vec![format!("{}/slurmctld", super::pod::SBIN)],
+        0 => vec![slurmctld],
         _ => vec![
             "/bin/sh".into(),
             "-c".into(),
             format!("{READ}{PRIMARY}"),
-            "slurmctld".into(),
+            slurmctld,
         ],
     }
 }
@@ -163,8 +163,12 @@ mod tests {
 
     #[test]
     fn without_backups_slurmctld_runs_as_it_is() {
-        assert_eq!(command(0), ["/usr/sbin/slurmctld"]);
-        assert!(command(1)[2].ends_with("exec /usr/sbin/slurmctld \"$@\"\n"));
+        assert_eq!(
+            command(0, "/usr/sbin/slurmctld".into()),
+            ["/usr/sbin/slurmctld"]
+        );
+        let c = command(1, "/usr/sbin/slurmctld".into());
+        assert!(c[2].ends_with("exec \"$0\" \"$@\"\n") && c[3] == "/usr/sbin/slurmctld");
     }
 
     /// The primary's script, run by sh on this host as the primary, with a backup's fresh
@@ -196,8 +200,7 @@ mod tests {
         std::fs::set_permissions(&ctld, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = dir.path().join("out");
         // The script runs slurmctld by its absolute path: here, the stand-in's.
-        let mut c = command(1);
-        c[2] = c[2].replace("/usr/sbin/slurmctld", &ctld.display().to_string());
+        let c = command(1, ctld.display().to_string());
         let mut child = std::process::Command::new(&c[0])
             .args(&c[1..])
             .arg("-D")

@@ -56,9 +56,11 @@ pub fn tcp_probe(port: u16, initial_delay: i32) -> Probe {
     }
 }
 
-/// Where Slurm's images keep its daemons (Debian's packages and a `--prefix=/usr` build): a
-/// container runs them by this absolute path, so that no search path decides what runs.
-pub const SBIN: &str = "/usr/sbin";
+/// PROGRAM (a Slurm daemon) by its absolute path in SPEC's images (`images.sbin`), so that no
+/// search path decides what runs.
+pub fn sbin(spec: &ClusterSpec, program: &str) -> String {
+    format!("{}/{program}", spec.images.sbin.trim_end_matches('/'))
+}
 
 /// A Slurm daemon container: runs PROGRAM in the foreground, serves PORT (named after the
 /// program) and is probed on it.
@@ -74,7 +76,7 @@ pub fn daemon(
         name: program.into(),
         image: Some(image),
         image_pull_policy: Some(spec.images.pull_policy.as_str().into()),
-        command: Some(vec![format!("{SBIN}/{program}")]),
+        command: Some(vec![sbin(spec, program)]),
         args: Some(args),
         ports: Some(vec![port(program, port_)]),
         readiness_probe: Some(tcp_probe(port_, ready_after)),

@@ -290,6 +290,23 @@ fn slurmops_own_containers_run_absolute_commands_and_the_minimal_example_passes_
         }
     }
     assert!(commands >= 3, "{commands}");
+    // Images that keep Slurm elsewhere say where; still an absolute path.
+    let elsewhere = spec("images: {sbin: /opt/slurm/sbin}");
+    let c = slurmops::cluster::load("cluster.yaml", &elsewhere).unwrap();
+    let r = slurmops::render::render(&c);
+    let worker = r.get("StatefulSet", "cpu").unwrap();
+    assert_eq!(
+        worker
+            .body
+            .pointer("/spec/template/spec/containers/0/command/0"),
+        Some(&serde_json::json!("/opt/slurm/sbin/slurmd"))
+    );
+    admitted(&elsewhere, &guarded()).unwrap();
+    invalid_at(
+        &spec("images: {sbin: sbin}"),
+        "sbin: sbin",
+        &["not an absolute directory"],
+    );
 }
 
 #[test]

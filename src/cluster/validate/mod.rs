@@ -528,6 +528,22 @@ impl Validator {
     }
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
+        let sbin = &s.images.sbin;
+        let plain = sbin.starts_with('/')
+            && sbin.len() <= 255
+            && sbin
+                .split('/')
+                .all(|c| c != ".." && c != "." && c.bytes().all(|b| b.is_ascii_graphic()));
+        if !plain {
+            self.err(
+                p.key("images").key("sbin"),
+                format!(
+                    "{:?} is not an absolute directory: Slurm's daemons run by their path in it",
+                    clip(sbin)
+                ),
+                "write the directory the images keep slurmctld and slurmd in, e.g. /usr/sbin",
+            );
+        }
         self.policy(&s.policy, &p.key("policy"));
         self.active_checks(s, &p.key("policy"));
         if let Some(np) = &s.network_policy {
