@@ -223,7 +223,11 @@ fn metadata(cx: &mut Cx<'_>, meta: &Value, bare: Option<&Value>) {
     if let Some(Value::Object(labels)) = meta.get("labels") {
         for (k, v) in labels {
             let own = bare.and_then(|b| b.get("labels")).and_then(|l| l.get(k));
-            if crate::cluster::guard_code::own_label(k) && own != Some(v) {
+            // The revision is a digest of the template, which the push's additions change.
+            let revision = k == crate::vocab::LABEL_REVISION
+                && v.as_str()
+                    .is_some_and(|v| v.bytes().all(|b| b.is_ascii_hexdigit()));
+            if crate::cluster::guard_code::own_label(k) && own != Some(v) && !revision {
                 cx.refuse(
                     format!("metadata.labels[{k}]"),
                     Some(k),

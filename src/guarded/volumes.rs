@@ -51,14 +51,14 @@ pub(super) fn protected(bare: Option<&Map<String, Value>>) -> Vec<String> {
                 .flatten()
             {
                 if let Some(p) = str_at(m, "mountPath") {
-                    out.insert(normal(p).unwrap_or_else(|| p.to_string()));
+                    out.insert(normal(p).unwrap_or_else(|| "/".into()));
                 }
             }
+            // As the kernel resolves it (`/opt//x/slurmd` runs from /opt/x).
             if let Some(program) = c.pointer("/command/0").and_then(Value::as_str)
                 && let Some((dir, _)) = program.rsplit_once('/')
-                && !dir.is_empty()
             {
-                out.insert(dir.to_string());
+                out.insert(normal(dir).unwrap_or_else(|| "/".into()));
             }
         }
     }

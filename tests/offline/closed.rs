@@ -184,6 +184,12 @@ fn no_mount_covers_what_the_containers_run_or_read_their_configuration_and_keys_
         "volumes:\n  - {name: scratch, emptyDir: {}}\nvolumeMounts:\n  - {name: scratch, mountPath: /scratch, subPathExpr: \"$(POD_NAME)\"}",
     );
     refused_at(&sub, "subPathExpr", &["subPathExpr"]);
+    // A per-node NodeSet with a volume of its own (its template's revision label is a digest of
+    // the template, which the volume changes: refused as a changed label before).
+    let per_node = worker("volumes: [{name: scratch, emptyDir: {}}]\nvolumeMounts: [{name: scratch, mountPath: /scratch}]")
+        .replacen("      replicas: 2\n", "      replicas: perNode\n", 1);
+    assert!(per_node.contains("replicas: perNode"));
+    admitted(&per_node, &guarded()).unwrap();
     // Where users' data goes, and devices below /dev, are fine.
     let fine = worker(
         "volumes:\n  - {name: scratch, emptyDir: {}}\n  - {name: shm, emptyDir: {medium: Memory}}\nvolumeMounts:\n  - {name: scratch, mountPath: /scratch}\n  - {name: shm, mountPath: /dev/shm}",
@@ -302,11 +308,18 @@ fn slurmops_own_containers_run_absolute_commands_and_the_minimal_example_passes_
         Some(&serde_json::json!("/opt/slurm/sbin/slurmd"))
     );
     admitted(&elsewhere, &guarded()).unwrap();
-    invalid_at(
-        &spec("images: {sbin: sbin}"),
-        "sbin: sbin",
-        &["not an absolute directory"],
+    for bad in ["sbin", "/opt//x", "/opt/x/", "/opt/./x"] {
+        let text = spec(&format!("images: {{sbin: \"{bad}\"}}"));
+        invalid_at(&text, "sbin:", &["not an absolute directory"]);
+    }
+    // A mount where slurmd's program is read from, however the path is written (found by the
+    // third red team with `/opt//x`, the directory compared as written).
+    let over = spec("images: {sbin: /opt/x}").replacen(
+        "      memory: 1Gi\n",
+        "      memory: 1Gi\n      volumes: [{name: x, emptyDir: {}}]\n      volumeMounts: [{name: x, mountPath: /opt/./x/}]\n",
+        1,
     );
+    refused_at(&over, "mountPath: /opt/./x/", &["would cover /opt/x"]);
 }
 
 #[test]

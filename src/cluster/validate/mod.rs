@@ -529,11 +529,17 @@ impl Validator {
 
     fn spec(&mut self, s: &ClusterSpec, meta: &Metadata, p: &Path) {
         let sbin = &s.images.sbin;
-        let plain = sbin.starts_with('/')
-            && sbin.len() <= 255
-            && sbin
-                .split('/')
-                .all(|c| c != ".." && c != "." && c.bytes().all(|b| b.is_ascii_graphic()));
+        // Written as the kernel resolves it: no empty, `.` or `..` component, no trailing `/`
+        // (the policy compares mount paths with it).
+        let plain = sbin.len() <= 255
+            && sbin.strip_prefix('/').is_some_and(|rest| {
+                rest.split('/').all(|c| {
+                    !c.is_empty()
+                        && c != ".."
+                        && c != "."
+                        && c.bytes().all(|b| b.is_ascii_graphic())
+                })
+            });
         if !plain {
             self.err(
                 p.key("images").key("sbin"),
