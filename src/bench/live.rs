@@ -154,7 +154,11 @@ impl Bench {
             .map_err(|e| e.to_string())?
             .port();
         let mut cmd = std::process::Command::new(exe);
-        cmd.args(["run", "--branch", "main"]).args(args);
+        // The example's policy is the repo's (examples/policies/repo.yaml, for namespace slurm):
+        // here the repository is trusted, so that the daemon reconciles the example it measures
+        // in the bench's own namespace.
+        cmd.args(["run", "--branch", "main", "--trust", "trusted"])
+            .args(args);
         match slurmrestd {
             // With Slurm (the token comes from SLURM_JWT in the environment) and worker watches.
             Some(url) => cmd.args(["--slurmrestd-url", url]),
