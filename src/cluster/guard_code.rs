@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use sha2::Digest;
 
 use super::diag::{Finding, Path};
-use super::guard::Guardrails;
+use super::guardrails::Guardrails;
 use super::types::ClusterFile;
 
 /// The repositories an install allows when it names none: the images slurmops renders.

@@ -10,6 +10,7 @@ pub mod diag;
 pub mod guard;
 pub mod guard_code;
 pub mod guard_file;
+pub mod guardrails;
 pub mod nodeset;
 pub mod policy;
 pub mod reference;
@@ -22,7 +23,7 @@ pub mod words;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Path};
-pub use guard::Guardrails;
+pub use guardrails::Guardrails;
 pub use types::*;
 
 /// The JSON Schema of cluster.yaml, generated from the types.

@@ -676,6 +676,15 @@ impl ServiceType {
 }
 
 impl ClusterSpec {
+    /// Whether clients reach the controller in control at one address
+    /// (`controller.ha.serviceAddress`).
+    pub fn behind_one_address(&self) -> bool {
+        self.controller
+            .ha
+            .as_ref()
+            .is_some_and(|h| h.service_address)
+    }
+
     /// The partition a job on NODE_SET's workers runs in: the first that lists the NodeSet,
     /// else the first of `ALL` (canary validations and active checks).
     pub fn partition_of(&self, node_set: &str) -> Option<&Partition> {

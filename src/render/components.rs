@@ -226,7 +226,7 @@ fn referenced_files(
 
 /// Whether clients reach the controller in control at one address (`controller.ha.serviceAddress`).
 pub fn behind_one_address(s: &ClusterSpec) -> bool {
-    s.controller.ha.as_ref().is_some_and(|h| h.service_address)
+    s.behind_one_address()
 }
 
 /// slurmctld: a StatefulSet (primary + HA backups) with its state volume, two Services and a PDB.

@@ -146,7 +146,7 @@ fn slurm_conf_params(c: &ClusterFile, names: &Names) -> Vec<(String, String)> {
         // default (120 s) is two minutes of refused submissions; slurmConf may set another.
         set("SlurmctldTimeout", HA_TAKEOVER_SECONDS.to_string());
     }
-    if super::components::behind_one_address(s) {
+    if s.behind_one_address() {
         // Clients' one address: the Service whose only endpoint is the controller in control.
         set("SlurmctldAddr", names.controller_address());
     }
