@@ -3,7 +3,8 @@
 //! The pipeline reads top to bottom, one module per stage, each importing only from those before
 //! it (`tests/offline/structure.rs`): `source` (read cluster.yaml from a directory or a git
 //! revision) → `cluster` (parse and validate the cluster file) → `render` (pure: the cluster →
-//! Kubernetes objects and Slurm configs) → `plan` (pure: diff two renderings) → `apply`
+//! Kubernetes objects and Slurm configs) → `guarded` (pure: the install's closed policy, checked
+//! on what render made; `source::admit` runs it for every command and the daemon) → `plan` (pure: diff two renderings) → `apply`
 //! (server-side apply, inventory, prune, drift) → `rollout` (the order workers drain in, what a
 //! rollout reports) → `controller` (one level-triggered pass — observe, decide, act, return — for
 //! the daemon and every command that writes: rollouts, worker sync and autoscale are its
