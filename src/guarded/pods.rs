@@ -172,6 +172,18 @@ fn claim_names(cx: &mut Cx<'_>, o: &Object, claims: &mut HashMap<String, String>
     }
 }
 
+/// Whether K=V is a digest slurmops derives from what it renders — a config file's checksum,
+/// the pod template's revision — and so differs from the skeleton's whenever the push adds
+/// anything: it says nothing the push chose.
+fn derived(k: &str, v: &Value) -> bool {
+    let digest = v
+        .as_str()
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_hexdigit()));
+    digest
+        && (k == crate::vocab::LABEL_REVISION
+            || k.starts_with(crate::render::names::CHECKSUM_PREFIX))
+}
+
 /// Annotations at FIELD a rendering adds beyond its skeleton's (OWN): each under a prefix the
 /// install allows (annotations drive other controllers: exposing a Service, injecting sidecars,
 /// a runtime's settings), none under slurmops's own.
@@ -180,11 +192,7 @@ fn annotations(cx: &mut Cx<'_>, field: &str, a: Option<&Value>, own: Option<&Val
         if own.and_then(|o| o.get(k)) == Some(v) {
             continue;
         }
-        // A config file's checksum, which slurmops adds for each file the push writes.
-        let checksum = v
-            .as_str()
-            .is_some_and(|v| v.len() == 16 && v.bytes().all(|b| b.is_ascii_hexdigit()));
-        if checksum && k.starts_with(crate::render::names::CHECKSUM_PREFIX) {
+        if derived(k, v) {
             continue;
         }
         let at = format!("{field}[{k}]");
@@ -223,11 +231,7 @@ fn metadata(cx: &mut Cx<'_>, meta: &Value, bare: Option<&Value>) {
     if let Some(Value::Object(labels)) = meta.get("labels") {
         for (k, v) in labels {
             let own = bare.and_then(|b| b.get("labels")).and_then(|l| l.get(k));
-            // The revision is a digest of the template, which the push's additions change.
-            let revision = k == crate::vocab::LABEL_REVISION
-                && v.as_str()
-                    .is_some_and(|v| v.bytes().all(|b| b.is_ascii_hexdigit()));
-            if crate::cluster::guard_code::own_label(k) && own != Some(v) && !revision {
+            if crate::cluster::guard_code::own_label(k) && own != Some(v) && !derived(k, v) {
                 cx.refuse(
                     format!("metadata.labels[{k}]"),
                     Some(k),
