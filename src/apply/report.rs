@@ -23,6 +23,8 @@ pub struct Report {
     pub held_for: String,
     /// When the maintenance window they wait for opens (UNIX seconds).
     pub window_opens: Option<i64>,
+    /// The copy before a Slurm upgrade converts data failed: `(pod, why)`.
+    pub copy_failed: Option<(String, String)>,
     pub requests: Requests,
     /// QOS, accounts and users: what changed in slurmdbd (in Slurm's words), drift reported,
     /// refusals and objects made by hand.

@@ -141,10 +141,11 @@ pub async fn survey(
             Some((id, l))
         })
         .collect();
-    upgrade::check(&c.spec.slurm_version, &workloads).map_err(ApplyError::SlurmRelease)?;
+    upgrade::check(&c.spec, &workloads).map_err(ApplyError::SlurmRelease)?;
+    let copy_failed = copy_failed(cluster, c, &workloads).await?;
     let all: Vec<&Object> = desired.iter().collect();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads)
+    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads, copy_failed.as_ref())
         .and(window::held(c, &all, &workloads, now));
     drop(workloads);
     refuse_foreign(cluster, c, &desired, &live).await?;
@@ -170,6 +171,44 @@ pub async fn survey(
         prune,
         held,
     })
+}
+
+/// A copy that failed before the data of slurmdbd or slurmctld is converted (`(pod, why)`): read
+/// from the pods of the one an upgrade stands at, and only then (one LIST of its pods).
+async fn copy_failed(
+    cluster: &Connection,
+    c: &ClusterFile,
+    workloads: &[(String, Json)],
+) -> Result<Option<(String, String)>, ApplyError> {
+    if c.spec.backup.as_ref().and_then(|b| b.claim()).is_none() {
+        return Ok(None);
+    }
+    let Some(w) = upgrade::converting(&c.spec.slurm_version, workloads) else {
+        return Ok(None);
+    };
+    let Some(labels) = w.pointer("/spec/selector/matchLabels").and_then(Json::as_object) else {
+        return Ok(None);
+    };
+    let selector = labels
+        .iter()
+        .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(cluster.client.clone(), &c.metadata.namespace);
+    let pods = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| ApplyError::Api {
+            object: format!("pods {selector}"),
+            source: e,
+        })?;
+    let pods: Vec<Json> = pods
+        .items
+        .iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    Ok(upgrade::copy_failed(&pods))
 }
 
 /// Refuses to create what already exists and is not this cluster's: an object cluster.yaml names
@@ -307,6 +346,7 @@ pub(super) async fn execute(
         held: held.objects.iter().cloned().collect(),
         held_for: held.waiting_for.clone(),
         window_opens: held.opens,
+        copy_failed: held.copy_failed.clone(),
         ..Report::default()
     };
     let manager = super::field_manager(c);

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value as Json;
 
-use crate::cluster::release;
+use crate::cluster::types::ClusterSpec;
+use crate::cluster::{backup, release};
 use crate::render::Object;
 use crate::render::names::{LABEL_COMPONENT, LABEL_SLURM_VERSION};
 
@@ -69,6 +70,8 @@ pub struct Held {
     pub waiting_for: String,
     /// When a maintenance window they wait for opens (UNIX seconds).
     pub opens: Option<i64>,
+    /// The copy before a conversion failed, and the upgrade waits on it: `(pod, why)`.
+    pub copy_failed: Option<(String, String)>,
 }
 
 impl Held {
@@ -82,23 +85,81 @@ impl Held {
             self.waiting_for.push_str(&other.waiting_for);
         }
         self.opens = self.opens.or(other.opens);
+        self.copy_failed = self.copy_failed.or(other.copy_failed);
         self
     }
 }
 
-/// Why a live release cannot become the desired one (downgrade, too far), as apply reports it.
-pub fn check(desired_version: &str, live: &[(String, Json)]) -> Result<(), String> {
+/// Why a live release cannot become the desired one of SPEC (downgrade, too far, or data
+/// converted in place with no copy to go back to), as apply reports it.
+pub fn check(spec: &ClusterSpec, live: &[(String, Json)]) -> Result<(), String> {
+    let desired_version = spec.slurm_version.as_str();
     for (id, o) in live {
         if let Some(v) = template_version(o).filter(|v| *v != desired_version) {
             release::upgrade(v, desired_version)
                 .map_err(|e| format!("{id} runs Slurm {v}: {e}; nothing was changed"))?;
+            // slurmdbd and slurmctld not moved yet: their data is still the old release's.
+            if tier(o).is_some_and(|t| t <= 1)
+                && let Some(why) = backup::refusal(spec, v, desired_version)
+            {
+                return Err(format!("{id} runs Slurm {v}: {why}; nothing was changed"));
+            }
         }
     }
     Ok(())
 }
 
-/// The desired workloads (`(id, body)`) to hold back given the live ones, for release VERSION.
-pub fn held(version: &str, desired: &[&Object], live: &[(String, Json)]) -> Held {
+/// The workload of slurmdbd or slurmctld (of LIVE) that has taken release VERSION and is not
+/// Ready on it yet: where a copy is taken now, before its daemon starts.
+pub fn converting<'a>(version: &str, live: &'a [(String, Json)]) -> Option<&'a Json> {
+    live.iter()
+        .map(|(_, o)| o)
+        .find(|o| tier(o).is_some_and(|t| t <= 1) && template_version(o) == Some(version) && !settled(o))
+}
+
+/// A copy that failed in the pods of a workload (LIVE: its pods), from the `backup` init
+/// container's termination message: `(pod, message)`.
+pub fn copy_failed(pods: &[Json]) -> Option<(String, String)> {
+    pods.iter().find_map(|p| {
+        let name = p.pointer("/metadata/name")?.as_str()?;
+        let st = p
+            .pointer("/status/initContainerStatuses")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("name").and_then(Json::as_str) == Some(crate::render::backup::CONTAINER))?;
+        // Failed now, or failed before and waiting out the kubelet's back-off.
+        let failed = |t: &Json| {
+            t.get("exitCode").and_then(Json::as_i64).is_some_and(|c| c != 0)
+        };
+        let t = [st.pointer("/state/terminated"), st.pointer("/lastState/terminated")]
+            .into_iter()
+            .flatten()
+            .find(|t| failed(t))?;
+        if st.pointer("/state/terminated").is_some_and(|t| !failed(t)) {
+            return None;
+        }
+        let message = t
+            .get("message")
+            .and_then(Json::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .unwrap_or("it exited with an error (no message)");
+        // The last line says why; a message is bounded (the kubelet keeps 4 KiB).
+        let line = message.lines().last().unwrap_or(message);
+        let line: String = line.chars().take(400).collect();
+        Some((name.to_string(), line))
+    })
+}
+
+/// The desired workloads (`(id, body)`) to hold back given the live ones, for release VERSION;
+/// COPY_FAILED: a copy that failed in the pods of the tier the upgrade stands at (`(pod,
+/// message)`), which the upgrade then waits on.
+pub fn held(
+    version: &str,
+    desired: &[&Object],
+    live: &[(String, Json)],
+    copy_failed: Option<&(String, String)>,
+) -> Held {
     let behind = |o: &Json| template_version(o).is_some_and(|v| v != version);
     if !live.iter().any(|(_, o)| behind(o)) {
         return Held::default();
@@ -117,16 +178,20 @@ pub fn held(version: &str, desired: &[&Object], live: &[(String, Json)]) -> Held
         .filter(|o| tier(&o.body).is_some_and(|t| t > pending))
         .map(|o| format!("{}/{}", o.kind, o.name))
         .collect();
-    let waiting_for = match pending {
-        0 => format!("slurmdbd {version} to be Ready"),
-        1 => format!("slurmctld {version} to be Ready"),
-        2 => format!("slurmrestd and login pods {version} to be Ready"),
+    let waiting_for = match (pending, copy_failed) {
+        (0 | 1, Some((pod, why))) => format!(
+            "{why} (pod {pod}); the upgrade stops here, nothing converted, until a copy is made: fix the claim or the database and the kubelet retries it"
+        ),
+        (0, None) => format!("slurmdbd {version} to be Ready"),
+        (1, None) => format!("slurmctld {version} to be Ready"),
+        (2, _) => format!("slurmrestd and login pods {version} to be Ready"),
         _ => String::new(),
     };
     Held {
         objects,
         waiting_for,
         opens: None,
+        copy_failed: copy_failed.filter(|_| pending <= 1).cloned(),
     }
 }
 
@@ -191,6 +256,7 @@ mod tests {
             "26.05",
             &desired,
             &live(("24.11", true), ("24.11", true), "24.11", "24.11"),
+            None,
         );
         let all_but = |keep: &[&str]| -> BTreeSet<String> {
             [
@@ -211,6 +277,7 @@ mod tests {
             "26.05",
             &desired,
             &live(("26.05", false), ("24.11", true), "24.11", "24.11"),
+            None,
         );
         assert_eq!(h.objects, all_but(&["StatefulSet/c-accounting"]));
         // slurmdbd Ready on 26.05: slurmctld moves, the workers still wait.
@@ -218,6 +285,7 @@ mod tests {
             "26.05",
             &desired,
             &live(("26.05", true), ("24.11", true), "24.11", "24.11"),
+            None,
         );
         assert_eq!(
             h.objects,
@@ -229,16 +297,18 @@ mod tests {
             "26.05",
             &desired,
             &live(("26.05", true), ("26.05", true), "24.11", "24.11"),
+            None,
         );
         assert_eq!(h.objects, BTreeSet::from(["StatefulSet/gpu".to_string()]));
         let h = held(
             "26.05",
             &desired,
             &live(("26.05", true), ("26.05", true), "26.05", "24.11"),
+            None,
         );
         assert_eq!(h, Held::default());
         // Nothing behind: nothing held (a fresh cluster, or a finished upgrade).
-        assert_eq!(held("26.05", &desired, &[]), Held::default());
+        assert_eq!(held("26.05", &desired, &[], None), Held::default());
     }
 
     #[test]
@@ -257,23 +327,103 @@ mod tests {
         assert!(!settled(&behind(0, 2)));
     }
 
+    /// The spec of a cluster on VERSION with BACKUP (a `backup:` value, or "" for none).
+    fn spec(version: &str, backup: &str) -> ClusterSpec {
+        let text = format!(
+            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c, namespace: slurm}}\n\
+             spec:\n  slurmVersion: \"{version}\"\n  auth:\n    slurmKey: {{name: k, key: k}}\n    jwtKey: {{name: j, key: j}}\n\
+             {backup}\n  nodeSets: [{{name: w, replicas: 2}}]\n  partitions: [{{name: p, nodeSets: [ALL]}}]\n"
+        );
+        crate::cluster::load("c.yaml", &text).unwrap().spec
+    }
+
     #[test]
     fn a_downgrade_or_a_jump_past_the_window_is_refused_naming_the_path() {
         let live = vec![(
             "StatefulSet/c-controller".to_string(),
             workload("StatefulSet", "c-controller", "controller", "26.05", true),
         )];
-        let e = check("24.11", &live).unwrap_err();
+        let e = check(&spec("24.11", ""), &live).unwrap_err();
         assert!(
             e.contains("StatefulSet/c-controller runs Slurm 26.05") && e.contains("downgrade"),
             "{e}"
         );
-        assert!(check("26.05", &live).is_ok());
+        assert!(check(&spec("26.05", ""), &live).is_ok());
         let old = vec![(
             "StatefulSet/c-controller".to_string(),
             workload("StatefulSet", "c-controller", "controller", "23.02", true),
         )];
-        let e = check("26.05", &old).unwrap_err();
+        let e = check(&spec("26.05", "  backup: {ownCopies: true}"), &old).unwrap_err();
         assert!(e.contains("upgrade in steps: 23.02 → 24.11 → 26.05"), "{e}");
+    }
+
+    #[test]
+    fn an_upgrade_that_converts_state_without_a_copy_is_refused_before_anything_moves() {
+        let on = |component: &str, name: &str, v: &str| {
+            vec![(
+                format!("StatefulSet/{name}"),
+                workload("StatefulSet", name, component, v, true),
+            )]
+        };
+        let e = check(&spec("25.11", ""), &on("controller", "c-controller", "24.11")).unwrap_err();
+        assert!(
+            e.contains("converts slurmctld's state in place") && e.contains("spec.backup.claim"),
+            "{e}"
+        );
+        for backup in ["  backup: {claim: copies}", "  backup: {ownCopies: true}"] {
+            assert!(check(&spec("25.11", backup), &on("controller", "c-controller", "24.11")).is_ok());
+        }
+        // A patch release converts nothing; slurmctld already moved: nothing left to convert.
+        assert!(check(&spec("24.11.6", ""), &on("controller", "c-controller", "24.11.1")).is_ok());
+        assert!(check(&spec("25.11", ""), &on("worker", "w", "24.11")).is_ok());
+    }
+
+    #[test]
+    fn a_failed_copy_is_read_from_its_init_container_and_stops_the_upgrade_naming_why() {
+        let pod = |state: Json, last: Json| {
+            json!({"metadata": {"name": "c-accounting-0"}, "status": {"initContainerStatuses": [
+                {"name": "slurmdbd-conf", "state": {"terminated": {"exitCode": 0}}},
+                {"name": "backup", "state": state, "lastState": last}]}})
+        };
+        let why = "the copy of the accounting database before Slurm 25.11 starts failed: mariadb-dump: Access denied";
+        let crashing = pod(
+            json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+            json!({"terminated": {"exitCode": 1, "message": format!("{why}\n")}}),
+        );
+        let failed = copy_failed(&[crashing]).unwrap();
+        assert_eq!(failed, ("c-accounting-0".to_string(), why.to_string()));
+        // Running again, or done: nothing failed now.
+        let done = pod(
+            json!({"terminated": {"exitCode": 0}}),
+            json!({"terminated": {"exitCode": 1, "message": why}}),
+        );
+        assert_eq!(copy_failed(&[done]), None);
+        assert_eq!(copy_failed(&[pod(json!({"running": {}}), json!({}))]), None);
+        let desired: Vec<Object> = [workload("StatefulSet", "c-controller", "controller", "25.11", false)]
+            .iter()
+            .map(object)
+            .collect();
+        let desired: Vec<&Object> = desired.iter().collect();
+        let live = vec![
+            (
+                "StatefulSet/c-accounting".to_string(),
+                workload("StatefulSet", "c-accounting", "accounting", "25.11", false),
+            ),
+            (
+                "StatefulSet/c-controller".to_string(),
+                workload("StatefulSet", "c-controller", "controller", "24.11", true),
+            ),
+        ];
+        assert_eq!(
+            converting("25.11", &live).and_then(|o| o.pointer("/metadata/name")),
+            Some(&json!("c-accounting"))
+        );
+        let h = held("25.11", &desired, &live, Some(&failed));
+        assert!(h.objects.contains("StatefulSet/c-controller"));
+        assert!(
+            h.waiting_for.starts_with(why) && h.waiting_for.contains("the upgrade stops here"),
+            "{}",
+            h.waiting_for
+        );
     }
 }

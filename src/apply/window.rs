@@ -84,6 +84,7 @@ pub fn held(c: &ClusterFile, desired: &[&Object], live: &[(String, Json)], now: 
         objects,
         waiting_for: format!("a maintenance window for {what} ({when})"),
         opens: t.next.map(|(s, _)| s),
+        copy_failed: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod active_checks;
+pub mod backup;
 pub mod budget;
 pub mod canary;
 pub mod check;

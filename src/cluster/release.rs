@@ -132,6 +132,20 @@ pub fn major(version: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// Whether moving from release FROM to TO converts data in place: another major release
+/// (slurmdbd's database and slurmctld's state take the new release's format on its first start).
+pub fn converts(from: &str, to: &str) -> bool {
+    match (major(from), major(to)) {
+        (Some(a), Some(b)) => a != b,
+        _ => from != to,
+    }
+}
+
+/// The major release (`YY.MM`) of VERSION, as written when it is not one.
+pub fn major_name(version: &str) -> String {
+    major(version).map_or_else(|| version.to_string(), |(y, m)| format!("{y}.{m:02}"))
+}
+
 /// The supported release VERSION (`YY.MM` or `YY.MM.P`) belongs to.
 pub fn find(version: &str) -> Option<&'static Release> {
     let (y, m) = major(version)?;

@@ -87,6 +87,10 @@ pub struct ClusterSpec {
     /// NetworkPolicies limiting who reaches slurmctld, slurmdbd and slurmrestd (off by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicy>,
+    /// Copies taken before a Slurm upgrade converts the accounting database and slurmctld's
+    /// state in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<super::backup::Backup>,
     /// How changes are applied.
     #[serde(default)]
     pub policy: Policy,

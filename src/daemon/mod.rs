@@ -150,6 +150,8 @@ struct Told {
     connect: told::Persisting,
     /// The watches making their first listing of the workers.
     listing: told::Persisting,
+    /// A copy before a Slurm upgrade failed: the upgrade stands still.
+    copy: told::Persisting,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

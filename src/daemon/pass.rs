@@ -464,6 +464,22 @@ async fn reconcile(
                 Some(t) => tracing::warn!("worker sync or autoscale: {t}"),
                 None => {}
             }
+            // A copy before a Slurm upgrade that failed: said (and an Event) when it starts and
+            // changes; a pass that applied nothing saw nothing of it.
+            if let Some(rep) = &out.applied {
+                let failed = rep
+                    .copy_failed
+                    .as_ref()
+                    .map(|(pod, why)| format!("{why} (pod {pod}): the Slurm upgrade stops here"));
+                match state.told.copy.see(failed.as_deref(), Instant::now()) {
+                    Some(super::told::Told::Started(m) | super::told::Told::Changed(m)) => {
+                        tracing::warn!("{m}");
+                        super::report::upgrade_stopped(cluster, cfg, &state.events, m).await;
+                    }
+                    Some(t) => tracing::info!("the copy before the Slurm upgrade was made: {t}"),
+                    None => {}
+                }
+            }
             out.events.iter().any(|(_, e)| e.changed())
         }
         Err(controller::PassError::Fenced) => {

@@ -109,6 +109,25 @@ pub(super) async fn force_pushed(
     }
 }
 
+/// A Warning Event on the status ConfigMap: the copy before a Slurm upgrade converts data
+/// failed, and the upgrade stops (MESSAGE: why, and in which pod).
+pub(super) async fn upgrade_stopped(
+    cluster: &Connection,
+    cfg: &Config,
+    events: &crate::status::Recorder,
+    message: String,
+) {
+    let note = crate::status::Note {
+        involved: status_reference(cfg),
+        reason: vocab::EVENT_UPGRADE_STOPPED,
+        message,
+        warning: true,
+    };
+    if let Err(e) = events.record(&cluster.client, note).await {
+        tracing::warn!("recording an Event: {e}");
+    }
+}
+
 fn status_reference(cfg: &Config) -> k8s_openapi::api::core::v1::ObjectReference {
     k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some("v1".into()),

@@ -792,11 +792,26 @@ pub fn upgrade(base: &ClusterFile, head: &ClusterFile) -> Option<Upgrade> {
         return None;
     }
     let s = &head.spec;
+    let converts = release::converts(from, to);
+    // Where the copies go before a conversion (none for a patch release: nothing converts).
+    let copy = |what: &str, dir: &str| match s.backup.as_ref().and_then(|b| b.claim()) {
+        Some(claim) if converts => format!(
+            "a copy of {what} to PersistentVolumeClaim {claim} ({}/{dir}/) first, ",
+            head.metadata.name
+        ),
+        _ => String::new(),
+    };
     let mut steps = Vec::new();
     if s.accounting.enabled {
-        steps.push("slurmdbd (its database is converted on start)".to_string());
+        steps.push(format!(
+            "slurmdbd ({}its database is converted on start)",
+            copy("its database", "accounting")
+        ));
     }
-    steps.push("slurmctld (state kept: running and pending jobs stay)".to_string());
+    steps.push(format!(
+        "slurmctld ({}state kept: running and pending jobs stay)",
+        copy("its state", "slurmctld")
+    ));
     let mut clients = Vec::new();
     if s.restapi.enabled {
         clients.push("slurmrestd");
@@ -818,7 +833,10 @@ pub fn upgrade(base: &ClusterFile, head: &ClusterFile) -> Option<Upgrade> {
         from: from.clone(),
         to: to.clone(),
         steps,
-        refused: release::upgrade(from, to).err().map(|e| e.to_string()),
+        refused: release::upgrade(from, to)
+            .err()
+            .map(|e| e.to_string())
+            .or_else(|| crate::cluster::backup::refusal(s, from, to)),
     })
 }
 

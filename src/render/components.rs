@@ -130,6 +130,17 @@ fn slurm_security() -> PodSecurityContext {
     non_root(SLURM_UID)
 }
 
+/// The context of a pod that may copy onto the backup claim: the claim's files are made the
+/// Slurm user's group's (a new volume is root's), once, when its top directory is not yet.
+fn copier_security(s: &ClusterSpec) -> PodSecurityContext {
+    let mut c = slurm_security();
+    if super::backup::volume(s).is_some() {
+        c.fs_group = Some(SLURM_UID);
+        c.fs_group_change_policy = Some("OnRootMismatch".into());
+    }
+    c
+}
+
 /// Spread replicas of one component over Kubernetes nodes where possible.
 fn spread(names: &Names, component: Component) -> Affinity {
     pod::spread_over_nodes(selector(names, component, None))
@@ -336,6 +347,12 @@ pub fn controller(
         },
         false => main,
     };
+    let ctld_image = pod::image(s, s.images.slurmctld.as_ref(), "slurmctld");
+    let init: Vec<Container> =
+        super::backup::state_copy(s, names, ctld_image, "statesave", STATE_SAVE)
+            .into_iter()
+            .collect();
+    volumes.extend(super::backup::volume(s));
     let mut annotations = restart_annotation(files);
     annotations.extend(
         referenced
@@ -349,12 +366,12 @@ pub fn controller(
         node_set: None,
         settings: &ctl.pod,
         main,
-        init: Vec::new(),
+        init,
         sidecars: vec![reconfigure_sidecar(s)],
         volumes,
         annotations,
         pod: k8s_openapi::api::core::v1::PodSpec {
-            security_context: Some(slurm_security()),
+            security_context: Some(copier_security(s)),
             affinity: Some(spread(names, Component::Controller)),
             automount_service_account_token: Some(false),
             ..Default::default()
@@ -494,6 +511,11 @@ pub fn accounting(
         volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
         ..pod::daemon(s, "slurmdbd", image, vec!["-D".into()], SLURMDBD_PORT, 5)
     };
+    let host = db.host.clone().unwrap_or_else(|| names.database_host());
+    let mut init = vec![init];
+    init.extend(super::backup::database_copy(s, names, db, &host));
+    let mut volumes = vec![etc, keys, template_vol];
+    volumes.extend(super::backup::volume(s));
     let template = PodParts {
         names,
         spec: s,
@@ -501,12 +523,12 @@ pub fn accounting(
         node_set: None,
         settings: &s.accounting.pod,
         main,
-        init: vec![init],
+        init,
         sidecars: Vec::new(),
-        volumes: vec![etc, keys, template_vol],
+        volumes,
         annotations: pod::checksums([(&"slurmdbd.conf".to_string(), conf)]),
         pod: k8s_openapi::api::core::v1::PodSpec {
-            security_context: Some(slurm_security()),
+            security_context: Some(copier_security(s)),
             automount_service_account_token: Some(false),
             ..Default::default()
         },

@@ -4,6 +4,7 @@
 //! same bytes on every machine. Objects are built as typed k8s-openapi structs and only turned
 //! into JSON at the end, in the order apply will send them.
 
+pub mod backup;
 pub mod components;
 pub mod database;
 pub mod handback;

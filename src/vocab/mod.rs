@@ -185,6 +185,8 @@ vocabulary! {
         EVENT_REFUSED_COMMIT = "RefusedCommit";
         /// A commit not descending from the last applied one, taken (`--allow-force-push`).
         EVENT_FORCE_PUSH_FOLLOWED = "ForcePushFollowed";
+        /// The copy taken before a Slurm upgrade converts data failed: the upgrade stops.
+        EVENT_UPGRADE_STOPPED = "UpgradeStopped";
         /// git could not be fetched.
         EVENT_FETCH_FAILED = "FetchFailed";
         /// Applying a commit failed.

@@ -48,7 +48,7 @@ GATEWAY=10.231.0.1
 SERVICE_IP=10.0.0.1
 PAUSE_IMAGE=registry.k8s.io/pause:3.2
 DNS_PORT=20053
-VOLUMES=6
+VOLUMES=8
 mkdir -p "$RUN"
 log() { echo "[node] $*" >&2; }
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }

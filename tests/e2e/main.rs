@@ -10,6 +10,7 @@ mod accounting;
 mod apply;
 mod autoscale;
 mod backpressure;
+mod backup;
 mod bed;
 mod canary;
 mod checks;

@@ -24,6 +24,9 @@ kind: SlurmCluster
 metadata: {{name: c, namespace: {ns}}}
 spec:
   slurmVersion: "{version}"
+  # The copies before a conversion are proven on the real node (backup.rs): this kubelet runs
+  # no init container.
+  backup: {{ownCopies: true}}
   auth:
     slurmKey: {{name: slurm-auth, key: slurm.key}}
     jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}

@@ -732,11 +732,24 @@ fn a_slurm_version_change_is_planned_as_an_ordered_upgrade_and_downgrades_are_re
         std::fs::write(d.join(name).join("cluster.yaml"), t).unwrap();
     };
     write("old", "24.11");
+    // slurmctld's state is converted in place: with no volume for a copy, refused.
     write("new", "26.05");
+    let (code, out, _) = slurmops(&["plan", "new", "--from", "old/cluster.yaml"], d);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("REFUSED: Slurm 24.11 → 26.05 converts slurmctld's state in place, which cannot be undone, and spec.backup names no volume for copies"),
+        "{out}"
+    );
+    let t = std::fs::read_to_string(d.join("new/cluster.yaml")).unwrap();
+    let t = t.replace(
+        "slurmVersion: \"26.05\"",
+        "slurmVersion: \"26.05\"\n  backup: {claim: slurm-copies}",
+    );
+    std::fs::write(d.join("new/cluster.yaml"), t).unwrap();
     let (code, out, _) = slurmops(&["plan", "new", "--from", "old/cluster.yaml"], d);
     assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains("* Slurm upgrade 24.11 → 26.05: slurmctld (state kept: running and pending jobs stay), then slurmrestd, then workers, drain-before-replace (NodeSets cpu): never newer than slurmctld; each step waits until the one before is healthy"),
+        out.contains("* Slurm upgrade 24.11 → 26.05: slurmctld (a copy of its state to PersistentVolumeClaim slurm-copies (mini/slurmctld/) first, state kept: running and pending jobs stay), then slurmrestd, then workers, drain-before-replace (NodeSets cpu): never newer than slurmctld; each step waits until the one before is healthy"),
         "{out}"
     );
     let (code, md, _) = slurmops(

@@ -563,6 +563,40 @@ impl Validator {
                 }
             }
         }
+        if let Some(b) = &s.backup {
+            let at = p.key("backup");
+            if let Some(claim) = &b.claim
+                && !is_dns_subdomain(claim)
+            {
+                self.err(
+                    at.key("claim"),
+                    format!("{:?} is not a PersistentVolumeClaim name", clip(claim)),
+                    "name an existing claim of the cluster's namespace (lowercase letters, digits, `-` and `.`)",
+                );
+            }
+            match (&b.claim, b.own_copies) {
+                (Some(_), true) => self.err(
+                    at.key("ownCopies"),
+                    "both a claim for slurmops's copies and ownCopies",
+                    "keep one: claim (slurmops copies before an upgrade) or ownCopies: true (you do)",
+                ),
+                (None, false) => self.err(
+                    at.clone(),
+                    "backup names neither a claim nor ownCopies",
+                    "set backup.claim to a PersistentVolumeClaim, or backup.ownCopies: true",
+                ),
+                _ => {}
+            }
+            if let Some(image) = &b.image
+                && (image.is_empty() || image.len() > 512 || !image.bytes().all(|c| c.is_ascii_graphic()))
+            {
+                self.err(
+                    at.key("image"),
+                    format!("{:?} is not an image reference", clip(image)),
+                    "write a reference such as docker.io/library/mariadb:11.8",
+                );
+            }
+        }
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
         if let Some(cluster_name) = s.cluster_name.as_deref() {
             if cluster_name.len() > 40 {

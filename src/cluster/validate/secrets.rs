@@ -90,6 +90,7 @@ fn scan(c: &ClusterFile, found: &mut Vec<(String, Path)>) {
         topology,
         network_policy,
         policy,
+        backup: _,
     } = &c.spec;
     let field = |k: &str| spec.key(k);
     one(images, field("images"), "images", found);

@@ -1,0 +1,491 @@
+//! Copies before what cannot be undone, on the real node (tests/bed/node.sh: scheduler, kubelet,
+//! containerd, runc) from each release's images: a cluster with accounting on the in-cluster
+//! MariaDB and slurmctld's state on a volume, `spec.backup.claim` naming a claim, is upgraded
+//! 24.11 → 25.11 → 26.05 by `slurmops apply`. Before each step converts anything, slurmdbd's new
+//! pod dumps the database and the controller's new pod copies StateSaveLocation onto the claim.
+//! A copy that cannot be written stops the upgrade there (slurmctld stays on the old release,
+//! apply names why), and it goes on once the claim is writable again. After each step, the
+//! restores docs/howto.md gives are run as written: the database dropped and loaded from its
+//! copy (sacct lists the jobs of before), and the state put back from its copy (the job
+//! cancelled since is in the queue again).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::eventually;
+use crate::support::real_node::real_node;
+use crate::support::slurm_images::{
+    Teardown, all_ready_and_idle, archives, import, in_pod, kubectl, kubectl_ok, slurm_secrets,
+};
+
+const CLUSTER: &str = "bk";
+const CTLD: &str = "bk-controller-0";
+
+fn cluster_yaml(ns: &str, release: &str) -> String {
+    format!(
+        "apiVersion: slurmops.dev/v1alpha1
+kind: SlurmCluster
+metadata:
+  name: {CLUSTER}
+  namespace: {ns}
+spec:
+  slurmVersion: \"{release}\"
+  backup:
+    claim: slurm-copies
+  auth:
+    slurmKey: {{name: slurm-auth, key: slurm.key}}
+    jwtKey: {{name: slurm-jwt, key: jwt_hs256.key}}
+  controller:
+    persistence: {{size: 1Gi}}
+  accounting:
+    enabled: true
+    database:
+      user: slurm
+      password: {{name: slurm-db, key: password}}
+      inCluster: {{storage: 1Gi}}
+  nodeSets:
+    - name: cpu
+      replicas: 1
+      cpu: \"1\"
+      memory: 512Mi
+  partitions:
+    - name: debug
+      nodeSets: [ALL]
+      default: true
+"
+    )
+}
+
+/// `slurmops apply ARGS DIR` against the real node: whether it succeeded, and what it said.
+fn apply(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .arg("apply")
+        .args(args)
+        .arg(dir)
+        .env("KUBECONFIG", &real_node().kubeconfig)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The host directory of the PersistentVolume bound to claim NAME.
+fn claim_dir(ns: &str, name: &str) -> PathBuf {
+    let pv = kubectl_ok(&[
+        "-n", ns, "get", "pvc", name, "-o", "jsonpath={.spec.volumeName}",
+    ]);
+    assert!(!pv.is_empty(), "claim {name} is bound");
+    PathBuf::from(kubectl_ok(&[
+        "get",
+        "pv",
+        &pv,
+        "-o",
+        "jsonpath={.spec.hostPath.path}",
+    ]))
+}
+
+/// The entries of DIR whose names start with PREFIX.
+fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn ctld(ns: &str, cmd: &str) -> Result<String, String> {
+    in_pod(ns, CTLD, "slurmctld", cmd)
+}
+
+/// Runs the one-off pod of YAML (the restore docs/howto.md gives) to its end; fails with its
+/// log when it does not succeed.
+async fn run_pod(ns: &str, name: &str, yaml: &str) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), yaml).unwrap();
+    kubectl_ok(&["-n", ns, "apply", "-f", file.path().to_str().unwrap()]);
+    let phase = eventually(
+        &format!("pod {name} to end"),
+        Duration::from_secs(180),
+        async || {
+            let p = kubectl(&[
+                "-n",
+                ns,
+                "get",
+                "pod",
+                name,
+                "-o",
+                "jsonpath={.status.phase}",
+            ])
+            .ok()?;
+            if p == "Succeeded" || p == "Failed" {
+                return Some(p);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            None
+        },
+    )
+    .await;
+    let log = kubectl(&["-n", ns, "logs", name]).unwrap_or_else(|e| e);
+    assert_eq!(phase, "Succeeded", "pod {name}: {log}");
+    kubectl_ok(&["-n", ns, "delete", "pod", name, "--wait=true"]);
+}
+
+/// Scales StatefulSet NAME to N and waits for its pods to match (0: gone; 1: Ready).
+async fn scale(ns: &str, name: &str, n: u32) {
+    kubectl_ok(&[
+        "-n",
+        ns,
+        "scale",
+        "statefulset",
+        name,
+        &format!("--replicas={n}"),
+    ]);
+    let pod = format!("{name}-0");
+    eventually(
+        &format!("{name} at {n} replicas"),
+        Duration::from_secs(240),
+        async || {
+            let ready = kubectl(&[
+                "-n",
+                ns,
+                "get",
+                "pod",
+                &pod,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ]);
+            let done = match n {
+                0 => ready.is_err_and(|e| e.contains("NotFound")),
+                _ => ready.is_ok_and(|r| r == "True"),
+            };
+            if !done {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            done.then_some(())
+        },
+    )
+    .await;
+}
+
+/// sacct's answer for JOB from the controller pod (empty until slurmdbd has it).
+fn sacct(ns: &str, job: &str) -> String {
+    ctld(
+        ns,
+        &format!("sacct -n -X -P -j {job} -o JobID,State 2>&1"),
+    )
+    .unwrap_or_default()
+}
+
+/// One upgrade step FROM → TO, with the copies, a failed copy and both restores.
+async fn step(ns: &str, dir: &Path, copies: &Path, from: &str, to: &str, jobs: &(String, String)) {
+    let (done, held) = jobs;
+    let t0 = Instant::now();
+    let old = dir.join("old.yaml");
+    std::fs::write(&old, cluster_yaml(ns, from)).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), cluster_yaml(ns, to)).unwrap();
+    let plan = Command::new(env!("CARGO_BIN_EXE_slurmops"))
+        .args(["plan"])
+        .arg(dir)
+        .arg("--from")
+        .arg(&old)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert!(
+        plan.contains(&format!(
+            "slurmdbd (a copy of its database to PersistentVolumeClaim slurm-copies ({CLUSTER}/accounting/) first, its database is converted on start)"
+        )),
+        "{plan}"
+    );
+    std::fs::remove_file(&old).unwrap();
+
+    // The claim's accounting directory unwritable (a full or read-only volume): slurmdbd's new
+    // pod cannot copy, so slurmdbd does not start on TO and nothing after it moves.
+    let acct = copies.join(CLUSTER).join("accounting");
+    let mode = |m: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&acct, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    mode(0o555);
+    let said = eventually(
+        "apply to say the upgrade stops at the failed copy",
+        Duration::from_secs(180),
+        async || {
+            let (_, out) = apply(dir, &["--wait", "0s"]);
+            if out.contains("the copy of the accounting database before Slurm")
+                && out.contains("the upgrade stops here")
+            {
+                return Some(out);
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            None
+        },
+    )
+    .await;
+    assert!(said.contains(&format!("StatefulSet/{CLUSTER}-controller")), "{said}");
+    let version = ctld(ns, "scontrol --version").unwrap();
+    assert!(
+        version.contains(&format!("slurm {from}")),
+        "slurmctld still runs {from} while the copy fails: {version}"
+    );
+    mode(0o777);
+
+    // Writable again: the kubelet retries the copy, and the upgrade runs to its end.
+    // slurmrestd through its Service (kube-proxy on the node): its pod is replaced on the way.
+    let url = format!(
+        "http://{}:6820",
+        kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "service",
+            &format!("{CLUSTER}-restapi"),
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ])
+    );
+    let token = ctld(ns, "scontrol token username=slurm lifespan=3600").unwrap();
+    let token = token.trim().trim_start_matches("SLURM_JWT=").to_string();
+    let (ok, out) = apply(
+        dir,
+        &[
+            "--wait",
+            "600s",
+            "--slurmrestd-url",
+            &url,
+            "--slurm-jwt",
+            &token,
+        ],
+    );
+    assert!(ok, "{out}");
+    all_ready_and_idle(ns, CTLD, Duration::from_secs(300)).await;
+    let version = ctld(ns, "scontrol --version").unwrap();
+    assert!(version.contains(&format!("slurm {to}")), "{version}");
+    eprintln!("{from} → {to}: upgraded with its copies in {:.1?}", t0.elapsed());
+
+    // The copies, named for the step, and the release they were taken for.
+    let dump = named(&acct, &format!("{from}-to-{to}-"));
+    assert_eq!(dump.len(), 1, "one dump for {from} → {to}: {dump:?}");
+    let sql = std::fs::read_to_string(&dump[0]).unwrap();
+    assert!(
+        sql.contains("CREATE DATABASE") && sql.contains("_job_table"),
+        "a mariadb-dump of the accounting database: {}",
+        &sql[..sql.len().min(400)]
+    );
+    let state_dir = copies.join(CLUSTER).join("slurmctld");
+    let state = named(&state_dir, &format!("{from}-to-{to}-"));
+    assert_eq!(state.len(), 1, "one state copy for {from} → {to}: {state:?}");
+    assert!(state[0].join("job_state").is_file(), "{:?}", state[0]);
+    for d in [&acct, &state_dir] {
+        assert_eq!(std::fs::read_to_string(d.join("release")).unwrap().trim(), to);
+    }
+    assert!(
+        named(&acct, "").iter().all(|p| !p.to_string_lossy().ends_with(".partial")),
+        "no partial copy left"
+    );
+
+    // Restore the database as docs/howto.md says: slurmdbd stopped, the database dropped and
+    // loaded from the copy, slurmdbd started (it converts the copy again).
+    scale(ns, &format!("{CLUSTER}-accounting"), 0).await;
+    let name = dump[0].file_name().unwrap().to_string_lossy().into_owned();
+    run_pod(
+        ns,
+        "restore-db",
+        &restore_db_pod(&format!("{CLUSTER}/accounting/{name}")),
+    )
+    .await;
+    scale(ns, &format!("{CLUSTER}-accounting"), 1).await;
+    eventually(
+        "sacct to list the job of before from the restored database",
+        Duration::from_secs(180),
+        async || {
+            let s = sacct(ns, done);
+            if s.contains(&format!("{done}|COMPLETED")) {
+                return Some(());
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            None
+        },
+    )
+    .await;
+
+    // Restore the state: the held job cancelled now, slurmctld stopped, its state put back from
+    // the copy, slurmctld started: the job is in the queue again.
+    ctld(ns, &format!("scancel {held}")).unwrap();
+    let gone = ctld(ns, &format!("squeue -h -j {held} -o %T 2>&1")).unwrap_or_default();
+    assert!(!gone.contains("PENDING"), "{gone}");
+    scale(ns, &format!("{CLUSTER}-controller"), 0).await;
+    let name = state[0].file_name().unwrap().to_string_lossy().into_owned();
+    run_pod(
+        ns,
+        "restore-state",
+        &restore_state_pod(to, &format!("{CLUSTER}/slurmctld/{name}")),
+    )
+    .await;
+    scale(ns, &format!("{CLUSTER}-controller"), 1).await;
+    eventually(
+        "the job cancelled after the copy to be in the queue again",
+        Duration::from_secs(120),
+        async || {
+            let s = ctld(ns, &format!("squeue -h -j {held} -o %T")).unwrap_or_default();
+            if s.trim() == "PENDING" {
+                return Some(());
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            None
+        },
+    )
+    .await;
+    all_ready_and_idle(ns, CTLD, Duration::from_secs(300)).await;
+    eprintln!("{from} → {to}: copies made and both restored in {:.1?}", t0.elapsed());
+}
+
+/// docs/howto.md's database restore, for a copy at PATH under the claim.
+fn restore_db_pod(path: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: restore-db}}
+spec:
+  restartPolicy: Never
+  securityContext: {{runAsUser: 401, runAsGroup: 401}}
+  containers:
+    - name: restore
+      image: docker.io/library/mariadb:11.8
+      command: [/bin/sh, -ec]
+      args:
+        - |
+          mariadb -h {CLUSTER}-mariadb -u slurm -e 'DROP DATABASE IF EXISTS slurm_acct_db'
+          mariadb -h {CLUSTER}-mariadb -u slurm < /copies/{path}
+      env:
+        - name: MYSQL_PWD
+          valueFrom: {{secretKeyRef: {{name: slurm-db, key: password}}}}
+      volumeMounts: [{{name: copies, mountPath: /copies, readOnly: true}}]
+  volumes:
+    - name: copies
+      persistentVolumeClaim: {{claimName: slurm-copies}}
+"
+    )
+}
+
+/// docs/howto.md's state restore, for a copy at PATH under the claim, in RELEASE's image.
+fn restore_state_pod(release: &str, path: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: restore-state}}
+spec:
+  restartPolicy: Never
+  securityContext: {{runAsUser: 401, runAsGroup: 401}}
+  containers:
+    - name: restore
+      image: ghcr.io/slinkyproject/slurmctld:{release}-ubuntu24.04
+      command: [/bin/sh, -ec]
+      args:
+        - |
+          find /state -mindepth 1 -delete
+          cp -a /copies/{path}/. /state/
+      volumeMounts:
+        - {{name: copies, mountPath: /copies, readOnly: true}}
+        - {{name: state, mountPath: /state}}
+  volumes:
+    - name: copies
+      persistentVolumeClaim: {{claimName: slurm-copies}}
+    - name: state
+      persistentVolumeClaim: {{claimName: statesave-{CLUSTER}-controller-0}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_upgrade_copies_the_database_and_state_first_stops_when_it_cannot_and_both_restore() {
+    let started = Instant::now();
+    real_node();
+    for a in archives().iter().filter(|a| {
+        a.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("slurm-") || n.starts_with("mariadb-")
+        })
+    }) {
+        import(a);
+    }
+    let ns = format!("bk-{}", crate::support::unique_suffix());
+    kubectl_ok(&["create", "namespace", &ns]);
+    let _ns = Teardown(vec![ns.clone()]);
+    slurm_secrets(&ns);
+    kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "secret",
+        "generic",
+        "slurm-db",
+        "--from-literal=password=bed-db-password-0123",
+    ]);
+    let claim = "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: slurm-copies}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+";
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), claim).unwrap();
+    kubectl_ok(&["-n", &ns, "apply", "-f", file.path().to_str().unwrap()]);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), cluster_yaml(&ns, "24.11")).unwrap();
+    let (ok, out) = apply(dir.path(), &["--wait", "0s"]);
+    assert!(ok, "{out}");
+    let took = all_ready_and_idle(&ns, CTLD, Duration::from_secs(420)).await;
+    eprintln!("Slurm 24.11 with accounting: every pod Ready, the worker IDLE in {took:.1?}");
+    let copies = claim_dir(&ns, "slurm-copies");
+    // A new cluster: nothing to copy yet, the release recorded.
+    for d in ["accounting", "slurmctld"] {
+        let d = copies.join(CLUSTER).join(d);
+        assert_eq!(std::fs::read_to_string(d.join("release")).unwrap().trim(), "24.11");
+        assert_eq!(named(&d, "").len(), 1, "only `release` in {d:?}");
+    }
+
+    // A job that ran (in accounting) and one held in the queue (in the state).
+    let done = ctld(
+        &ns,
+        "cd /tmp && sbatch --wait --parsable -o /dev/null --wrap true",
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let held = ctld(&ns, "cd /tmp && sbatch -H --parsable -o /dev/null --wrap true")
+        .unwrap()
+        .trim()
+        .to_string();
+    eventually(
+        "slurmdbd to have the finished job",
+        Duration::from_secs(120),
+        async || {
+            if sacct(&ns, &done).contains(&format!("{done}|COMPLETED")) {
+                return Some(());
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            None
+        },
+    )
+    .await;
+    let jobs = (done, held);
+    step(&ns, dir.path(), &copies, "24.11", "25.11", &jobs).await;
+    step(&ns, dir.path(), &copies, "25.11", "26.05", &jobs).await;
+    eprintln!("the whole test: {:.1?}", started.elapsed());
+}
