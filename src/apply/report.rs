@@ -33,6 +33,10 @@ pub struct Report {
     pub accounting_writes: u32,
     /// The accounting step failed (nothing destructive followed): why.
     pub accounting_error: Option<String>,
+    /// It failed because slurmrestd or slurmdbd did not answer: the daemon runs it again within
+    /// seconds of them answering, not at the next drift re-apply.
+    #[serde(skip)]
+    pub accounting_pending: bool,
 }
 
 impl Report {
@@ -62,6 +66,7 @@ impl Report {
         if later.accounting_error.is_some() {
             self.accounting_error.clone_from(&later.accounting_error);
         }
+        self.accounting_pending = later.accounting_pending;
         self.requests.total += later.requests.total;
         self.requests.reads += later.requests.reads;
         self.requests.writes += later.requests.writes;

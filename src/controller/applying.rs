@@ -15,6 +15,7 @@ use crate::accounting::SlurmAccounts;
 use crate::apply::{self, NoSlurm, Options, PruneGuard, Report};
 use crate::cluster::ClusterFile;
 use crate::render::Rendered;
+use crate::slurm::SlurmError;
 
 /// Applies T when it applies (what DECISIONS hold back kept as it is live) and reconciles
 /// accounting: the report goes to OUT, what must be applied again to NEXT; returns the NodeSets
@@ -86,10 +87,35 @@ async fn accounting<S: SlurmAccounts>(
                     });
         }
         Err(e) => {
+            // slurmrestd or slurmdbd not up (a new cluster starting, a restart): the daemon runs
+            // this step again as soon as they answer. Not what waiting does not heal.
+            rep.accounting_pending = !matches!(
+                e,
+                SlurmError::Config(_)
+                    | SlurmError::NoDataParser { .. }
+                    | SlurmError::Parse { .. }
+                    | SlurmError::TooLarge { .. }
+            );
             rep.accounting_error = Some(format!("cannot read slurmdbd, nothing changed: {e}"))
         }
     }
     Ok(())
+}
+
+/// The accounting step alone, for a driver retrying one that met slurmrestd or slurmdbd not up:
+/// the objects are not applied again.
+pub(super) async fn accounting_alone<S: SlurmAccounts>(
+    env: &Env<'_, S>,
+    slurm: &S,
+    c: &ClusterFile,
+) -> Result<Report, PassError> {
+    let last = apply::applyset::last_applied(env.cluster, c)
+        .await
+        .ok()
+        .flatten();
+    let mut rep = Report::default();
+    accounting(env, slurm, c, last.as_ref(), &mut rep).await?;
+    Ok(rep)
 }
 
 /// The NodeSets whose workload (StatefulSet, or PodTemplate of slurmops-made pods) IDS name.

@@ -179,6 +179,18 @@ pub async fn pass<S: SlurmNodes + SlurmAccounts>(
     Ok(out)
 }
 
+/// The accounting step of C's pass alone, the objects not applied again: a daemon retrying one
+/// that met slurmrestd or slurmdbd not up. None without Slurm.
+pub async fn accounting_again<S: SlurmAccounts>(
+    env: &Env<'_, S>,
+    c: &ClusterFile,
+) -> Result<Option<apply::Report>, PassError> {
+    let Some(slurm) = env.slurm else {
+        return Ok(None);
+    };
+    applying::accounting_alone(env, slurm, c).await.map(Some)
+}
+
 /// A pass without Slurm: nothing can be known drained, so apply refuses scale-ins and prunes
 /// over workers, and no worker is replaced.
 async fn pass_without_slurm<S>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outcome, PassError> {

@@ -115,6 +115,9 @@ struct State {
     target: Option<Loaded>,
     /// The last pass held a scale-in or a removal back: apply again.
     held: bool,
+    /// The last accounting step met slurmrestd or slurmdbd not up (or Slurm not connected): it
+    /// runs again, alone, in each pass that finds Slurm answering, until it reads slurmdbd.
+    accounting_pending: bool,
     /// When a maintenance window a rollout waits for opens (UNIX seconds).
     wake_at: Option<i64>,
     /// Events posted lately, to count repeats on them.
@@ -152,6 +155,8 @@ struct Told {
     listing: told::Persisting,
     /// A copy before a Slurm upgrade failed: the upgrade stands still.
     copy: told::Persisting,
+    /// Accounting waiting for slurmrestd or slurmdbd to answer.
+    accounting: told::Persisting,
 }
 
 /// Runs until SIGTERM/SIGINT (or one pass with `once`).

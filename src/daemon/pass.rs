@@ -416,7 +416,41 @@ async fn reconcile(
             });
             let known = out.slurm.is_some();
             state.cost = Some((out.phases, out.slurm_traffic, jobs, known));
-            record(shared, state, t, &out, started, slurm.is_some());
+            // An accounting step that met slurmrestd or slurmdbd not up runs again, alone (the
+            // objects are not applied again for it), in each pass that finds Slurm answering.
+            let retried = match state.accounting_pending
+                && out.applied.is_none()
+                && out.slurm_error.is_none()
+            {
+                true => controller::accounting_again(&env, &t.c)
+                    .await
+                    .ok()
+                    .flatten(),
+                false => None,
+            };
+            record(
+                shared,
+                state,
+                t,
+                &out,
+                retried.as_ref(),
+                started,
+                slurm.is_some(),
+            );
+            if slurm.is_none()
+                && out.applied.is_some()
+                && t.c.spec.accounting.enabled
+                && !matches!(cfg.slurm, SlurmSource::Off)
+            {
+                // Not connected (the JWT key Secret not there yet): accounting waits for it.
+                let waits = crate::apply::Report {
+                    accounting_error: Some("not run: Slurm is not connected".into()),
+                    accounting_pending: true,
+                    ..Default::default()
+                };
+                accounting_seen(state, &t.fetched.commit, &waits);
+                wake_within(state, SLURM_RETRY_S);
+            }
             state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
                 (None, _) => String::new(),
                 // Which controller has control: one small request, only with backups.
@@ -497,13 +531,15 @@ async fn reconcile(
     }
 }
 
-/// Records what the pass did: the applied commit, each NodeSet's progress, Slurm's reachability.
-/// CONNECTED: the pass had Slurm (otherwise `connect` already said why not).
+/// Records what the pass did: the applied commit, each NodeSet's progress, Slurm's reachability;
+/// RETRIED: the accounting step run again alone. CONNECTED: the pass had Slurm (otherwise
+/// `connect` already said why not).
 fn record(
     shared: &Shared,
     state: &mut State,
     t: &Loaded,
     out: &Outcome,
+    retried: Option<&crate::apply::Report>,
     started: Instant,
     connected: bool,
 ) {
@@ -523,16 +559,7 @@ fn record(
         }
         state.status.summary = summary;
         state.status.held = rep.held_line().unwrap_or_default();
-        // Objects made by hand are reported on every pass: logged only when slurmdbd changed.
-        if rep.accounting_writes > 0 {
-            for line in &rep.accounting {
-                tracing::info!(commit = %commit, "accounting: {line}");
-            }
-        }
-        if let Some(e) = &rep.accounting_error {
-            tracing::warn!(commit = %commit, "accounting: {e}");
-            state.status.errors = format!("accounting: {e}");
-        }
+        accounting_seen(state, commit, rep);
         state.status.last_applied_commit = commit.clone();
         state.applied_at = Some(Instant::now());
         shared
@@ -541,21 +568,22 @@ fn record(
             .expect("metrics")
             .applied(rep.drifted.len());
         super::report::count(shared, Verdict::Applied, started);
+    } else if let Some(rep) = retried {
+        accounting_seen(state, commit, rep);
     }
     state.held = out.next.reapply();
     state.wake_at = out.next.at();
-    if out.slurm_error.is_some() {
-        // Slurm does not answer (a new cluster starting, slurmrestd restarting): pass again soon
-        // rather than at the next poll, so perNode workers are made and waiting steps resume
-        // within seconds of Slurm answering.
-        let soon = k8s_openapi::jiff::Timestamp::now().as_second() + SLURM_RETRY_S;
-        state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
+    if out.slurm_error.is_some() || state.accounting_pending {
+        // Slurm does not answer (a new cluster starting, slurmrestd restarting), or accounting
+        // met slurmdbd not up: pass again soon rather than at the next poll, so perNode workers
+        // are made, waiting steps resume and accounting is reconciled within seconds of Slurm
+        // answering.
+        wake_within(state, SLURM_RETRY_S);
     }
     if out.slurm.as_ref().is_some_and(|v| v.jobs_soon) {
         // The job queue's first read is in flight (a start against a large queue): pass again
         // in a moment to decide on it, not a poll interval later.
-        let soon = k8s_openapi::jiff::Timestamp::now().as_second() + QUEUE_RETRY_S;
-        state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
+        wake_within(state, QUEUE_RETRY_S);
     }
     state.status.node_sets = crate::status::bound::progress(&out.progress);
     state.status.checks = crate::status::show::checks(&out.progress);
@@ -617,6 +645,60 @@ fn record(
     let metrics = shared.metrics.lock().expect("metrics");
     metrics.progress(&out.progress);
     metrics.checks(&out.sets);
+}
+
+/// The next pass comes at most SECS seconds from now.
+fn wake_within(state: &mut State, secs: i64) {
+    let soon = k8s_openapi::jiff::Timestamp::now().as_second() + secs;
+    state.wake_at = Some(state.wake_at.map_or(soon, |t| t.min(soon)));
+}
+
+/// The status's held line while accounting waits for slurmrestd or slurmdbd.
+const ACCOUNTING_WAITS: &str = "accounting: QOS, accounts and users (waiting for slurmrestd and slurmdbd to answer: tried again within seconds of them answering)";
+
+/// What an accounting step came to, in an apply or run again alone: logged, and in the status
+/// (its error, and a held line while it waits for slurmrestd or slurmdbd) until it reads slurmdbd.
+fn accounting_seen(state: &mut State, commit: &str, rep: &crate::apply::Report) {
+    // Objects made by hand are reported on every pass: logged only when slurmdbd changed.
+    if rep.accounting_writes > 0 {
+        for line in &rep.accounting {
+            tracing::info!(commit = %commit, "accounting: {line}");
+        }
+    }
+    let waited = std::mem::replace(&mut state.accounting_pending, rep.accounting_pending);
+    let mut held: Vec<String> = state
+        .status
+        .held
+        .lines()
+        .filter(|l| *l != ACCOUNTING_WAITS)
+        .map(String::from)
+        .collect();
+    held.extend(rep.accounting_pending.then(|| ACCOUNTING_WAITS.to_string()));
+    state.status.held = held.join("\n");
+    // Told when it starts, changes and ends, not on every pass that tries again.
+    let waiting = rep
+        .accounting_error
+        .as_deref()
+        .filter(|_| rep.accounting_pending);
+    match state.told.accounting.see(waiting, Instant::now()) {
+        Some(t @ super::told::Told::Ended { .. }) => {
+            tracing::info!("accounting reads slurmdbd again: {t}")
+        }
+        Some(t) => tracing::warn!("accounting waits for slurmrestd or slurmdbd: {t}"),
+        None => {}
+    }
+    match &rep.accounting_error {
+        Some(e) => {
+            if !rep.accounting_pending {
+                tracing::warn!(commit = %commit, "accounting: {e}");
+            }
+            state.status.errors = format!("accounting: {e}");
+        }
+        None if waited && state.status.errors.starts_with("accounting: ") => {
+            state.status.errors.clear()
+        }
+        None => {}
+    }
 }
 
 /// Said of a queue read job by job since a start, until every job is read.

@@ -445,3 +445,100 @@ on_each_slurm! {
         env.cleanup().await;
     }
 }
+
+/// A fresh install's first pass meets slurmrestd not up yet (it starts after the daemon): the
+/// objects are applied, accounting waits — the status says so in its held line — and the daemon
+/// does accounting's step alone within seconds of slurmrestd answering, not at the drift
+/// re-apply (an hour here) nor the next poll (ten minutes here): a user's `--account` works then.
+#[tokio::test(flavor = "multi_thread")]
+async fn accounting_that_meets_slurmrestd_not_up_is_done_within_seconds_of_it_answering() {
+    support::select_slurm("24.11");
+    let (env, repo, url, dir) = support::daemon::gitops("acctwait").await;
+    let v1 = cluster_yaml(&env.suffix, 2, true, "")
+        .replace("namespace: slurm", &format!("namespace: {}", env.ns));
+    let c = slurmops::cluster::load("cluster.yaml", &v1).unwrap_or_else(|d| panic!("{d:?}"));
+    let s = AcctSlurm::start(&c, "24.11", &format!("pw-{}", env.suffix));
+    s.start_node("acctwait-n1", 2);
+    let port = s.restd_url.rsplit(':').next().unwrap().to_string();
+    sh_on("24.11", &["stop-restd", &s.instance, "slurmrestd"]);
+    let commit = repo.push(&v1, "accounts for a new cluster");
+    let token = s.token("root");
+    let d = support::daemon::Daemon::start(
+        &env,
+        dir.path(),
+        &url,
+        "acctwait",
+        &[
+            "--interval",
+            "10m",
+            "--drift-interval",
+            "1h",
+            "--slurmrestd-url",
+            &s.restd_url,
+            "--slurm-jwt",
+            &token,
+        ],
+    );
+    support::daemon::applied(&env, &commit, Duration::from_secs(120)).await;
+    let waiting = support::eventually(
+        "the status to say accounting waits for slurmrestd",
+        Duration::from_secs(60),
+        async || {
+            let st = support::daemon::status(&env).await?;
+            st.held
+                .contains("accounting: QOS, accounts and users (waiting")
+                .then_some(st)
+        },
+    )
+    .await;
+    assert!(
+        waiting.errors.contains("accounting: cannot read slurmdbd"),
+        "{:?}",
+        waiting.errors
+    );
+    let qos = || by_first(s.sacctmgr_show(&["qos", "format=Name"]));
+    assert!(!qos().contains_key("gpu-high"), "nothing made yet");
+    // Passes go on meanwhile (every few seconds while Slurm does not answer): said once.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert_eq!(
+        d.output()
+            .matches("accounting waits for slurmrestd or slurmdbd")
+            .count(),
+        1,
+        "told once while it lasts:\n{}",
+        d.output()
+    );
+
+    sh_on("24.11", &["start-restd", &s.instance, &port]);
+    let back = std::time::Instant::now();
+    until("the QOS and accounts of git in slurmdbd", 60, || {
+        let accounts = by_first(s.sacctmgr_show(&["account", "format=Account"]));
+        (qos().contains_key("gpu-high") && accounts.contains_key("vision")).then_some(())
+    })
+    .await;
+    let took = back.elapsed();
+    eprintln!(
+        "accounting done {:.1} s after slurmrestd answered",
+        took.as_secs_f64()
+    );
+    assert!(
+        took < Duration::from_secs(25),
+        "accounting waited {took:?} after slurmrestd answered"
+    );
+    support::eventually(
+        "the status to say accounting waits no more",
+        Duration::from_secs(30),
+        async || {
+            let st = support::daemon::status(&env).await?;
+            (!st.held.contains("accounting:") && st.errors.is_empty()).then_some(())
+        },
+    )
+    .await;
+    let job = s.submit("alice", "vision", None, 1, 1).await;
+    until("alice's job charged to vision to run", 60, || {
+        s.sacct_state(job).filter(|st| st == "COMPLETED")
+    })
+    .await;
+    drop(d);
+    env.cleanup().await;
+}
