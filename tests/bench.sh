@@ -26,6 +26,12 @@
 #          SLURMOPS_GEN_CASES (default 100,000) cluster.yaml files generated from the JSON Schema
 #          against the default policy on a release build (tests/offline/generated/), printing the
 #          cases, the seconds, the admitted/refused/invalid shares and any violation with its seed.
+#        bash tests/bench.sh campaign
+#          only the fault campaign's long run (tests/e2e/campaign.rs): SLURMOPS_CAMPAIGN_RUNS
+#          (default 20) seeds one after another, SLURMOPS_CAMPAIGN_FAULTS (default 5) faults each,
+#          printing each seed, its faults and convergence, then the figures line (faults injected,
+#          survived, jobs lost, convergence p50/p99). A failing seed stops the run and is printed;
+#          SLURMOPS_CAMPAIGN_SEED=N runs it again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -35,6 +41,15 @@ generated() {
   SLURMOPS_GEN_CASES=${SLURMOPS_GEN_CASES:-100000} cargo test -q --release --test offline -- generated:: --nocapture
 }
 if [ "${1:-}" = generated ]; then generated; exit 0; fi
+if [ "${1:-}" = campaign ]; then
+  bash tests/bed/packages.sh
+  bash tests/bed/bed.sh down >/dev/null 2>&1 || true
+  trap 'bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
+  bash tests/bed/bed.sh prepare
+  SLURMOPS_CAMPAIGN_RUNS=${SLURMOPS_CAMPAIGN_RUNS:-20} RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 \
+    cargo nextest run --target x86_64-unknown-linux-gnu --test bed --no-capture -E 'test(/^campaign::/)'
+  exit 0
+fi
 only=()
 case "${1:-}" in queue|scale|jobs) only=(--only "$1"); shift ;; esac
 json=$(realpath -m "${1:-$target/bench.json}")

@@ -12,6 +12,7 @@ mod autoscale;
 mod backpressure;
 mod backup;
 mod bed;
+mod campaign;
 mod canary;
 mod checks;
 mod confinement;

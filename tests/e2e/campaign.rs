@@ -1,0 +1,439 @@
+//! A fault campaign: faults at random instants while the daemon rolls a NodeSet drain-before-
+//! replace and then scales it in, on the bed (the shared slurmctld, the test kubelet's slurmd per
+//! pod, the real apiserver and git server). Two daemons run as an install's replicas (one leads,
+//! one stands by); the test puts its own slurmrestd and a relay in front of it and of git, so its
+//! faults touch nothing another test uses:
+//! - the leading daemon SIGKILLed and restarted at once, or left down a while (the standby takes over);
+//! - slurmrestd killed, later started again; slurmrestd answering nothing (a tarpit) a while;
+//! - the git server gone (a tarpit) a while; the status ConfigMap deleted.
+//!
+//! A run draws its schedule from a seed (printed; `SLURMOPS_CAMPAIGN_SEED=N` runs that schedule
+//! again): how many faults (`SLURMOPS_CAMPAIGN_FAULTS`, default 5), which, when (within the
+//! first 90 s of the rollout) and for how long (3–25 s). After the last fault, the invariants:
+//! every job that ran on the workers COMPLETED, none requeued (restart count 0); no worker left
+//! drained by slurmops; the administrator's drain kept, reason and all; the cluster converged to
+//! the last commit (the StatefulSet at 3 replicas, every pod on its revision and IDLE, the status
+//! naming the commit applied) within 240 s; and the Events naming the drains and replacements.
+//! `SLURMOPS_CAMPAIGN_RUNS=N` runs N seeds one after another (tests/bench.sh campaign); the figures
+//! line is what docs/tests.md quotes.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, ListParams};
+use slurmops::slurm::SlurmNodes;
+
+use crate::support::daemon::{Daemon, Tarpit, applied, status};
+use crate::support::gitops::Bed;
+use crate::support::slurm::{sh, submit_sleep};
+use crate::support::{bed, eventually, four_workers, slurm_instance, unique_suffix};
+
+/// splitmix64: the schedule a seed stands for, the same on every machine.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The leading daemon SIGKILLed and started again at once.
+    LeaderKilled,
+    /// The leading daemon SIGKILLed and started again only when the fault ends: the standby leads.
+    StandbyTakesOver,
+    /// slurmrestd killed, started again when the fault ends.
+    RestdKilled,
+    /// slurmrestd accepts and never answers (a hung server, a black-holing network).
+    RestdSilent,
+    /// The git server accepts and never answers.
+    GitGone,
+    /// The status ConfigMap deleted (by a person, a namespace cleanup).
+    StatusDeleted,
+}
+
+const FAULTS: [Fault; 6] = [
+    Fault::LeaderKilled,
+    Fault::StandbyTakesOver,
+    Fault::RestdKilled,
+    Fault::RestdSilent,
+    Fault::GitGone,
+    Fault::StatusDeleted,
+];
+
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    at: Duration,
+    fault: Fault,
+    lasts: Duration,
+}
+
+/// The schedule of SEED: N faults within the first 90 s, in time order.
+fn schedule(seed: u64, n: usize) -> Vec<Planned> {
+    let mut r = Rng(seed);
+    let mut out: Vec<Planned> = (0..n)
+        .map(|_| Planned {
+            at: Duration::from_secs(r.below(90)),
+            fault: FAULTS[r.below(FAULTS.len() as u64) as usize],
+            lasts: Duration::from_secs(3 + r.below(23)),
+        })
+        .collect();
+    out.sort_by_key(|p| p.at);
+    out
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// The two daemons of the install, restarted under new identities' logs as the faults require.
+struct Daemons<'a> {
+    t: &'a Bed,
+    git: String,
+    restd: String,
+    running: BTreeMap<String, Daemon>,
+    started: usize,
+}
+
+impl Daemons<'_> {
+    fn start(&mut self, identity: &str) {
+        self.started += 1;
+        // A new log per start (the identity is the Lease's; the log's name only tells starts apart).
+        let log_dir = self.t.dir.path().join(format!("start-{}", self.started));
+        std::fs::create_dir_all(&log_dir).unwrap();
+        let d = Daemon::start_as(
+            &self.t.env,
+            &log_dir,
+            &self.git,
+            identity,
+            &[
+                "--interval",
+                "2s",
+                "--git-timeout",
+                "5s",
+                "--slurmrestd-url",
+                &self.restd,
+            ],
+            &self.t.kubeconfig,
+        );
+        self.running.insert(identity.to_string(), d);
+    }
+
+    async fn leader(&self) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.t.env.client.clone(), &self.t.env.ns);
+        let l = leases.get_opt("slurmops-leader").await.ok()??;
+        l.spec?.holder_identity
+    }
+
+    /// SIGKILLs the leader (or, with no leader known, either daemon): its identity.
+    async fn kill_leader(&mut self) -> Option<String> {
+        let who = match self.leader().await {
+            Some(l) if self.running.contains_key(&l) => l,
+            _ => self.running.keys().next()?.clone(),
+        };
+        drop(self.running.remove(&who));
+        Some(who)
+    }
+}
+
+/// Job ID's state and restart count, from slurmrestd.
+async fn job(id: u64) -> (Vec<String>, u64) {
+    let b = bed();
+    let resp: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/slurm/v0.0.42/job/{id}", b.slurmrestd_url))
+        .header("X-SLURM-USER-TOKEN", &b.slurm_jwt)
+        .send()
+        .await
+        .expect("get job")
+        .json()
+        .await
+        .expect("job answer");
+    let j = &resp["jobs"][0];
+    (
+        serde_json::from_value(j["job_state"].clone()).unwrap_or_default(),
+        j["restart_cnt"].as_u64().unwrap_or(0),
+    )
+}
+
+/// What one run found.
+struct Outcome {
+    faults: usize,
+    convergence: Duration,
+}
+
+async fn run(seed: u64, n: usize) -> Outcome {
+    let plan = schedule(seed, n);
+    eprintln!("campaign seed {seed} (again: SLURMOPS_CAMPAIGN_SEED={seed}): {plan:?}");
+    let t = Bed::new("campaign").await;
+    let w = t.env.name("f");
+    let ns = t.env.ns.clone();
+    let sets = [(w.as_str(), 4)];
+    // This test's own slurmrestd (on the shared slurmctld), and relays that can turn into tarpits.
+    let restd_name = format!("restd-{}", unique_suffix());
+    let restd_port = crate::support::daemon::free_port();
+    let inst = slurm_instance();
+    sh(&["start-restd", inst, &restd_port.to_string(), &restd_name]);
+    let restd_relay = Tarpit::start(&format!("127.0.0.1:{restd_port}"));
+    let git_upstream = bed().git.http_url.trim_start_matches("http://").to_string();
+    let git_upstream = git_upstream.split('/').next().unwrap().to_string();
+    let git_relay = Tarpit::start(&git_upstream);
+    let mut d = Daemons {
+        t: &t,
+        git: t
+            .url
+            .replacen(&git_upstream, &git_relay.addr.to_string(), 1),
+        restd: format!("http://{}", restd_relay.addr),
+        running: BTreeMap::new(),
+        started: 0,
+    };
+
+    let v1 = four_workers(&ns, &w, "registry.example/slurmd:a");
+    let c1 = t.repo.push(&v1, "four workers");
+    d.start("a");
+    d.start("b");
+    applied(&t.env, &c1, Duration::from_secs(120)).await;
+    t.idle(&sets).await;
+    // An administrator's drain, which nothing may undo; two jobs that must run to their end.
+    let admin = format!("{w}-1");
+    sh(&[
+        "exec",
+        inst,
+        "scontrol",
+        "update",
+        &format!("nodename={admin}"),
+        "state=drain",
+        "reason=disk check by admin",
+    ]);
+    let jobs = [
+        submit_sleep(&format!("{w}-0"), 40).await,
+        submit_sleep(&format!("{w}-2"), 40).await,
+    ];
+    for j in jobs {
+        crate::support::gitops::running(j).await;
+    }
+    // What the jobs go through, sampled every second (a finished job leaves slurmctld's memory
+    // after MinJobAge): the last state seen, and whether it was ever requeued.
+    let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<u64, (Vec<String>, u64)>>> =
+        Default::default();
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (seen, sampling) = (seen.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(std::sync::atomic::Ordering::SeqCst) {
+                for j in jobs {
+                    let (state, restarts) = job(j).await;
+                    if !state.is_empty() {
+                        let mut s = seen.lock().unwrap();
+                        let e = s.entry(j).or_default();
+                        e.1 = e.1.max(restarts);
+                        e.0 = state;
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+
+    // The change: a new image (drain-before-replace), then a scale-in to 3, while faults land.
+    let t0 = Instant::now();
+    let v2 = four_workers(&ns, &w, "registry.example/slurmd:b");
+    t.repo.push(&v2, "new image");
+    let faults = {
+        let mut done = 0;
+        let mut pushed_v3 = None;
+        let v3 = v2.replace("replicas: 4", "replicas: 3");
+        for p in &plan {
+            if pushed_v3.is_none() && t0.elapsed() >= Duration::from_secs(20) {
+                pushed_v3 = Some(t.repo.push(&v3, "three workers"));
+            }
+            if let Some(wait) = p.at.checked_sub(t0.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+            if pushed_v3.is_none() && t0.elapsed() >= Duration::from_secs(20) {
+                pushed_v3 = Some(t.repo.push(&v3, "three workers"));
+            }
+            eprintln!(
+                "[{:>5.1}s] {:?} for {:?}",
+                t0.elapsed().as_secs_f64(),
+                p.fault,
+                p.lasts
+            );
+            match p.fault {
+                Fault::LeaderKilled => {
+                    if let Some(who) = d.kill_leader().await {
+                        d.start(&who);
+                    }
+                }
+                Fault::StandbyTakesOver => {
+                    let who = d.kill_leader().await;
+                    tokio::time::sleep(p.lasts).await;
+                    if let Some(who) = who {
+                        d.start(&who);
+                    }
+                }
+                Fault::RestdKilled => {
+                    sh(&["stop-restd", inst, &restd_name]);
+                    tokio::time::sleep(p.lasts).await;
+                    sh(&["start-restd", inst, &restd_port.to_string(), &restd_name]);
+                }
+                Fault::RestdSilent => {
+                    restd_relay.set(true);
+                    tokio::time::sleep(p.lasts).await;
+                    restd_relay.set(false);
+                }
+                Fault::GitGone => {
+                    git_relay.set(true);
+                    tokio::time::sleep(p.lasts).await;
+                    git_relay.set(false);
+                }
+                Fault::StatusDeleted => {
+                    let cms: Api<ConfigMap> = Api::namespaced(t.env.client.clone(), &ns);
+                    let _ = cms
+                        .delete("slurmops-status", &DeleteParams::default())
+                        .await;
+                }
+            }
+            done += 1;
+        }
+        if pushed_v3.is_none() {
+            tokio::time::sleep(Duration::from_secs(20).saturating_sub(t0.elapsed())).await;
+            pushed_v3 = Some(t.repo.push(&v3, "three workers"));
+        }
+        (done, pushed_v3.unwrap())
+    };
+    let (injected, c3) = faults;
+    let calm = Instant::now();
+
+    // Converged: the last commit applied, 3 workers on the StatefulSet's revision, each IDLE (the
+    // administrator's still drained, by the administrator), none drained by slurmops.
+    let bound = Duration::from_secs(240);
+    applied(&t.env, &c3, bound).await;
+    let sts: Api<StatefulSet> = Api::namespaced(t.env.client.clone(), &ns);
+    let slurm = crate::support::slurm::client();
+    eventually(
+        "the NodeSet converged on the last commit",
+        bound,
+        async || {
+            let s = sts.get(&w).await.ok()?;
+            let st = s.status?;
+            // Workers roll OnDelete (slurmops deletes each pod once drained): the StatefulSet
+            // never moves currentRevision on; every pod on updateRevision is what counts.
+            let rolled = s.spec?.replicas == Some(3)
+                && st.replicas == 3
+                && st.updated_replicas == Some(3)
+                && st.ready_replicas == Some(3);
+            let pods = t.pods(&w).await;
+            let mut settled = rolled && pods.len() == 3;
+            for i in 0..3 {
+                let n = slurm.get(&format!("{w}-{i}")).await.ok()?;
+                settled &= match i {
+                    // The administrator's drained node keeps its record through the replacement;
+                    // on the bed its new slurmd serves another port than the record's (a real pod
+                    // keeps 6818, and slurmctld takes its new address), so it may stay NOT_RESPONDING
+                    // here: its drain and reason are what count.
+                    1 => n.state.has("DRAIN") && n.reason == "disk check by admin",
+                    _ => {
+                        n.state.has("IDLE")
+                            && !n.state.has("DRAIN")
+                            && !n.state.has("NOT_RESPONDING")
+                    }
+                };
+            }
+            if !settled {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            settled.then_some(())
+        },
+    )
+    .await;
+    let convergence = calm.elapsed();
+    sampling.store(false, std::sync::atomic::Ordering::SeqCst);
+    sampler.await.unwrap();
+    for j in jobs {
+        let (state, restarts) = seen.lock().unwrap().get(&j).cloned().unwrap_or_default();
+        assert_eq!(state, ["COMPLETED"], "job {j} ran to its end (seed {seed})");
+        assert_eq!(restarts, 0, "job {j} was not requeued (seed {seed})");
+    }
+    let st = status(&t.env)
+        .await
+        .expect("the status ConfigMap, made again");
+    assert_eq!(st.last_applied_commit, c3, "seed {seed}");
+    assert_eq!(st.result, "applied", "seed {seed}: {}", st.errors);
+    let events: Api<Event> = Api::namespaced(t.env.client.clone(), &ns);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for r in ["Draining", "WorkerReplaced", "Applied"] {
+        assert!(
+            reasons.iter().any(|x| x == r),
+            "an Event {r} (seed {seed}): {reasons:?}"
+        );
+    }
+    eprintln!(
+        "campaign seed {seed}: {injected} faults, survived; converged {:.1} s after the last, {:.1} s after the change",
+        convergence.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
+    drop(d);
+    sh(&["stop-restd", inst, &restd_name]);
+    t.env.cleanup().await;
+    Outcome {
+        faults: injected,
+        convergence,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_and_a_scale_in_under_random_faults_kill_no_job_and_converge() {
+    let runs = env_u64("SLURMOPS_CAMPAIGN_RUNS").unwrap_or(1);
+    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(5) as usize;
+    let first = env_u64("SLURMOPS_CAMPAIGN_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    let mut seeds = Rng(first);
+    let mut took = Vec::new();
+    let mut faults = 0;
+    for i in 0..runs {
+        let seed = if i == 0 { first } else { seeds.next() };
+        let o = run(seed, n).await;
+        faults += o.faults;
+        took.push(o.convergence.as_secs_f64());
+    }
+    took.sort_by(f64::total_cmp);
+    let at = |q: f64| took[((took.len() as f64 - 1.0) * q).round() as usize];
+    eprintln!(
+        "campaign: {runs} runs, faults injected {faults}, survived {faults}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
+        at(0.5),
+        at(0.99)
+    );
+}
+
+#[test]
+fn a_seed_stands_for_one_schedule() {
+    let a = schedule(42, 5);
+    assert_eq!(format!("{a:?}"), format!("{:?}", schedule(42, 5)));
+    assert_ne!(format!("{a:?}"), format!("{:?}", schedule(43, 5)));
+    assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(
+        a.iter()
+            .all(|p| p.at < Duration::from_secs(90) && (3..26).contains(&p.lasts.as_secs()))
+    );
+}
