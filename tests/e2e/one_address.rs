@@ -9,7 +9,11 @@
 //! - when the primary stops answering (its slurmctld stopped, not dead: connections to it are
 //!   accepted and never answered), the backup takes control, the Service follows it, and a
 //!   client in a worker pod gets its answer at once, where a client of the same slurm.conf
-//!   without `SlurmctldAddr` waits out MessageTimeout (10 s) on the primary and fails.
+//!   without `SlurmctldAddr` waits out MessageTimeout (10 s) on the primary and fails;
+//! - when that primary goes on (not restarted), it takes control back through Slurm's own
+//!   REQUEST_CONTROL, the Service follows it, and the worker is IDLE through the address within
+//!   120 s: slurmctld reaches the worker at its pod's address, not at the one its registration
+//!   came from through the Service.
 
 use std::path::Path;
 use std::process::Command;
@@ -412,7 +416,7 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
             .unwrap()
             .success()
     );
-    let _stopped = Stopped(pid);
+    let stopped = Stopped(pid);
     let t0 = Instant::now();
     // The backup takes control after SlurmctldTimeout (30 s); its heartbeat makes it Ready and
     // the primary not, and the Service sends clients to the backup alone.
@@ -451,6 +455,71 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     assert!(
         waited >= Duration::from_secs(9) && refused.is_err(),
         "a client without SlurmctldAddr waits out the silent primary: {waited:.1?} {refused:?}"
+    );
+
+    // The primary goes on (SIGCONT), never restarted: it asks the backup for control back
+    // (Slurm's own REQUEST_CONTROL, which the backup answers only after its 29 s wait, "Old
+    // state possible") and keeps what it held before it hung. Its heartbeat makes it alone
+    // Ready and the Service follows. The worker stays IDLE through the address: slurmctld
+    // reaches its slurmd at the pod's own address (`NodeAddr`), not at the address its
+    // registration came from through the Service (kube-proxy's --masquerade-all on the bed
+    // makes that the bridge's, where no slurmd listens: the resumed primary's pings were
+    // refused and the node went NOT_RESPONDING, then DOWN, for good).
+    drop(stopped);
+    let t0 = Instant::now();
+    let primary_ip = primary.ip.clone();
+    eventually(
+        "the Service to send clients to the resumed primary alone",
+        Duration::from_secs(90),
+        async || {
+            let only = endpoints(&ns) == [primary_ip.clone()];
+            if !only {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            only.then_some(())
+        },
+    )
+    .await;
+    let routed = t0.elapsed();
+    let took = settled(
+        &ns,
+        "one-controller-0",
+        "the resumed primary in control, alone Ready and routed, the worker IDLE through the address",
+        Duration::from_secs(120),
+    )
+    .await;
+    let back = t0.elapsed();
+    eprintln!(
+        "primary resumed -> the Service on the primary alone: {routed:.1?}; the worker IDLE through the address: {back:.1?} ({took:.1?} after the wait began)"
+    );
+    let backup_log = kubectl_ok(&["-n", &ns, "logs", "one-controller-1", "-c", "slurmctld"]);
+    assert!(
+        backup_log.contains("Performing RPC: REQUEST_CONTROL"),
+        "the resumed primary took control back through REQUEST_CONTROL: {backup_log}"
+    );
+    let worker_ip = kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "pod",
+        &worker,
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let node = in_pod(
+        &ns,
+        "one-controller-0",
+        "slurmctld",
+        &format!("scontrol show node {worker}"),
+    )
+    .unwrap();
+    assert!(
+        node.contains(&format!("NodeAddr={worker_ip} ")),
+        "slurmctld reaches the worker at its pod's address {worker_ip}: {node}"
+    );
+    assert!(
+        back < Duration::from_secs(120),
+        "settled within 120 s of the primary going on: {back:.1?}"
     );
 
     eprintln!("the whole test {:.1?}", started.elapsed());
