@@ -61,7 +61,13 @@ fn env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-fn copier(s: &ClusterSpec, names: &Names, image: String, script: String, mut env_: Vec<EnvVar>) -> Container {
+fn copier(
+    s: &ClusterSpec,
+    names: &Names,
+    image: String,
+    script: String,
+    mut env_: Vec<EnvVar>,
+) -> Container {
     let mut vars = vec![
         env("BACKUP", MOUNT),
         env("CLUSTER", &names.name),
@@ -113,7 +119,12 @@ pub fn state_copy(
 /// mariadb-dump, reaching it at HOST as slurmdbd does, with slurmdbd's password. It waits up to
 /// 120 s for the database to answer (a new cluster's starts beside it); a database without
 /// tables (slurmdbd never ran) has nothing to copy.
-pub fn database_copy(s: &ClusterSpec, names: &Names, db: &Database, host: &str) -> Option<Container> {
+pub fn database_copy(
+    s: &ClusterSpec,
+    names: &Names,
+    db: &Database,
+    host: &str,
+) -> Option<Container> {
     let b = s.backup.as_ref()?;
     b.claim()?;
     let image = b
@@ -126,10 +137,13 @@ pub fn database_copy(s: &ClusterSpec, names: &Names, db: &Database, host: &str) 
     script.push_str(
         "q=\"SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '$DB_NAME'\"\n\
          i=0\n\
-         until tables=$(mariadb -h \"$DB_HOST\" -P \"$DB_PORT\" -u \"$DB_USER\" -N -e \"$q\" 2>&1); do\n\
-         \x20 i=$((i + 1)); [ \"$i\" -ge 60 ] && fail \"the database at $DB_HOST:$DB_PORT did not answer in 120 s: $tables\"\n\
+         ask() { mariadb -h \"$DB_HOST\" -P \"$DB_PORT\" -u \"$DB_USER\" -N -e \"$q\"; }\n\
+         until tables=$(ask 2>/dev/null); do\n\
+         \x20 i=$((i + 1))\n\
+         \x20 [ \"$i\" -ge 60 ] && fail \"the database at $DB_HOST:$DB_PORT did not answer in 120 s: $(ask 2>&1 >/dev/null | tail -n 2)\"\n\
          \x20 sleep 2\n\
          done\n\
+         tables=$(echo $tables)\n\
          if [ \"$tables\" != 0 ]; then\n\
          \x20 to=\"$dir/$stamp.sql\"\n\
          \x20 out=$(mariadb-dump -h \"$DB_HOST\" -P \"$DB_PORT\" -u \"$DB_USER\" --single-transaction --databases \"$DB_NAME\" --result-file=\"$to.partial\" 2>&1) || fail \"mariadb-dump: $out\"\n\
