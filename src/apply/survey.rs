@@ -145,8 +145,13 @@ pub async fn survey(
     let copy_failed = copy_failed(cluster, c, &workloads).await?;
     let all: Vec<&Object> = desired.iter().collect();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let held = upgrade::held(&c.spec.slurm_version, &all, &workloads, copy_failed.as_ref())
-        .and(window::held(c, &all, &workloads, now));
+    let held = upgrade::held(
+        &c.spec.slurm_version,
+        &all,
+        &workloads,
+        copy_failed.as_ref(),
+    )
+    .and(window::held(c, &all, &workloads, now));
     drop(workloads);
     refuse_foreign(cluster, c, &desired, &live).await?;
     let prune = prune_set(cluster, c, &desired, &live, opts, guard).await?;
@@ -186,7 +191,10 @@ async fn copy_failed(
     let Some(w) = upgrade::converting(&c.spec.slurm_version, workloads) else {
         return Ok(None);
     };
-    let Some(labels) = w.pointer("/spec/selector/matchLabels").and_then(Json::as_object) else {
+    let Some(labels) = w
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Json::as_object)
+    else {
         return Ok(None);
     };
     let selector = labels

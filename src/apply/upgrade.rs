@@ -112,9 +112,9 @@ pub fn check(spec: &ClusterSpec, live: &[(String, Json)]) -> Result<(), String> 
 /// The workload of slurmdbd or slurmctld (of LIVE) that has taken release VERSION and is not
 /// Ready on it yet: where a copy is taken now, before its daemon starts.
 pub fn converting<'a>(version: &str, live: &'a [(String, Json)]) -> Option<&'a Json> {
-    live.iter()
-        .map(|(_, o)| o)
-        .find(|o| tier(o).is_some_and(|t| t <= 1) && template_version(o) == Some(version) && !settled(o))
+    live.iter().map(|(_, o)| o).find(|o| {
+        tier(o).is_some_and(|t| t <= 1) && template_version(o) == Some(version) && !settled(o)
+    })
 }
 
 /// A copy that failed in the pods of a workload (LIVE: its pods), from the `backup` init
@@ -126,15 +126,22 @@ pub fn copy_failed(pods: &[Json]) -> Option<(String, String)> {
             .pointer("/status/initContainerStatuses")?
             .as_array()?
             .iter()
-            .find(|c| c.get("name").and_then(Json::as_str) == Some(crate::render::backup::CONTAINER))?;
+            .find(|c| {
+                c.get("name").and_then(Json::as_str) == Some(crate::render::backup::CONTAINER)
+            })?;
         // Failed now, or failed before and waiting out the kubelet's back-off.
         let failed = |t: &Json| {
-            t.get("exitCode").and_then(Json::as_i64).is_some_and(|c| c != 0)
+            t.get("exitCode")
+                .and_then(Json::as_i64)
+                .is_some_and(|c| c != 0)
         };
-        let t = [st.pointer("/state/terminated"), st.pointer("/lastState/terminated")]
-            .into_iter()
-            .flatten()
-            .find(|t| failed(t))?;
+        let t = [
+            st.pointer("/state/terminated"),
+            st.pointer("/lastState/terminated"),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|t| failed(t))?;
         if st.pointer("/state/terminated").is_some_and(|t| !failed(t)) {
             return None;
         }
@@ -365,16 +372,32 @@ mod tests {
                 workload("StatefulSet", name, component, v, true),
             )]
         };
-        let e = check(&spec("25.11", ""), &on("controller", "c-controller", "24.11")).unwrap_err();
+        let e = check(
+            &spec("25.11", ""),
+            &on("controller", "c-controller", "24.11"),
+        )
+        .unwrap_err();
         assert!(
             e.contains("converts slurmctld's state in place") && e.contains("spec.backup.claim"),
             "{e}"
         );
         for backup in ["  backup: {claim: copies}", "  backup: {ownCopies: true}"] {
-            assert!(check(&spec("25.11", backup), &on("controller", "c-controller", "24.11")).is_ok());
+            assert!(
+                check(
+                    &spec("25.11", backup),
+                    &on("controller", "c-controller", "24.11")
+                )
+                .is_ok()
+            );
         }
         // A patch release converts nothing; slurmctld already moved: nothing left to convert.
-        assert!(check(&spec("24.11.6", ""), &on("controller", "c-controller", "24.11.1")).is_ok());
+        assert!(
+            check(
+                &spec("24.11.6", ""),
+                &on("controller", "c-controller", "24.11.1")
+            )
+            .is_ok()
+        );
         assert!(check(&spec("25.11", ""), &on("worker", "w", "24.11")).is_ok());
     }
 
@@ -399,10 +422,16 @@ mod tests {
         );
         assert_eq!(copy_failed(&[done]), None);
         assert_eq!(copy_failed(&[pod(json!({"running": {}}), json!({}))]), None);
-        let desired: Vec<Object> = [workload("StatefulSet", "c-controller", "controller", "25.11", false)]
-            .iter()
-            .map(object)
-            .collect();
+        let desired: Vec<Object> = [workload(
+            "StatefulSet",
+            "c-controller",
+            "controller",
+            "25.11",
+            false,
+        )]
+        .iter()
+        .map(object)
+        .collect();
         let desired: Vec<&Object> = desired.iter().collect();
         let live = vec![
             (

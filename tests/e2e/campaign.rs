@@ -165,6 +165,9 @@ async fn job(id: u64) -> (Vec<String>, u64) {
     )
 }
 
+/// Each job's last state seen and its highest restart count.
+type Seen = std::sync::Arc<std::sync::Mutex<BTreeMap<u64, (Vec<String>, u64)>>>;
+
 /// What one run found.
 struct Outcome {
     faults: usize,
@@ -223,8 +226,7 @@ async fn run(seed: u64, n: usize) -> Outcome {
     }
     // What the jobs go through, sampled every second (a finished job leaves slurmctld's memory
     // after MinJobAge): the last state seen, and whether it was ever requeued.
-    let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<u64, (Vec<String>, u64)>>> =
-        Default::default();
+    let seen: Seen = Default::default();
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {
         let (seen, sampling) = (seen.clone(), sampling.clone());
@@ -353,6 +355,20 @@ async fn run(seed: u64, n: usize) -> Outcome {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             settled.then_some(())
+        },
+    )
+    .await;
+    // The status says so too (a fetch that failed during the last fault is tried again).
+    eventually(
+        "the status to say the last commit is applied",
+        bound,
+        async || {
+            let st = status(&t.env).await?;
+            if st.result == "applied" && st.last_applied_commit == c3 {
+                return Some(());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            None
         },
     )
     .await;

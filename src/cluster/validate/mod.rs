@@ -588,7 +588,9 @@ impl Validator {
                 _ => {}
             }
             if let Some(image) = &b.image
-                && (image.is_empty() || image.len() > 512 || !image.bytes().all(|c| c.is_ascii_graphic()))
+                && (image.is_empty()
+                    || image.len() > 512
+                    || !image.bytes().all(|c| c.is_ascii_graphic()))
             {
                 self.err(
                     at.key("image"),
