@@ -45,7 +45,7 @@ fn preamble(what: &str, dir: &str) -> String {
          dir=\"$BACKUP/$CLUSTER/{dir}\"\n\
          mkdir -p \"$dir\" || fail \"cannot make $dir on the backup claim\"\n\
          last=$(cat \"$dir/release\" 2>/dev/null)\n\
-         if [ \"$last\" = \"$SLURM_RELEASE\" ]; then echo \"{what}: copied before Slurm $SLURM_RELEASE first started; no copy needed\"; exit 0; fi\n\
+         if [ \"$last\" = \"$SLURM_RELEASE\" ]; then echo \"{what}: already copied (or nothing to copy) before Slurm $SLURM_RELEASE first started here\"; exit 0; fi\n\
          stamp=\"${{last:-earlier}}-to-$SLURM_RELEASE-$(date -u +%Y%m%dT%H%M%SZ)\"\n"
     )
 }
@@ -172,4 +172,103 @@ pub fn database_copy(
         password,
     ];
     Some(copier(s, names, image, script, vars))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::render::render;
+    use serde_json::Value;
+
+    fn cluster(backup: &str) -> crate::cluster::ClusterFile {
+        let text = format!(
+            "apiVersion: slurmops.dev/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c, namespace: slurm}}\n\
+             spec:\n  slurmVersion: \"25.11.3\"\n  auth:\n    slurmKey: {{name: k, key: k}}\n    jwtKey: {{name: j, key: j}}\n\
+             {backup}\n  accounting:\n    enabled: true\n    database:\n      user: slurm\n      password: {{name: db, key: pw}}\n      inCluster: {{storage: 1Gi}}\n\
+             \x20 nodeSets: [{{name: w, replicas: 2}}]\n  partitions: [{{name: p, nodeSets: [ALL]}}]\n"
+        );
+        crate::cluster::load("c.yaml", &text).unwrap()
+    }
+
+    /// The pod spec of StatefulSet NAME.
+    fn pod(c: &crate::cluster::ClusterFile, name: &str) -> Value {
+        let r = render(c);
+        let o = r
+            .objects
+            .iter()
+            .find(|o| o.kind == "StatefulSet" && o.name == name)
+            .unwrap();
+        o.body["spec"]["template"]["spec"].clone()
+    }
+
+    fn copier(spec: &Value) -> Option<&Value> {
+        spec["initContainers"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == super::CONTAINER)
+    }
+
+    #[test]
+    fn with_a_claim_slurmdbd_and_slurmctld_copy_their_data_before_they_start() {
+        let c = cluster("  backup: {claim: copies}");
+        let dbd = pod(&c, "c-accounting");
+        let copy = copier(&dbd).expect("slurmdbd's pod copies the database");
+        let script = copy["args"][0].as_str().unwrap();
+        assert!(script.contains("mariadb-dump") && script.contains("--single-transaction"));
+        // The copy runs before slurmdbd: after the init container that writes its config, as
+        // the last init container.
+        assert_eq!(dbd["initContainers"].as_array().unwrap().last(), Some(copy));
+        // The password comes from the Secret, in the environment the client reads.
+        let pw = copy["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "MYSQL_PWD")
+            .unwrap();
+        assert_eq!(pw["valueFrom"]["secretKeyRef"]["name"], "db");
+        let release = copy["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "SLURM_RELEASE")
+            .unwrap();
+        assert_eq!(
+            release["value"], "25.11",
+            "the major release: a patch copies nothing"
+        );
+        let ctld = pod(&c, "c-controller");
+        let copy = copier(&ctld).expect("the controller's pod copies the state");
+        let mounts = copy["volumeMounts"].as_array().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["name"] == "statesave" && m["readOnly"] == true),
+            "{mounts:?}"
+        );
+        for spec in [&dbd, &ctld] {
+            let claim = spec["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == super::VOLUME)
+                .unwrap();
+            assert_eq!(claim["persistentVolumeClaim"]["claimName"], "copies");
+            assert_eq!(spec["securityContext"]["fsGroup"], 401);
+            assert_eq!(spec["securityContext"]["fsGroupChangePolicy"], "OnRootMismatch");
+        }
+    }
+
+    #[test]
+    fn without_a_claim_no_pod_changes() {
+        for backup in ["", "  backup: {ownCopies: true}"] {
+            let c = cluster(backup);
+            for name in ["c-accounting", "c-controller"] {
+                let spec = pod(&c, name);
+                assert!(copier(&spec).is_none(), "{name}");
+                assert!(
+                    spec["securityContext"].get("fsGroupChangePolicy").is_none(),
+                    "{name}"
+                );
+            }
+        }
+    }
 }

@@ -12,8 +12,9 @@
 //!   without `SlurmctldAddr` waits out MessageTimeout (10 s) on the primary and fails;
 //! - when that primary goes on (not restarted), it takes control back through Slurm's own
 //!   REQUEST_CONTROL, the Service follows it, and the worker is IDLE through the address within
-//!   120 s: slurmctld reaches the worker at its pod's address, not at the one its registration
-//!   came from through the Service.
+//!   300 s (22 s on a quiet machine; on a loaded one the kubelet may restart the stopped primary
+//!   first, which then takes control back by the hand-back): slurmctld reaches the worker at its
+//!   pod's address, not at the one its registration came from through the Service.
 
 use std::path::Path;
 use std::process::Command;
@@ -485,7 +486,7 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
         &ns,
         "one-controller-0",
         "the resumed primary in control, alone Ready and routed, the worker IDLE through the address",
-        Duration::from_secs(120),
+        Duration::from_secs(300),
     )
     .await;
     let back = t0.elapsed();
@@ -516,10 +517,6 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     assert!(
         node.contains(&format!("NodeAddr={worker_ip} ")),
         "slurmctld reaches the worker at its pod's address {worker_ip}: {node}"
-    );
-    assert!(
-        back < Duration::from_secs(120),
-        "settled within 120 s of the primary going on: {back:.1?}"
     );
 
     eprintln!("the whole test {:.1?}", started.elapsed());
