@@ -253,7 +253,10 @@ mod tests {
                 .unwrap();
             assert_eq!(claim["persistentVolumeClaim"]["claimName"], "copies");
             assert_eq!(spec["securityContext"]["fsGroup"], 401);
-            assert_eq!(spec["securityContext"]["fsGroupChangePolicy"], "OnRootMismatch");
+            assert_eq!(
+                spec["securityContext"]["fsGroupChangePolicy"],
+                "OnRootMismatch"
+            );
         }
     }
 

@@ -42,23 +42,6 @@ esac
 exec scontrol delete nodename="$POD_NAME"
 "#;
 
-/// The worker's postStart behind one address: slurmd registers through the controllers'
-/// Service, and slurmctld takes the address a dynamic node's registration came from for its
-/// NodeAddr (`--conf NodeAddr=` is not taken). Where that path is NATed (kube-proxy's
-/// --masquerade-all, some CNIs) it is not the pod's: slurmctld's pings are refused and the node
-/// goes NOT_RESPONDING, then DOWN for good (slurmd registers only as it starts). So once the
-/// node is there, say the pod's own address (kept in the state the controllers share). Never
-/// fails: a failed postStart would kill slurmd.
-const POST_START: &str = r#"i=0
-while [ "$i" -lt 90 ]; do
-  scontrol update NodeName="$POD_NAME" NodeAddr="$POD_IP" >/dev/null 2>&1 && exit 0
-  i=$((i + 1))
-  sleep 2
-done
-echo "slurmops: could not set $POD_NAME's NodeAddr to $POD_IP" >&2
-exit 0
-"#;
-
 /// The headless Service giving every worker its stable DNS name.
 pub fn workers_service(names: &Names) -> Service {
     service(
@@ -231,33 +214,22 @@ fn pod_template(c: &ClusterFile, names: &Names, ns: &NodeSet) -> PodTemplateSpec
         "--conf".into(),
         registering_conf(&s.policy.active_checks, ns),
     ];
-    let field = |name: &str, path: &str| EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                api_version: None,
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let mut env = vec![field("POD_NAME", "metadata.name")];
-    if s.behind_one_address() {
-        env.push(field("POD_IP", "status.podIP"));
-    }
     let main = Container {
-        env: Some(env),
+        env: Some(vec![EnvVar {
+            name: "POD_NAME".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".into(),
+                    api_version: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        }]),
         resources: resources(ns),
         security_context: security_context(ns),
         volume_mounts: Some(mounts),
         lifecycle: Some(Lifecycle {
-            post_start: s.behind_one_address().then(|| LifecycleHandler {
-                exec: Some(ExecAction {
-                    command: Some(vec!["/bin/sh".into(), "-c".into(), POST_START.into()]),
-                }),
-                ..LifecycleHandler::default()
-            }),
             pre_stop: Some(LifecycleHandler {
                 exec: Some(ExecAction {
                     command: Some(vec!["/bin/sh".into(), "-c".into(), PRE_STOP.into()]),
