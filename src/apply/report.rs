@@ -63,10 +63,15 @@ impl Report {
         }
         self.accounting_writes += later.accounting_writes;
         self.handed_over += later.handed_over;
-        if later.accounting_error.is_some() {
-            self.accounting_error.clone_from(&later.accounting_error);
-        }
+        // What still holds is the latest pass's: an accounting step that failed in the first
+        // pass (slurmdbd restarting under an upgrade) and read slurmdbd in a later one is no
+        // error of the whole apply, and objects held once and applied since wait no more.
+        self.accounting_error.clone_from(&later.accounting_error);
         self.accounting_pending = later.accounting_pending;
+        self.held.clone_from(&later.held);
+        self.held_for.clone_from(&later.held_for);
+        self.window_opens = later.window_opens;
+        self.copy_failed.clone_from(&later.copy_failed);
         self.requests.total += later.requests.total;
         self.requests.reads += later.requests.reads;
         self.requests.writes += later.requests.writes;
@@ -109,5 +114,49 @@ impl Report {
     pub fn held_line(&self) -> Option<String> {
         (!self.held.is_empty())
             .then(|| format!("{} (waiting for {})", self.held.join(", "), self.held_for))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Report;
+
+    #[test]
+    fn a_driver_s_report_says_what_still_holds_after_its_last_pass() {
+        // The first pass of an upgrade: later components held, accounting unreadable while the
+        // pass itself restarted slurmdbd.
+        let mut first = Report {
+            updated: vec!["StatefulSet/c-accounting".into()],
+            held: vec!["StatefulSet/c-controller".into()],
+            held_for: "slurmdbd 26.05 to be Ready".into(),
+            accounting_error: Some("cannot read slurmdbd, nothing changed: HTTP 502".into()),
+            accounting_pending: true,
+            ..Report::default()
+        };
+        // A later pass: the rest applied, accounting read.
+        let later = Report {
+            updated: vec!["StatefulSet/c-controller".into()],
+            accounting_writes: 1,
+            ..Report::default()
+        };
+        first.absorb(&later);
+        assert_eq!(
+            first.updated,
+            ["StatefulSet/c-accounting", "StatefulSet/c-controller"]
+        );
+        assert_eq!(first.accounting_error, None);
+        assert!(!first.accounting_pending);
+        assert_eq!(first.held_line(), None);
+        assert_eq!(first.accounting_writes, 1);
+        // A later pass that still fails keeps the error.
+        let failing = Report {
+            accounting_error: Some("cannot read slurmdbd".into()),
+            ..Report::default()
+        };
+        first.absorb(&failing);
+        assert_eq!(
+            first.accounting_error.as_deref(),
+            Some("cannot read slurmdbd")
+        );
     }
 }
