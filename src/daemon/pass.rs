@@ -96,7 +96,14 @@ async fn pass_inner(
             .unwrap_or_else(|e| Err(format!("the fetch task failed: {e}")));
         apply_now |= fetched_commit(cfg, shared, state, fetched);
         if let Some(message) = state.force_pushed.take() {
-            super::report::force_pushed(cluster, cfg, &state.events, message).await;
+            super::report::warn(
+                cluster,
+                cfg,
+                &state.events,
+                crate::vocab::EVENT_FORCE_PUSH_FOLLOWED,
+                message,
+            )
+            .await;
         }
     }
     state.status.last_attempt = now_rfc3339();
@@ -508,7 +515,14 @@ async fn reconcile(
                 match state.told.copy.see(failed.as_deref(), Instant::now()) {
                     Some(super::told::Told::Started(m) | super::told::Told::Changed(m)) => {
                         tracing::warn!("{m}");
-                        super::report::upgrade_stopped(cluster, cfg, &state.events, m).await;
+                        super::report::warn(
+                            cluster,
+                            cfg,
+                            &state.events,
+                            crate::vocab::EVENT_UPGRADE_STOPPED,
+                            m,
+                        )
+                        .await;
                     }
                     Some(t) => tracing::info!("the copy before the Slurm upgrade was made: {t}"),
                     None => {}

@@ -91,35 +91,18 @@ async fn record_result(
     }
 }
 
-/// A Warning Event on the status ConfigMap: a force-push was taken (`--allow-force-push`).
-pub(super) async fn force_pushed(
+/// A Warning Event on the status ConfigMap, REASON saying what (a force-push taken with
+/// `--allow-force-push`; the copy before a Slurm upgrade failed, and the upgrade stops).
+pub(super) async fn warn(
     cluster: &Connection,
     cfg: &Config,
     events: &crate::status::Recorder,
+    reason: &'static str,
     message: String,
 ) {
     let note = crate::status::Note {
         involved: status_reference(cfg),
-        reason: vocab::EVENT_FORCE_PUSH_FOLLOWED,
-        message,
-        warning: true,
-    };
-    if let Err(e) = events.record(&cluster.client, note).await {
-        tracing::warn!("recording an Event: {e}");
-    }
-}
-
-/// A Warning Event on the status ConfigMap: the copy before a Slurm upgrade converts data
-/// failed, and the upgrade stops (MESSAGE: why, and in which pod).
-pub(super) async fn upgrade_stopped(
-    cluster: &Connection,
-    cfg: &Config,
-    events: &crate::status::Recorder,
-    message: String,
-) {
-    let note = crate::status::Note {
-        involved: status_reference(cfg),
-        reason: vocab::EVENT_UPGRADE_STOPPED,
+        reason,
         message,
         warning: true,
     };

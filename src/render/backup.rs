@@ -6,9 +6,7 @@
 //! another major release takes a copy, so a restart costs nothing. A copy that fails stops its
 //! pod before the daemon converts anything; the upgrade goes no further (see apply's upgrade).
 
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, SecretKeySelector, Volume,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PersistentVolumeClaimVolumeSource, Volume};
 
 use super::database::DEFAULT_IMAGE;
 use super::names::Names;
@@ -152,18 +150,7 @@ pub fn database_copy(
          fi\n",
     );
     script.push_str(RECORD);
-    let password = EnvVar {
-        name: "MYSQL_PWD".into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: db.password.name.clone(),
-                key: db.password.key.clone(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
+    let password = pod::secret_env("MYSQL_PWD", &db.password);
     let vars = vec![
         env("DB_HOST", host),
         env("DB_PORT", &db.port.to_string()),

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, SecretKeySelector, Service, Volume, VolumeResourceRequirements,
+    ConfigMap, Container, EmptyDirVolumeSource, EnvVar, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, Service, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -135,18 +135,7 @@ fn container(db: &Database, ic: &InClusterDatabase) -> Container {
         value: Some(v.into()),
         ..EnvVar::default()
     };
-    let password = EnvVar {
-        name: "MARIADB_PASSWORD".into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: db.password.name.clone(),
-                key: db.password.key.clone(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
+    let password = pod::secret_env("MARIADB_PASSWORD", &db.password);
     Container {
         name: "mariadb".into(),
         image: Some(ic.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into())),

@@ -103,6 +103,23 @@ pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
+/// Environment variable NAME from one Secret key (it must be there: the pod waits for it).
+pub fn secret_env(name: &str, r: &SecretRef) -> k8s_openapi::api::core::v1::EnvVar {
+    use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: r.name.clone(),
+                key: r.key.clone(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
 /// One Secret key projected as a file.
 pub fn secret_file(r: &SecretRef, path: &str, mode: i32) -> VolumeProjection {
     VolumeProjection {
