@@ -19,8 +19,10 @@
 # pod uses `http://10.231.0.1:18080/...` where a test on the host uses 127.0.0.1. Packets from the
 # bridge are forwarded only back to the bridge (a privileged pod that adds a route finds no way out).
 #
-# Services: kube-proxy 1.20.2 (iptables mode, --masquerade-all: a pod reaching a Service whose
-# endpoint is on the same bridge gets its answers back through the host). Cluster DNS: Debian's
+# Services: kube-proxy 1.20.2 (iptables mode, no --masquerade-all: a pod reaching a Service keeps
+# its own address, as on most CNIs; the answer from an endpoint on the same bridge is de-NATed
+# because bridged frames pass iptables, br_netfilter; only a pod reaching itself through a Service
+# is masqueraded, hairpin). Cluster DNS: Debian's
 # dnsmasq on 127.0.0.1:$DNS_PORT, reached by pods at 10.231.0.1:53 (the kubelet's --cluster-dns),
 # answering cluster.local from the records cluster-dns.py writes from the API (Service addresses,
 # the hostnames of StatefulSet pods), nothing else (no upstream server). Storage: PersistentVolumes
@@ -94,6 +96,11 @@ network() {
     ip link set "$BRIDGE" up
   fi
   sysctl -qw "net.ipv4.conf.$BRIDGE.route_localnet=1"
+  # Frames bridged between two pods pass iptables, so that an answer to a pod that reached a
+  # Service comes back through the conntrack entry of its DNAT (no masquerade needed).
+  [ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ] \
+    || sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null \
+    || { log "FAILED: bridged frames do not pass iptables (net.bridge.bridge-nf-call-iptables: load br_netfilter)"; exit 1; }
   put "$RUN/cni/10-slurmops.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "slurmops-bed", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -218,7 +225,7 @@ proxy_up() {
   alive proxy && return 0
   # No conntrack table sizes or timeouts changed (0), no OOM score: this sandbox may refuse them.
   setsid "$bin/kube-proxy" --kubeconfig="$KUBE/pki/admin.kubeconfig" --proxy-mode=iptables \
-    --masquerade-all --cluster-cidr="$SUBNET" --hostname-override="$NODE" --bind-address=127.0.0.1 \
+    --cluster-cidr="$SUBNET" --hostname-override="$NODE" --bind-address=127.0.0.1 \
     --healthz-bind-address=127.0.0.1:20256 --metrics-bind-address=127.0.0.1:20249 \
     --conntrack-max-per-core=0 --conntrack-min=0 --conntrack-tcp-timeout-established=0 \
     --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 --v=1 \
@@ -251,7 +258,7 @@ up() {
   local bin env
   bin=$("$HERE/kube-build.sh") || { log "FAILED: building the kube binaries (see above)"; exit 1; }
   env=$(SLURMOPS_BED_RUN=$BASE/real SLURMOPS_KUBE_PORT=$API_PORT SLURMOPS_ETCD_PORT=$ETCD_PORT \
-    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle,persistentvolume-binder "$HERE/kube.sh" up) \
+    SLURMOPS_KUBE_MORE_CONTROLLERS=nodelifecycle,persistentvolume-binder,job,cronjob "$HERE/kube.sh" up) \
     || { log "FAILED: the real node's control plane (logs in $KUBE)"; exit 1; }
   network
   containerd_up

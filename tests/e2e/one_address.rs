@@ -12,7 +12,8 @@
 //!   without `SlurmctldAddr` waits out MessageTimeout (10 s) on the primary and fails;
 //! - when that primary goes on, it takes control back and the Service sends clients to it alone
 //!   (on a loaded machine the kubelet may restart the stopped primary first, which then takes
-//!   control back by the hand-back).
+//!   control back by the hand-back); the worker is IDLE through the address, slurmctld reaches it
+//!   at its pod's address, and it stays IDLE through slurmctld's pings.
 
 use std::path::Path;
 use std::process::Command;
@@ -476,13 +477,55 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     .await;
     let routed = t0.elapsed();
     eprintln!("primary resumed -> the Service on the primary alone: {routed:.1?}");
-    // Not asserted: the worker IDLE through the address afterwards. Its registration reaches
-    // slurmctld through the Service, and slurmctld takes the address a dynamic node's
-    // registration comes from for its NodeAddr: on the bed (kube-proxy --masquerade-all) the
-    // bridge's, where no slurmd listens, so slurmctld's pings fail and the worker goes
-    // NOT_RESPONDING about 100 s after any registration (a failover asks every node to register
-    // again). Setting NodeAddr from the pod holds only until the next registration. Issue 77
-    // keeps this open (docs/cluster-yaml.md).
+    // Clients through the address settle: the worker is IDLE as a client through the address sees
+    // it. Its registration reached slurmctld through the Service, and slurmctld takes the address
+    // a dynamic node's registration comes from for its NodeAddr: it must be the pod's own (a path
+    // that NATs pod->Service traffic would give the NAT's, where no slurmd listens, and the
+    // worker would go NOT_RESPONDING at slurmctld's next ping, about 100 s later), and the worker
+    // must still answer after those pings.
+    let idle = settled(
+        &ns,
+        "one-controller-0",
+        "the worker IDLE through the address after the primary went on",
+        Duration::from_secs(120),
+    )
+    .await;
+    let addr = kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "pod",
+        &worker,
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let node = in_pod(
+        &ns,
+        &worker,
+        "slurmd",
+        &format!("scontrol show node {worker}"),
+    )
+    .unwrap();
+    assert!(
+        node.split_whitespace()
+            .any(|f| f == format!("NodeAddr={}", addr.trim())),
+        "slurmctld reaches the worker at its pod's address {addr}:\n{node}"
+    );
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(130) {
+        let (_, seen) = sinfo_from(&ns, &worker, false);
+        assert_eq!(
+            seen.as_deref().map(str::trim),
+            Ok(format!("{worker} idle").as_str()),
+            "the worker stays IDLE through the address {:.0?} after it settled (slurmctld pings it)",
+            t1.elapsed()
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    eprintln!(
+        "primary resumed -> the worker IDLE through the address: {:.1?} after the Service followed; IDLE 130 s on",
+        idle
+    );
 
     eprintln!("the whole test {:.1?}", started.elapsed());
 }
