@@ -90,8 +90,12 @@ pub(crate) fn remediated_sets(c: &ClusterFile) -> BTreeMap<String, bool> {
         .collect()
 }
 
-/// (status, reason, message) of the Slurm condition for a worker whose node is NODE.
-pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String) {
+/// (status, reason, message) of the Slurm condition for a worker whose node is NODE and whose
+/// pod has the address POD_IP.
+pub fn condition_of(
+    node: Option<&Node>,
+    pod_ip: Option<&str>,
+) -> (&'static str, &'static str, String) {
     let Some(n) = node else {
         return (
             "False",
@@ -100,11 +104,14 @@ pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String)
         );
     };
     let s = &n.state;
-    let detail = if n.reason.is_empty() {
+    let mut detail = if n.reason.is_empty() {
         s.to_string()
     } else {
         format!("{s}: {}", n.reason)
     };
+    if s.has("NOT_RESPONDING") {
+        detail += &elsewhere(n, pod_ip);
+    }
     let (status, reason) = if s.has("NOT_RESPONDING") {
         ("False", "NotResponding")
     } else if s.has("DOWN") {
@@ -119,6 +126,21 @@ pub fn condition_of(node: Option<&Node>) -> (&'static str, &'static str, String)
         ("True", "Idle")
     };
     (status, reason, detail)
+}
+
+/// Why slurmctld may not reach node N: it pings the address the node's registration came from
+/// (a dynamic node's `NodeAddr`), and that is not its pod's POD_IP, as where the path from a pod
+/// to the controllers' Service is NATed. Empty when the addresses agree or either is unknown.
+fn elsewhere(n: &Node, pod_ip: Option<&str>) -> String {
+    let (Some(pod), Ok(addr)) = (pod_ip, n.address.parse::<std::net::IpAddr>()) else {
+        return String::new();
+    };
+    match pod.parse::<std::net::IpAddr>() {
+        Ok(pod) if pod != addr => format!(
+            " (slurmctld reaches this node at {addr}, not its pod's address {pod}: its registration came through a NAT; pods must reach the controllers with their own address, see controller.ha.serviceAddress)"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Slinky's state conditions of a worker whose node is NODE, as health tools written for Slinky
@@ -146,7 +168,8 @@ pub(crate) fn condition_patch(
     node: Option<&Node>,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Option<serde_json::Value> {
-    let (status, reason, message) = condition_of(node);
+    let pod_ip = p.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+    let (status, reason, message) = condition_of(node, pod_ip);
     let conditions = p.status.as_ref().and_then(|s| s.conditions.as_deref());
     let current = |t: &str| -> Option<&PodCondition> {
         conditions.and_then(|c| c.iter().find(|c| c.type_ == t))
@@ -285,6 +308,36 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_worker_slurmctld_reaches_at_another_address_than_its_pod_s_says_why() {
+        let at = |addr: &str| Node {
+            address: addr.into(),
+            ..node(&["IDLE", "NOT_RESPONDING"])
+        };
+        let (status, reason, message) = condition_of(Some(&at("10.231.0.1")), Some("10.231.0.7"));
+        assert_eq!((status, reason), ("False", "NotResponding"));
+        assert!(
+            message.contains("slurmctld reaches this node at 10.231.0.1, not its pod's address 10.231.0.7: its registration came through a NAT"),
+            "{message}"
+        );
+        // The same address, a host name, no pod address, or a node that answers: nothing more.
+        for (node, pod) in [
+            (at("10.231.0.7"), Some("10.231.0.7")),
+            (at("cpu-0"), Some("10.231.0.7")),
+            (at("10.231.0.1"), None),
+            (
+                Node {
+                    address: "10.231.0.1".into(),
+                    ..node(&["IDLE"])
+                },
+                Some("10.231.0.7"),
+            ),
+        ] {
+            let (_, _, message) = condition_of(Some(&node), pod);
+            assert!(!message.contains("NAT"), "{message}");
+        }
     }
 
     #[test]
