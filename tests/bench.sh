@@ -27,7 +27,7 @@
 #          against the default policy on a release build (tests/offline/generated/), printing the
 #          cases, the seconds, the admitted/refused/invalid shares and any violation with its seed.
 #        bash tests/bench.sh campaign
-#          only the fault campaign's long run (tests/e2e/campaign.rs): SLURMOPS_CAMPAIGN_RUNS
+#          only the fault campaigns' long runs (tests/e2e/campaign.rs, campaign_controllers.rs): SLURMOPS_CAMPAIGN_RUNS
 #          (default 20) seeds one after another, SLURMOPS_CAMPAIGN_FAULTS (default 5) faults each,
 #          printing each seed, its faults and convergence, then the figures line (faults injected,
 #          survived, jobs lost, convergence p50/p99). A failing seed stops the run and is printed;
@@ -47,7 +47,7 @@ if [ "${1:-}" = campaign ]; then
   trap 'bash tests/bed/bed.sh down >/dev/null 2>&1 || true' EXIT
   bash tests/bed/bed.sh prepare
   SLURMOPS_CAMPAIGN_RUNS=${SLURMOPS_CAMPAIGN_RUNS:-20} RUSTFLAGS="-C target-feature=+crt-static" OPENSSL_STATIC=1 \
-    cargo nextest run --target x86_64-unknown-linux-gnu --test bed --no-capture -E 'test(/^campaign::/)'
+    cargo nextest run --target x86_64-unknown-linux-gnu --test bed --no-capture -E 'test(/^campaign/)'
   exit 0
 fi
 only=()

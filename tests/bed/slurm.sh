@@ -19,6 +19,8 @@
 #   slurm.sh stop-dbd INST                  stop INST's slurmdbd (an outage: slurmctld keeps running)
 #   slurm.sh start-dbd INST                 start it again, as it was configured
 #   slurm.sh crash-ctld INST NAME           kill controller NAME of several (SIGKILL)
+#   slurm.sh pause-ctld INST NAME           hang controller NAME of several (SIGSTOP)
+#   slurm.sh resume-ctld INST NAME          let it go on (SIGCONT)
 #   slurm.sh start-ctld-pod INST NAME       start controller NAME of several unless it runs (its pod
 #                                           started), its state kept; wait until all answer
 #   slurm.sh start-restd INST PORT [NAME [ADDR]]
@@ -380,6 +382,14 @@ case "$cmd" in
     kill -9 "$p"
     for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     rm -f "$RUN/slurmctld-$1.pid"
+    ;;
+  pause-ctld)
+    # One controller of several hangs (SIGSTOP: it holds its connections and answers nothing).
+    kill -STOP "$(cat "$RUN/slurmctld-$1.pid")"
+    ;;
+  resume-ctld)
+    # The hung controller goes on (SIGCONT).
+    kill -CONT "$(cat "$RUN/slurmctld-$1.pid")"
     ;;
   start-ctld-pod)
     # That controller's pod (back): the same state directory, the others running.

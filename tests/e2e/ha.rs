@@ -54,7 +54,7 @@ fn instance_of(release: &str) -> (&'static str, u16, u16, u8) {
 
 /// The rendered Slurm files on the test host, the controllers as rendered (their pod names,
 /// primary first) each at a loopback address of its own; their addresses in order.
-fn ha_overlay(
+pub(crate) fn ha_overlay(
     c: &ClusterFile,
     r: &Rendered,
     instance: &str,

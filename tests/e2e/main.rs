@@ -13,6 +13,7 @@ mod backpressure;
 mod backup;
 mod bed;
 mod campaign;
+mod campaign_controllers;
 mod canary;
 mod checks;
 mod confinement;
