@@ -27,7 +27,7 @@
 #          against the default policy on a release build (tests/offline/generated/), printing the
 #          cases, the seconds, the admitted/refused/invalid shares and any violation with its seed.
 #        bash tests/bench.sh campaign
-#          only the fault campaigns' long runs (tests/e2e/campaign.rs, campaign_controllers.rs): SLURMOPS_CAMPAIGN_RUNS
+#          only the fault campaigns' long runs (tests/e2e/campaign*.rs): SLURMOPS_CAMPAIGN_RUNS
 #          (default 20) seeds one after another, SLURMOPS_CAMPAIGN_FAULTS (default 5) faults each,
 #          printing each seed, its faults and convergence, then the figures line (faults injected,
 #          survived, jobs lost, convergence p50/p99). A failing seed stops the run and is printed;

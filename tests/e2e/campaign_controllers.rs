@@ -95,13 +95,13 @@ fn schedule(seed: u64, n: usize) -> Vec<Planned> {
 
 /// A TCP relay that can be cut: every connection through it closed at once and new ones closed
 /// as they come, until it is joined again (a restarting server, seen from its clients).
-struct Cut {
-    addr: SocketAddr,
+pub(crate) struct Cut {
+    pub(crate) addr: SocketAddr,
     state: Arc<Mutex<(bool, Vec<TcpStream>)>>,
 }
 
 impl Cut {
-    fn start(upstream: &str) -> Cut {
+    pub(crate) fn start(upstream: &str) -> Cut {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state: Arc<Mutex<(bool, Vec<TcpStream>)>> = Arc::default();
@@ -135,7 +135,7 @@ impl Cut {
         Cut { addr, state }
     }
 
-    fn set(&self, cut: bool) {
+    pub(crate) fn set(&self, cut: bool) {
         let mut s = self.state.lock().unwrap();
         s.0 = cut;
         if cut {

@@ -14,6 +14,7 @@ mod backup;
 mod bed;
 mod campaign;
 mod campaign_controllers;
+mod campaign_upgrade;
 mod canary;
 mod checks;
 mod confinement;

@@ -17,7 +17,7 @@ use slurmops::render::render;
 use crate::support::slurm::{slurmd_port, test_host_overlay};
 use crate::support::{Event, OwnSlurm, TestEnv, bed, eventually, unique_suffix};
 
-fn cluster_yaml(ns: &str, w: &str, version: &str) -> String {
+pub(crate) fn cluster_yaml(ns: &str, w: &str, version: &str) -> String {
     format!(
         r#"apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster
