@@ -188,9 +188,10 @@ impl Daemons<'_> {
     }
 }
 
-/// Job ID's state and restart count, from `scontrol` of INSTANCE (empty once Slurm forgot it).
+/// Job ID's state and restart count, from `scontrol` of INSTANCE: `VANISHED` when slurmctld
+/// answers that it knows no such job, empty when it did not answer.
 fn job(instance: &str, id: &str) -> (String, u64) {
-    let out = std::process::Command::new("bash")
+    let Ok(o) = std::process::Command::new("bash")
         .args([
             "tests/bed/slurm.sh",
             "exec",
@@ -202,8 +203,13 @@ fn job(instance: &str, id: &str) -> (String, u64) {
             id,
         ])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
+    else {
+        return Default::default();
+    };
+    if String::from_utf8_lossy(&o.stderr).contains("Invalid job id") {
+        return ("VANISHED".into(), 0);
+    }
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
     let field = |k: &str| {
         out.split_whitespace()
             .find_map(|kv| kv.strip_prefix(k))
@@ -364,6 +370,10 @@ async fn run(seed: u64, n: usize) -> Outcome {
         )
         .await;
     }
+    // slurmctld writes what changed to its state directory within 5 s (SAVE_MAX_WAIT): a job a
+    // controller that dies sooner started is lost with it, with or without slurmops (seen here:
+    // the backup found no job state). The faults begin once the jobs are saved.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let seen: Arc<Mutex<BTreeMap<String, (String, u64)>>> = Arc::default();
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {
@@ -380,6 +390,10 @@ async fn run(seed: u64, n: usize) -> Outcome {
                     if !state.is_empty() {
                         let mut s = seen.lock().unwrap();
                         let e = s.entry(j.clone()).or_default();
+                        // A finished job leaves slurmctld's memory after MinJobAge.
+                        if state == "VANISHED" && e.0 == "COMPLETED" {
+                            continue;
+                        }
                         e.1 = e.1.max(restarts);
                         e.0 = state;
                     }
