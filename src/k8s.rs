@@ -150,6 +150,8 @@ pub struct Connection {
     pub log: Arc<RequestLog>,
     /// `policy/v1` where served, else `policy/v1beta1` (Kubernetes < 1.21).
     pub pdb_api_version: String,
+    /// `batch/v1` where it serves CronJobs (Kubernetes >= 1.21), else `batch/v1beta1` (1.20).
+    pub cron_job_api_version: String,
     /// fieldValidation=Strict is honoured (Kubernetes >= 1.25).
     pub strict_validation: bool,
     pub server_version: String,
@@ -217,6 +219,15 @@ impl Connection {
         let policy_v1 = groups.groups.iter().any(|g| {
             g.name == "policy" && g.versions.iter().any(|v| v.group_version == "policy/v1")
         });
+        // batch/v1 is served on every release (Jobs), CronJobs at it from 1.21; batch/v1beta1's
+        // CronJobs are gone from 1.25.
+        let batch_v1beta1 = groups.groups.iter().any(|g| {
+            g.name == "batch"
+                && g.versions
+                    .iter()
+                    .any(|v| v.group_version == "batch/v1beta1")
+        });
+        let cron_job_api_version = cron_job_api_version(&version.major, minor, batch_v1beta1);
         let dra = groups.groups.iter().any(|g| g.name == "resource.k8s.io");
         let service_monitors = groups.groups.iter().any(|g| {
             g.name == "monitoring.coreos.com"
@@ -235,6 +246,7 @@ impl Connection {
                 "policy/v1beta1"
             }
             .into(),
+            cron_job_api_version,
             strict_validation: version.major == "1" && minor >= 25,
             server_version: version.git_version,
         })
@@ -354,6 +366,16 @@ impl Connection {
     }
 }
 
+/// The apiVersion CronJobs are sent at, on Kubernetes MAJOR.MINOR, which serves
+/// `batch/v1beta1` or not (BATCH_V1BETA1): `batch/v1` from 1.21, where CronJob is GA.
+pub fn cron_job_api_version(major: &str, minor: u32, batch_v1beta1: bool) -> String {
+    match batch_v1beta1 && major == "1" && minor < 21 {
+        true => "batch/v1beta1",
+        false => "batch/v1",
+    }
+    .into()
+}
+
 /// apiVersion, kind, namespace and name of a JSON object.
 pub fn ident(body: &serde_json::Value) -> (String, String, String, String) {
     let s = |p: &str| {
@@ -384,6 +406,7 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         "Pod" => "pods",
         "PodTemplate" => "podtemplates",
         "ServiceMonitor" => "servicemonitors",
+        "CronJob" => "cronjobs",
         other => return ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, other)),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
@@ -412,5 +435,16 @@ mod tests {
             "/apis/coordination.k8s.io/v1/namespaces/slurm/leases/slurmops"
         ));
         assert!(!list("/version"));
+    }
+
+    #[test]
+    fn cron_jobs_go_at_v1beta1_only_where_v1_does_not_serve_them() {
+        let v = super::cron_job_api_version;
+        // 1.20 (the bed's): batch/v1 serves Jobs only.
+        assert_eq!(v("1", 20, true), "batch/v1beta1");
+        // 1.21 to 1.24 serve both; 1.25 and later v1 only.
+        assert_eq!(v("1", 21, true), "batch/v1");
+        assert_eq!(v("1", 33, false), "batch/v1");
+        assert_eq!(v("1", 19, false), "batch/v1");
     }
 }

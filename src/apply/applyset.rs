@@ -56,13 +56,19 @@ pub fn parse_group_kinds(annotation: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The apiVersion slurmops uses for a group-kind it renders.
-pub fn api_version_of(group_kind: &str, pdb_api_version: &str) -> Option<(String, String)> {
+/// The apiVersion slurmops uses for a group-kind it renders, where the cluster serves
+/// PodDisruptionBudgets at PDB_API_VERSION and CronJobs at CRON_JOB_API_VERSION.
+pub fn api_version_of(
+    group_kind: &str,
+    pdb_api_version: &str,
+    cron_job_api_version: &str,
+) -> Option<(String, String)> {
     let (kind, group) = group_kind.split_once('.').unwrap_or((group_kind, ""));
     let v = match (group, kind) {
         ("", "ConfigMap" | "Secret" | "Service" | "PodTemplate") => "v1".to_string(),
         ("apps", "StatefulSet" | "Deployment") => "apps/v1".to_string(),
         ("policy", "PodDisruptionBudget") => pdb_api_version.to_string(),
+        ("batch", "CronJob") => cron_job_api_version.to_string(),
         ("networking.k8s.io", "NetworkPolicy") => "networking.k8s.io/v1".to_string(),
         ("monitoring.coreos.com", "ServiceMonitor") => "monitoring.coreos.com/v1".to_string(),
         _ => return None,
@@ -117,8 +123,12 @@ mod tests {
         assert_eq!(group_kind("apps/v1", "StatefulSet"), "StatefulSet.apps");
         assert_eq!(group_kind("v1", "Service"), "Service");
         assert_eq!(
-            api_version_of("PodDisruptionBudget.policy", "policy/v1beta1"),
+            api_version_of("PodDisruptionBudget.policy", "policy/v1beta1", "batch/v1"),
             Some(("policy/v1beta1".into(), "PodDisruptionBudget".into()))
+        );
+        assert_eq!(
+            api_version_of("CronJob.batch", "policy/v1", "batch/v1beta1"),
+            Some(("batch/v1beta1".into(), "CronJob".into()))
         );
     }
 }

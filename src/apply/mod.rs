@@ -162,9 +162,9 @@ pub fn desired(c: &ClusterFile, r: &Rendered, cluster: &Connection, live: &Membe
         .iter()
         .map(|o| {
             let mut o = o.clone();
-            if o.kind == "PodDisruptionBudget" {
-                o.api_version = cluster.pdb_api_version.clone();
-                o.body["apiVersion"] = json!(cluster.pdb_api_version);
+            if let Some(v) = served_version(cluster, &o.kind) {
+                o.api_version = v.to_string();
+                o.body["apiVersion"] = json!(v);
             }
             o.body["metadata"]["labels"][applyset::LABEL_PART_OF] = json!(set_id);
             for rule in ignore_rules(c, &o) {
@@ -185,6 +185,16 @@ pub fn desired(c: &ClusterFile, r: &Rendered, cluster: &Connection, live: &Membe
             o
         })
         .collect()
+}
+
+/// The apiVersion the cluster serves KIND at, for the kinds whose version differs between the
+/// releases slurmops supports (rendered at the newest; the body is the same at both).
+fn served_version<'a>(cluster: &'a Connection, kind: &str) -> Option<&'a str> {
+    match kind {
+        "PodDisruptionBudget" => Some(&cluster.pdb_api_version),
+        "CronJob" => Some(&cluster.cron_job_api_version),
+        _ => None,
+    }
 }
 
 fn autoscaled(c: &ClusterFile, o: &Object) -> bool {
@@ -247,7 +257,8 @@ pub async fn members(
     let selector = format!("{}={set_id}", applyset::LABEL_PART_OF);
     let mut objects = BTreeMap::new();
     for gk in &gks {
-        let Some((api_version, kind)) = applyset::api_version_of(gk, &cluster.pdb_api_version)
+        let Some((api_version, kind)) =
+            applyset::api_version_of(gk, &cluster.pdb_api_version, &cluster.cron_job_api_version)
         else {
             continue;
         };
@@ -291,11 +302,7 @@ fn rendered_group_kinds(r: &Rendered, cluster: &Connection) -> BTreeSet<String> 
     r.objects
         .iter()
         .map(|o| {
-            let v = if o.kind == "PodDisruptionBudget" {
-                cluster.pdb_api_version.as_str()
-            } else {
-                o.api_version.as_str()
-            };
+            let v = served_version(cluster, &o.kind).unwrap_or(&o.api_version);
             applyset::group_kind(v, &o.kind)
         })
         .collect()

@@ -31,6 +31,14 @@ pub const RULES: &[(&[&str], &[&str], &[&str])] = &[
             "get", "list", "watch", "create", "patch", "update", "delete",
         ],
     ),
+    // spec.backup.schedule: the scheduled copies' CronJob.
+    (
+        &["batch"],
+        &["cronjobs"],
+        &[
+            "get", "list", "watch", "create", "patch", "update", "delete",
+        ],
+    ),
     // spec.networkPolicy.
     (
         &["networking.k8s.io"],

@@ -113,6 +113,16 @@ pub fn state_copy(
     Some(c)
 }
 
+/// The image whose mariadb-dump copies DB: `backup.image`, else the in-cluster MariaDB's image,
+/// else MariaDB's own.
+pub fn image(s: &ClusterSpec, db: &Database) -> String {
+    s.backup
+        .as_ref()
+        .and_then(|b| b.image.clone())
+        .or_else(|| db.in_cluster.as_ref().and_then(|ic| ic.image.clone()))
+        .unwrap_or_else(|| DEFAULT_IMAGE.into())
+}
+
 /// slurmdbd's pod's init container: the accounting database DB dumped to the claim with
 /// mariadb-dump, reaching it at HOST as slurmdbd does, with slurmdbd's password. It waits up to
 /// 120 s for the database to answer (a new cluster's starts beside it); a database without
@@ -123,13 +133,8 @@ pub fn database_copy(
     db: &Database,
     host: &str,
 ) -> Option<Container> {
-    let b = s.backup.as_ref()?;
-    b.claim()?;
-    let image = b
-        .image
-        .clone()
-        .or_else(|| db.in_cluster.as_ref().and_then(|ic| ic.image.clone()))
-        .unwrap_or_else(|| DEFAULT_IMAGE.into());
+    s.backup.as_ref()?.claim()?;
+    let image = image(s, db);
     let mut script = preamble("the accounting database", "accounting");
     // The password reaches the clients in MYSQL_PWD, never on a command line.
     script.push_str(

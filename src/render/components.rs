@@ -133,7 +133,7 @@ fn slurm_security() -> PodSecurityContext {
 /// The context of a pod that may copy onto the backup claim: its `fsGroup` (Slurm's user's
 /// group) makes a new volume writable; the kubelet changes the claim's files to it only when its
 /// top directory is not the group's yet, not on every start (a claim of copies grows large).
-fn copier_security(s: &ClusterSpec) -> PodSecurityContext {
+pub(super) fn copier_security(s: &ClusterSpec) -> PodSecurityContext {
     let mut c = slurm_security();
     if super::backup::volume(s).is_some() {
         c.fs_group_change_policy = Some("OnRootMismatch".into());

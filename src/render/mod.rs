@@ -5,6 +5,7 @@
 //! into JSON at the end, in the order apply will send them.
 
 pub mod backup;
+pub mod backup_schedule;
 pub mod components;
 pub mod database;
 pub mod handback;
@@ -91,7 +92,7 @@ impl Object {
 /// Everything one cluster.yaml renders to.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rendered {
-    /// In apply order: config, services, slurmdbd, slurmctld, slurmrestd, login, workers, PDBs.
+    /// In apply order: config, services, slurmdbd (and its scheduled copies), slurmctld, slurmrestd, login, workers, PDBs.
     pub objects: Vec<Object>,
     /// Slurm config files by name (slurmdbd.conf without its password).
     pub slurm: SlurmFiles,
@@ -188,6 +189,9 @@ pub fn render(c: &ClusterFile) -> Rendered {
     }
     if let Some((_, sts)) = accounting {
         push(Object::from_typed(sts, &names));
+    }
+    if let Some(cron_job) = backup_schedule::cron_job(c, &names) {
+        push(Object::from_typed(cron_job, &names));
     }
     push(Object::from_typed(ctl, &names));
     let restapi_pdb = restapi.map(|(_, dep, pdb)| {

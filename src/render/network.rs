@@ -1,8 +1,8 @@
 //! NetworkPolicies for the control plane (`spec.networkPolicy`): slurmctld reachable from the
 //! cluster's own pods (and, with metrics on, the monitoring namespaces listed), slurmdbd from
-//! slurmctld and slurmrestd, the in-cluster MariaDB from slurmdbd, slurmrestd from the cluster's
-//! pods and the namespaces listed. Workers and login pods are left open: job steps talk between
-//! workers, and users reach login pods.
+//! slurmctld and slurmrestd, the in-cluster MariaDB from slurmdbd (and the pods of the scheduled
+//! copies), slurmrestd from the cluster's pods and the namespaces listed. Workers and login pods
+//! are left open: job steps talk between workers, and users reach login pods.
 
 use std::collections::BTreeMap;
 
@@ -110,13 +110,18 @@ pub fn policies(c: &ClusterFile, names: &Names) -> Vec<NetworkPolicy> {
         .as_ref()
         .filter(|d| d.in_cluster.is_some());
     if let (true, Some(db)) = (c.spec.accounting.enabled, in_cluster_db) {
-        // The in-cluster MariaDB: slurmdbd only.
-        out.push(policy(
-            names,
-            Component::Database,
-            db.port,
-            vec![pods(names.selector(Component::Accounting, None))],
-        ));
+        // The in-cluster MariaDB: slurmdbd only, and the pods of the scheduled copies.
+        let mut from = vec![pods(names.selector(Component::Accounting, None))];
+        if crate::cluster::backup::scheduled(&c.spec).is_some() {
+            from.push(pods(BTreeMap::from([
+                (LABEL_INSTANCE.to_string(), names.name.clone()),
+                (
+                    super::names::LABEL_COMPONENT.to_string(),
+                    super::backup_schedule::COMPONENT.to_string(),
+                ),
+            ])));
+        }
+        out.push(policy(names, Component::Database, db.port, from));
     }
     if c.spec.restapi.enabled {
         let mut from = vec![cluster()];

@@ -341,3 +341,32 @@ fn every_example_validates_under_guarded_with_the_policy_the_docs_show() {
         }
     }
 }
+
+/// Scheduled copies (issue 77): the CronJob slurmops renders for `backup.schedule` passes the
+/// closed policy with the install's defaults (its pod as restricted as the pods it copies
+/// beside), and the image its pod runs is held to the install's repositories like any other.
+#[test]
+fn scheduled_copies_pass_guarded_and_their_image_is_held_to_the_allowed_repositories() {
+    let quick = include_str!("../../examples/quickstart/cluster.yaml");
+    let text = quick.replace(
+        "  accounting:\n",
+        "  backup:\n    claim: slurm-copies\n    schedule: {cron: \"0 3 * * *\", keep: 7}\n  accounting:\n",
+    );
+    assert_ne!(text, quick);
+    let c = load("cluster.yaml", &text).unwrap_or_else(|e| panic!("{e:#?}"));
+    assert!(
+        slurmops::render::render(&c)
+            .objects
+            .iter()
+            .any(|o| o.kind == "CronJob")
+    );
+    assert_eq!(refused(&text, &guarded()), Vec::new());
+    let evil = text.replace(
+        "    claim: slurm-copies\n",
+        "    claim: slurm-copies\n    image: evil.example/dump:1\n",
+    );
+    let r = refused(&evil, &guarded());
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert_eq!(r[0].path, "spec.backup.image");
+    assert_eq!(r[0].line, line_of(&evil, "image: evil.example/dump:1"));
+}

@@ -1373,3 +1373,49 @@ fn active_checks_declare_their_licenses_beside_the_site_s() {
         "{t}"
     );
 }
+
+/// Scheduled copies (issue 77): adding `backup.schedule` plans one CronJob to create and
+/// changes nothing else (no pod of slurmdbd's restarts); removing it plans its deletion. The
+/// CronJob as rendered is golden.
+#[test]
+fn a_backup_schedule_is_one_cron_job_planned_like_any_object() {
+    let (_, text) = example("examples/quickstart");
+    let claim = text.replace(
+        "  accounting:\n",
+        "  backup:\n    claim: slurm-copies\n  accounting:\n",
+    );
+    assert_ne!(claim, text);
+    let scheduled = claim.replace(
+        "    claim: slurm-copies\n",
+        "    claim: slurm-copies\n    schedule: {cron: \"0 3 * * *\", keep: 7}\n",
+    );
+    let p = plan_of(&claim, &scheduled);
+    let changes: Vec<_> = p
+        .changes
+        .iter()
+        .map(|c| format!("{:?} {}/{}", c.action, c.kind, c.name))
+        .collect();
+    assert_eq!(changes, ["Create CronJob/quick-backup"]);
+    let out = format::text(&p, "x");
+    assert!(out.contains("+ create CronJob slurm/quick-backup"), "{out}");
+    assert!(out.contains("schedule: 0 3 * * *"), "{out}");
+    let p = plan_of(&scheduled, &claim);
+    let changes: Vec<_> = p
+        .changes
+        .iter()
+        .map(|c| format!("{:?} {}/{}", c.action, c.kind, c.name))
+        .collect();
+    assert_eq!(changes, ["Delete CronJob/quick-backup"]);
+
+    let r = render(&load_text(&scheduled));
+    let cron_job = Rendered {
+        objects: r
+            .objects
+            .iter()
+            .filter(|o| o.kind == "CronJob")
+            .cloned()
+            .collect(),
+        ..Rendered::default()
+    };
+    golden("backup-schedule.objects.yaml", &objects_yaml(&cron_job));
+}

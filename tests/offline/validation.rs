@@ -1589,3 +1589,85 @@ fn lists_render_merges_or_parses_item_by_item_are_bounded() {
     assert_eq!(d.path, "spec.accounting.qos[0].limits.maxTRESPerJob", "{d}");
     assert!(d.message.contains("at most 4096"), "{d}");
 }
+
+/// Scheduled copies (issue 77): a cron schedule of five fields Kubernetes takes, `keep` of at
+/// least one, a claim to write to and an accounting database to copy — each refused at its line.
+#[test]
+fn a_backup_schedule_is_checked_at_its_line() {
+    let db = "  accounting:\n    enabled: true\n    database:\n      user: slurm\n      password: {name: slurm-db, key: password}\n      inCluster: {storage: 1Gi}\n";
+    let text = |backup: &str, accounting: &str| {
+        with(
+            "  nodeSets:\n",
+            &format!("  backup:\n{backup}{accounting}  nodeSets:\n"),
+        )
+    };
+    let good = "    claim: slurm-copies\n    schedule: {cron: \"30 2 * * MON-FRI\", keep: 7}\n";
+    load("cluster.yaml", &text(good, db)).unwrap_or_else(|e| panic!("{e:#?}"));
+
+    for (cron, words) in [
+        ("0 3 * *", "has 4 fields; a schedule has 5"),
+        ("0 3 * * * *", "has 6 fields"),
+        ("0 25 * * *", "hour \"25\": 25 is outside 0-23"),
+        ("61 * * * *", "minute \"61\": 61 is outside 0-59"),
+        ("0 3 * * 7", "day of week \"7\": 7 is outside 0-6"),
+        ("0 3 * JAM *", "month \"JAM\": \"JAM\" is not a number"),
+        ("*/0 * * * *", "the step \"0\" is not a number of 1 or more"),
+        ("0 5-2 * * *", "the range 5-2 runs backwards"),
+    ] {
+        let t = text(
+            &format!("    claim: slurm-copies\n    schedule: {{cron: \"{cron}\", keep: 7}}\n"),
+            db,
+        );
+        let d = one(&t);
+        assert_eq!(d.path, "spec.backup.schedule.cron", "{cron}");
+        assert_eq!(d.line, line_of(&t, "schedule:"), "{cron}");
+        assert!(d.message.contains(words), "{cron}: {}", d.message);
+        assert!(
+            d.hint.as_deref().unwrap_or("").contains("\"0 3 * * *\""),
+            "{d:?}"
+        );
+    }
+
+    let t = text(
+        "    claim: slurm-copies\n    schedule:\n      cron: \"0 3 * * *\"\n      keep: 0\n",
+        db,
+    );
+    let d = one(&t);
+    assert_eq!(d.path, "spec.backup.schedule.keep");
+    assert_eq!((d.line, d.col), (line_of(&t, "keep: 0"), 13));
+    assert!(d.message.contains("it must be 1 to 1000"), "{}", d.message);
+
+    // Only ownCopies: nowhere to write them.
+    let t = text(
+        "    ownCopies: true\n    schedule: {cron: \"0 3 * * *\", keep: 7}\n",
+        db,
+    );
+    let d = one(&t);
+    assert_eq!(d.path, "spec.backup.schedule");
+    assert_eq!(d.line, line_of(&t, "schedule:"));
+    assert!(
+        d.message
+            .contains("scheduled copies are written to spec.backup.claim, and none is set"),
+        "{}",
+        d.message
+    );
+    // No accounting database: nothing to copy.
+    let d = one(&text(good, ""));
+    assert_eq!(d.path, "spec.backup.schedule");
+    assert!(
+        d.message
+            .contains("scheduled copies are of the accounting database"),
+        "{}",
+        d.message
+    );
+    // Unknown fields are refused as everywhere.
+    let d = one(&text(
+        "    claim: slurm-copies\n    schedule: {cron: \"0 3 * * *\", keep: 7, retain: 3}\n",
+        db,
+    ));
+    assert!(
+        d.message.contains("unknown field `retain`"),
+        "{}",
+        d.message
+    );
+}

@@ -598,6 +598,9 @@ impl Validator {
                     "write a reference such as docker.io/library/mariadb:11.8",
                 );
             }
+            for f in crate::cluster::backup::schedule_findings(s, &at) {
+                self.push(f);
+            }
         }
         // Without clusterName, metadata.name (checked above, at most 40) is the ClusterName.
         if let Some(cluster_name) = s.cluster_name.as_deref() {
