@@ -57,6 +57,12 @@ pub(super) fn check(
         .map(|o| ((o.kind.as_str(), o.name.as_str()), o))
         .collect();
     let mut claims: HashMap<String, String> = HashMap::new();
+    let own_claims: BTreeSet<&str> = rendered
+        .objects
+        .iter()
+        .filter(|o| o.kind == "PersistentVolumeClaim")
+        .map(|o| o.name.as_str())
+        .collect();
     for o in &rendered.objects {
         let bare = skeleton.get(&(o.kind.as_str(), o.name.as_str()));
         let mut cx = Cx {
@@ -82,6 +88,7 @@ pub(super) fn check(
         }
         let bare_spec = bare.and_then(|b| pod_spec(b)).map(|(_, s)| s);
         pod(&mut cx, &at, spec, bare_spec);
+        volumes::claims_made_elsewhere(&mut cx, &at, spec, &own_claims);
         if let Some(Value::Array(claims)) = o.body.pointer("/spec/volumeClaimTemplates") {
             let own = bare.and_then(|b| b.body.pointer("/spec/volumeClaimTemplates"));
             volumes::claim_templates(&mut cx, claims, own);

@@ -150,17 +150,8 @@ fn volume(cx: &mut Cx<'_>, at: &str, name: &str, kind: &str, source: &Value) {
             str_at(source, "secretName").unwrap_or_default(),
             "a volume",
         ),
-        "persistentVolumeClaim" => {
-            let claim = str_at(source, "claimName").unwrap_or_default();
-            if !cx.g.volume_claims.iter().any(|c| c == claim) {
-                cx.refuse(
-                    at,
-                    Some(claim),
-                    format!("PersistentVolumeClaim {claim}: pods may mount only the claims this install names (it could be another cluster's state or home)"),
-                    "the install allows it with the daemon's --allow-volume-claim NAME (policy allowVolumeClaims)",
-                );
-            }
-        }
+        // Its claim is checked with every claim a pod mounts (`claims_made_elsewhere`).
+        "persistentVolumeClaim" => {}
         "projected" => {
             let sources = source.get("sources").and_then(Value::as_array);
             for s in sources.into_iter().flatten() {
@@ -322,6 +313,37 @@ pub(super) fn claim_templates(cx: &mut Cx<'_>, claims: &[Value], own: Option<&Va
                 );
             }
         }
+    }
+}
+
+/// Every claim the pod SPEC at AT mounts that this rendering does not make itself (OWN_CLAIMS:
+/// its PersistentVolumeClaim objects): only the install's, whatever setting named it — a volume
+/// the push added, or a typed one (the controllers' shared state, the copies' claim before an
+/// upgrade, the scheduled copies'): a claim could be another cluster's state or home.
+pub(super) fn claims_made_elsewhere(
+    cx: &mut Cx<'_>,
+    at: &str,
+    spec: &Map<String, Value>,
+    own_claims: &BTreeSet<&str>,
+) {
+    let volumes = spec.get("volumes").and_then(Value::as_array);
+    for vol in volumes.into_iter().flatten() {
+        let Some(claim) = vol
+            .pointer("/persistentVolumeClaim/claimName")
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        if own_claims.contains(claim) || cx.g.volume_claims.iter().any(|c| c == claim) {
+            continue;
+        }
+        let name = str_at(vol, "name").unwrap_or_default();
+        cx.refuse(
+            format!("{at}.volumes[{name}].persistentVolumeClaim"),
+            Some(claim),
+            format!("PersistentVolumeClaim {claim}: pods may mount only the claims this install names (it could be another cluster's state or home)"),
+            "the install allows it with the daemon's --allow-volume-claim NAME (policy allowVolumeClaims)",
+        );
     }
 }
 

@@ -480,3 +480,29 @@ fn what_the_second_red_team_got_through_is_refused() {
     };
     admitted(&runtime, &allowed).unwrap();
 }
+
+/// A claim a typed setting names is mounted by rendered pods: the copies' `spec.backup.claim`
+/// (issue 77) in slurmdbd's pod, the controllers' and the scheduled copies' CronJob. Like any
+/// claim a pod mounts that this rendering does not make, only one the install names (it could be
+/// another cluster's state or home).
+#[test]
+fn the_copies_claim_is_mounted_only_when_the_install_names_it() {
+    let quick = include_str!("../../examples/quickstart/cluster.yaml");
+    let text = quick.replace(
+        "  accounting:\n",
+        "  backup:\n    claim: other-clusters-state\n    schedule: {cron: \"0 3 * * *\", keep: 7}\n  accounting:\n",
+    );
+    assert_ne!(text, quick);
+    refused_at(
+        &text,
+        "claim: other-clusters-state",
+        &[
+            "PersistentVolumeClaim",
+            "other-clusters-state",
+            "--allow-volume-claim",
+        ],
+    );
+    let mut g = guarded();
+    g.volume_claims = vec!["other-clusters-state".into()];
+    assert_eq!(admitted(&text, &g), Ok(()));
+}
