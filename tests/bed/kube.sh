@@ -3,6 +3,8 @@
 # kube-controller-manager v1.20.2 (built by kube-build.sh from Debian's source package).
 #   kube.sh up      start etcd, apiserver (RBAC, static tokens), controller-manager; print env lines
 #   kube.sh down    stop them by PID
+#   kube.sh restart [SECS]  kill etcd and the apiserver (SIGKILL), wait SECS, start them again
+#                   on etcd's data
 # SLURMOPS_KUBE_MORE_CONTROLLERS adds controllers (node.sh: nodelifecycle, which a real kubelet's
 # Node needs to lose its not-ready taint; the test kubelet's Nodes send no heartbeat, so the shared
 # bed runs without it). The controller-manager may send 100 requests a second (its default, 20, makes the pods of a
@@ -65,7 +67,7 @@ up() {
   BIN=$("$HERE/kube-build.sh") || { log "FAILED: building kube-apiserver (see above)"; exit 1; }
   pki
   if ! alive etcd; then
-    rm -rf "$RUN/etcd-data"
+    [ -n "${SLURMOPS_ETCD_KEEP:-}" ] || rm -rf "$RUN/etcd-data"
     etcd --name bed --data-dir "$RUN/etcd-data" \
       --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
       --listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) \
@@ -115,5 +117,16 @@ up() {
 case "${1:-}" in
   up) up ;;
   down) for c in kcm apiserver etcd; do kill_pidfile "$RUN/$c.pid"; done ;;
+  restart)
+    # etcd and the apiserver crash (SIGKILL), stay down ${2:-0} s, and start again on etcd's data
+    # (the controller-manager, not leader-elected, reconnects by itself).
+    for c in apiserver etcd; do
+      if alive "$c"; then
+        p=$(cat "$RUN/$c.pid"); kill -9 "$p"
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+      fi
+    done
+    sleep "${2:-0}"
+    SLURMOPS_ETCD_KEEP=1 up >/dev/null ;;
   *) sed -n '2,10p' "$0" >&2; exit 2 ;;
 esac

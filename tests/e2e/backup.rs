@@ -8,12 +8,8 @@
 //! restores docs/howto.md gives are run as written: the database dropped and loaded from its
 //! copy (sacct lists the jobs of before), and the state put back from its copy (the job
 //! cancelled since is in the queue again).
-//!
-//! Scheduled copies (issue 77), on the same node: `backup.schedule` added to a running 24.11
-//! cluster (every minute, keep 2) makes a CronJob (served at `batch/v1beta1` on the node's 1.20)
-//! whose runs keep exactly the newest two copies and delete nothing else on the claim; a run
-//! that cannot write fails with its reason and leaves them; the newest restores as
-//! docs/howto.md says; the schedule removed, apply prunes the CronJob.
+
+//! Scheduled copies are `backup_schedule.rs`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,10 +21,10 @@ use crate::support::slurm_images::{
     Teardown, all_ready_and_idle, archives, import, in_pod, kubectl, kubectl_ok, slurm_secrets,
 };
 
-const CLUSTER: &str = "bk";
-const CTLD: &str = "bk-controller-0";
+pub(crate) const CLUSTER: &str = "bk";
+pub(crate) const CTLD: &str = "bk-controller-0";
 
-fn cluster_yaml(ns: &str, release: &str) -> String {
+pub(crate) fn cluster_yaml(ns: &str, release: &str) -> String {
     format!(
         "apiVersion: slurmops.dev/v1alpha1
 kind: SlurmCluster
@@ -64,7 +60,7 @@ spec:
 }
 
 /// `slurmops apply ARGS DIR` against the real node: whether it succeeded, and what it said.
-fn apply(dir: &Path, args: &[&str]) -> (bool, String) {
+pub(crate) fn apply(dir: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_slurmops"))
         .arg("apply")
         .args(args)
@@ -117,7 +113,7 @@ impl Drop for Volume {
 }
 
 /// The entries of DIR whose names start with PREFIX.
-fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+pub(crate) fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)
@@ -133,13 +129,13 @@ fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     out
 }
 
-fn ctld(ns: &str, cmd: &str) -> Result<String, String> {
+pub(crate) fn ctld(ns: &str, cmd: &str) -> Result<String, String> {
     in_pod(ns, CTLD, "slurmctld", cmd)
 }
 
 /// Runs the one-off pod of YAML (the restore docs/howto.md gives) to its end; fails with its
 /// log when it does not succeed.
-async fn run_pod(ns: &str, name: &str, yaml: &str) {
+pub(crate) async fn run_pod(ns: &str, name: &str, yaml: &str) {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), yaml).unwrap();
     kubectl_ok(&["-n", ns, "apply", "-f", file.path().to_str().unwrap()]);
@@ -171,7 +167,7 @@ async fn run_pod(ns: &str, name: &str, yaml: &str) {
 }
 
 /// Scales StatefulSet NAME to N and waits for its pods to match (0: gone; 1: Ready).
-async fn scale(ns: &str, name: &str, n: u32) {
+pub(crate) async fn scale(ns: &str, name: &str, n: u32) {
     kubectl_ok(&[
         "-n",
         ns,
@@ -208,7 +204,7 @@ async fn scale(ns: &str, name: &str, n: u32) {
 }
 
 /// sacct's answer for JOB from the controller pod (empty until slurmdbd has it).
-fn sacct(ns: &str, job: &str) -> String {
+pub(crate) fn sacct(ns: &str, job: &str) -> String {
     ctld(ns, &format!("sacct -n -X -P -j {job} -o JobID,State 2>&1")).unwrap_or_default()
 }
 
@@ -410,7 +406,7 @@ async fn step(
 }
 
 /// docs/howto.md's database restore, for a copy at PATH under the claim.
-fn restore_db_pod(path: &str) -> String {
+pub(crate) fn restore_db_pod(path: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Pod
@@ -471,14 +467,14 @@ spec:
 /// used): the copies (`slurm-copies`), slurmctld's state, MariaDB's data. The images of
 /// RELEASES (and MariaDB's) imported first.
 /// Dropped in this order: the namespace's pods, the volumes, their directories.
-struct Setup {
+pub(crate) struct Setup {
     _ns: Teardown,
     _volumes: Vec<Volume>,
-    ns: String,
-    dir: tempfile::TempDir,
+    pub(crate) ns: String,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn setup(prefix: &str, releases: &[&str]) -> Setup {
+pub(crate) fn setup(prefix: &str, releases: &[&str]) -> Setup {
     real_node();
     for a in archives().iter().filter(|a| {
         a.file_name().is_some_and(|n| {
@@ -584,274 +580,5 @@ async fn each_upgrade_copies_the_database_and_state_first_stops_when_it_cannot_a
     let jobs = (done, held);
     step(&ns, dir.path(), &copies, ("24.11", "25.11"), true, &jobs).await;
     step(&ns, dir.path(), &copies, ("25.11", "26.05"), false, &jobs).await;
-    eprintln!("the whole test: {:.1?}", started.elapsed());
-}
-
-/// cluster.yaml of the scheduled-copies test: 24.11, and backup.schedule when SCHEDULE.
-fn scheduled_yaml(ns: &str, schedule: Option<&str>) -> String {
-    let y = cluster_yaml(ns, "24.11");
-    match schedule {
-        Some(sch) => y.replace(
-            "    claim: slurm-copies\n",
-            &format!("    claim: slurm-copies\n    schedule: {sch}\n"),
-        ),
-        None => y,
-    }
-}
-
-/// The scheduled copies in DIR (`accounting-TIME.sql`), oldest first.
-fn scheduled_copies(dir: &Path) -> Vec<String> {
-    named(dir, "accounting-2")
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with("Z.sql"))
-        .collect()
-}
-
-/// The backup CronJob's Jobs in NS: (name, failed).
-fn backup_jobs(ns: &str) -> Vec<(String, bool)> {
-    let text = kubectl_ok(&[
-        "-n",
-        ns,
-        "get",
-        "jobs",
-        "-l",
-        "app.kubernetes.io/component=backup",
-        "-o",
-        "json",
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|j| {
-            let failed = j["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Failed" && c["status"] == "True");
-            (j["metadata"]["name"].as_str().unwrap().to_string(), failed)
-        })
-        .collect()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn scheduled_copies_keep_the_newest_a_failed_run_keeps_them_and_the_newest_restores() {
-    let started = Instant::now();
-    let bed = setup("bs", &["24.11"]);
-    let (ns, dir) = (bed.ns.as_str(), bed.dir.path());
-    // The cluster first, without a schedule (every pod Ready: a finished run's pod never is).
-    std::fs::write(dir.join("cluster.yaml"), scheduled_yaml(ns, None)).unwrap();
-    let (ok, out) = apply(dir, &["--wait", "0s"]);
-    assert!(ok, "{out}");
-    let took = all_ready_and_idle(ns, CTLD, Duration::from_secs(420)).await;
-    eprintln!("Slurm 24.11 with accounting: every pod Ready, the worker IDLE in {took:.1?}");
-    let done = ctld(
-        ns,
-        "cd /tmp && sbatch --wait --parsable -o /dev/null --wrap true",
-    )
-    .unwrap()
-    .trim()
-    .to_string();
-    eventually(
-        "slurmdbd to have the finished job",
-        Duration::from_secs(120),
-        async || {
-            if sacct(ns, &done).contains(&format!("{done}|COMPLETED")) {
-                return Some(());
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            None
-        },
-    )
-    .await;
-
-    // Files of the claim's scheduled directory that are not the schedule's: never deleted.
-    let sched = dir.join("slurm-copies").join(CLUSTER).join("scheduled");
-    std::fs::create_dir_all(&sched).unwrap();
-    let mode = |m: u32| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&sched, std::fs::Permissions::from_mode(m)).unwrap();
-    };
-    mode(0o777);
-    let others = ["accounting-manual.sql", "notes.txt"];
-    for f in others {
-        std::fs::write(sched.join(f), "kept\n").unwrap();
-    }
-
-    // The schedule added: plan shows the CronJob, apply makes it.
-    let with = scheduled_yaml(ns, Some("{cron: \"* * * * *\", keep: 2}"));
-    std::fs::write(dir.join("old.yaml"), scheduled_yaml(ns, None)).unwrap();
-    std::fs::write(dir.join("cluster.yaml"), &with).unwrap();
-    let plan = Command::new(env!("CARGO_BIN_EXE_slurmops"))
-        .arg("plan")
-        .arg(dir)
-        .arg("--from")
-        .arg(dir.join("old.yaml"))
-        .output()
-        .unwrap();
-    let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
-    assert!(
-        plan.contains("1 to create, 0 to update, 0 to replace, 0 to delete")
-            && plan.contains(&format!("+ create CronJob {ns}/{CLUSTER}-backup")),
-        "{plan}"
-    );
-    std::fs::remove_file(dir.join("old.yaml")).unwrap();
-    let t0 = Instant::now();
-    let (ok, out) = apply(dir, &["--wait", "0s"]);
-    assert!(ok, "{out}");
-    // Kubernetes 1.20 serves CronJobs at batch/v1beta1 only: apply sent it there.
-    kubectl_ok(&[
-        "-n",
-        ns,
-        "get",
-        "cronjobs.v1beta1.batch",
-        &format!("{CLUSTER}-backup"),
-    ]);
-
-    // Three runs: each copy seen (polled every second; a copy lives two runs), the oldest
-    // deleted once a third is made.
-    let mut seen: Vec<String> = Vec::new();
-    eventually(
-        "three scheduled copies",
-        Duration::from_secs(300),
-        async || {
-            for c in scheduled_copies(&sched) {
-                if !seen.contains(&c) {
-                    eprintln!("{c} after {:.1?}", t0.elapsed());
-                    seen.push(c);
-                }
-            }
-            if seen.len() >= 3 {
-                return Some(());
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            None
-        },
-    )
-    .await;
-    seen.sort();
-    let now = scheduled_copies(&sched);
-    assert_eq!(
-        now,
-        seen[seen.len() - 2..],
-        "the newest two of {seen:?} kept"
-    );
-    let mut all: Vec<String> = named(&sched, "")
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    all.sort();
-    let mut want: Vec<String> = now
-        .iter()
-        .cloned()
-        .chain(others.map(String::from))
-        .collect();
-    want.sort();
-    assert_eq!(all, want, "nothing else deleted, no partial copy left");
-    let sql = std::fs::read_to_string(sched.join(&now[1])).unwrap();
-    assert!(
-        sql.contains("CREATE DATABASE") && sql.contains("_job_table"),
-        "a mariadb-dump of the accounting database: {}",
-        &sql[..sql.len().min(400)]
-    );
-    eprintln!(
-        "three runs, two copies kept, in {:.1?} after the apply",
-        t0.elapsed()
-    );
-
-    // A run that cannot write: its Job fails with the reason, the copies stay as they were.
-    let before: Vec<(String, Vec<u8>)> = now
-        .iter()
-        .map(|n| (n.clone(), std::fs::read(sched.join(n)).unwrap()))
-        .collect();
-    let failed_before: Vec<String> = backup_jobs(ns)
-        .into_iter()
-        .filter(|(_, f)| *f)
-        .map(|(n, _)| n)
-        .collect();
-    mode(0o555);
-    let t1 = Instant::now();
-    let job = eventually(
-        "a run on the read-only directory to fail",
-        Duration::from_secs(150),
-        async || {
-            let failed = backup_jobs(ns)
-                .into_iter()
-                .find(|(n, f)| *f && !failed_before.contains(n));
-            if failed.is_none() {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            failed.map(|(n, _)| n)
-        },
-    )
-    .await;
-    let message = kubectl_ok(&[
-        "-n",
-        ns,
-        "get",
-        "pods",
-        "-l",
-        &format!("job-name={job}"),
-        "-o",
-        "jsonpath={.items[0].status.containerStatuses[0].state.terminated.message}",
-    ]);
-    assert!(
-        message.contains("the scheduled copy of the accounting database failed")
-            && message.contains("Permission denied"),
-        "{message}"
-    );
-    eprintln!("a failed run in {:.1?}: {}", t1.elapsed(), message.trim());
-    for (n, bytes) in &before {
-        assert_eq!(
-            std::fs::read(sched.join(n)).ok().as_ref(),
-            Some(bytes),
-            "{n} unchanged"
-        );
-    }
-    assert_eq!(scheduled_copies(&sched), now);
-
-    // The newest copy restores as docs/howto.md says (the directory still read-only: no run
-    // changes the copies meanwhile).
-    let t2 = Instant::now();
-    scale(ns, &format!("{CLUSTER}-accounting"), 0).await;
-    run_pod(
-        ns,
-        "restore-db",
-        &restore_db_pod(&format!("{CLUSTER}/scheduled/{}", now[1])),
-    )
-    .await;
-    scale(ns, &format!("{CLUSTER}-accounting"), 1).await;
-    eventually(
-        "sacct to list the job from the restored database",
-        Duration::from_secs(180),
-        async || {
-            if sacct(ns, &done).contains(&format!("{done}|COMPLETED")) {
-                return Some(());
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            None
-        },
-    )
-    .await;
-    eprintln!("restored from {} in {:.1?}", now[1], t2.elapsed());
-
-    // The schedule removed: apply prunes the CronJob.
-    std::fs::write(dir.join("cluster.yaml"), scheduled_yaml(ns, None)).unwrap();
-    let (ok, out) = apply(dir, &["--wait", "0s"]);
-    assert!(ok, "{out}");
-    let gone = kubectl(&[
-        "-n",
-        ns,
-        "get",
-        "cronjobs.v1beta1.batch",
-        &format!("{CLUSTER}-backup"),
-    ]);
-    assert!(
-        gone.as_ref().is_err_and(|e| e.contains("NotFound")),
-        "{gone:?}"
-    );
-    mode(0o777);
     eprintln!("the whole test: {:.1?}", started.elapsed());
 }

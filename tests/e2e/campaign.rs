@@ -47,7 +47,7 @@ impl Rng {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
+pub(crate) enum Fault {
     /// The leading daemon SIGKILLed and started again at once.
     LeaderKilled,
     /// The leading daemon SIGKILLed and started again only when the fault ends: the standby leads.
@@ -72,14 +72,14 @@ const FAULTS: [Fault; 6] = [
 ];
 
 #[derive(Debug, Clone, Copy)]
-struct Planned {
-    at: Duration,
-    fault: Fault,
-    lasts: Duration,
+pub(crate) struct Planned {
+    pub(crate) at: Duration,
+    pub(crate) fault: Fault,
+    pub(crate) lasts: Duration,
 }
 
 /// The schedule of SEED: N faults within the first 90 s, in time order.
-fn schedule(seed: u64, n: usize) -> Vec<Planned> {
+pub(crate) fn schedule(seed: u64, n: usize) -> Vec<Planned> {
     let mut r = Rng(seed);
     let mut out: Vec<Planned> = (0..n)
         .map(|_| Planned {
@@ -97,16 +97,16 @@ pub(crate) fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// The two daemons of the install, restarted under new identities' logs as the faults require.
-struct Daemons<'a> {
-    t: &'a Bed,
-    git: String,
-    restd: String,
-    running: BTreeMap<String, Daemon>,
-    started: usize,
+pub(crate) struct Daemons<'a> {
+    pub(crate) t: &'a Bed,
+    pub(crate) git: String,
+    pub(crate) restd: String,
+    pub(crate) running: BTreeMap<String, Daemon>,
+    pub(crate) started: usize,
 }
 
 impl Daemons<'_> {
-    fn start(&mut self, identity: &str) {
+    pub(crate) fn start(&mut self, identity: &str) {
         self.started += 1;
         // A new log per start (the identity is the Lease's; the log's name only tells starts apart).
         let log_dir = self.t.dir.path().join(format!("start-{}", self.started));
@@ -146,8 +146,96 @@ impl Daemons<'_> {
     }
 }
 
+/// What the faults act on beside the daemons: this test's own slurmrestd on the shared slurmctld,
+/// its relay and git's.
+pub(crate) struct Faults {
+    pub(crate) restd_name: String,
+    pub(crate) restd_port: u16,
+    pub(crate) restd_relay: Tarpit,
+    pub(crate) git_relay: Tarpit,
+}
+
+impl Faults {
+    /// Starts this test's slurmrestd and the relays; the daemons' git URL for the repository URL.
+    pub(crate) fn start(url: &str) -> (Faults, String) {
+        let restd_name = format!("restd-{}", unique_suffix());
+        let restd_port = crate::support::daemon::free_port();
+        sh(&[
+            "start-restd",
+            slurm_instance(),
+            &restd_port.to_string(),
+            &restd_name,
+        ]);
+        let restd_relay = Tarpit::start(&format!("127.0.0.1:{restd_port}"));
+        let git_upstream = bed().git.http_url.trim_start_matches("http://").to_string();
+        let git_upstream = git_upstream.split('/').next().unwrap().to_string();
+        let git_relay = Tarpit::start(&git_upstream);
+        let git = url.replacen(&git_upstream, &git_relay.addr.to_string(), 1);
+        (
+            Faults {
+                restd_name,
+                restd_port,
+                restd_relay,
+                git_relay,
+            },
+            git,
+        )
+    }
+
+    pub(crate) fn restd_url(&self) -> String {
+        format!("http://{}", self.restd_relay.addr)
+    }
+
+    /// Injects P and, for one that lasts, ends it.
+    pub(crate) async fn inject(&self, d: &mut Daemons<'_>, p: &Planned) {
+        let inst = slurm_instance();
+        let (restd_name, restd_port) = (&self.restd_name, self.restd_port);
+        let (restd_relay, git_relay, t, ns) =
+            (&self.restd_relay, &self.git_relay, d.t, &d.t.env.ns);
+        match p.fault {
+            Fault::LeaderKilled => {
+                if let Some(who) = d.kill_leader().await {
+                    d.start(&who);
+                }
+            }
+            Fault::StandbyTakesOver => {
+                let who = d.kill_leader().await;
+                tokio::time::sleep(p.lasts).await;
+                if let Some(who) = who {
+                    d.start(&who);
+                }
+            }
+            Fault::RestdKilled => {
+                sh(&["stop-restd", inst, restd_name]);
+                tokio::time::sleep(p.lasts).await;
+                sh(&["start-restd", inst, &restd_port.to_string(), restd_name]);
+            }
+            Fault::RestdSilent => {
+                restd_relay.set(true);
+                tokio::time::sleep(p.lasts).await;
+                restd_relay.set(false);
+            }
+            Fault::GitGone => {
+                git_relay.set(true);
+                tokio::time::sleep(p.lasts).await;
+                git_relay.set(false);
+            }
+            Fault::StatusDeleted => {
+                let cms: Api<ConfigMap> = Api::namespaced(t.env.client.clone(), ns);
+                let _ = cms
+                    .delete("slurmops-status", &DeleteParams::default())
+                    .await;
+            }
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        sh(&["stop-restd", slurm_instance(), &self.restd_name]);
+    }
+}
+
 /// Job ID's state and restart count, from slurmrestd.
-async fn job(id: u64) -> (Vec<String>, u64) {
+pub(crate) async fn job(id: u64) -> (Vec<String>, u64) {
     let b = bed();
     let resp: serde_json::Value = reqwest::Client::new()
         .get(format!("{}/slurm/v0.0.42/job/{id}", b.slurmrestd_url))
@@ -166,10 +254,10 @@ async fn job(id: u64) -> (Vec<String>, u64) {
 }
 
 /// Each job's last state seen and its highest restart count.
-type Seen = std::sync::Arc<std::sync::Mutex<BTreeMap<u64, (Vec<String>, u64)>>>;
+pub(crate) type Seen = std::sync::Arc<std::sync::Mutex<BTreeMap<u64, (Vec<String>, u64)>>>;
 
 /// What one run found.
-struct Outcome {
+pub(crate) struct Outcome {
     faults: usize,
     convergence: Duration,
 }
@@ -182,20 +270,12 @@ async fn run(seed: u64, n: usize) -> Outcome {
     let ns = t.env.ns.clone();
     let sets = [(w.as_str(), 4)];
     // This test's own slurmrestd (on the shared slurmctld), and relays that can turn into tarpits.
-    let restd_name = format!("restd-{}", unique_suffix());
-    let restd_port = crate::support::daemon::free_port();
     let inst = slurm_instance();
-    sh(&["start-restd", inst, &restd_port.to_string(), &restd_name]);
-    let restd_relay = Tarpit::start(&format!("127.0.0.1:{restd_port}"));
-    let git_upstream = bed().git.http_url.trim_start_matches("http://").to_string();
-    let git_upstream = git_upstream.split('/').next().unwrap().to_string();
-    let git_relay = Tarpit::start(&git_upstream);
+    let (f, git) = Faults::start(&t.url);
     let mut d = Daemons {
         t: &t,
-        git: t
-            .url
-            .replacen(&git_upstream, &git_relay.addr.to_string(), 1),
-        restd: format!("http://{}", restd_relay.addr),
+        git,
+        restd: f.restd_url(),
         running: BTreeMap::new(),
         started: 0,
     };
@@ -270,41 +350,7 @@ async fn run(seed: u64, n: usize) -> Outcome {
                 p.fault,
                 p.lasts
             );
-            match p.fault {
-                Fault::LeaderKilled => {
-                    if let Some(who) = d.kill_leader().await {
-                        d.start(&who);
-                    }
-                }
-                Fault::StandbyTakesOver => {
-                    let who = d.kill_leader().await;
-                    tokio::time::sleep(p.lasts).await;
-                    if let Some(who) = who {
-                        d.start(&who);
-                    }
-                }
-                Fault::RestdKilled => {
-                    sh(&["stop-restd", inst, &restd_name]);
-                    tokio::time::sleep(p.lasts).await;
-                    sh(&["start-restd", inst, &restd_port.to_string(), &restd_name]);
-                }
-                Fault::RestdSilent => {
-                    restd_relay.set(true);
-                    tokio::time::sleep(p.lasts).await;
-                    restd_relay.set(false);
-                }
-                Fault::GitGone => {
-                    git_relay.set(true);
-                    tokio::time::sleep(p.lasts).await;
-                    git_relay.set(false);
-                }
-                Fault::StatusDeleted => {
-                    let cms: Api<ConfigMap> = Api::namespaced(t.env.client.clone(), &ns);
-                    let _ = cms
-                        .delete("slurmops-status", &DeleteParams::default())
-                        .await;
-                }
-            }
+            f.inject(&mut d, p).await;
             done += 1;
         }
         if pushed_v3.is_none() {
@@ -406,7 +452,7 @@ async fn run(seed: u64, n: usize) -> Outcome {
         t0.elapsed().as_secs_f64()
     );
     drop(d);
-    sh(&["stop-restd", inst, &restd_name]);
+    f.stop();
     t.env.cleanup().await;
     Outcome {
         faults: injected,

@@ -46,7 +46,7 @@ pub(crate) fn cluster(ns: &str, set: &str, image: &str, validate: &str) -> Strin
 pub(crate) const FAILING: &str = "{configMapRef: {name: gpu-check, key: check.sh}, timeout: 2m}";
 const CHECK: &str =
     "#!/bin/sh\necho checking $(hostname)\necho \"GPU 0 missing on $(hostname)\" >&2\nexit 1\n";
-const PASSING: &str = "{builtin: hostname, timeout: 2m}";
+pub(crate) const PASSING: &str = "{builtin: hostname, timeout: 2m}";
 
 pub(crate) async fn make_check(env: &support::TestEnv) {
     let cm = k8s_openapi::api::core::v1::ConfigMap {

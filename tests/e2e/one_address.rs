@@ -12,8 +12,8 @@
 //!   without `SlurmctldAddr` waits out MessageTimeout (10 s) on the primary and fails;
 //! - when that primary goes on, it takes control back and the Service sends clients to it alone
 //!   (on a loaded machine the kubelet may restart the stopped primary first, which then takes
-//!   control back by the hand-back); the worker is IDLE through the address, slurmctld reaches it
-//!   at its pod's address, and it stays IDLE through slurmctld's pings.
+//!   control back by the hand-back); the worker is IDLE through the address, and slurmctld holds
+//!   its pod's address for it (where its pings go).
 
 use std::path::Path;
 use std::process::Command;
@@ -481,8 +481,8 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
     // it. Its registration reached slurmctld through the Service, and slurmctld takes the address
     // a dynamic node's registration comes from for its NodeAddr: it must be the pod's own (a path
     // that NATs pod->Service traffic would give the NAT's, where no slurmd listens, and the
-    // worker would go NOT_RESPONDING at slurmctld's next ping, about 100 s later), and the worker
-    // must still answer after those pings.
+    // worker would go NOT_RESPONDING at slurmctld's next ping, about 100 s later): slurmctld's
+    // pings go to the address it holds for the node.
     let idle = settled(
         &ns,
         "one-controller-0",
@@ -511,19 +511,8 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
             .any(|f| f == format!("NodeAddr={}", addr.trim())),
         "slurmctld reaches the worker at its pod's address {addr}:\n{node}"
     );
-    let t1 = Instant::now();
-    while t1.elapsed() < Duration::from_secs(130) {
-        let (_, seen) = sinfo_from(&ns, &worker, false);
-        assert_eq!(
-            seen.as_deref().map(str::trim),
-            Ok(format!("{worker} idle").as_str()),
-            "the worker stays IDLE through the address {:.0?} after it settled (slurmctld pings it)",
-            t1.elapsed()
-        );
-        tokio::time::sleep(Duration::from_secs(10)).await;
-    }
     eprintln!(
-        "primary resumed -> the worker IDLE through the address: {:.1?} after the Service followed; IDLE 130 s on",
+        "primary resumed -> the worker IDLE through the address: {:.1?} after the Service followed",
         idle
     );
 

@@ -358,7 +358,7 @@ pub async fn as_installed(
         },
     )
     .await;
-    let restricted = std::fs::read_to_string(&bed().kubeconfig_restricted).unwrap();
+    let restricted = std::fs::read_to_string(&env.kubeconfig_restricted).unwrap();
     let old_token = restricted
         .split("token: \"")
         .nth(1)

@@ -51,6 +51,7 @@ macro_rules! on_slurm_releases {
 pub mod accounting;
 pub mod at_scale;
 pub mod bed;
+pub mod control_plane;
 pub mod ctld_files;
 pub mod daemon;
 pub mod fleet;
@@ -109,6 +110,9 @@ pub struct TestEnv {
     pub ns: String,
     pub suffix: String,
     pub kubelet: Kubelet,
+    /// The restricted identity's kubeconfig of the apiserver this test runs on (the bed's, or a
+    /// control plane of the test's own).
+    pub kubeconfig_restricted: std::path::PathBuf,
 }
 
 impl TestEnv {
@@ -132,13 +136,38 @@ impl TestEnv {
         TestEnv::build(name, &[&[]], |ns| Some(own(ns))).await
     }
 
+    /// As `with_own_slurm`, on the control plane CP of the test's own rather than the bed's.
+    pub async fn with_own_slurm_on(
+        cp: &control_plane::ControlPlane,
+        name: &str,
+        own: impl FnOnce(&str) -> kubelet::OwnSlurm,
+    ) -> TestEnv {
+        TestEnv::build_on(
+            (&cp.kubeconfig_admin(), &cp.kubeconfig_restricted()),
+            name,
+            &[&[]],
+            |ns| Some(own(ns)),
+        )
+        .await
+    }
+
     async fn build(
         name: &str,
         nodes: &[&[(&str, &str)]],
         own: impl FnOnce(&str) -> Option<kubelet::OwnSlurm>,
     ) -> TestEnv {
         let bed = bed();
-        let client = client(&bed.kubeconfig_admin).await;
+        let kubeconfigs = (&bed.kubeconfig_admin, &bed.kubeconfig_restricted);
+        TestEnv::build_on(kubeconfigs, name, nodes, own).await
+    }
+
+    async fn build_on(
+        (admin, restricted): (&std::path::PathBuf, &std::path::PathBuf),
+        name: &str,
+        nodes: &[&[(&str, &str)]],
+        own: impl FnOnce(&str) -> Option<kubelet::OwnSlurm>,
+    ) -> TestEnv {
+        let client = client(admin).await;
         let suffix = unique_suffix();
         let ns = format!("t-{name}-{suffix}");
         let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
@@ -163,6 +192,7 @@ impl TestEnv {
             ns,
             suffix,
             kubelet,
+            kubeconfig_restricted: restricted.clone(),
         }
     }
 
