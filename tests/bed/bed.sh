@@ -93,6 +93,7 @@ case "${1:-}" in
     cat "$env_file"
     ;;
   down)
+    "$HERE/vm.sh" down || true
     "$HERE/node.sh" down || true
     "$HERE/slurm.sh" down || true
     "$HERE/git.sh" down || true

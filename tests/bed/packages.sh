@@ -21,3 +21,11 @@ command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
+# QEMU runs the cgroup v2 guest (tests/bed/vm.sh). Bookworm's qemu-system-x86 (7.2) cannot sit
+# beside a newer qemu-utils from backports: that one goes back to bookworm's.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  qemu=(qemu-system-x86)
+  dpkg -s qemu-utils >/dev/null 2>&1 && qemu+=(qemu-utils/bookworm)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades "${qemu[@]}" \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades "${qemu[@]}"; }
+fi

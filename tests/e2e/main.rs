@@ -18,6 +18,7 @@ mod campaign_canary;
 mod campaign_controllers;
 mod campaign_upgrade;
 mod canary;
+mod cgroup_v2;
 mod checks;
 mod confinement;
 mod controller;
