@@ -9,8 +9,9 @@
 #   vm.sh up        boot one guest (idempotent, under a lock) on a throwaway copy-on-write layer of
 #                   the image (QEMU's -snapshot: nothing it writes outlives it), with its link only
 #                   inside the network namespace slurmops-vm (a tap: 10.232.0.1 here, 10.232.0.2
-#                   the guest; no route out) and the bed's run directory shared read-only over
-#                   virtio-9p at /mnt/bed; wait for its SSH; print env lines
+#                   the guest; no route out), the bed's run directory and its cache (the Slurm
+#                   chroots) shared read-only over virtio-9p (tags bed and cache; /mnt/bed is
+#                   mounted at boot); wait for its SSH; print env lines
 #   vm.sh ssh CMD   run CMD in the guest as root (its output, its exit status)
 #   vm.sh down      stop it, remove the namespace
 # The console goes to $SLURMOPS_BED_RUN/vm/console.log (a test that fails to boot it prints its tail).
@@ -124,6 +125,7 @@ up() {
       -drive "file=$IMAGE/root.img,format=raw,if=virtio,cache=unsafe" -snapshot \
       -netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0 \
       -virtfs "local,path=$BASE,mount_tag=bed,security_model=none,readonly=on" \
+      -virtfs "local,path=$CACHE,mount_tag=cache,security_model=none,readonly=on" \
       -display none -serial "file:$RUN/console.log" -monitor none \
       -pidfile "$RUN/qemu.pid" -daemonize 8>&- 9>&-
   fi

@@ -1,15 +1,16 @@
-//! Job isolation as rendered, on a node of the unified cgroup v2 hierarchy (issue 78): the bed's
-//! guest (tests/bed/vm.sh: Debian trixie's kernel and systemd under QEMU, every controller on)
-//! runs Slurm 24.11 from its own packages — slurmctld, and slurmd under systemd with its cgroup
-//! subtree delegated as Debian's unit runs it — with the slurm.conf cgroup plugins
-//! (proctrack/cgroup, task/cgroup, jobacct_gather/cgroup) and the cgroup.conf slurmops renders
-//! (`CgroupPlugin=autodetect`, which picks cgroup/v2 there), sized by the StatefulSet's own
-//! `--conf`. `confinement.rs`'s job, there: asking for 1 CPU and 100 MB it sees one CPU, its job
-//! cgroup's `memory.max` is 100 MB, and the 400 MB it then takes end it OUT_OF_MEMORY by its own
-//! cgroup, its slurmd up and the node IDLE after.
+//! Job isolation as rendered, on a node of the unified cgroup v2 hierarchy (issue 78), for each
+//! release: the bed's guest (tests/bed/vm.sh: Debian trixie's kernel and systemd under QEMU, every
+//! controller on) runs the release's Slurm from the bed's own chroot (the host's Slurm cache,
+//! shared into the guest read-only over virtio-9p; each daemon a systemd service rooted in it,
+//! its cgroup subtree delegated as Debian's unit runs slurmd) — slurmctld and slurmd, with the
+//! slurm.conf cgroup plugins (proctrack/cgroup, task/cgroup, jobacct_gather/cgroup) and the
+//! cgroup.conf slurmops renders (`CgroupPlugin=autodetect`, which picks cgroup/v2 there), sized by
+//! the StatefulSet's own `--conf`. `confinement.rs`'s job, there: asking for 1 CPU and 100 MB it
+//! sees one CPU, its job cgroup's `memory.max` is 100 MB, and the 400 MB it then takes end it
+//! OUT_OF_MEMORY by its own cgroup, its slurmd up and the node IDLE after.
 //!
-//! Not here yet (docs/tests.md): 25.11 and 26.05 in the guest, the worker image under containerd
-//! and runc in it, and the guest's kubelet.
+//! Not here yet (docs/tests.md): the worker image under containerd and runc in the guest, and
+//! the guest's kubelet.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -67,6 +68,61 @@ fn guest_ok(cmd: &str) -> String {
     guest(cmd, "").unwrap_or_else(|e| panic!("in the guest: {e}"))
 }
 
+/// The release's Slurm in the guest: the bed's chroot of it (tests/bed/slurm-chroot.sh), the
+/// host's cache mounted read-only at /mnt/cache; ETC bound at its /etc/slurm, OUT at its /mnt.
+struct Root {
+    path: String,
+    etc: String,
+    /// slurmctld's /run/slurmctld, shared with the clients: its socket for local clients
+    /// (`AuthInfo=use_client_ids`, as rendered) is there.
+    run: String,
+    out: String,
+}
+
+impl Root {
+    fn of(release: &str, instance: &str) -> Root {
+        let out = Command::new("bash")
+            .args(["tests/bed/slurm-chroot.sh", release])
+            .output()
+            .expect("run tests/bed/slurm-chroot.sh");
+        assert!(out.status.success(), "the Slurm {release} chroot");
+        let host = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let name = std::path::Path::new(&host)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        guest_ok(
+            "mountpoint -q /mnt/cache || { mkdir -p /mnt/cache && mount -t 9p -o trans=virtio,version=9p2000.L,ro cache /mnt/cache; }",
+        );
+        Root {
+            path: format!("/mnt/cache/{name}"),
+            etc: format!("/etc/slurm-{instance}"),
+            run: format!("/run/ctld-{instance}"),
+            out: format!("/srv/out-{instance}"),
+        }
+    }
+
+    /// `systemd-run` rooted in the chroot, with the test's files, the guest's host names, and its
+    /// own /tmp and /var/spool.
+    fn run(&self, args: &str) -> String {
+        format!(
+            "systemd-run -p RootDirectory={} -p MountAPIVFS=yes -p BindReadOnlyPaths={}:/etc/slurm \
+             -p BindReadOnlyPaths=/etc/hosts:/etc/hosts -p BindPaths={}:/run/slurmctld \
+             -p BindPaths={}:/mnt -p TemporaryFileSystem=/tmp -p TemporaryFileSystem=/var/spool {args}",
+            self.path, self.etc, self.run, self.out
+        )
+    }
+
+    /// A Slurm client of the release, run in the chroot: its output.
+    fn client(&self, cmd: &str, stdin: &str) -> Result<String, String> {
+        guest(
+            &self.run(&format!("-P -q -E SLURM_CONF=/etc/slurm/slurm.conf {cmd}")),
+            stdin,
+        )
+    }
+}
+
 /// Stops the run's slurmctld and slurmd in the guest and removes its state when dropped.
 struct Stop(String);
 
@@ -75,16 +131,17 @@ impl Drop for Stop {
         let i = &self.0;
         let _ = guest(
             &format!(
-                "systemctl stop slurmd-{i} ctld-{i}; systemctl reset-failed slurmd-{i} ctld-{i}; rm -rf /var/spool/slurm-{i}"
+                "systemctl stop slurmd-{i} ctld-{i}; systemctl reset-failed slurmd-{i} ctld-{i}; rm -rf /srv/out-{i} /etc/slurm-{i} /run/ctld-{i}"
             ),
             "",
         );
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+on_each_slurm! {
 async fn on_cgroup_v2_a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgroup_settings() {
     let started = Instant::now();
+    let release = crate::support::slurm_release();
     let boot = guest_up();
     assert_eq!(
         guest_ok("stat -fc %T /sys/fs/cgroup").trim(),
@@ -126,30 +183,53 @@ async fn on_cgroup_v2_a_job_is_confined_to_what_it_asked_for_by_the_rendered_cgr
         "systemctl stop 'ctld-v2*' 'slurmd-v2*' && systemctl reset-failed 'ctld-v2*' 'slurmd-v2*' || true",
     );
     let _stop = Stop(instance.clone());
-    let etc = format!("/etc/slurm-{instance}");
+    let root = Root::of(release, &instance);
+    let (etc, outdir, run) = (root.etc.clone(), root.out.clone(), root.run.clone());
+    // Owned by the chroot's slurm user (Debian's packages give it 64030; a build from source
+    // another id).
+    let path = &root.path;
     guest_ok(&format!(
-        "mkdir -p {etc} /var/spool/slurm-{instance}/ctld /run/slurm-{instance} && \
-         chown slurm:slurm /var/spool/slurm-{instance}/ctld /run/slurm-{instance} && \
+        "u=$(awk -F: '$1==\"slurm\" {{print $3\":\"$4}}' {path}/etc/passwd) && \
+         mkdir -p {etc} {outdir} {run} && chmod 777 {outdir} && chown $u {run} && \
          dd if=/dev/urandom of={etc}/slurm.key bs=1024 count=1 2>/dev/null && \
-         cp {etc}/slurm.key {etc}/jwt_hs256.key && chown slurm:slurm {etc}/*.key && chmod 600 {etc}/*.key"
+         cp {etc}/slurm.key {etc}/jwt_hs256.key && chown $u {etc}/*.key && chmod 600 {etc}/*.key"
     ));
+    // The files as the chroot's daemons read them: at /etc/slurm.
     for (name, content) in &files {
-        guest(&format!("cat > {etc}/{name}"), content)
+        let content = content.replace(&format!("/etc/slurm-{instance}"), "/etc/slurm");
+        guest(&format!("cat > {etc}/{name}"), &content)
             .unwrap_or_else(|e| panic!("write {name} in the guest: {e}"));
     }
     // slurmctld, and slurmd as Debian's unit runs it (its cgroup subtree delegated: Slurm's
     // cgroup/v2 plugin makes the job and step cgroups under it).
     let node = format!("{set}-0");
-    guest_ok(&format!(
-        "systemd-run --unit=ctld-{instance} slurmctld -D -f {etc}/slurm.conf && \
-         for i in $(seq 1 100); do SLURM_CONF={etc}/slurm.conf scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.3; done && \
-         systemd-run --unit=slurmd-{instance} -p Delegate=yes -p KillMode=process \
-           slurmd -D -Z -f {etc}/slurm.conf -N {node} --conf '{conf}'"
-    ));
-    let sconf = format!("SLURM_CONF={etc}/slurm.conf");
+    let dirs = format!(
+        "mkdir -p /var/spool/slurm-{instance}/ctld /run/slurm-{instance} && chown slurm:slurm /var/spool/slurm-{instance}/ctld /run/slurm-{instance}"
+    );
+    guest_ok(&root.run(&format!(
+        "--unit=ctld-{instance} /bin/sh -c '{dirs} && exec /usr/sbin/slurmctld -D -f /etc/slurm/slurm.conf'"
+    )));
+    let ping = Instant::now();
+    loop {
+        let answer = root.client("/usr/bin/scontrol ping", "");
+        if answer.as_ref().is_ok_and(|o| o.contains("is UP")) {
+            break;
+        }
+        assert!(
+            ping.elapsed() < Duration::from_secs(60),
+            "slurmctld {release} did not answer in the guest ({answer:?}):\n{}",
+            guest(&format!("journalctl -u ctld-{instance} --no-pager | tail -30"), "").unwrap_or_else(|e| e)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    guest_ok(&root.run(&format!(
+        "--unit=slurmd-{instance} -p Delegate=yes -p KillMode=process /bin/sh -c '{dirs} && exec /usr/sbin/slurmd -D -Z -f /etc/slurm/slurm.conf -N {node} --conf \"{conf}\"'"
+    )));
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let s = guest(&format!("{sconf} sinfo -h -n {node} -o %T"), "").unwrap_or_default();
+        let s = root
+            .client(&format!("/usr/bin/sinfo -h -n {node} -o %T"), "")
+            .unwrap_or_default();
         if s.trim() == "idle" {
             break;
         }
@@ -173,25 +253,29 @@ cat "/sys/fs/cgroup${path%%/step_*}/cpuset.cpus.effective"
 cat "/sys/fs/cgroup${path%%/step_*}/memory.max"
 head -c 400000000 /dev/zero | tail > /dev/null
 echo done"#;
-    let out_file = format!("/tmp/{instance}.out");
-    let job = guest(
-        &format!(
-            "{sconf} sbatch --parsable -p all -w {node} -n1 -c1 --mem=100M -o {out_file} /dev/stdin"
-        ),
-        &format!("#!/bin/sh\n{script}\n"),
-    )
+    let job = root
+        .client(
+            &format!(
+                "/usr/bin/sbatch --parsable -p all -w {node} -n1 -c1 --mem=100M -o /mnt/job.out"
+            ),
+            &format!("#!/bin/sh\n{script}\n"),
+        )
     .unwrap_or_else(|e| panic!("sbatch: {e}"))
     .trim()
     .to_string();
     let deadline = Instant::now() + Duration::from_secs(120);
     let state = loop {
-        let s = guest(&format!("{sconf} squeue -h -j {job} -o %T"), "").unwrap_or_default();
+        let s = root
+            .client(&format!("/usr/bin/squeue -h -j {job} -o %T"), "")
+            .unwrap_or_default();
         if s.trim().is_empty() || Instant::now() > deadline {
-            break guest_ok(&format!("{sconf} scontrol -o show job {job}"));
+            break root
+                .client(&format!("/usr/bin/scontrol -o show job {job}"), "")
+                .unwrap_or_else(|e| e);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let out = guest_ok(&format!("cat {out_file}"));
+    let out = guest_ok(&format!("cat {outdir}/job.out"));
     let mut lines = out.lines();
     assert_eq!(
         lines.next(),
@@ -217,10 +301,13 @@ echo done"#;
         guest_ok(&format!("systemctl is-active slurmd-{instance}")).trim(),
         "active"
     );
-    let s = guest_ok(&format!("{sconf} sinfo -h -n {node} -o %T"));
+    let s = root
+        .client(&format!("/usr/bin/sinfo -h -n {node} -o %T"), "")
+        .unwrap_or_else(|e| e);
     assert_eq!(s.trim(), "idle", "{node} after the job");
     eprintln!(
-        "cgroup v2 guest: booted in {boot} s; the test {:.1?}",
+        "cgroup v2 guest, Slurm {release}: booted in {boot} s; the test {:.1?}",
         started.elapsed()
     );
+}
 }
