@@ -460,10 +460,17 @@ async fn run(seed: u64, n: usize) -> Outcome {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_rollout_and_a_scale_in_under_random_faults_kill_no_job_and_converge() {
+/// Runs the campaign RUN (a seed, its fault count: the faults it injected and its convergence
+/// after the last) for `SLURMOPS_CAMPAIGN_RUNS` seeds (default 1), the first
+/// `SLURMOPS_CAMPAIGN_SEED` or drawn from the clock, `SLURMOPS_CAMPAIGN_FAULTS` faults each
+/// (default DEFAULT), and prints WHAT's figures line (what docs/benchmarks.md quotes).
+pub(crate) async fn seeded(
+    what: &str,
+    default: u64,
+    mut run: impl AsyncFnMut(u64, usize) -> (usize, Duration),
+) {
     let runs = env_u64("SLURMOPS_CAMPAIGN_RUNS").unwrap_or(1);
-    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(5) as usize;
+    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(default) as usize;
     let first = env_u64("SLURMOPS_CAMPAIGN_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -475,17 +482,26 @@ async fn a_rollout_and_a_scale_in_under_random_faults_kill_no_job_and_converge()
     let mut faults = 0;
     for i in 0..runs {
         let seed = if i == 0 { first } else { seeds.next() };
-        let o = run(seed, n).await;
-        faults += o.faults;
-        took.push(o.convergence.as_secs_f64());
+        let (f, convergence) = run(seed, n).await;
+        faults += f;
+        took.push(convergence.as_secs_f64());
     }
     took.sort_by(f64::total_cmp);
     let at = |q: f64| took[((took.len() as f64 - 1.0) * q).round() as usize];
     eprintln!(
-        "campaign: {runs} runs, faults injected {faults}, survived {faults}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
+        "{what}: {runs} runs, faults injected {faults}, survived {faults}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
         at(0.5),
         at(0.99)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_and_a_scale_in_under_random_faults_kill_no_job_and_converge() {
+    seeded("campaign", 5, async |seed, n| {
+        let o = run(seed, n).await;
+        (o.faults, o.convergence)
+    })
+    .await;
 }
 
 #[test]

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use slurmops::slurm::SlurmNodes;
 
-use crate::campaign::{Daemons, Faults, Rng, Seen, env_u64, job, schedule};
+use crate::campaign::{Daemons, Faults, Seen, job, schedule, seeded};
 use crate::canary::cluster;
 use crate::support::daemon::{applied, status};
 use crate::support::eventually;
@@ -166,27 +166,8 @@ async fn run(seed: u64, n: usize) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_canary_rollout_under_random_faults_kills_no_job_and_converges() {
-    let runs = env_u64("SLURMOPS_CAMPAIGN_RUNS").unwrap_or(1);
-    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(4) as usize;
-    let first = env_u64("SLURMOPS_CAMPAIGN_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
-    let mut seeds = Rng(first);
-    let mut took = Vec::new();
-    for i in 0..runs {
-        let seed = if i == 0 { first } else { seeds.next() };
-        took.push(run(seed, n).await.as_secs_f64());
-    }
-    took.sort_by(f64::total_cmp);
-    let at = |q: f64| took[((took.len() as f64 - 1.0) * q).round() as usize];
-    eprintln!(
-        "canary campaign: {runs} runs, faults injected {}, survived {}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
-        runs as usize * n,
-        runs as usize * n,
-        at(0.5),
-        at(0.99)
-    );
+    seeded("canary campaign", 4, async |seed, n| {
+        (n, run(seed, n).await)
+    })
+    .await;
 }

@@ -33,7 +33,7 @@ use slurmops::cluster::load;
 use slurmops::render::render;
 use slurmops::slurm::SlurmNodes;
 
-use crate::campaign::{Rng, env_u64};
+use crate::campaign::{Rng, seeded};
 use crate::ha::ha_overlay;
 use crate::support::control_plane::ControlPlane;
 use crate::support::daemon::{Daemon, applied, status};
@@ -583,30 +583,11 @@ async fn run(seed: u64, n: usize) -> Outcome {
 #[tokio::test(flavor = "multi_thread")]
 async fn hung_and_dying_controllers_and_a_restarted_apiserver_during_a_rollout_kill_no_job_and_converge()
  {
-    let runs = env_u64("SLURMOPS_CAMPAIGN_RUNS").unwrap_or(1);
-    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(4) as usize;
-    let first = env_u64("SLURMOPS_CAMPAIGN_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
-    let mut seeds = Rng(first);
-    let mut took = Vec::new();
-    let mut faults = 0;
-    for i in 0..runs {
-        let seed = if i == 0 { first } else { seeds.next() };
+    seeded("controllers campaign", 4, async |seed, n| {
         let o = run(seed, n).await;
-        faults += o.faults;
-        took.push(o.convergence.as_secs_f64());
-    }
-    took.sort_by(f64::total_cmp);
-    let at = |q: f64| took[((took.len() as f64 - 1.0) * q).round() as usize];
-    eprintln!(
-        "controllers campaign: {runs} runs, faults injected {faults}, survived {faults}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
-        at(0.5),
-        at(0.99)
-    );
+        (o.faults, o.convergence)
+    })
+    .await;
 }
 
 #[test]

@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use slurmops::cluster::load;
 use slurmops::render::render;
 
-use crate::campaign::{Rng, env_u64};
+use crate::campaign::{Rng, seeded};
 use crate::campaign_controllers::Cut;
 use crate::support::daemon::{Daemon, Tarpit, applied, status};
 use crate::support::gitops::Bed;
@@ -345,27 +345,8 @@ async fn run(seed: u64, n: usize) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slurm_upgrade_under_random_faults_kills_no_job_and_converges() {
-    let runs = env_u64("SLURMOPS_CAMPAIGN_RUNS").unwrap_or(1);
-    let n = env_u64("SLURMOPS_CAMPAIGN_FAULTS").unwrap_or(4) as usize;
-    let first = env_u64("SLURMOPS_CAMPAIGN_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
-    let mut seeds = Rng(first);
-    let mut took = Vec::new();
-    for i in 0..runs {
-        let seed = if i == 0 { first } else { seeds.next() };
-        took.push(run(seed, n).await.as_secs_f64());
-    }
-    took.sort_by(f64::total_cmp);
-    let at = |q: f64| took[((took.len() as f64 - 1.0) * q).round() as usize];
-    eprintln!(
-        "upgrade campaign: {runs} runs, faults injected {}, survived {}, jobs lost 0, convergence after the last fault p50 {:.1} s, p99 {:.1} s",
-        runs as usize * n,
-        runs as usize * n,
-        at(0.5),
-        at(0.99)
-    );
+    seeded("upgrade campaign", 4, async |seed, n| {
+        (n, run(seed, n).await)
+    })
+    .await;
 }
