@@ -4,7 +4,8 @@
 # "bed" runs Slurm 24.11, "bed2511" Slurm 25.11 (built from source), "bed2605" Slurm 26.05.
 #   bed.sh prepare            build or fetch every slow part (cached): every Slurm chroot, kube
 #                             binaries, openssh-server, the real node's containerd (node.sh) and
-#                             the images its pods run (images.sh).
+#                             the images its pods run (images.sh), the cgroup v2 guest's image
+#                             (vm.sh; its failure fails only the cgroup v2 tests).
 #                             Fails loudly, naming the part.
 #   bed.sh up CONF_24_11 CONF_25_11 CONF_26_05
 #                             start whatever is not running (idempotent, serialized by a lock) and
@@ -62,6 +63,10 @@ case "${1:-}" in
     jobs+=("$!:Kubernetes binaries")
     { part "images (Slurm 24.11, MariaDB)"; "$HERE/images.sh" >/dev/null || { part "FAILED: images"; exit 1; }; part "images: done at $SECONDS s"; } &
     jobs+=("$!:images")
+    # The cgroup v2 guest's image (debootstrap, 2 minutes cold): a failure here fails only the
+    # cgroup v2 tests, which say why (as a QEMU that could not be installed does).
+    { part "cgroup v2 guest image"; if "$HERE/vm.sh" prepare >/dev/null; then part "cgroup v2 guest image: done at $SECONDS s"; else part "cgroup v2 guest image FAILED: the cgroup v2 tests will fail"; fi; } &
+    jobs+=("$!:cgroup v2 guest image")
     failed=
     for j in "${jobs[@]}"; do wait "${j%%:*}" || failed="$failed, ${j#*:}"; done
     [ -z "$failed" ] || { part "FAILED: ${failed#, }"; exit 1; }

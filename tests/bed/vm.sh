@@ -4,7 +4,8 @@
 # ../shared/notes/cgroup-v2-vm.md), for the tests that need cgroup v2 (this machine mounts v1).
 #   vm.sh prepare   build the guest's image once, cached under $SLURMOPS_CACHE like the Slurm
 #                   chroots: debootstrap trixie (systemd, Debian's kernel, openssh-server, Slurm
-#                   24.11's slurmctld and slurmd, not started), an SSH key of the bed's, an ext4
+#                   24.11's slurmctld and slurmd, containerd and runc, none started at boot), an
+#                   SSH key of the bed's, an ext4
 #                   image; print its directory
 #   vm.sh up        boot one guest (idempotent, under a lock) on a throwaway copy-on-write layer of
 #                   the image (QEMU's -snapshot: nothing it writes outlives it), with its link only
@@ -51,7 +52,7 @@ prepare() {
   rm -rf "$IMAGE.tmp"; mkdir -p "$IMAGE.tmp"
   log "debootstrap trixie into $root (log: $IMAGE.log)"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,udev,kmod,initramfs-tools,linux-image-amd64,iproute2,procps,openssh-server,e2fsprogs,slurmd,slurmctld,slurm-client,slurm-wlm-jwt-plugin \
+    --include=systemd,systemd-sysv,dbus,udev,kmod,initramfs-tools,linux-image-amd64,iproute2,procps,openssh-server,e2fsprogs,slurmd,slurmctld,slurm-client,slurm-wlm-jwt-plugin,containerd,runc \
     trixie "$root" "$(mirror)" > "$IMAGE.log" 2>&1 \
     || { tail -20 "$IMAGE.log" >&2; log "FAILED: debootstrap trixie"; exit 1; }
   # The guest's root filesystem, its 9p share, no password, the bed's key for root.
@@ -83,6 +84,8 @@ UNIT
     man-db.timer fstrim.timer slurmd.service slurmctld.service systemd-timesyncd.service; do
     ln -sf /dev/null "$root/etc/systemd/system/$u"
   done
+  # containerd runs the worker image (started by the tests that need it, not at every boot).
+  rm -f "$root/etc/systemd/system/multi-user.target.wants/containerd.service"
   mkdir -p "$root/etc/systemd/journald.conf.d"
   printf '[Journal]\nStorage=volatile\n' > "$root/etc/systemd/journald.conf.d/bed.conf"
   cp "$root"/boot/vmlinuz-* "$IMAGE.tmp/vmlinuz"

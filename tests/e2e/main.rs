@@ -19,6 +19,7 @@ mod campaign_controllers;
 mod campaign_upgrade;
 mod canary;
 mod cgroup_v2;
+mod cgroup_v2_pod;
 mod checks;
 mod confinement;
 mod controller;
