@@ -29,7 +29,9 @@ use slurmops::slurm::SlurmNodes;
 use crate::support::daemon::{Daemon, Tarpit, applied, status};
 use crate::support::gitops::Bed;
 use crate::support::slurm::{sh, submit_sleep};
-use crate::support::{bed, eventually, four_workers, slurm_instance, unique_suffix};
+use crate::support::{
+    bed, eventually, eventually_explained, four_workers, slurm_instance, unique_suffix,
+};
 
 /// splitmix64: the schedule a seed stands for, the same on every machine.
 pub(crate) struct Rng(pub(crate) u64);
@@ -366,42 +368,11 @@ async fn run(seed: u64, n: usize) -> Outcome {
     // administrator's still drained, by the administrator), none drained by slurmops.
     let bound = Duration::from_secs(240);
     applied(&t.env, &c3, bound).await;
-    let sts: Api<StatefulSet> = Api::namespaced(t.env.client.clone(), &ns);
     let slurm = crate::support::slurm::client();
-    eventually(
+    eventually_explained(
         "the NodeSet converged on the last commit",
         bound,
-        async || {
-            let s = sts.get(&w).await.ok()?;
-            let st = s.status?;
-            // Workers roll OnDelete (slurmops deletes each pod once drained): the StatefulSet
-            // never moves currentRevision on; every pod on updateRevision is what counts.
-            let rolled = s.spec?.replicas == Some(3)
-                && st.replicas == 3
-                && st.updated_replicas == Some(3)
-                && st.ready_replicas == Some(3);
-            let pods = t.pods(&w).await;
-            let mut settled = rolled && pods.len() == 3;
-            for i in 0..3 {
-                let n = slurm.get(&format!("{w}-{i}")).await.ok()?;
-                settled &= match i {
-                    // The administrator's drained node keeps its record through the replacement;
-                    // on the bed its new slurmd serves another port than the record's (a real pod
-                    // keeps 6818, and slurmctld takes its new address), so it may stay NOT_RESPONDING
-                    // here: its drain and reason are what count.
-                    1 => n.state.has("DRAIN") && n.reason == "disk check by admin",
-                    _ => {
-                        n.state.has("IDLE")
-                            && !n.state.has("DRAIN")
-                            && !n.state.has("NOT_RESPONDING")
-                    }
-                };
-            }
-            if !settled {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            settled.then_some(())
-        },
+        async || converged(&t, &w, &slurm).await,
     )
     .await;
     // The status says so too (a fetch that failed during the last fault is tried again).
@@ -458,6 +429,64 @@ async fn run(seed: u64, n: usize) -> Outcome {
         faults: injected,
         convergence,
     }
+}
+
+/// Whether NodeSet SET converged on the last commit of a campaign (4 workers rolled, then scaled in
+/// to 3): the StatefulSet at 3, each pod on its update revision and Ready; SET-0 and SET-2 IDLE,
+/// neither drained nor NOT_RESPONDING; SET-1 still drained by the administrator, with their reason
+/// (on the bed its new slurmd serves another port than the record's — a real pod keeps 6818 and
+/// slurmctld takes its new address — so it may stay NOT_RESPONDING here: its drain and reason are
+/// what count); SET-3 gone or going. Err: what it saw, the daemon's status and the test kubelet's
+/// last events (a CI log that tells a slow convergence from a stuck one).
+pub(crate) async fn converged(
+    t: &Bed,
+    set: &str,
+    slurm: &slurmops::slurm::Client,
+) -> Result<(), String> {
+    let sts: Api<StatefulSet> = Api::namespaced(t.env.client.clone(), &t.env.ns);
+    let s = sts.get(set).await.map_err(|e| e.to_string())?;
+    let (spec, st) = (s.spec.unwrap_or_default(), s.status.unwrap_or_default());
+    let pods = t.pods(set).await;
+    // Workers roll OnDelete (slurmops deletes each pod once drained): the StatefulSet never
+    // moves currentRevision on; every pod on updateRevision is what counts.
+    let mut settled = spec.replicas == Some(3)
+        && st.replicas == 3
+        && st.updated_replicas == Some(3)
+        && st.ready_replicas == Some(3)
+        && pods.len() == 3;
+    let mut seen = format!(
+        "StatefulSet {set}: spec {:?}, {} replicas, {:?} updated, {:?} ready (update revision {:?}); pods {pods:?}",
+        spec.replicas, st.replicas, st.updated_replicas, st.ready_replicas, st.update_revision
+    );
+    for i in 0..4 {
+        let w = format!("{set}-{i}");
+        let x = match slurm.get(&w).await {
+            Ok(x) => x,
+            Err(e) => {
+                seen += &format!("\n{w}: {e}");
+                settled &= i == 3;
+                continue;
+            }
+        };
+        seen += &format!("\n{w}: {:?} reason {:?}", x.state, x.reason);
+        settled &= match i {
+            1 => x.state.has("DRAIN") && x.reason == "disk check by admin",
+            3 => true,
+            _ => x.state.has("IDLE") && !x.state.has("DRAIN") && !x.state.has("NOT_RESPONDING"),
+        };
+    }
+    if settled {
+        return Ok(());
+    }
+    let st = format!("{:?}", status(&t.env).await);
+    seen += &format!("\nthe daemon's status: {}", st.get(..4000).unwrap_or(&st));
+    let ev = t.env.kubelet.events();
+    seen += &format!(
+        "\nthe test kubelet's last events: {:?}",
+        &ev[ev.len().saturating_sub(12)..]
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err(seen)
 }
 
 /// Runs the campaign RUN (a seed, its fault count: the faults it injected and its convergence

@@ -25,7 +25,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -33,13 +32,13 @@ use slurmops::cluster::load;
 use slurmops::render::render;
 use slurmops::slurm::SlurmNodes;
 
-use crate::campaign::{Rng, seeded};
+use crate::campaign::{Rng, converged, seeded};
 use crate::ha::ha_overlay;
 use crate::support::control_plane::ControlPlane;
 use crate::support::daemon::{Daemon, applied, status};
 use crate::support::gitops::Bed;
 use crate::support::slurm::{sh, slurmd_port, start_ctld, start_ctld_pod, start_restd};
-use crate::support::{OwnSlurm, TestEnv, bed, eventually, slurm_release};
+use crate::support::{OwnSlurm, TestEnv, bed, eventually, eventually_explained, slurm_release};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -500,34 +499,10 @@ async fn run(seed: u64, n: usize) -> Outcome {
 
     let bound = Duration::from_secs(240);
     applied(&t.env, &c3, bound).await;
-    let sts: Api<StatefulSet> = Api::namespaced(t.env.client.clone(), &ns);
-    eventually(
+    eventually_explained(
         "the workers converged on the last commit",
         bound,
-        async || {
-            let s = sts.get("cpu").await.ok()?;
-            let st = s.status?;
-            let mut settled = s.spec?.replicas == Some(3)
-                && st.replicas == 3
-                && st.updated_replicas == Some(3)
-                && st.ready_replicas == Some(3)
-                && t.pods("cpu").await.len() == 3;
-            for w in &workers[..3] {
-                let x = slurm.get(w).await.ok()?;
-                settled &= match *w {
-                    "cpu-1" => x.state.has("DRAIN") && x.reason == "disk check by admin",
-                    _ => {
-                        x.state.has("IDLE")
-                            && !x.state.has("DRAIN")
-                            && !x.state.has("NOT_RESPONDING")
-                    }
-                };
-            }
-            if !settled {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            settled.then_some(())
-        },
+        async || converged(&t, "cpu", &slurm).await,
     )
     .await;
     eventually(

@@ -344,6 +344,28 @@ pub async fn eventually<T>(
     }
 }
 
+/// As `eventually`, for a wait whose timeout needs explaining: `f` says what it saw when not
+/// yet (Err), and a timeout panics with the last of it (what a CI log needs to tell a slow
+/// convergence from a stuck one).
+pub async fn eventually_explained<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let seen = match f().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; last seen:\n{seen}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Runs git with ARGS in DIR; panics with git's output on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_command(dir, args).output().expect("run git");
