@@ -111,6 +111,10 @@ side_log=$(mktemp)
   echo "slurmops install --print: $(grep -c '^kind:' "$install") objects valid"
   rm -f "$install"
   echo
+  echo "== the alert rules (alerts/): promtool's check and its unit tests of every rule"
+  command -v promtool >/dev/null || { echo "no promtool: tests/bed/packages.sh installs it from Debian's prometheus package" >&2; exit 1; }
+  (cd alerts && promtool check rules slurmops.rules.yaml && promtool test rules slurmops.rules.test.yaml)
+  echo
   echo "== the docs as a book (mdbook build docs), every link of it leading somewhere"
   book=$(mktemp -d)
   mdbook build docs --dest-dir "$book"
@@ -128,7 +132,7 @@ cargo nextest run --target "$triple" --no-fail-fast --test-threads "$(( $(nproc)
 step "scale goals: 1,000 workers, 20,000 jobs (tests/e2e/scale.rs; each goal of issue 32 within 2x)"
 cargo nextest run --target "$triple" --no-fail-fast -E 'test(/^scale::/)'
 
-step "beside the tests: clippy, the rendered objects against the Kubernetes schemas, the docs as a book"
+step "beside the tests: clippy, the rendered objects against the Kubernetes schemas, the alert rules, the docs as a book"
 wait "$side" && cat "$side_log" || { cat "$side_log"; echo "a check run beside the tests failed (above)" >&2; exit 1; }
 
 step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs)"

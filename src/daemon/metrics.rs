@@ -36,6 +36,8 @@ pub struct Metrics {
     drifted: Gauge,
     webhooks: Family<Labels, Counter>,
     leader: Gauge,
+    result: Family<Labels, Gauge>,
+    slurm_unreachable: Gauge,
     rollout_steps: Family<Labels, Counter>,
     rollout_workers: Family<Labels, Gauge>,
     waiting_on_jobs: Gauge,
@@ -84,6 +86,8 @@ impl Metrics {
             drifted: Gauge::default(),
             webhooks: Family::default(),
             leader: Gauge::default(),
+            result: Family::default(),
+            slurm_unreachable: Gauge::default(),
             rollout_steps: Family::default(),
             rollout_workers: Family::default(),
             waiting_on_jobs: Gauge::default(),
@@ -136,6 +140,16 @@ impl Metrics {
             "slurmops_leader",
             "1 while this replica holds the lease",
             m.leader.clone(),
+        );
+        r.register(
+            "slurmops_result",
+            "The last attempt's result as the status says it: 1 for the current one (applied, invalid, refused, failed, fetch-failed, suspended, canary-failed), 0 for the others",
+            m.result.clone(),
+        );
+        r.register(
+            "slurmops_slurm_unreachable",
+            "1 while slurmrestd does not answer and the rollout is paused (nothing deleted), 0 once it answers",
+            m.slurm_unreachable.clone(),
         );
         r.register(
             "slurmops_rollout_steps",
@@ -259,6 +273,18 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets the result gauges from the status's RESULT: 1 for it, 0 for every other (all 0
+    /// before the first attempt).
+    pub fn result(&self, result: Verdict) {
+        for v in Verdict::ALL {
+            if v != Verdict::None {
+                self.result
+                    .get_or_create(&vec![("result", v.as_str().to_string())])
+                    .set(i64::from(v == result));
+            }
+        }
+    }
+
     pub fn leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
@@ -298,6 +324,15 @@ impl Metrics {
             Event::Scaled { .. } => "autoscale",
             Event::WindowIgnored { .. } => "window_ignored",
         };
+        match e {
+            Event::SlurmUnreachable { .. } => {
+                self.slurm_unreachable.set(1);
+            }
+            Event::SlurmBack => {
+                self.slurm_unreachable.set(0);
+            }
+            _ => {}
+        }
         self.rollout_steps
             .get_or_create(&vec![("step", step.to_string())])
             .inc();
@@ -378,6 +413,7 @@ pub fn sampled() -> Metrics {
     m.applied(0);
     m.webhook("accepted");
     m.leader(true);
+    m.result(Verdict::Applied);
     m.rollout(&Event::SlurmBack);
     m.progress(&[Progress {
         node_set: "gpu".into(),
@@ -508,6 +544,35 @@ mod tests {
         // A NodeSet that left cluster.yaml leaves the metrics.
         m.progress(&[]);
         assert!(!m.render().contains("gpu"));
+    }
+
+    #[test]
+    fn the_result_and_slurm_s_reachability_are_states_an_alert_can_hold_on() {
+        let m = Metrics::default();
+        m.result(Verdict::Refused);
+        m.rollout(&Event::SlurmUnreachable {
+            error: "connection refused".into(),
+        });
+        let text = m.render();
+        for line in [
+            "slurmops_result{result=\"refused\"} 1",
+            "slurmops_result{result=\"applied\"} 0",
+            "slurmops_result{result=\"fetch-failed\"} 0",
+            "slurmops_slurm_unreachable 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("slurmops_result{result=\"\"}"), "{text}");
+        m.result(Verdict::Applied);
+        m.rollout(&Event::SlurmBack);
+        let text = m.render();
+        for line in [
+            "slurmops_result{result=\"refused\"} 0",
+            "slurmops_result{result=\"applied\"} 1",
+            "slurmops_slurm_unreachable 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub(super) async fn write_status(
     shared: &Shared,
     state: &mut State,
 ) {
+    shared
+        .metrics
+        .lock()
+        .expect("metrics")
+        .result(Verdict::parse(&state.status.result));
     shared.view.publish(
         &state.status,
         &super::view::Facts {

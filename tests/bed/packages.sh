@@ -31,3 +31,14 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
     || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades "${qemu[@]}"; } \
     || echo "packages.sh: QEMU could not be installed (${qemu[*]}): the cgroup v2 tests will fail" >&2
 fi
+# promtool checks and unit-tests the alert rules (alerts/); Prometheus comes with it. From
+# Debian's prometheus package, unpacked rather than installed: installing it would start a
+# Prometheus service on the host.
+if ! command -v promtool >/dev/null; then
+  d=$(mktemp -d)
+  { (cd "$d" && { apt-get download -q prometheus 2>/dev/null || { apt-get update -q && apt-get download -q prometheus; }; }) \
+    && dpkg-deb -x "$d"/prometheus_*.deb "$d/x" \
+    && install -m 0755 "$d/x/usr/bin/promtool" "$d/x/usr/bin/prometheus" /usr/local/bin/; } \
+    || echo "packages.sh: promtool could not be installed from Debian's prometheus package: the alert rules' check will fail" >&2
+  rm -rf "$d"
+fi

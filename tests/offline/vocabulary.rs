@@ -211,3 +211,41 @@ fn the_metrics_reference_is_generated_from_what_the_daemon_exposes() {
     }
     generated_table("docs/reference/metrics.md", "metrics", &want);
 }
+
+#[test]
+fn every_metric_the_alert_rules_read_is_one_the_daemon_serves() {
+    let served = slurmops::daemon::metrics::sampled().render();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules = std::fs::read_to_string(root.join("alerts/slurmops.rules.yaml")).unwrap();
+    let tests = std::fs::read_to_string(root.join("alerts/slurmops.rules.test.yaml")).unwrap();
+    // The names in the rules' expressions and in their tests' input series.
+    let names = |text: &str| -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("slurmops_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            out.insert(name);
+        }
+        out
+    };
+    let wanted: std::collections::BTreeSet<String> =
+        names(&rules).into_iter().chain(names(&tests)).collect();
+    assert!(wanted.len() >= 8, "{wanted:?}");
+    let missing: Vec<&String> = wanted
+        .iter()
+        .filter(|n| {
+            !served.lines().any(|l| {
+                l.strip_prefix(n.as_str())
+                    .is_some_and(|r| r.starts_with(['{', ' ']))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "alerts/ reads metrics the daemon does not serve: {missing:?}"
+    );
+}
