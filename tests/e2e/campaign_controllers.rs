@@ -5,7 +5,8 @@
 //! Slurm's campaign; here the faults that need controllers of the test's own):
 //! - slurmctld in control hung (SIGSTOP) for 3–25 s and then goes on (SIGCONT), within
 //!   SlurmctldTimeout (30 s): clients and the daemons wait, nothing moves to the backup;
-//! - slurmctld in control hung and then killed (SIGKILL): the backup takes control after
+//! - slurmctld in control hung and then killed (SIGKILL), no sooner than 6 s after it last went
+//!   on (what it acknowledged is in its state directory by then): the backup takes control after
 //!   SlurmctldTimeout; the dead controller's pod starts again 35–57 s after (a kubelet's restart)
 //!   and takes control back through the hand-back;
 //! - etcd and the apiserver crashed (SIGKILL) and started again 3–25 s later on etcd's data: the
@@ -153,6 +154,34 @@ struct Daemons<'a> {
     restd: String,
     running: BTreeMap<String, Daemon>,
     started: usize,
+    /// Each running daemon's log directory (a failing run shows the others' logs).
+    current: BTreeMap<String, std::path::PathBuf>,
+}
+
+/// A failing run shows the end of the log of every daemon that was killed in it (a running one
+/// shows its own): which of them acted on what, and what the survivor found.
+impl Drop for Daemons<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for n in 1..=self.started {
+            let dir = self.t.dir.path().join(format!("start-{n}"));
+            if self.current.values().any(|d| *d == dir) {
+                continue;
+            }
+            for f in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let log = std::fs::read_to_string(f.path()).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(40)..];
+                eprintln!(
+                    "--- a killed daemon's last log lines ({}):\n{}",
+                    f.path().display(),
+                    tail.join("\n")
+                );
+            }
+        }
+    }
 }
 
 impl Daemons<'_> {
@@ -169,6 +198,7 @@ impl Daemons<'_> {
             &self.kubeconfig,
         );
         self.running.insert(identity.to_string(), d);
+        self.current.insert(identity.to_string(), log_dir);
     }
 
     async fn kill_leader(&mut self) -> Option<String> {
@@ -184,8 +214,66 @@ impl Daemons<'_> {
             _ => self.running.keys().next()?.clone(),
         };
         drop(self.running.remove(&who));
+        self.current.remove(&who);
         Some(who)
     }
+}
+
+/// What slurmctld of INSTANCE says of its nodes and of JOBS, for a failing wait: each node's
+/// state, address and port (where its pings go), each job's state and nodes.
+fn slurm_view(instance: &str, jobs: &[String]) -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("bash")
+            .args(["tests/bed/slurm.sh", "exec", instance])
+            .args(args)
+            .output()
+            .map(|o| {
+                let mut out = String::from_utf8_lossy(&o.stdout).into_owned();
+                out.push_str(&String::from_utf8_lossy(&o.stderr));
+                out
+            })
+            .unwrap_or_else(|e| e.to_string())
+    };
+    let keep = |line: &str, keys: &[&str]| {
+        line.split_whitespace()
+            .filter(|w| keys.iter().any(|k| w.starts_with(k)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = String::from("slurmctld's view:\n");
+    for l in run(&["scontrol", "-o", "show", "node"]).lines() {
+        out += &keep(
+            l,
+            &[
+                "NodeName=",
+                "NodeAddr=",
+                "Port=",
+                "State=",
+                "Reason=",
+                "SlurmdStartTime=",
+                "LastBusyTime=",
+            ],
+        );
+        out.push('\n');
+    }
+    for j in jobs {
+        for l in run(&["scontrol", "-o", "show", "job", j]).lines() {
+            out += &keep(
+                l,
+                &[
+                    "JobId=",
+                    "JobState=",
+                    "Reason=",
+                    "NodeList=",
+                    "EndTime=",
+                    "Restarts=",
+                ],
+            );
+            out.push('\n');
+        }
+    }
+    out += &run(&["scontrol", "ping"]);
+    out
 }
 
 /// Job ID's state and restart count, from `scontrol` of INSTANCE: `VANISHED` when slurmctld
@@ -290,6 +378,7 @@ async fn run(seed: u64, n: usize) -> Outcome {
         restd: format!("http://{}", restd_relay.addr),
         running: BTreeMap::new(),
         started: 0,
+        current: BTreeMap::new(),
     };
     let slurm = slurmops::slurm::Client::new(slurmops::slurm::Config::new(
         format!("http://127.0.0.1:{restd_port}"),
@@ -401,6 +490,14 @@ async fn run(seed: u64, n: usize) -> Outcome {
     let v3 = cluster(release, &ns, "registry.example/slurmd:b", 3);
     let mut c3 = None;
     let mut injected = 0;
+    // When the controller in control last went on (continued, or started and took control).
+    // slurmctld writes what it acknowledged to its state directory within 5 s (SAVE_MAX_WAIT),
+    // as for the jobs above: one that dies sooner loses it, with or without slurmops — seen
+    // here: a job's completion, acknowledged in the 0.2 s between a hang's end and the next
+    // fault's stop, was gone from the state the backup took over, and the job stayed RUNNING
+    // on a node whose slurmd had finished it (until Slurm asks the node to register again,
+    // every 20 pings: 33 minutes). So a controller is killed no sooner than 6 s after it went on.
+    let mut went_on: Option<Instant> = None;
     for p in &plan {
         if let Some(wait) = p.at.checked_sub(t0.elapsed()) {
             tokio::time::sleep(wait).await;
@@ -419,8 +516,13 @@ async fn run(seed: u64, n: usize) -> Outcome {
                 sh(&["pause-ctld", &instance, &primary]);
                 tokio::time::sleep(p.lasts).await;
                 sh(&["resume-ctld", &instance, &primary]);
+                went_on = Some(Instant::now());
             }
             Fault::CtldDies => {
+                if let Some(at) = went_on {
+                    let saved = at + Duration::from_secs(6);
+                    tokio::time::sleep(saved.saturating_duration_since(Instant::now())).await;
+                }
                 sh(&["pause-ctld", &instance, &primary]);
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 sh(&["crash-ctld", &instance, &primary]);
@@ -455,6 +557,7 @@ async fn run(seed: u64, n: usize) -> Outcome {
                     },
                 )
                 .await;
+                went_on = Some(Instant::now());
             }
             Fault::ApiserverRestarted => {
                 let cp = &cp;
@@ -502,7 +605,12 @@ async fn run(seed: u64, n: usize) -> Outcome {
     eventually_explained(
         "the workers converged on the last commit",
         bound,
-        async || converged(&t, "cpu", &slurm).await,
+        async || {
+            converged(&t, "cpu", &slurm).await.map_err(|seen| {
+                let i = instance.clone();
+                format!("{seen}\n{}", slurm_view(&i, &jobs))
+            })
+        },
     )
     .await;
     eventually(

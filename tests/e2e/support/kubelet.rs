@@ -199,6 +199,7 @@ impl Kubelet {
             closed: closed.clone(),
             own: own.clone(),
             restd_owner: Arc::default(),
+            ports: Arc::default(),
         };
         let task = tokio::spawn(state.serve());
         Kubelet {
@@ -317,6 +318,9 @@ struct State {
     /// (a Deployment starts the new pod before the old one goes), and stopping the old pod then
     /// leaves the new one's slurmrestd alone.
     restd_owner: Arc<Mutex<Option<String>>>,
+    /// The port each node's slurmd last served (by hostname): its next pod's slurmd serves it
+    /// again, as every pod of a real cluster serves 6818 (`slurm::slurmd_port_again`).
+    ports: Arc<Mutex<BTreeMap<String, u16>>>,
     config_maps: Api<ConfigMap>,
     /// The Secrets a login pod mounts.
     secrets: Api<Secret>,
@@ -598,11 +602,13 @@ impl State {
             let port = match slurmd {
                 Some(c) => {
                     let (h, t) = (hostname.clone(), target.clone());
-                    Some(
-                        tokio::task::spawn_blocking(move || start_slurmd(&c, &h, &t))
+                    let previous = self.ports.lock().unwrap().get(&hostname).copied();
+                    let port =
+                        tokio::task::spawn_blocking(move || start_slurmd(&c, &h, &t, previous))
                             .await
-                            .expect("start slurmd"),
-                    )
+                            .expect("start slurmd");
+                    self.ports.lock().unwrap().insert(hostname.clone(), port);
+                    Some(port)
                 }
                 None => None,
             };

@@ -272,7 +272,8 @@ pub struct Slurmd {
 /// connection can take it between this check and slurmd's bind. Test processes run side by side,
 /// so a port is claimed across processes: an exclusive lock on a file named after it, held open
 /// until this process exits (the kernel drops the lock then, whatever way the process ends). A
-/// port whose earlier claimer is gone but whose slurmd still listens fails the bind check.
+/// port whose earlier claimer is gone but whose slurmd still listens fails the bind check. A new
+/// node's; a replacement's is `slurmd_port_again`.
 pub fn slurmd_port() -> u16 {
     const FIRST: u16 = 20000;
     const COUNT: u16 = 12000;
@@ -306,6 +307,31 @@ pub fn slurmd_port() -> u16 {
         "no free slurmd port in 127.0.0.1:{FIRST}..{}",
         FIRST + COUNT
     );
+}
+
+/// The port a node's replacement slurmd serves: PREVIOUS, its earlier slurmd's, once free.
+pub fn slurmd_port_again(previous: u16) -> u16 {
+    // slurmctld keeps a dynamic node's port across its registrations (it takes only the
+    // address from each: node_mgr.c's validate_node_specs), and restores it with the node from
+    // its state. On a real cluster every slurmd serves 6818 and a new pod's address is all that
+    // changes; here the node's slurmds share 127.0.0.1, so a replacement must serve the port its
+    // node's record names, or slurmctld pings the old one and marks the node NOT_RESPONDING
+    // whenever the record outlived the old pod (its preStop's `scontrol delete` refused by a
+    // controller in standby, a state saved before the deletion). PREVIOUS was claimed by this
+    // process for the node's earlier slurmd; it is free once that slurmd has exited.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
+        if std::net::TcpListener::bind(("0.0.0.0", previous)).is_ok() {
+            return previous;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let port = slurmd_port();
+    eprintln!(
+        "slurmd port {previous} still taken after 15 s (sockets: {}): the node's new slurmd serves {port}, which slurmctld may not ping",
+        sockets_on(previous)
+    );
+    port
 }
 
 /// Whether slurmd NAME answers on PORT within a few seconds; false when its process died.

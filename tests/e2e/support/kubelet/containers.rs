@@ -24,9 +24,15 @@ pub(super) struct Target {
     pub release: String,
 }
 
-/// Starts the container's slurmd command line; returns the port it serves instead of 6818.
-pub(super) fn start_slurmd(c: &Container, hostname: &str, t: &Target) -> u16 {
-    let port = slurm::slurmd_port();
+/// Starts the container's slurmd command line; returns the port it serves instead of 6818:
+/// PREVIOUS, the port the node's earlier slurmd served, when there was one.
+pub(super) fn start_slurmd(
+    c: &Container,
+    hostname: &str,
+    t: &Target,
+    previous: Option<u16>,
+) -> u16 {
+    let port = previous.map_or_else(slurm::slurmd_port, slurm::slurmd_port_again);
     let args = c.args.clone().unwrap_or_default();
     let mut conf = String::new();
     let mut rest: Vec<String> = Vec::new();
