@@ -288,14 +288,14 @@ pub fn runtime_spec(
         "devices": [{"allow": false, "access": "rwm"}],
     });
     if let Some(cpu) = res["limits"]["cpu"].as_str() {
-        resources["cpu"]["quota"] = json!(millicores(cpu)? * 100);
+        resources["cpu"]["quota"] = json!(quantity("cpu", cpu, 1000.0)? * 100);
         resources["cpu"]["period"] = json!(100_000);
     }
     if let Some(cpu) = res["requests"]["cpu"].as_str() {
-        resources["cpu"]["shares"] = json!((millicores(cpu)? * 1024 / 1000).max(2));
+        resources["cpu"]["shares"] = json!((quantity("cpu", cpu, 1000.0)? * 1024 / 1000).max(2));
     }
     if let Some(mem) = res["limits"]["memory"].as_str() {
-        resources["memory"]["limit"] = json!(bytes(mem)?);
+        resources["memory"]["limit"] = json!(quantity("memory", mem, 1.0)?);
     }
     // NVIDIA's device plugin allocates the GPUs: their device nodes and the control device in
     // the container, allowed (a privileged container has every device anyway).
@@ -376,35 +376,12 @@ fn pod_hostname(pod: &Pod) -> String {
         .to_string()
 }
 
-/// `500m`, `1`, `2.5` as millicores.
-fn millicores(q: &str) -> Result<i64, String> {
-    match q.strip_suffix('m') {
-        Some(m) => m.parse().map_err(|e| format!("cpu {q}: {e}")),
-        None => q
-            .parse::<f64>()
-            .map(|c| (c * 1000.0).round() as i64)
-            .map_err(|e| format!("cpu {q}: {e}")),
-    }
-}
-
-/// `1Gi`, `256Mi`, `1000000` as bytes.
-fn bytes(q: &str) -> Result<i64, String> {
-    let units = [
-        ("Ki", 1i64 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("k", 1000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ];
-    let (n, mult) = units
-        .iter()
-        .find_map(|(u, m)| q.strip_suffix(u).map(|n| (n, *m)))
-        .unwrap_or((q, 1));
-    n.parse::<i64>()
-        .map(|n| n * mult)
-        .map_err(|e| format!("memory {q}: {e}"))
+/// A Kubernetes quantity of RESOURCE in units of SCALE (`500m` cpu at 1000: 500 millicores;
+/// `1Gi` memory at 1: bytes), through slurmops' own quantity parser.
+fn quantity(resource: &str, q: &str, scale: f64) -> Result<i64, String> {
+    slurmops::cluster::values::parse_quantity(q)
+        .map(|v| (v * scale).round() as i64)
+        .ok_or_else(|| format!("{resource} {q}: not a quantity"))
 }
 
 /// The mounts every container gets (containerd's defaults); /sys and the cgroup file system
