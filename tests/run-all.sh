@@ -103,8 +103,9 @@ side_log=$(mktemp)
     rm -rf "$out"
   done
   install=$(mktemp)
+  # With the dashboard's ConfigMap (a core object; the PrometheusRule, a CRD, is checked below).
   "$bin" install --print --repo https://git.example/infra.git --namespace slurmops \
-    --cluster-namespace slurm --git-secret git --webhook-secret webhook > "$install"
+    --cluster-namespace slurm --git-secret git --webhook-secret webhook --grafana-dashboard > "$install"
   for v in 1.29.0 1.37.0; do
     .venv/bin/kubernetes-validate --strict -k "$v" "$install" >/dev/null || { .venv/bin/kubernetes-validate --strict -k "$v" "$install"; exit 1; }
   done
@@ -114,6 +115,20 @@ side_log=$(mktemp)
   echo "== the alert rules (alerts/): promtool's check and its unit tests of every rule"
   command -v promtool >/dev/null || { echo "no promtool: tests/bed/packages.sh installs it from Debian's prometheus package" >&2; exit 1; }
   (cd alerts && promtool check rules slurmops.rules.yaml && promtool test rules slurmops.rules.test.yaml)
+  # The PrometheusRule `install --print --prometheus-rule` renders: its groups are the file's
+  # (PyYAML, from the venv above, reads both) and promtool takes them.
+  rules=$(mktemp -d)
+  "$bin" install --print --prometheus-rule --repo https://git.example/infra.git > "$rules/install.yaml" 2>/dev/null
+  .venv/bin/python3 - "$rules/install.yaml" alerts/slurmops.rules.yaml "$rules/groups.yaml" <<'PY'
+import sys, yaml
+rules = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") == "PrometheusRule"]
+assert len(rules) == 1, f"{len(rules)} PrometheusRules in install --print --prometheus-rule"
+groups = rules[0]["spec"]["groups"]
+assert groups == yaml.safe_load(open(sys.argv[2]))["groups"], "the PrometheusRule's groups differ from alerts/slurmops.rules.yaml's"
+yaml.safe_dump({"groups": groups}, open(sys.argv[3], "w"))
+PY
+  promtool check rules "$rules/groups.yaml"
+  rm -rf "$rules"
   echo
   echo "== the docs as a book (mdbook build docs), every link of it leading somewhere"
   book=$(mktemp -d)

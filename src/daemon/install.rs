@@ -147,7 +147,7 @@ impl Install {
     }
 }
 
-fn meta(i: &Install, namespace: &str) -> ObjectMeta {
+pub(super) fn meta(i: &Install, namespace: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(i.name()),
         namespace: Some(namespace.into()),
@@ -158,7 +158,7 @@ fn meta(i: &Install, namespace: &str) -> ObjectMeta {
 
 /// The labels of the daemon's objects, also its pods' selector: a daemon per cluster adds the
 /// cluster, so that two in one namespace select only their own pods.
-fn labels(i: &Install) -> BTreeMap<String, String> {
+pub(super) fn labels(i: &Install) -> BTreeMap<String, String> {
     let mut l = BTreeMap::from([
         (crate::vocab::LABEL_NAME.to_string(), NAME.to_string()),
         (crate::vocab::LABEL_MANAGED_BY.to_string(), NAME.to_string()),
@@ -576,10 +576,10 @@ fn deployment(i: &Install) -> Deployment {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn install() -> Install {
+    pub(crate) fn install() -> Install {
         Install {
             namespace: "slurmops".into(),
             cluster_namespaces: vec!["slurm".into()],

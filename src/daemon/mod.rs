@@ -16,6 +16,7 @@ pub mod http;
 pub mod install;
 pub mod lease;
 pub mod metrics;
+pub mod monitoring;
 mod pass;
 mod replicas;
 pub use pass::QUEUE_WAIT;

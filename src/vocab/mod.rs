@@ -95,6 +95,8 @@ vocabulary! {
         LABEL_APPLYSET_ID = "applyset.kubernetes.io/id";
         /// KEP-3659: on every member of the ApplySet; only members are ever pruned.
         LABEL_APPLYSET_PART_OF = "applyset.kubernetes.io/part-of";
+        /// `1` on the ConfigMap holding the dashboard (`install --grafana-dashboard`): the label the Grafana Helm chart's dashboard sidecar loads ConfigMaps by, by default.
+        LABEL_GRAFANA_DASHBOARD = "grafana_dashboard";
     }
     Annotation {
         /// Digest of what slurmops last applied to an object (tells hand edits from git changes).

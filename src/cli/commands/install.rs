@@ -1,5 +1,6 @@
 //! `slurmops install --print`: the daemon's own objects (Deployment, ServiceAccount, Role(s),
-//! RoleBinding(s), Service) from its flags; `crate::daemon::install` makes them.
+//! RoleBinding(s), Service) from its flags; `crate::daemon::install` makes them, and
+//! `crate::daemon::monitoring` the PrometheusRule and the dashboard's ConfigMap.
 
 use crate::cli::prelude::*;
 
@@ -144,6 +145,14 @@ pub struct InstallArgs {
     /// queue when autoscale or canaries need it).
     #[arg(long, default_value_t = 50_000)]
     jobs: u32,
+    /// Add a PrometheusRule (monitoring.coreos.com/v1, for the Prometheus Operator) holding the
+    /// alert rules of alerts/slurmops.rules.yaml.
+    #[arg(long)]
+    prometheus_rule: bool,
+    /// Add a ConfigMap holding the Grafana dashboard (dashboards/slurmops.json), labelled
+    /// `grafana_dashboard: "1"` for the Grafana Helm chart's dashboard sidecar.
+    #[arg(long)]
+    grafana_dashboard: bool,
 }
 
 /// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
@@ -200,7 +209,14 @@ pub fn exec(a: InstallArgs) -> Outcome {
         eprintln!("{}", crate::daemon::install::UNSIGNED_WARNING);
         println!("# {}", crate::daemon::install::UNSIGNED_WARNING);
     }
-    let docs: Vec<String> = crate::daemon::install::objects(&i)
+    let mut objects = crate::daemon::install::objects(&i);
+    if a.prometheus_rule {
+        objects.push(crate::daemon::monitoring::prometheus_rule(&i));
+    }
+    if a.grafana_dashboard {
+        objects.push(crate::daemon::monitoring::dashboard_config_map(&i));
+    }
+    let docs: Vec<String> = objects
         .iter()
         .map(|o| serde_saphyr::to_string(o).expect("objects serialize"))
         .collect();
