@@ -205,7 +205,9 @@ fn check_example(dir: &str) {
             "{dir}: slurmctld's /metrics/nodes: {metrics}"
         );
         // Every endpoint the ServiceMonitor scrapes answers, and the dashboard asks only for
-        // metrics that exist: Slurm's from this slurmctld, slurmops' from the daemon's registry.
+        // metrics that exist: it charts the daemon's registry only (Slurm's nodes and partitions
+        // under the Slinky exporter's names), none of this slurmctld's (offline:
+        // tests/offline/dashboard.rs against the generated reference).
         let mut served = String::new();
         for path in slurmops::render::metrics::ENDPOINTS {
             let body = http_get(ctld_port, path);

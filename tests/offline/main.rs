@@ -6,6 +6,7 @@
 
 mod cli;
 mod closed;
+mod dashboard;
 mod generated;
 mod git_remote;
 mod guarded;
