@@ -31,14 +31,25 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
     || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades "${qemu[@]}"; } \
     || echo "packages.sh: QEMU could not be installed (${qemu[*]}): the cgroup v2 tests will fail" >&2
 fi
-# promtool checks and unit-tests the alert rules (alerts/); Prometheus comes with it. From
-# Debian's prometheus package, unpacked rather than installed: installing it would start a
-# Prometheus service on the host.
-if ! command -v promtool >/dev/null; then
+# promtool checks and unit-tests the alert rules (alerts/); Prometheus comes with it, and the
+# bed's Prometheus test (tests/e2e/prometheus.rs) runs it. From Debian's prometheus package,
+# unpacked rather than installed: installing it would start a Prometheus service on the host.
+# Its web pages (/usr/share/prometheus/web) use the JavaScript libraries the package depends on:
+# those are plain files, installed as packages.
+prom_js=(fonts-glyphicons-halflings libjs-bootstrap4 libjs-eonasdan-bootstrap-datetimepicker libjs-jquery
+  libjs-jquery-hotkeys libjs-moment libjs-moment-timezone libjs-mustache libjs-popper.js libjs-rickshaw)
+if ! command -v promtool >/dev/null || [ ! -f /usr/share/prometheus/web/templates/_base.html ]; then
   d=$(mktemp -d)
   { (cd "$d" && { apt-get download -q prometheus 2>/dev/null || { apt-get update -q && apt-get download -q prometheus; }; }) \
     && dpkg-deb -x "$d"/prometheus_*.deb "$d/x" \
-    && install -m 0755 "$d/x/usr/bin/promtool" "$d/x/usr/bin/prometheus" /usr/local/bin/; } \
-    || echo "packages.sh: promtool could not be installed from Debian's prometheus package: the alert rules' check will fail" >&2
+    && install -m 0755 "$d/x/usr/bin/promtool" "$d/x/usr/bin/prometheus" /usr/local/bin/ \
+    && mkdir -p /usr/share/prometheus && rm -rf /usr/share/prometheus/web \
+    && cp -a "$d/x/usr/share/prometheus/web" /usr/share/prometheus/; } \
+    || echo "packages.sh: Prometheus could not be unpacked from Debian's prometheus package: the alert rules' check and the Prometheus test will fail" >&2
   rm -rf "$d"
+fi
+if ! dpkg -s "${prom_js[@]}" >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${prom_js[@]}" \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${prom_js[@]}"; } \
+    || echo "packages.sh: Prometheus's web libraries could not be installed: its graph page will not draw" >&2
 fi
