@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod client;
 pub mod connect;
+pub mod gres;
 pub mod hostlist;
 pub mod model;
 pub mod words;

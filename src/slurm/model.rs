@@ -133,6 +133,9 @@ pub struct Node {
     pub last_busy: Option<i64>,
     /// `TOPOLOGY:BLOCK` of a node in a block (v0.0.45 and later; empty before, or in no block).
     pub topology: String,
+    /// GPUs configured (its `gres`) and allocated (`gres_used`).
+    pub gpus: u32,
+    pub alloc_gpus: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -176,6 +179,10 @@ pub struct Job {
     pub pinned: bool,
     /// Its QOS.
     pub qos: Word,
+    /// CPUs allocated, or asked for while pending.
+    pub cpus: u32,
+    /// GPUs allocated, or asked for while pending (see `gres::JobGpus`).
+    pub gpus: u32,
 }
 
 impl Job {
@@ -442,6 +449,10 @@ pub struct NodeWire {
     last_busy: Option<i64>,
     #[serde(default)]
     topology: String,
+    #[serde(default)]
+    gres: String,
+    #[serde(default)]
+    gres_used: String,
 }
 
 impl From<NodeWire> for Node {
@@ -462,6 +473,8 @@ impl From<NodeWire> for Node {
             port: w.port,
             last_busy: w.last_busy.filter(|t| *t > 0),
             topology: w.topology,
+            gpus: super::gres::gpus_in_gres(&w.gres),
+            alloc_gpus: super::gres::gpus_in_gres(&w.gres_used),
         }
     }
 }
@@ -519,6 +532,27 @@ pub struct JobWire {
     required_nodes: String,
     #[serde(default)]
     qos: String,
+    #[serde(default, deserialize_with = "number")]
+    cpus: Option<i64>,
+    #[serde(default, deserialize_with = "number")]
+    tasks: Option<i64>,
+    #[serde(default)]
+    gres_detail: Vec<String>,
+    #[serde(default)]
+    tres_alloc_str: String,
+    #[serde(default)]
+    tres_req_str: String,
+    #[serde(default)]
+    tres_per_job: String,
+    #[serde(default)]
+    tres_per_node: String,
+    #[serde(default)]
+    tres_per_task: String,
+}
+
+/// A count slurmrestd answered, within `u32` (None or negative: 0).
+fn small(n: Option<i64>) -> u32 {
+    n.map_or(0, |n| n.clamp(0, i64::from(u32::MAX)) as u32)
 }
 
 /// `exit_code` of a job: `{status, return_code: number}`.
@@ -566,6 +600,18 @@ impl TryFrom<JobWire> for Job {
             requeue: w.requeue,
             pinned: !w.required_nodes.trim().is_empty(),
             qos: Word::new(&text::clean(w.qos)),
+            cpus: small(w.cpus),
+            gpus: super::gres::JobGpus {
+                gres_detail: &w.gres_detail,
+                tres_alloc_str: &w.tres_alloc_str,
+                tres_req_str: &w.tres_req_str,
+                tres_per_job: &w.tres_per_job,
+                tres_per_node: &w.tres_per_node,
+                tres_per_task: &w.tres_per_task,
+                nodes: small(w.node_count),
+                tasks: small(w.tasks),
+            }
+            .count(),
         })
     }
 }
