@@ -384,7 +384,8 @@ pub async fn read_slurm_with<S: SlurmNodes>(
     nodes: crate::slurm::Nodes,
     need: impl FnOnce(&BTreeMap<String, crate::slurm::Node>) -> bool,
 ) -> Result<SlurmView, SlurmError> {
-    let known = match need(&nodes) {
+    let needed = need(&nodes);
+    let known = match needed {
         true => match s.known_jobs().await {
             Ok(k) => k,
             // A queue too slow to read blinds nothing that the node states tell: rollouts go
@@ -412,6 +413,7 @@ pub async fn read_slurm_with<S: SlurmNodes>(
         false => SlurmView::partial(nodes, known),
     };
     let mut view = view.canaries_of(submitter.as_deref());
+    view.jobs_read = needed;
     // A running check job's report (its comment) changes no state the kept queue follows: each
     // such job of ours is read again (a few, bounded by the checks' maxConcurrent), so that a
     // failed one, waiting for its worker to be drained, is judged now.

@@ -18,13 +18,7 @@ use crate::status::verdict::Verdict;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// A label value escaped as the exposition formats require: prometheus-client writes label
-/// values as given (prometheus/client_rust#151), and a stray quote would make a whole scrape fail.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+use super::slurm_metrics::escape;
 
 /// Counters and gauges for `/metrics`.
 pub struct Metrics {
@@ -49,6 +43,8 @@ pub struct Metrics {
     pass_slurm_requests: Histogram,
     pass_slurm_bytes: Histogram,
     kube_requests: Family<Labels, Counter>,
+    /// Slurm's nodes, partitions and queue as the last pass read them.
+    slurm: super::slurm_metrics::SlurmGauges,
     /// The request counts last added to `kube_requests`.
     kube_told: std::sync::Mutex<crate::k8s::Requests>,
     /// The first pass finished (`/readyz`).
@@ -101,6 +97,7 @@ impl Metrics {
             pass_slurm_requests: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             pass_slurm_bytes: Histogram::new(exponential_buckets(256.0, 4.0, 12)),
             kube_requests: Family::default(),
+            slurm: Default::default(),
             kube_told: Default::default(),
             ready: false,
             standby: false,
@@ -206,6 +203,7 @@ impl Metrics {
             "1 for a NodeSet whose rollout a failed canary halted (its canaries stay drained)",
             m.canary_halted.clone(),
         );
+        r.register_collector(Box::new(m.slurm.clone()));
         m
     }
 }
@@ -390,6 +388,19 @@ impl Metrics {
         self.waiting_on_jobs.set(waiting as i64);
     }
 
+    /// Sets the Slurm families from a pass: VIEW, what it read of Slurm (None: no node); SLURM:
+    /// the daemon talks to Slurm (not `--no-slurm`).
+    pub fn slurm(&self, view: Option<&crate::controller::decide::SlurmView>, slurm: bool) {
+        let counts = view.map(super::slurm_metrics::of_view);
+        let unknown = slurm.then(|| view.is_some_and(|v| v.jobs_error.is_some()));
+        self.slurm.set(counts, unknown);
+    }
+
+    /// Whether a slurmctld has control (None: not known).
+    pub fn slurmctld(&self, in_control: Option<bool>) {
+        self.slurm.set_in_control(in_control);
+    }
+
     /// The OpenMetrics text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -454,6 +465,17 @@ pub fn sampled() -> Metrics {
         "gpu".to_string(),
         set,
     )]));
+    let mut slurm = crate::controller::decide::SlurmView::new(
+        vec![crate::slurm::Node {
+            name: "gpu-0".into(),
+            partitions: vec!["gpu".into()],
+            ..Default::default()
+        }],
+        vec![],
+    );
+    slurm.jobs_read = true;
+    m.slurm(Some(&slurm), true);
+    m.slurmctld(Some(true));
     m
 }
 
@@ -503,87 +525,4 @@ pub fn markdown() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::controller::decide::Waiting;
-
-    #[test]
-    fn rollout_progress_is_exposed_per_node_set_and_state_with_escaped_labels() {
-        let m = Metrics::default();
-        m.reconciled(Verdict::Applied, 0.3);
-        m.rollout(&Event::Drain {
-            node: "a-0".into(),
-            ours: true,
-        });
-        let p = Progress {
-            node_set: "gpu \"a\"".into(),
-            replicas: 2,
-            updated: 1,
-            in_flight: vec!["x-0".into()],
-            waiting: vec![Waiting {
-                node: "x-0".into(),
-                why: "rollout".into(),
-                jobs: vec![],
-                since: None,
-            }],
-            ..Progress::default()
-        };
-        m.progress(&[p]);
-        let text = m.render();
-        for line in [
-            "slurmops_reconcile_total{result=\"applied\"} 1",
-            "slurmops_rollout_steps_total{step=\"drain\"} 1",
-            "slurmops_rollout_workers{node_set=\"gpu \\\"a\\\"\",state=\"updated\"} 1",
-            "slurmops_rollout_workers{node_set=\"gpu \\\"a\\\"\",state=\"waiting\"} 1",
-            "slurmops_waiting_on_jobs 1",
-            "slurmops_reconcile_duration_seconds_count 1",
-            "# EOF",
-        ] {
-            assert!(text.contains(line), "{line} not in\n{text}");
-        }
-        // A NodeSet that left cluster.yaml leaves the metrics.
-        m.progress(&[]);
-        assert!(!m.render().contains("gpu"));
-    }
-
-    #[test]
-    fn the_result_and_slurm_s_reachability_are_states_an_alert_can_hold_on() {
-        let m = Metrics::default();
-        m.result(Verdict::Refused);
-        m.rollout(&Event::SlurmUnreachable {
-            error: "connection refused".into(),
-        });
-        let text = m.render();
-        for line in [
-            "slurmops_result{result=\"refused\"} 1",
-            "slurmops_result{result=\"applied\"} 0",
-            "slurmops_result{result=\"fetch-failed\"} 0",
-            "slurmops_slurm_unreachable 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
-        }
-        assert!(!text.contains("slurmops_result{result=\"\"}"), "{text}");
-        m.result(Verdict::Applied);
-        m.rollout(&Event::SlurmBack);
-        let text = m.render();
-        for line in [
-            "slurmops_result{result=\"refused\"} 0",
-            "slurmops_result{result=\"applied\"} 1",
-            "slurmops_slurm_unreachable 0",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
-        }
-    }
-
-    #[test]
-    fn a_daemon_per_cluster_labels_every_series_with_its_cluster() {
-        let m = Metrics::for_cluster(Some("a"));
-        m.reconciled(Verdict::Applied, 0.3);
-        let text = m.render();
-        for line in text.lines().filter(|l| l.starts_with("slurmops_")) {
-            assert!(line.contains("cluster=\"a\""), "{line}");
-        }
-        assert!(text.contains("slurmops_reconcile_total{"), "{text}");
-        assert!(!Metrics::default().render().contains("cluster="));
-    }
-}
+mod tests;

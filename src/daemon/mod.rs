@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod monitoring;
 mod pass;
 mod replicas;
+pub mod slurm_metrics;
 pub use pass::QUEUE_WAIT;
 mod report;
 mod told;

@@ -458,15 +458,26 @@ async fn reconcile(
                 accounting_seen(state, &t.fetched.commit, &waits);
                 wake_within(state, SLURM_RETRY_S);
             }
-            state.status.controllers = match (&t.c.spec.controller.ha, &slurm) {
+            // Which controller has control: one small request, only with backups.
+            let pings = match (&t.c.spec.controller.ha, &slurm) {
+                (Some(_), Some(s)) => Some(s.ping().await),
+                _ => None,
+            };
+            state.status.controllers = match (&t.c.spec.controller.ha, &pings) {
                 (None, _) => String::new(),
-                // Which controller has control: one small request, only with backups.
-                (Some(_), Some(s)) => match s.ping().await {
-                    Ok(pings) => crate::status::show::controllers(&pings),
-                    Err(e) => format!("unknown: {e}"),
-                },
+                (Some(_), Some(Ok(pings))) => crate::status::show::controllers(pings),
+                (Some(_), Some(Err(e))) => format!("unknown: {e}"),
                 (Some(_), None) => "unknown: Slurm is not connected".into(),
             };
+            let in_control = slurm.as_ref().and_then(|_| {
+                let read = out.slurm.is_some();
+                super::slurm_metrics::in_control(pings.as_ref(), read, out.slurm_error.as_ref())
+            });
+            shared
+                .metrics
+                .lock()
+                .expect("metrics")
+                .slurmctld(in_control);
             // Behind one address slurmops rolls the controllers: where that roll stands.
             if let Some(roll) = out
                 .controllers
@@ -659,6 +670,7 @@ fn record(
     let metrics = shared.metrics.lock().expect("metrics");
     metrics.progress(&out.progress);
     metrics.checks(&out.sets);
+    metrics.slurm(out.slurm.as_ref(), connected);
 }
 
 /// The next pass comes at most SECS seconds from now.

@@ -271,11 +271,17 @@ pub fn all(statuses: &[(Option<String>, Status)], now: i64) -> String {
         .join("\n")
 }
 
+/// Which of the controllers PINGS lists (in slurm.conf's order) has control: the first that
+/// answers, as slurmctld hands control to the first backup up.
+pub fn in_control(pings: &[crate::slurm::client::Ping]) -> Option<usize> {
+    pings.iter().position(|p| p.responding)
+}
+
 /// The controllers as slurmrestd's ping saw them, primary first: the first that answers has
 /// control (a backup answers pings in standby too, but Slurm's clients try the controllers in
 /// order and a standby refuses them), the others answer or not.
 pub fn controllers(pings: &[crate::slurm::client::Ping]) -> String {
-    let active = pings.iter().position(|p| p.responding);
+    let active = in_control(pings);
     let each: Vec<String> = pings
         .iter()
         .enumerate()

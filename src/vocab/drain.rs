@@ -145,6 +145,47 @@ impl DrainReason {
     }
 }
 
+/// The `by` label of `slurmops_slurm_drained_nodes`: who drained a Slurm node, one value per
+/// kind of [`DrainReason`], then `slurmops_other` (`slurmops: ` and words this release does not
+/// write) and `admin` (a reason without the prefix: someone else's). Alerts and dashboards name
+/// these values.
+pub const DRAINED_BY: [&str; 13] = [
+    "rollout",
+    "scale_in",
+    "autoscale",
+    "removed",
+    "node_left",
+    "checks_pending",
+    "canary_failed",
+    "check_failed",
+    "requested",
+    "cordoned",
+    "node_problem",
+    "slurmops_other",
+    "admin",
+];
+
+/// The index in [`DRAINED_BY`] of who set Slurm drain REASON.
+pub fn drained_by(reason: &str) -> usize {
+    match DrainReason::parse(reason) {
+        None => 12,
+        Some(r) => match r {
+            DrainReason::Rollout => 0,
+            DrainReason::ScaleIn => 1,
+            DrainReason::Autoscale => 2,
+            DrainReason::Removed => 3,
+            DrainReason::NodeLeft => 4,
+            DrainReason::ChecksPending => 5,
+            DrainReason::CanaryFailed { .. } => 6,
+            DrainReason::CheckFailed { .. } => 7,
+            DrainReason::Requested(_) => 8,
+            DrainReason::Cordoned { .. } => 9,
+            DrainReason::NodeProblem { .. } => 10,
+            DrainReason::Other(_) => 11,
+        },
+    }
+}
+
 /// As Slurm keeps it: `slurmops: WORDS`.
 impl fmt::Display for DrainReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -242,6 +283,39 @@ mod tests {
             spelled[13],
             "slurmops: node k8s-3: drain requested: by annotation"
         );
+    }
+
+    #[test]
+    fn each_kind_of_drain_has_its_own_drained_by_label_and_someone_else_s_is_admin() {
+        use super::{DRAINED_BY, drained_by};
+        let by: Vec<&str> = every()
+            .iter()
+            .map(|r| DRAINED_BY[drained_by(&r.to_string())])
+            .collect();
+        assert_eq!(
+            by,
+            [
+                "rollout",
+                "scale_in",
+                "autoscale",
+                "removed",
+                "node_left",
+                "checks_pending",
+                "canary_failed",
+                "canary_failed",
+                "check_failed",
+                "check_failed",
+                "requested",
+                "cordoned",
+                "node_problem",
+                "node_problem",
+                "slurmops_other",
+            ]
+        );
+        assert_eq!(DRAINED_BY[drained_by("bad DIMM")], "admin");
+        assert_eq!(DRAINED_BY[drained_by("")], "admin");
+        let seen: std::collections::BTreeSet<&str> = DRAINED_BY.into_iter().collect();
+        assert_eq!(seen.len(), DRAINED_BY.len());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 mod drain;
 mod state;
 
-pub use drain::DrainReason;
+pub use drain::{DRAINED_BY, DrainReason, drained_by};
 pub use state::{CanaryStage, CanaryVerdict, CheckResult, SLURM_OFF, Verdict};
 
 /// The field manager of cluster NAME's apply (`slurmops/NAME`): one per cluster, so that a

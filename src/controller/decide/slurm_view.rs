@@ -33,6 +33,9 @@ pub struct SlurmView {
     /// The job queue's first read is in flight (a start): a pass a moment later takes it rather
     /// than the next poll.
     pub jobs_soon: bool,
+    /// The pass read the job queue (it needed it): with no `jobs_error`, every job is here. A
+    /// pass that did not need the queue has no jobs and no error.
+    pub jobs_read: bool,
     /// Check jobs read again this pass, by id: they replace the kept queue's records.
     fresh: HashMap<u64, std::sync::Arc<Job>>,
     /// Job records handed out to the pass's decisions so far: what decide reads of the queue,
@@ -51,6 +54,7 @@ impl Clone for SlurmView {
             jobs_error: self.jobs_error.clone(),
             pending_unread: self.pending_unread,
             jobs_soon: self.jobs_soon,
+            jobs_read: self.jobs_read,
             fresh: self.fresh.clone(),
             handed: AtomicUsize::new(self.handed()),
         }
@@ -100,6 +104,7 @@ impl SlurmView {
             jobs_error: None,
             pending_unread: None,
             jobs_soon: false,
+            jobs_read: false,
             fresh: HashMap::new(),
             handed: AtomicUsize::new(0),
         }
