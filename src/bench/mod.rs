@@ -4,6 +4,7 @@
 
 pub mod hostile;
 pub mod live;
+pub mod metrics;
 mod viewers;
 
 use std::path::Path;
@@ -479,6 +480,7 @@ pub fn offline(exe: &Path) -> Vec<Figure> {
     out.extend(hostile_worst());
     out.extend(guarded_admission());
     out.extend(queue_memory());
+    out.extend(metrics::scrape());
     out.extend(viewers::viewers());
     out.extend(footprint(exe));
     out
