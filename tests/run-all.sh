@@ -150,10 +150,10 @@ cargo nextest run --target "$triple" --no-fail-fast -E 'test(/^scale::/)'
 step "beside the tests: clippy, the rendered objects against the Kubernetes schemas, the alert rules, the docs as a book"
 wait "$side" && cat "$side_log" || { cat "$side_log"; echo "a check run beside the tests failed (above)" >&2; exit 1; }
 
-step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs)"
+step "artifacts: screenshots of the live view (tests/e2e/view.rs, tests/offline/page.rs) and of Prometheus's graph of a rollout (tests/e2e/prometheus.rs)"
 # Beside the build they come from: with --target, under target/TRIPLE/.
 shots="${CARGO_TARGET_DIR:-target}/$triple/artifacts/page"
-for f in bed-idle bed-waiting bed-canary-failed bed-canary-failed-phone-dark view-1280-light view-1280-dark view-phone-light view-phone-dark; do
+for f in bed-idle bed-waiting bed-canary-failed bed-canary-failed-phone-dark view-1280-light view-1280-dark view-phone-light view-phone-dark prometheus-rollout-24_11 prometheus-rollout-26_05; do
   [ -s "$shots/$f.png" ] || { echo "missing screenshot $shots/$f.png" >&2; exit 1; }
 done
 ls -l "$shots"

@@ -32,6 +32,7 @@ mod login;
 mod one_address;
 mod one_entrance;
 mod per_node;
+mod prometheus;
 mod real_slurm;
 mod release_images;
 mod remediation;

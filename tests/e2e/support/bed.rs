@@ -147,6 +147,10 @@ fn start() -> Bed {
                     p.topology = Some(slurmops::cluster::types::TopologyKind::Tree);
                 }
             }
+            // Where the release has them, slurmctld serves its own metrics, as a production
+            // cluster with `controller.metrics` does (tests/e2e/prometheus.rs scrapes them).
+            cluster.spec.controller.metrics.enabled =
+                slurmops::cluster::release::find(release).is_some_and(|r| r.openmetrics);
             let conf = tempfile::tempdir().expect("temp dir");
             for (name, content) in test_host_overlay(&cluster, &render(&cluster), instance, *port) {
                 std::fs::write(conf.path().join(name), content).expect("write bed slurm config");
