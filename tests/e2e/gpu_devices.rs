@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use slurmops::cluster::load;
 use slurmops::render::render;
-use slurmops::slurm::JobRequest;
+use slurmops::slurm::{JobRequest, SlurmNodes};
 
 use crate::support::slurm::{
     confining_overlay, rendered_slurmd_conf, restd_client, sh, start_ctld, start_idle_slurmd,
@@ -191,6 +191,13 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     // Sent by the job user, as slurmops' jobs run (`daemon`, no login shell).
     let by_sbatch = sh(&["exec", &instance, "runuser", "-u", "daemon", "--", "bash", "-c", r#"cd /tmp && printf %s "$1" | sbatch --parsable"#, "_", &file]);
     let by_sbatch = by_sbatch.trim().split(';').next().unwrap_or_default().to_string();
+    // What the daemon's metrics count (`slurmops_partition_gpus`, `_job_gpus`), read from this
+    // release's answers: the node's two GPUs, none in use, and the pending job's two.
+    let seen = client.get(&node).await.unwrap();
+    assert_eq!((seen.gpus, seen.alloc_gpus), (2, 0), "the node's GPUs as read: {seen:?}");
+    let jobs = client.jobs().await.unwrap();
+    let pending = jobs.iter().find(|j| j.id.to_string() == by_client).expect("the check's job read");
+    assert_eq!((pending.gpus, pending.cpus > 0), (2, true), "the job's GPUs as read: {pending:?}");
     let fields = |id: &str| -> BTreeMap<String, String> {
         let shown = sh(&["exec", &instance, "scontrol", "-o", "show", "job", id]);
         let keep = [
@@ -226,6 +233,13 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     let by_client = client.submit(&env).await.unwrap().to_string();
     let by_sbatch = sh(&["exec", &instance, "runuser", "-u", "daemon", "--", "bash", "-c", r#"cd /tmp && printf %s "$1" | sbatch --parsable"#, "_", &env_file]);
     let by_sbatch = by_sbatch.trim().split(';').next().unwrap_or_default().to_string();
+    // What the daemon's metrics count (`slurmops_partition_gpus`, `_job_gpus`), read from this
+    // release's answers: the node's two GPUs, none in use, and the pending job's two.
+    let seen = client.get(&node).await.unwrap();
+    assert_eq!((seen.gpus, seen.alloc_gpus), (2, 0), "the node's GPUs as read: {seen:?}");
+    let jobs = client.jobs().await.unwrap();
+    let pending = jobs.iter().find(|j| j.id.to_string() == by_client).expect("the check's job read");
+    assert_eq!((pending.gpus, pending.cpus > 0), (2, true), "the job's GPUs as read: {pending:?}");
     let environment = async |id: &str| -> BTreeMap<String, String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         let shown = loop {
