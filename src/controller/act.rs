@@ -2,15 +2,13 @@
 //! client's and kube's timeouts), checking before every write that this process may still write
 //! (fencing: a replica that lost the Lease stops before its next write).
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, PodTemplate};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
 
 use super::decide::Action;
+use super::mark::Mark;
+use super::pods::delete;
 use super::{Fence, PassError};
-use crate::apply::CANARY_MANAGER;
-use crate::render::names::ANNOTATION_CANARY;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{SlurmError, SlurmNodes};
 
@@ -19,12 +17,7 @@ mod nodes;
 mod reservations;
 
 /// Keeps check CHECK's result MARK on POD as its condition (a pod gone meanwhile is no error).
-async fn mark_pod(
-    pods: &Api<Pod>,
-    pod: &str,
-    check: &str,
-    mark: &super::checks::Mark,
-) -> Result<(), PassError> {
+async fn mark_pod(pods: &Api<Pod>, pod: &str, check: &str, mark: &Mark) -> Result<(), PassError> {
     let (status, reason, message) = mark.condition();
     let at =
         k8s_openapi::jiff::Timestamp::from_second(mark.at)
@@ -158,7 +151,7 @@ async fn keep_mark(
     pods: &Api<Pod>,
     pod: &str,
     check: &str,
-    mark: &super::checks::Mark,
+    mark: &Mark,
 ) -> Result<Outcome, PassError> {
     mark_pod(pods, pod, check, mark).await?;
     Ok(Outcome::Wrote(Event::Checked {
@@ -190,186 +183,4 @@ async fn delete_pod(
         pod: pod.to_string(),
         forced,
     }))
-}
-
-/// Deletes POD if it is still the one observed (uid); false when it is already gone or replaced.
-pub(super) async fn delete(pods: &Api<Pod>, pod: &str, uid: &str) -> Result<bool, kube::Error> {
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_string()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match pods.delete(pod, &dp).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Makes a slurmops-made NodeSet's pods (pod name, the node a perNode one is bound to) from the
-/// observed TEMPLATE. The pod name is the Slurm node name and its hostname (under SERVICE).
-pub async fn create(
-    pods: &Api<Pod>,
-    template: &PodTemplate,
-    service: &str,
-    node_set: &str,
-    creates: &[(String, Option<String>)],
-    fence: &Fence<'_>,
-    observer: &Observer,
-) -> Result<Vec<Event>, PassError> {
-    let mut out = Vec::new();
-    for (name, node) in creates {
-        if !fence() {
-            return Err(PassError::Fenced);
-        }
-        let Some(pod) = pod_for(template, service, name, node.as_deref()) else {
-            break;
-        };
-        match pods.create(&PostParams::default(), &pod).await {
-            Ok(_) => {}
-            // Made by an earlier pass that did not see it yet.
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(source) => {
-                return Err(PassError::Kube {
-                    what: format!("create pod {name}"),
-                    source,
-                });
-            }
-        }
-        let e = Event::Create {
-            pod: name.clone(),
-            node: node.clone(),
-        };
-        observer.emit(node_set, &e);
-        out.push(e);
-    }
-    Ok(out)
-}
-
-/// The pod NAME on NODE from TEMPLATE, owned by it (removed with it, once slurmops let the
-/// PodTemplate go: only after every worker drained).
-fn pod_for(template: &PodTemplate, service: &str, name: &str, node: Option<&str>) -> Option<Pod> {
-    let t = template.template.clone()?;
-    let meta = t.metadata.unwrap_or_default();
-    let mut spec = t.spec?;
-    spec.node_name = node.map(str::to_string);
-    spec.hostname = Some(name.to_string());
-    spec.subdomain = Some(service.to_string());
-    Some(Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            labels: meta.labels,
-            annotations: meta.annotations,
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "PodTemplate".into(),
-                name: template.metadata.name.clone()?,
-                uid: template.metadata.uid.clone()?,
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(spec),
-        status: None,
-    })
-}
-
-/// Keeps a canary's verdict R on SET's workload (annotation, field manager `slurmops-canary`); the
-/// event it returns is what the drivers tell (the daemon as a Kubernetes Event too).
-pub async fn record(
-    client: &kube::Client,
-    namespace: &str,
-    set: &super::decide::SetView,
-    r: &super::canary::Record,
-) -> Result<Event, PassError> {
-    use super::canary::Verdict;
-    let (api_version, kind) = match set.managed {
-        true => ("v1", "PodTemplate"),
-        false => ("apps/v1", "StatefulSet"),
-    };
-    let body = serde_json::json!({"apiVersion": api_version, "kind": kind,
-        "metadata": {"name": set.name, "namespace": namespace,
-                     "annotations": {ANNOTATION_CANARY: r.to_json()}}});
-    let pp = PatchParams::apply(CANARY_MANAGER);
-    let what = format!(
-        "record the canary verdict on {kind} {namespace}/{}",
-        set.name
-    );
-    let kube_err = |source| PassError::Kube {
-        what: what.clone(),
-        source,
-    };
-    match set.managed {
-        true => drop(
-            Api::<PodTemplate>::namespaced(client.clone(), namespace)
-                .patch(&set.name, &pp, &Patch::Apply(&body))
-                .await
-                .map_err(kube_err)?,
-        ),
-        false => drop(
-            Api::<StatefulSet>::namespaced(client.clone(), namespace)
-                .patch(&set.name, &pp, &Patch::Apply(&body))
-                .await
-                .map_err(kube_err)?,
-        ),
-    }
-    let job = r.job.map(|j| format!(" (job {j})")).unwrap_or_default();
-    let (reason, message) = match r.verdict {
-        Verdict::Passed => (
-            crate::vocab::EVENT_CANARY_PASSED,
-            format!(
-                "canary of revision {} passed{job}: the rest rolls",
-                r.revision
-            ),
-        ),
-        Verdict::Failed => (
-            crate::vocab::EVENT_CANARY_FAILED,
-            format!(
-                "canary of revision {} failed{job}: {}; the rollout is halted, the canaries stay drained",
-                r.revision,
-                r.error.as_deref().unwrap_or("no error reported")
-            ),
-        ),
-        Verdict::Resumed => (
-            crate::vocab::EVENT_CANARY_OVERRIDDEN,
-            format!(
-                "rollout of revision {} resumed past its failed canary by an operator",
-                r.revision
-            ),
-        ),
-    };
-    Ok(Event::CanaryVerdict {
-        reason,
-        passed: r.verdict != Verdict::Failed,
-        message,
-    })
-}
-
-/// `slurmops rollout --resume NODE_SET`: an operator proceeds past the failed canary of SET's
-/// current revision (as observed by the pass). Recorded on the workload; returns the Event and
-/// the record's new annotation, so the pass that wrote it decides on it.
-pub async fn resume_canary(
-    client: &kube::Client,
-    namespace: &str,
-    set: &super::decide::SetView,
-) -> Result<(Event, String), PassError> {
-    use super::canary::{Record, Verdict};
-    let rev = set.update_revision.clone().unwrap_or_default();
-    let failed = Record::parse(set.canary.as_deref())
-        .filter(|r| r.revision == rev && r.verdict == Verdict::Failed)
-        .ok_or_else(|| {
-            PassError::Missing(format!(
-                "NodeSet {}: no failed canary to resume past (revision {rev}); nothing changed",
-                set.name
-            ))
-        })?;
-    let r = Record {
-        verdict: Verdict::Resumed,
-        ..failed
-    };
-    let e = record(client, namespace, set, &r).await?;
-    Ok((e, r.to_json()))
 }

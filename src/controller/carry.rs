@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
 use super::decide::{self, Decision, SetView};
+use super::features::canary;
 use super::observation::Observation;
 use super::outcome::{NextBuilder, Outcome};
 use super::watch::Cache;
@@ -47,7 +48,7 @@ pub(super) async fn act_phase<S: SlurmNodes>(
             && let (false, Some(t)) = (d.create.is_empty(), obs.templates.get(&name))
         {
             let service = crate::render::names::Names::new(c).workers_service();
-            let made = act::create(
+            let made = super::pods::create(
                 &pods,
                 t,
                 &service,
@@ -152,7 +153,7 @@ async fn carry_out(
         if !(h.fence)() {
             return Err(PassError::Fenced);
         }
-        let e = act::record(h.client, h.namespace, set, r).await?;
+        let e = canary::act::record(h.client, h.namespace, set, r).await?;
         h.observer.emit(name, &e);
         out.events.push((name.to_string(), e));
     }

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::decide::{
     self, Action, Decision, DrainReason, Policy, Progress, SetView, SlurmView, Want,
 };
+use super::features::{blocks, canary, checks, per_node, windows};
 use super::observation::Observation;
-use super::{blocks, canary, checks, maint, per_node};
 use crate::cluster::ClusterFile;
 use crate::cluster::canary::Validation;
 use crate::cluster::window::{self, WindowMode};
@@ -221,11 +221,11 @@ fn reserve_for_windows(
         .then(|| crate::render::names::Names::new(c).maintenance());
     let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
     for (name, d) in decisions.iter_mut() {
-        let steps = maint::steps(&d.progress, &timing, &existing.all, sidecar.as_deref());
+        let steps = windows::steps(&d.progress, &timing, &existing.all, sidecar.as_deref());
         let held = existing
             .all
             .iter()
-            .position(|r| r.name == maint::name(name));
+            .position(|r| r.name == windows::name(name));
         if let (Some(w), Some(i)) = (d.progress.window.as_mut(), held) {
             let r = &existing.all[i];
             let mut note = format!("{} on {}", r.name, r.nodes.join(", "));

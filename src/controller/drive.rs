@@ -393,7 +393,7 @@ fn canary_failed(out: &Outcome) -> Result<(), RolloutError> {
         if let Some(c) = p
             .canary
             .as_ref()
-            .filter(|c| c.stage == crate::controller::canary::CanaryStage::Failed)
+            .filter(|c| c.stage == crate::controller::features::canary::CanaryStage::Failed)
         {
             return Err(RolloutError::CanaryFailed {
                 node_set: p.node_set.clone(),
@@ -420,7 +420,7 @@ fn stalled(out: &Outcome, since: Instant, until: &Until) -> Result<(), RolloutEr
     if since.elapsed() <= until.progress_timeout {
         return Ok(());
     }
-    if let Some(super::ctld_roll::Roll::Wait(why)) = &out.controllers {
+    if let Some(super::features::controllers_roll::Roll::Wait(why)) = &out.controllers {
         return Err(RolloutError::ControllersStalled {
             after: until.progress_timeout,
             waiting: why.clone(),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 
-use super::autoscale::{self, Decision};
+use super::features::autoscale::{self, Decision};
 use super::observe::{JobsNeed, Needs, read_slurm_with};
 use super::outcome::Phases;
 use super::upkeep::{self, Scale, Upkeep};

@@ -58,7 +58,7 @@ pub fn workloads(sets: &[StatefulSet], templates: &[PodTemplate]) -> BTreeMap<St
             .as_ref()
             .and_then(|l| l.get(crate::render::names::LABEL_REVISION))
             .cloned();
-        let replicas = super::per_node::managed_replicas(t).unwrap_or(0);
+        let replicas = super::features::per_node::managed_replicas(t).unwrap_or(0);
         out.insert(
             name,
             Workload {

@@ -34,7 +34,7 @@ pub struct Outcome {
     pub health_error: Option<String>,
     /// Controllers behind one address: their roll's step this pass (what it deleted is in
     /// `events`).
-    pub controllers: Option<super::ctld_roll::Roll>,
+    pub controllers: Option<super::features::controllers_roll::Roll>,
 }
 
 /// Wall time of each phase of a pass (`/metrics`: `slurmops_pass_phase_seconds`).

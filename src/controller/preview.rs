@@ -20,7 +20,7 @@ pub struct Preview {
     pub upkeep: super::upkeep::Upkeep,
     pub observation: Observation,
     /// Controllers behind one address: their roll's next step.
-    pub controllers: Option<super::ctld_roll::Roll>,
+    pub controllers: Option<super::features::controllers_roll::Roll>,
 }
 
 impl Preview {
@@ -102,7 +102,11 @@ impl Preview {
             }
         }
         out.extend(super::upkeep::steps(&self.upkeep));
-        out.extend(self.controllers.as_ref().and_then(super::ctld_roll::step));
+        out.extend(
+            self.controllers
+                .as_ref()
+                .and_then(super::features::controllers_roll::step),
+        );
         out
     }
 

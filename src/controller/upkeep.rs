@@ -23,8 +23,8 @@ use kube::api::Api;
 use super::observation::Observation;
 use super::{Fence, PassError};
 use crate::cluster::ClusterFile;
-use crate::controller::autoscale::{self, Decision, WorkerState};
-use crate::controller::sync::decide::Step;
+use crate::controller::features::autoscale::{self, Decision, WorkerState};
+use crate::controller::features::sync::decide::Step;
 use crate::k8s::Connection;
 use crate::rollout::{Event, Observer};
 use crate::slurm::{Drain, SlurmError, SlurmNodes};
@@ -99,25 +99,26 @@ pub fn decide(c: &ClusterFile, obs: &Observation, grace: i64, keep: Keep) -> Upk
     };
     let mut out = Upkeep::default();
     if keep.sync {
-        let sets = crate::controller::sync::sets_of(c, &obs.pods);
+        let sets = crate::controller::features::sync::sets_of(c, &obs.pods);
         let overdue: BTreeSet<String> = sets
             .iter()
             .flat_map(|(_, pods)| pods)
             .filter(|p| unregistered_for(p, &view.nodes, obs.now) > Some(grace))
             .filter_map(|p| p.metadata.name.clone())
             .collect();
-        out.sync =
-            crate::controller::sync::decide::decide(&crate::controller::sync::decide::Input {
+        out.sync = crate::controller::features::sync::decide::decide(
+            &crate::controller::features::sync::decide::Input {
                 sets: &sets,
                 nodes: &view.nodes,
                 problems: obs.health.as_ref().ok(),
-                checked: &crate::controller::sync::checked_sets(c),
+                checked: &crate::controller::features::sync::checked_sets(c),
                 overdue: &overdue,
-                remediate: &crate::controller::sync::remediated_sets(c),
+                remediate: &crate::controller::features::sync::remediated_sets(c),
                 requeue: &obs.requeue,
                 slurm: Some(view),
                 now: k8s_openapi::jiff::Timestamp::from_second(obs.now).unwrap_or_default(),
-            });
+            },
+        );
     }
     // A queue read only in part (job by job since a start) still shows the pending jobs read: a
     // floor of the demand, enough to scale out; a scale-in waits until every pending job is read.
@@ -356,7 +357,7 @@ async fn sync_node<S: SlurmNodes>(
             out.done(set, Event::ResumedFor { node: node.clone() });
         }
         Step::Replace { pod, uid } => {
-            crate::controller::sync::replace(pods, pod, uid).await?;
+            crate::controller::features::sync::replace(pods, pod, uid).await?;
             out.done(set, Event::Unregistered { pod: pod.clone() });
         }
         Step::Requeue { node, jobs, reason } => {
@@ -371,7 +372,7 @@ async fn sync_node<S: SlurmNodes>(
         }
         Step::Remediate { pod, uid, reason } => {
             // Gone already (a rollout's replacement of it in the same pass): nothing to do.
-            if crate::controller::sync::remediate(pods, pod, uid).await? {
+            if crate::controller::features::sync::remediate(pods, pod, uid).await? {
                 let e = Event::Remediated {
                     pod: pod.clone(),
                     reason: reason.clone(),
@@ -446,11 +447,11 @@ async fn pod_write<'a>(
     }
     let e = match s {
         Step::Condition { pod, patch } => {
-            crate::controller::sync::write_condition(pods, pod, patch.clone()).await?;
+            crate::controller::features::sync::write_condition(pods, pod, patch.clone()).await?;
             Event::Condition { pod: pod.clone() }
         }
         Step::Busy { pod, busy } => {
-            crate::controller::sync::write_busy(pods, pod, *busy).await?;
+            crate::controller::features::sync::write_busy(pods, pod, *busy).await?;
             Event::Busy {
                 pod: pod.clone(),
                 busy: *busy,

@@ -446,7 +446,7 @@ fn drain_request(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> [Option<&String>; 3] {
     let a = m.annotations.as_ref();
-    crate::controller::sync::health::REQUEST_ANNOTATIONS.map(|k| a.and_then(|a| a.get(k)))
+    crate::controller::features::sync::health::REQUEST_ANNOTATIONS.map(|k| a.and_then(|a| a.get(k)))
 }
 
 /// What the decisions read of a worker StatefulSet (`observe::views`): replicas, generation,

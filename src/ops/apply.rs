@@ -7,8 +7,8 @@ use std::path::Path;
 use super::{Error, cluster_at, connect, runtime, token_client};
 use crate::apply::{Options, Report};
 use crate::cluster::ClusterFile;
-use crate::controller::ctld_roll::Roll;
 use crate::controller::drive::{Driven, RolloutError, Step, Until, drive};
+use crate::controller::features::controllers_roll::Roll;
 use crate::controller::{Env, Moves, PassScope, Target};
 use crate::k8s::Connection;
 use crate::render::{self, Rendered};
@@ -87,7 +87,7 @@ pub fn apply(r: &Request<'_>, observer: &Observer) -> Result<Applied, Error> {
                 let mut out = crate::controller::pass(&env, &t).await?;
                 let report = out.applied.take().unwrap_or_default();
                 // Controllers behind one address are replaced pass by pass
-                // (controller::ctld_roll): with --wait, passes go on until they are and one
+                // (controller::features::controllers_roll): with --wait, passes go on until they are and one
                 // of them has control, within the same --wait. Those passes apply nothing
                 // again: the first applied everything.
                 if let Some(limit) = r.options.wait {

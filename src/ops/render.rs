@@ -26,10 +26,10 @@ pub fn render(path: &Path) -> Result<Output, Error> {
 
 /// The batch jobs of SPEC's checks and canaries, as `sbatch` scripts (see [`Output::jobs`]).
 pub fn probe_jobs(spec: &crate::cluster::types::ClusterSpec) -> Vec<(String, String)> {
-    let checks = crate::controller::checks::jobs(spec)
+    let checks = crate::controller::features::checks::jobs(spec)
         .into_iter()
         .map(|(check, set, job)| (format!("check-{check}-{set}.sbatch"), job.sbatch()));
-    let canaries = crate::controller::canary::jobs(spec)
+    let canaries = crate::controller::features::canary::jobs(spec)
         .into_iter()
         .map(|(set, job, from)| {
             let text = match from {

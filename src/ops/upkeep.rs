@@ -88,7 +88,7 @@ pub fn is_scaling(e: &Event) -> bool {
 
 /// What NodeSet S waits for, in a line; empty when it changes now (the change is told).
 fn waiting(s: &crate::controller::upkeep::Scale) -> String {
-    use crate::controller::autoscale::Decision;
+    use crate::controller::features::autoscale::Decision;
     match &s.decision {
         Decision::Hold { why } => format!("{}: {} worker(s), holding: {why}", s.node_set, s.from),
         Decision::ScaleIn { leaving, .. } if s.to.is_none() => format!(

@@ -181,7 +181,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     // The check's job as `render --output-dir` writes it under jobs/, sent with sbatch as an
     // operator runs a check by hand, is the job slurmops sends through slurmrestd: Slurm
     // records the same request for both (both left pending behind a held node).
-    let check = slurmops::controller::checks::jobs(&c.spec).remove(0).2;
+    let check = slurmops::controller::features::checks::jobs(&c.spec).remove(0).2;
     let (_, file) = slurmops::ops::render::probe_jobs(&c.spec)
         .into_iter()
         .find(|(f, _)| f == &format!("check-gpu-{set}.sbatch"))
@@ -221,7 +221,7 @@ async fn the_unmodified_rendered_gres_conf_loads_and_a_check_job_sees_exactly_th
     // And it runs as slurmops' own job does, for the job user, in the same environment: a check
     // that keeps its environment, sent both ways.
     sh(&["exec", &instance, "scontrol", "update", &format!("NodeName={node}"), "State=RESUME"]);
-    let env = slurmops::controller::checks::jobs(&c.spec)
+    let env = slurmops::controller::features::checks::jobs(&c.spec)
         .into_iter()
         .find(|(check, _, _)| check == "env")
         .expect("the env check's job")

@@ -132,7 +132,7 @@ async fn condition(pods: &Api<Pod>, name: &str) -> Option<(String, String, Strin
         .status?
         .conditions?
         .into_iter()
-        .find(|c| c.type_ == slurmops::controller::sync::CONDITION)?;
+        .find(|c| c.type_ == slurmops::controller::features::sync::CONDITION)?;
     Some((c.status, c.reason?, c.message.unwrap_or_default()))
 }
 

@@ -53,7 +53,7 @@ fn hostile() -> Status {
         }],
         canary: Some(CanaryProgress {
             revision: "gpu-5d8f7c9b4".into(),
-            stage: slurmops::controller::canary::CanaryStage::Failed,
+            stage: slurmops::controller::features::canary::CanaryStage::Failed,
             canaries: vec!["gpu-0".into()],
             jobs: vec![4100],
             error: Some(format!("job 4100 failed: {XSS}")),

@@ -21,10 +21,10 @@ pub(super) async fn submit_canary<S: SlurmNodes>(
         None => job.clone(),
         Some(r) => match script_of(pods, r).await {
             Ok(text) => JobRequest {
-                script: crate::controller::probe::wrap(
+                script: crate::controller::features::probe::wrap(
                     &job.name,
                     &text,
-                    &crate::controller::probe::Judge::ExitCode,
+                    &crate::controller::features::probe::Judge::ExitCode,
                 ),
                 ..job.clone()
             },

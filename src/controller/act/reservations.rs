@@ -6,7 +6,7 @@ use kube::api::{Api, Patch, PatchParams};
 
 use super::Outcome;
 use crate::apply::MAINTENANCE_MANAGER;
-use crate::controller::maint;
+use crate::controller::features::windows;
 use crate::rollout::Event;
 use crate::slurm::{ReservationRequest, SlurmNodes};
 
@@ -20,7 +20,8 @@ pub(super) async fn reserve<S: SlurmNodes>(
     sidecar: Option<&String>,
 ) -> Outcome {
     match sidecar {
-        Some(cm) => match ask_sidecar(pods, cm, &request.name, Some(maint::entry(request))).await {
+        Some(cm) => match ask_sidecar(pods, cm, &request.name, Some(windows::entry(request))).await
+        {
             Ok(true) => Outcome::Wrote(reserved(request, Some(cm))),
             Ok(false) => Outcome::Skipped,
             Err(e) => Outcome::ReservationError(e),

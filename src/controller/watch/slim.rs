@@ -42,7 +42,7 @@ pub(super) fn slim_node(n: &mut Node, keys: &LabelKeys) {
     }
     n.metadata.annotations = n.metadata.annotations.take().and_then(|mut a| {
         let kept: std::collections::BTreeMap<String, String> =
-            crate::controller::sync::health::REQUEST_ANNOTATIONS
+            crate::controller::features::sync::health::REQUEST_ANNOTATIONS
                 .iter()
                 .filter_map(|k| a.remove_entry(*k))
                 .collect();

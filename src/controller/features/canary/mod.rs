@@ -9,13 +9,18 @@
 //! `slurmops rollout --resume`.
 //!
 //! Nothing is remembered in memory: the jobs are found in Slurm by name, and the verdict is kept
-//! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge).
+//! in the workload's `slurmops.dev/canary` annotation (jobs leave slurmctld after MinJobAge),
+//! by `act.rs`.
 
-use super::decide::{Action, DrainReason, SetView, SlurmView, Worker, controller_drain};
-pub use super::gate::{CanaryProgress, CanaryStage, Gate, Record, Verdict};
 use super::probe::{self, Judge, Outcome, Probe, ended};
 use crate::cluster::canary::{ScriptRef, ScriptSource, ValidateNodes, Validation};
+use crate::controller::decide::{
+    Action, DrainReason, SetView, SlurmView, Worker, controller_drain,
+};
+pub use crate::controller::gate::{CanaryProgress, CanaryStage, Gate, Record, Verdict};
 use crate::slurm::{Job, Node};
+
+pub mod act;
 
 /// Validation jobs are named `slurmops-canary:<NodeSet>:<revision>:<node or "all">`.
 pub use crate::vocab::CANARY_JOB_PREFIX as JOB_PREFIX;

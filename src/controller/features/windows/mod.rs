@@ -5,8 +5,8 @@
 //! Where slurmrestd cannot make reservations (Slurm 24.11), the steps name the ConfigMap that
 //! slurmctld's sidecar reads instead: one key per reservation, `START END NODES`.
 
-use super::decide::{Action, Progress};
 use crate::cluster::window::Timing;
+use crate::controller::decide::{Action, Progress};
 use crate::slurm::{Reservation, ReservationRequest};
 
 pub use crate::vocab::RESERVATION_PREFIX as PREFIX;

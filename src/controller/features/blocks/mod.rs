@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use super::decide::{Action, SetView, SlurmView};
 use crate::cluster::types::Placing;
+use crate::controller::decide::{Action, SetView, SlurmView};
 use crate::render::slurm::node_topology;
 
 /// What placing one NodeSet's workers needs now.

@@ -15,8 +15,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
-use super::{Fence, PassError};
 use crate::cluster::ClusterFile;
+use crate::controller::{Fence, PassError};
 use crate::render::components::behind_one_address;
 use crate::render::names::{Component, Names};
 use crate::rollout::Event;
@@ -315,7 +315,7 @@ pub async fn act(
         return Err(PassError::Fenced);
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &c.metadata.namespace);
-    let deleted = super::act::delete(&pods, pod, uid)
+    let deleted = crate::controller::pods::delete(&pods, pod, uid)
         .await
         .map_err(|source| PassError::Kube {
             what: format!("delete controller pod {pod}"),

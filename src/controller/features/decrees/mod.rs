@@ -3,10 +3,10 @@
 //! decides, and records it as a Warning Event on the NodeSet's workload — so no command writes
 //! outside the pass.
 
-use super::observation::Observation;
-use super::{Env, PassError, fenced};
 use crate::cluster::ClusterFile;
 use crate::cluster::window::WindowMode;
+use crate::controller::observation::Observation;
+use crate::controller::{Env, PassError, fenced};
 use crate::rollout::Event;
 
 /// An operator's decisions for one command run.
@@ -20,7 +20,7 @@ pub struct Decrees {
 
 /// Carries out D over the pass's observation OBS (its record of the resumed canary replaced by
 /// the one written, so this very pass decides on it). ONLY: the NodeSets the command covers.
-pub(super) async fn carry<S>(
+pub(crate) async fn carry<S>(
     env: &Env<'_, S>,
     c: &ClusterFile,
     only: Option<&std::collections::BTreeSet<String>>,
@@ -35,7 +35,8 @@ pub(super) async fn carry<S>(
             ))
         })?;
         fenced(env)?;
-        let (e, annotation) = super::act::resume_canary(&env.cluster.client, ns, set).await?;
+        let (e, annotation) =
+            super::canary::act::resume_canary(&env.cluster.client, ns, set).await?;
         set.canary = Some(annotation);
         env.observer.emit(name, &e);
         if let Event::CanaryVerdict {

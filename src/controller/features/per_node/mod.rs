@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
 
-use super::decide::{SetView, SlurmView};
 use crate::cluster::values::PER_NODE_LIMIT;
+use crate::controller::decide::{SetView, SlurmView};
 use crate::vocab::DrainReason;
 
 /// The workers autoscale set for a NodeSet whose pods slurmops makes (its PodTemplate's

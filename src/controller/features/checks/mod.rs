@@ -19,11 +19,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::decide::{Action, SetView, SlurmView, Worker};
-pub use super::mark::{Mark, Summary, marks};
 use super::probe::{self, HOLD_SECS, Outcome, Probe, ended};
 use crate::cluster::active_checks::{ActiveCheck, OnFailure};
 use crate::cluster::types::ClusterSpec;
+use crate::controller::decide::{Action, SetView, SlurmView, Worker};
+pub use crate::controller::mark::{Mark, Summary, marks};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::vocab::{CHECK_JOB_PREFIX, DrainReason};
 
