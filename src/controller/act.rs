@@ -3,47 +3,18 @@
 //! (fencing: a replica that lost the Lease stops before its next write).
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 use super::decide::Action;
-use super::mark::Mark;
+use super::features::{canary, checks, windows};
 use super::pods::delete;
+use super::written::Written;
 use super::{Fence, PassError};
 use crate::rollout::{Event, Observer};
 use crate::slurm::{SlurmError, SlurmNodes};
 
 mod jobs;
 mod nodes;
-mod reservations;
-
-/// Keeps check CHECK's result MARK on POD as its condition (a pod gone meanwhile is no error).
-async fn mark_pod(pods: &Api<Pod>, pod: &str, check: &str, mark: &Mark) -> Result<(), PassError> {
-    let (status, reason, message) = mark.condition();
-    let at =
-        k8s_openapi::jiff::Timestamp::from_second(mark.at)
-            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
-            .unwrap_or_else(|_| {
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::now(),
-                )
-            });
-    let patch = serde_json::json!({"status": {"conditions": [{
-        "type": format!("{}{check}", crate::vocab::CONDITION_CHECK_PREFIX),
-        "status": status, "reason": reason, "message": message,
-        "lastProbeTime": at, "lastTransitionTime": at,
-    }]}});
-    match pods
-        .patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(PassError::Kube {
-            what: format!("keep check {check}'s result on pod {pod}"),
-            source,
-        }),
-    }
-}
 
 /// What acting on one NodeSet did, and the Slurm error that stopped it (its other steps wait for
 /// the next pass: nothing is deleted on an unknown).
@@ -57,22 +28,6 @@ pub struct Acted {
     pub canary_error: Option<String>,
     /// A maintenance reservation could not be made or asked for, and why.
     pub reservation_error: Option<String>,
-}
-
-/// What carrying out one action tells the loop of `act`.
-enum Outcome {
-    /// It wrote: the event is told and recorded.
-    Wrote(Event),
-    /// Nothing written (gone, unknown, or already so): the next action.
-    Skipped,
-    /// Slurm refused a worker its block: noted, the next action.
-    Unplaced(String),
-    /// A canary's script could not be read: noted, the next action.
-    CanaryError(String),
-    /// A maintenance reservation could not be made or asked for: noted, the next action.
-    ReservationError(String),
-    /// A Slurm error: noted, and the rest waits for the next pass.
-    Stopped(SlurmError),
 }
 
 pub async fn act<S: SlurmNodes>(
@@ -96,15 +51,15 @@ pub async fn act<S: SlurmNodes>(
             continue;
         }
         match carry_out(pods, slurm, a, &mut deferred).await? {
-            Outcome::Wrote(event) => {
+            Written::Wrote(event) => {
                 observer.emit(node_set, &event);
                 out.events.push(event);
             }
-            Outcome::Skipped => {}
-            Outcome::Unplaced(why) => out.unplaced.push(why),
-            Outcome::CanaryError(e) => out.canary_error = Some(e),
-            Outcome::ReservationError(e) => out.reservation_error = Some(e),
-            Outcome::Stopped(e) => {
+            Written::Skipped => {}
+            Written::Unplaced(why) => out.unplaced.push(why),
+            Written::CanaryError(e) => out.canary_error = Some(e),
+            Written::ReservationError(e) => out.reservation_error = Some(e),
+            Written::Stopped(e) => {
                 out.slurm_error = Some(e);
                 break;
             }
@@ -120,46 +75,32 @@ async fn carry_out<'a, S: SlurmNodes>(
     slurm: &S,
     a: &'a Action,
     deferred: &mut Vec<&'a str>,
-) -> Result<Outcome, PassError> {
+) -> Result<Written, PassError> {
     Ok(match a {
         Action::Drain { node, reason } => nodes::drain(slurm, node, reason).await,
         Action::Resume { node } => nodes::resume(slurm, node).await,
         Action::SetTopology { node, topology } => nodes::set_topology(slurm, node, topology).await,
-        Action::Submit { job, from } => jobs::submit_canary(pods, slurm, job, from.as_ref()).await,
-        Action::CheckSubmit { job } => jobs::submit_check(slurm, job, deferred).await,
+        Action::Submit { job, from } => {
+            canary::act::submit_canary(pods, slurm, job, from.as_ref()).await
+        }
+        Action::CheckSubmit { job } => checks::act::submit_check(slurm, job, deferred).await,
         Action::CheckCancel { job } => {
             jobs::cancel(slurm, *job, |job| Event::CheckCancelled { job }).await
         }
-        Action::Mark { pod, check, mark } => keep_mark(pods, pod, check, mark).await?,
+        Action::Mark { pod, check, mark } => checks::act::keep_mark(pods, pod, check, mark).await?,
         Action::Cancel { job } => {
             jobs::cancel(slurm, *job, |job| Event::CanaryCancelled { job }).await
         }
         Action::Hold { node, reason } => nodes::hold(slurm, node, reason).await,
         Action::Requeue { node, jobs } => nodes::requeue(slurm, node, jobs).await,
         Action::Reserve { request, sidecar } => {
-            reservations::reserve(pods, slurm, request, sidecar.as_ref()).await
+            windows::act::reserve(pods, slurm, request, sidecar.as_ref()).await
         }
         Action::Unreserve { name, sidecar } => {
-            reservations::unreserve(pods, slurm, name, sidecar.as_ref()).await
+            windows::act::unreserve(pods, slurm, name, sidecar.as_ref()).await
         }
         Action::Delete { pod, uid, forced } => delete_pod(pods, pod, uid, *forced).await?,
     })
-}
-
-/// Keeps check CHECK's result MARK on POD (`Action::Mark`).
-async fn keep_mark(
-    pods: &Api<Pod>,
-    pod: &str,
-    check: &str,
-    mark: &Mark,
-) -> Result<Outcome, PassError> {
-    mark_pod(pods, pod, check, mark).await?;
-    Ok(Outcome::Wrote(Event::Checked {
-        node: pod.to_string(),
-        check: check.to_string(),
-        passed: mark.passed,
-        text: mark.condition().2,
-    }))
 }
 
 /// Deletes POD if it is still the one observed (`Action::Delete`); skipped when it is already
@@ -169,7 +110,7 @@ async fn delete_pod(
     pod: &str,
     uid: &str,
     forced: bool,
-) -> Result<Outcome, PassError> {
+) -> Result<Written, PassError> {
     if !delete(pods, pod, uid)
         .await
         .map_err(|source| PassError::Kube {
@@ -177,9 +118,9 @@ async fn delete_pod(
             source,
         })?
     {
-        return Ok(Outcome::Skipped);
+        return Ok(Written::Skipped);
     }
-    Ok(Outcome::Wrote(Event::Delete {
+    Ok(Written::Wrote(Event::Delete {
         pod: pod.to_string(),
         forced,
     }))

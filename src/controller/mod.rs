@@ -33,6 +33,7 @@ mod preview;
 mod steps;
 pub mod upkeep;
 pub mod watch;
+mod written;
 // One folder per feature: its pure decide and its act, called from the pass's steps.
 pub mod features;
 

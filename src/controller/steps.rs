@@ -19,7 +19,7 @@
 //! controllers.
 
 use super::decisions::{self, decide_pass};
-use super::features::controllers_roll as ctld_roll;
+use super::features::controllers_roll;
 use super::features::decrees;
 use super::observation::Observation;
 pub use super::observation::SlurmUnknown;
@@ -122,7 +122,7 @@ async fn pass_without_slurm<S>(env: &Env<'_, S>, t: &Target<'_>) -> Result<Outco
     Ok(out)
 }
 
-/// Controllers behind one address: the next step of their roll (`ctld_roll`), in every pass
+/// Controllers behind one address: the next step of their roll (`features/controllers_roll/`), in every pass
 /// over the whole cluster that moves anything (not `sync`, `autoscale` or a NodeSet's
 /// `rollout`). It reads Kubernetes only, and no watch follows the controllers: while their roll
 /// goes on, the next pass comes within ROLL_RECHECK seconds. True when nothing is left to do for
@@ -136,18 +136,18 @@ async fn roll_controllers<S>(
     if t.scope.only.is_some() || t.scope.moves == decisions::Moves::Nothing {
         return Ok(true);
     }
-    let Some(view) = ctld_roll::observe(&env.cluster.client, t.c).await? else {
+    let Some(view) = controllers_roll::observe(&env.cluster.client, t.c).await? else {
         return Ok(true);
     };
-    let roll = ctld_roll::decide(&view);
-    if let Some(e) = ctld_roll::act(&env.cluster.client, t.c, &roll, env.fence).await? {
+    let roll = controllers_roll::decide(&view);
+    if let Some(e) = controllers_roll::act(&env.cluster.client, t.c, &roll, env.fence).await? {
         let set = crate::render::names::Names::new(t.c).controller();
         env.observer.emit(&set, &e);
         out.events.push((set, e));
     }
-    let done = roll == ctld_roll::Roll::Done;
+    let done = roll == controllers_roll::Roll::Done;
     if !done {
-        next.at(k8s_openapi::jiff::Timestamp::now().as_second() + ctld_roll::ROLL_RECHECK);
+        next.at(k8s_openapi::jiff::Timestamp::now().as_second() + controllers_roll::ROLL_RECHECK);
     }
     out.controllers = Some(roll);
     Ok(done)
@@ -230,9 +230,9 @@ pub async fn preview<S: SlurmNodes>(
     let observation = look(env, t, slurm, needs).await?;
     let decisions = decide_pass(t.c, &observation, env.registration_grace, &t.scope);
     let upkeep = upkeep::decide(t.c, &observation, env.registration_grace, t.scope.keep);
-    let controllers = ctld_roll::observe(&env.cluster.client, t.c)
+    let controllers = controllers_roll::observe(&env.cluster.client, t.c)
         .await?
-        .map(|v| ctld_roll::decide(&v));
+        .map(|v| controllers_roll::decide(&v));
     Ok(Preview {
         decisions,
         upkeep,

@@ -27,6 +27,8 @@ pub use crate::controller::mark::{Mark, Summary, marks};
 use crate::slurm::{Job, JobRequest, Node};
 use crate::vocab::{CHECK_JOB_PREFIX, DrainReason};
 
+pub mod act;
+
 /// What the checks add to a pass.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Checked {

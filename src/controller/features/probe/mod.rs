@@ -5,9 +5,10 @@
 //! (`wrapper.rs`), one catalogue of the scripts slurmops ships (`scripts.rs`), and what a probe
 //! job's record says once read back from Slurm ([`outcome`]: passed, failed, still running).
 //!
-//! The job is sent by `act` (`act/jobs.rs`) through slurmrestd, as the unprivileged job user and
-//! never as the Slurm administrator (`slurm::Client::submit`). When to probe, and what a verdict
-//! does, are the canary's (`canary.rs`) and the checks' (`checks.rs`).
+//! The job is sent by the canary's and the checks' acts (`canary/act.rs`, `checks/act.rs`)
+//! through slurmrestd, as the unprivileged job user and never as the Slurm administrator
+//! (`slurm::Client::submit`). When to probe, and what a verdict does, are the canary's
+//! (`canary/`) and the checks' (`checks/`).
 
 pub use self::wrapper::{HOLD_SECS, Judge, wrap};
 use crate::cluster::active_checks::ActiveCheck;

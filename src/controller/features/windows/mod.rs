@@ -11,6 +11,8 @@ use crate::slurm::{Reservation, ReservationRequest};
 
 pub use crate::vocab::RESERVATION_PREFIX as PREFIX;
 
+pub mod act;
+
 pub fn name(node_set: &str) -> String {
     format!("{PREFIX}{node_set}")
 }

@@ -1,60 +1,59 @@
-//! Maintenance reservations of `act`: made or given back through slurmrestd, or through the
-//! ConfigMap slurmctld's sidecar makes them from, each telling the loop what came of it.
+//! The maintenance windows' act, the pass's actions for them (called by `act.rs`): reservations
+//! made or given back through slurmrestd, or through the ConfigMap slurmctld's sidecar makes
+//! them from, each telling the loop what came of it.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, Patch, PatchParams};
 
-use super::Outcome;
 use crate::apply::MAINTENANCE_MANAGER;
-use crate::controller::features::windows;
+use crate::controller::written::Written;
 use crate::rollout::Event;
 use crate::slurm::{ReservationRequest, SlurmNodes};
 
 /// Makes reservation REQUEST (`Action::Reserve`) through SIDECAR's ConfigMap, or slurmrestd
 /// (None). A reservation that cannot be made is noted and the other steps go on; a transient
 /// Slurm error stops them.
-pub(super) async fn reserve<S: SlurmNodes>(
+pub(crate) async fn reserve<S: SlurmNodes>(
     pods: &Api<Pod>,
     slurm: &S,
     request: &ReservationRequest,
     sidecar: Option<&String>,
-) -> Outcome {
+) -> Written {
     match sidecar {
-        Some(cm) => match ask_sidecar(pods, cm, &request.name, Some(windows::entry(request))).await
-        {
-            Ok(true) => Outcome::Wrote(reserved(request, Some(cm))),
-            Ok(false) => Outcome::Skipped,
-            Err(e) => Outcome::ReservationError(e),
+        Some(cm) => match ask_sidecar(pods, cm, &request.name, Some(super::entry(request))).await {
+            Ok(true) => Written::Wrote(reserved(request, Some(cm))),
+            Ok(false) => Written::Skipped,
+            Err(e) => Written::ReservationError(e),
         },
         None => match slurm.reserve(request).await {
-            Ok(()) => Outcome::Wrote(reserved(request, None)),
-            Err(e) if e.is_transient() => Outcome::Stopped(e),
-            Err(e) => Outcome::ReservationError(e.to_string()),
+            Ok(()) => Written::Wrote(reserved(request, None)),
+            Err(e) if e.is_transient() => Written::Stopped(e),
+            Err(e) => Written::ReservationError(e.to_string()),
         },
     }
 }
 
 /// Gives reservation NAME back (`Action::Unreserve`) through SIDECAR's ConfigMap, or slurmrestd
 /// (None).
-pub(super) async fn unreserve<S: SlurmNodes>(
+pub(crate) async fn unreserve<S: SlurmNodes>(
     pods: &Api<Pod>,
     slurm: &S,
     name: &str,
     sidecar: Option<&String>,
-) -> Outcome {
+) -> Written {
     match sidecar {
         Some(cm) => match ask_sidecar(pods, cm, name, None).await {
-            Ok(true) => Outcome::Wrote(Event::Unreserved {
+            Ok(true) => Written::Wrote(Event::Unreserved {
                 name: name.to_string(),
             }),
-            Ok(false) => Outcome::Skipped,
-            Err(e) => Outcome::ReservationError(e),
+            Ok(false) => Written::Skipped,
+            Err(e) => Written::ReservationError(e),
         },
         None => match slurm.unreserve(name).await {
-            Ok(()) => Outcome::Wrote(Event::Unreserved {
+            Ok(()) => Written::Wrote(Event::Unreserved {
                 name: name.to_string(),
             }),
-            Err(e) => Outcome::Stopped(e),
+            Err(e) => Written::Stopped(e),
         },
     }
 }
