@@ -8,18 +8,15 @@
 //! template. Nothing is replaced while no controller has control, or more than one is Ready
 //! (nobody has: a failover or a start under way), or a controller pod is missing or stopping.
 //!
-//! `decide` is pure (table-tested); `observe` reads the StatefulSet and its few pods (two small
-//! reads, only for such a cluster); `act` deletes one pod, if it is still the one observed.
+//! `decide` is pure (table-tested, here); `observe` (`observe.rs`) reads the StatefulSet and its
+//! few pods (two small reads, only for such a cluster); `act` (`act.rs`) deletes one pod, if it
+//! is still the one observed.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+mod act;
+mod observe;
 
-use crate::cluster::ClusterFile;
-use crate::controller::{Fence, PassError};
-use crate::render::components::behind_one_address;
-use crate::render::names::{Component, Names};
-use crate::rollout::Event;
+pub use self::act::act;
+pub use self::observe::observe;
 
 /// Seconds to the next pass while the roll goes on: a controller pod stopping or starting is
 /// seen within them (no watch follows the controllers).
@@ -195,136 +192,6 @@ fn by_ordinal(outdated: &[&CtldPod], v: &CtldView) -> Roll {
         uid: next.uid.clone(),
         in_control: next.ordinal == 0,
     }
-}
-
-/// The controllers' StatefulSet and pods of C; None for a cluster whose controllers are not
-/// behind one address (the StatefulSet rolls them itself) or whose StatefulSet is not there.
-pub async fn observe(
-    client: &kube::Client,
-    c: &ClusterFile,
-) -> Result<Option<CtldView>, PassError> {
-    if !behind_one_address(&c.spec) {
-        return Ok(None);
-    }
-    let names = Names::new(c);
-    let ns = &c.metadata.namespace;
-    let err = |what: &str| {
-        let what = what.to_string();
-        move |source| PassError::Kube { what, source }
-    };
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let Some(set) = sets
-        .get_opt(&names.controller())
-        .await
-        .map_err(err("read the controllers' StatefulSet"))?
-    else {
-        return Ok(None);
-    };
-    let selector = names
-        .selector(Component::Controller, None)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let listed = pods
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(err("list the controller pods"))?;
-    let prefix = format!("{}-", names.controller());
-    let pods = listed
-        .items
-        .into_iter()
-        .filter_map(|p| pod_of(p, &prefix))
-        .collect();
-    // A revision the StatefulSet controller computed before it saw the latest template is not
-    // the one to roll to: wait until it has.
-    let seen = set.metadata.generation;
-    let status = set
-        .status
-        .clone()
-        .filter(|s| s.observed_generation.is_some() && s.observed_generation >= seen);
-    Ok(Some(CtldView {
-        replicas: set
-            .spec
-            .as_ref()
-            .and_then(|s| s.replicas)
-            .unwrap_or(1)
-            .max(0) as u32,
-        update_revision: status.and_then(|s| s.update_revision),
-        pods,
-    }))
-}
-
-/// Pod P of the controllers' StatefulSet (its name PREFIX and an ordinal) as the roll sees it.
-fn pod_of(p: Pod, prefix: &str) -> Option<CtldPod> {
-    let name = p.metadata.name.clone()?;
-    let ordinal = name.strip_prefix(prefix)?.parse().ok()?;
-    let status = p.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    let probed = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "slurmctld"))
-        .and_then(|c| c.readiness_probe.as_ref())
-        .is_some_and(|r| r.exec.is_some());
-    let running = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.name == "slurmctld" && c.state.as_ref().is_some_and(|s| s.running.is_some())
-            })
-        });
-    Some(CtldPod {
-        uid: p.metadata.uid.clone().unwrap_or_default(),
-        revision: p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("controller-revision-hash"))
-            .cloned()
-            .unwrap_or_default(),
-        deleting: p.metadata.deletion_timestamp.is_some(),
-        name,
-        ordinal,
-        ready,
-        probed,
-        running,
-    })
-}
-
-/// Carries out ROLL behind FENCE: the Event of the pod deleted, None when there was nothing to
-/// delete or the pod was already gone or replaced.
-pub async fn act(
-    client: &kube::Client,
-    c: &ClusterFile,
-    roll: &Roll,
-    fence: &Fence<'_>,
-) -> Result<Option<Event>, PassError> {
-    let Roll::Replace {
-        pod,
-        uid,
-        in_control,
-    } = roll
-    else {
-        return Ok(None);
-    };
-    if !fence() {
-        return Err(PassError::Fenced);
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &c.metadata.namespace);
-    let deleted = crate::controller::pods::delete(&pods, pod, uid)
-        .await
-        .map_err(|source| PassError::Kube {
-            what: format!("delete controller pod {pod}"),
-            source,
-        })?;
-    Ok(deleted.then(|| Event::ControllerReplaced {
-        pod: pod.clone(),
-        in_control: *in_control,
-    }))
 }
 
 #[cfg(test)]
