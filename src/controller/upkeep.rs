@@ -12,11 +12,11 @@
 //!   reports drained by that reason; a worker drained so that a job reached meanwhile, or that no
 //!   longer leaves (the queue asks for it again), is resumed.
 //!
-//! `decide` is pure; `act` writes; `steps` is what `plan --cluster` shows of them.
+//! `decide` is pure; `act` writes through sync's and autoscale's acts (`features/sync/act.rs`,
+//! `features/autoscale/act.rs`); `steps` is what `plan --cluster` shows of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
@@ -24,10 +24,10 @@ use super::observation::Observation;
 use super::{Fence, PassError};
 use crate::cluster::ClusterFile;
 use crate::controller::features::autoscale::{self, Decision, WorkerState};
-use crate::controller::features::sync::decide::Step;
+use crate::controller::features::sync::{self, decide::Step};
 use crate::k8s::Connection;
 use crate::rollout::{Event, Observer};
-use crate::slurm::{Drain, SlurmError, SlurmNodes};
+use crate::slurm::SlurmNodes;
 use crate::vocab::DrainReason;
 
 /// Which upkeep a pass does (the daemon and `apply`: both; `slurmops sync` and `slurmops
@@ -55,22 +55,7 @@ impl Default for Keep {
     }
 }
 
-/// What one autoscaled NodeSet does this pass.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scale {
-    pub node_set: String,
-    /// Pods slurmops makes: the count is an annotation of the PodTemplate.
-    pub managed: bool,
-    /// Replicas now.
-    pub from: u32,
-    pub decision: Decision,
-    /// Leaving workers to drain now (not drained for autoscale yet).
-    pub drain: Vec<String>,
-    /// The replicas to set this pass, when they change.
-    pub to: Option<u32>,
-    /// Workers drained for an earlier scale-in that no longer leave: given back to Slurm.
-    pub resume: Vec<String>,
-}
+pub use crate::controller::features::autoscale::act::Scale;
 
 /// The upkeep of one pass.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -239,9 +224,6 @@ fn scale(
     s
 }
 
-/// Pod writes (condition, busy label) in flight at once.
-const WRITES: usize = 16;
-
 /// Carries U out behind FENCE (checked before each write): sync's pod writes WRITES at a time,
 /// then its drains, resumes and replacements, then each NodeSet's autoscale. Every write is an
 /// Event (by NodeSet), told to OBSERVER as it happens.
@@ -262,13 +244,16 @@ pub async fn act<S: SlurmNodes>(
         .sync
         .iter()
         .partition(|(_, s)| matches!(s, Step::Condition { .. } | Step::Busy { .. }));
-    write_pods(&pods, pod_writes, fence, &mut out).await?;
+    sync::act::write_pods(&pods, pod_writes, fence, &mut |set, e| out.done(set, e)).await?;
     for (set, s) in rest {
-        fenced(fence)?;
-        sync_node(&pods, slurm, set, s, &mut out).await?;
+        if !fence() {
+            return Err(PassError::Fenced);
+        }
+        sync::act::sync_node(&pods, slurm, set, s, &mut |set, e| out.done(set, e)).await?;
     }
     for s in &u.scale {
-        autoscale_set(cluster, c, slurm, s, fence, &mut out).await?;
+        autoscale::act::autoscale_set(cluster, c, slurm, s, fence, &mut |set, e| out.done(set, e))
+            .await?;
     }
     Ok(out.events)
 }
@@ -284,189 +269,6 @@ impl Told<'_> {
         self.observer.emit(set, &e);
         self.events.push((set.to_string(), e));
     }
-}
-
-/// Whether this process may still write (FENCE): `PassError::Fenced` once it may not.
-fn fenced(fence: &Fence<'_>) -> Result<(), PassError> {
-    match fence() {
-        true => Ok(()),
-        false => Err(PassError::Fenced),
-    }
-}
-
-/// Sync's pod writes (conditions, busy labels), WRITES at a time, each behind FENCE: every one
-/// that wrote is recorded, in order, then the first error, if any, ends the upkeep.
-async fn write_pods(
-    pods: &Api<Pod>,
-    pod_writes: Vec<&(String, Step)>,
-    fence: &Fence<'_>,
-    out: &mut Told<'_>,
-) -> Result<(), PassError> {
-    // The futures made first: a stream over a closure would not be Send for every lifetime.
-    let writes: Vec<_> = pod_writes
-        .into_iter()
-        .map(|(set, s)| pod_write(pods, set, s, fence))
-        .collect();
-    let written: Vec<Result<Option<(&String, Event)>, PassError>> = futures::stream::iter(writes)
-        .buffered(WRITES)
-        .collect()
-        .await;
-    let mut first_error = None;
-    for w in written {
-        match w {
-            Ok(Some((set, e))) => out.done(set, e),
-            Ok(None) => {}
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
-
-/// Sync's step S on a worker of NodeSet SET: a drain, recheck, resume or replacement (pod
-/// writes are `write_pods`'s).
-async fn sync_node<S: SlurmNodes>(
-    pods: &Api<Pod>,
-    slurm: &S,
-    set: &str,
-    s: &Step,
-    out: &mut Told<'_>,
-) -> Result<(), PassError> {
-    match s {
-        Step::Drain { node, reason } => {
-            if slurm.drain(node, &reason.to_string()).await? == Drain::Requested {
-                let e = Event::DrainedFor {
-                    node: node.clone(),
-                    reason: reason.words(),
-                };
-                out.done(set, e);
-            }
-        }
-        Step::Recheck { node } => {
-            slurm
-                .drain(node, &DrainReason::ChecksPending.to_string())
-                .await?;
-            out.done(set, Event::Rechecked { node: node.clone() });
-        }
-        Step::Resume { node } => {
-            slurm.resume(node).await?;
-            out.done(set, Event::ResumedFor { node: node.clone() });
-        }
-        Step::Replace { pod, uid } => {
-            crate::controller::features::sync::replace(pods, pod, uid).await?;
-            out.done(set, Event::Unregistered { pod: pod.clone() });
-        }
-        Step::Requeue { node, jobs, reason } => {
-            if slurm.requeue_on(node, reason).await? {
-                let e = Event::Requeued {
-                    node: node.clone(),
-                    jobs: jobs.iter().map(|j| (j.id, j.user.clone())).collect(),
-                    why: "its node's rule asks for requeue".into(),
-                };
-                out.done(set, e);
-            }
-        }
-        Step::Remediate { pod, uid, reason } => {
-            // Gone already (a rollout's replacement of it in the same pass): nothing to do.
-            if crate::controller::features::sync::remediate(pods, pod, uid).await? {
-                let e = Event::Remediated {
-                    pod: pod.clone(),
-                    reason: reason.clone(),
-                };
-                out.done(set, e);
-            }
-        }
-        Step::Condition { .. } | Step::Busy { .. } => {}
-    }
-    Ok(())
-}
-
-/// NodeSet S's autoscale, each write behind FENCE: its workers given back, then the leaving ones
-/// drained, then its replicas set.
-async fn autoscale_set<S: SlurmNodes>(
-    cluster: &Connection,
-    c: &ClusterFile,
-    slurm: &S,
-    s: &Scale,
-    fence: &Fence<'_>,
-    out: &mut Told<'_>,
-) -> Result<(), PassError> {
-    for n in &s.resume {
-        fenced(fence)?;
-        match slurm.resume(n).await {
-            Ok(_) => out.done(&s.node_set, Event::Resume { node: n.clone() }),
-            Err(SlurmError::UnknownNode(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    for n in &s.drain {
-        fenced(fence)?;
-        match slurm.drain(n, &DrainReason::Autoscale.to_string()).await {
-            Ok(Drain::Requested) => {
-                let e = Event::Drain {
-                    node: n.clone(),
-                    ours: true,
-                };
-                out.done(&s.node_set, e);
-            }
-            // Someone else's drain since the queue was read: theirs; the next pass sees it.
-            Ok(_) | Err(SlurmError::UnknownNode(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if let Some(to) = s.to {
-        fenced(fence)?;
-        let why = match &s.decision {
-            Decision::ScaleOut { why, .. } | Decision::ScaleIn { why, .. } => why.as_str(),
-            Decision::Hold { why } => why.as_str(),
-        };
-        autoscale::run::set_replicas(cluster, c, &s.node_set, s.managed, s.from, to, why).await?;
-        let e = Event::Scaled {
-            from: s.from,
-            to,
-            why: why.to_string(),
-        };
-        out.done(&s.node_set, e);
-    }
-    Ok(())
-}
-
-/// Sync's write S on a pod of NodeSet SET, behind FENCE (None: S writes no pod).
-async fn pod_write<'a>(
-    pods: &Api<Pod>,
-    set: &'a String,
-    s: &Step,
-    fence: &Fence<'_>,
-) -> Result<Option<(&'a String, Event)>, PassError> {
-    if !fence() {
-        return Err(PassError::Fenced);
-    }
-    let e = match s {
-        Step::Condition { pod, patch } => {
-            crate::controller::features::sync::write_condition(pods, pod, patch.clone()).await?;
-            Event::Condition { pod: pod.clone() }
-        }
-        Step::Busy { pod, busy } => {
-            crate::controller::features::sync::write_busy(pods, pod, *busy).await?;
-            Event::Busy {
-                pod: pod.clone(),
-                busy: *busy,
-            }
-        }
-        Step::Drain { .. }
-        | Step::Recheck { .. }
-        | Step::Resume { .. }
-        | Step::Replace { .. }
-        | Step::Requeue { .. }
-        | Step::Remediate { .. } => {
-            return Ok(None);
-        }
-    };
-    Ok(Some((set, e)))
 }
 
 /// What U does, for `plan --cluster`: sync's busy labels (they decide what may be evicted),

@@ -9,6 +9,7 @@
 //!
 //! `decide` is pure (an observation in, a decision out); `run` observes and acts.
 
+pub mod act;
 pub mod run;
 
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@
 //! decided by `decide` (pure) on the controller pass's observation and written by the pass
 //! (`controller::upkeep`), behind its fence, like every other write.
 
+pub mod act;
 pub mod decide;
 pub mod health;
 
