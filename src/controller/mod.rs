@@ -13,6 +13,9 @@
 //! (passes until nothing is left to do) all drive `pass`; what a command changes is its `Target`
 //! (apply or not, which NodeSets, which moves). `preview` is the same observe and decide with
 //! acting turned off: what `plan --cluster` shows the next pass would do.
+//!
+//! The pass's steps, in order, are `steps.rs`; the rest of this folder is the pass's core, and
+//! `features/` holds one folder per feature, each its pure decide and its act.
 
 // The pass's core: its steps in order (`steps.rs`), what it reads, decides and writes.
 pub mod act;
@@ -37,8 +40,9 @@ mod written;
 // One folder per feature: its pure decide and its act, called from the pass's steps.
 pub mod features;
 
+pub use self::observation::SlurmUnknown;
 pub use self::outcome::{Next, Outcome, Phases};
-pub use self::steps::{SlurmUnknown, accounting_again, pass, preview};
+pub use self::steps::{accounting_again, pass, preview};
 use self::watch::Cache;
 use crate::apply::{ApplyError, Options};
 use crate::cluster::ClusterFile;

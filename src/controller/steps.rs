@@ -22,7 +22,7 @@ use super::decisions::{self, decide_pass};
 use super::features::controllers_roll;
 use super::features::decrees;
 use super::observation::Observation;
-pub use super::observation::SlurmUnknown;
+use super::observation::SlurmUnknown;
 use super::observe::{self, Needs, Scope, observe};
 use super::outcome::{NextBuilder, Outcome, Phases};
 use super::preview::Preview;
