@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 
 use super::super::SlurmError;
 use super::super::model::ApiMessage;
-use super::{Client, answer_error, error_of};
+use super::Client;
+use super::answer_error::{answer_error, error_of};
 
 /// An answer's body as a request returns it.
 pub(crate) trait Answer: Sized + Send + 'static {

@@ -178,7 +178,7 @@ impl Client {
 
     /// URL (on the Service's base) sent to each replica in turn until one can be reached; None
     /// without replicas or when none could be (the caller then asks the Service).
-    pub(super) async fn to_replicas<A: super::Answer>(
+    pub(super) async fn to_replicas<A: super::answer::Answer>(
         &self,
         method: &Method,
         url: &str,
