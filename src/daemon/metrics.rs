@@ -18,7 +18,7 @@ use crate::status::verdict::Verdict;
 
 type Labels = Vec<(&'static str, String)>;
 
-use super::slurm_metrics::escape;
+use super::label_escape::escape;
 
 /// Counters and gauges for `/metrics`.
 pub struct Metrics {

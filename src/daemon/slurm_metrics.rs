@@ -16,19 +16,12 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+use super::label_escape::escape;
 use crate::controller::decide::SlurmView;
 use crate::controller::observation::SlurmUnknown;
 use crate::slurm::client::Ping;
 use crate::slurm::{Job, Node, SlurmError};
 use crate::vocab::{DRAINED_BY, drained_by};
-
-/// A label value escaped as the exposition formats require: prometheus-client writes label
-/// values as given (prometheus/client_rust#151), and a stray quote would make a whole scrape fail.
-pub fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
 
 /// Slurm's base node states, in Slinky's precedence: a node counts in the first it has. Each
 /// with its family's word (`slurm_nodes_WORD_total`).
@@ -446,4 +439,4 @@ fn encode_jobs(
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

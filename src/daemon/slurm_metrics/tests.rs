@@ -2,7 +2,7 @@ use super::*;
 use crate::slurm::words::Word;
 use crate::slurm::{ApiMessage, NodeState};
 
-fn node(name: &str, states: &[&str], partitions: &[&str]) -> Node {
+pub(in crate::daemon) fn node(name: &str, states: &[&str], partitions: &[&str]) -> Node {
     Node {
         name: name.into(),
         state: NodeState(states.iter().map(|s| s.to_string()).collect()),
@@ -274,79 +274,4 @@ fn slurmctld_is_in_control_by_the_pings_else_by_what_the_pass_read() {
     for (i, (pings, read, error, want)) in table.into_iter().enumerate() {
         assert_eq!(in_control(pings, read, error.as_ref()), want, "row {i}");
     }
-}
-
-/// The families as served, after a pass with VIEW.
-fn served(view: Option<&SlurmView>, slurm: bool, in_control: Option<bool>) -> String {
-    let m = crate::daemon::metrics::Metrics::for_cluster(Some("a"));
-    m.slurm(view, slurm);
-    m.slurmctld(in_control);
-    m.render()
-}
-
-/// slurmops' own families of Slurm.
-const OWN: [&str; 6] = [
-    "slurmops_partition_gpus",
-    "slurmops_slurm_drained_nodes",
-    "slurmops_partition_job_cpus",
-    "slurmops_partition_job_gpus",
-    "slurmops_slurmctld_in_control",
-    "slurmops_slurm_queue_unknown",
-];
-
-/// The Slurm families of TEXT, with their type.
-fn families(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter(|l| l.starts_with("slurm_") || OWN.iter().any(|o| l.split(' ').next() == Some(o)))
-        .collect()
-}
-
-#[test]
-fn families_are_gauges_and_those_not_known_are_absent_not_stale() {
-    let mut v = SlurmView::new(
-        vec![node("a\"b", &["IDLE"], &["gpu \"x\""])],
-        vec![Job {
-            partition: Word::new("gpu \"x\""),
-            state: Word::new("RUNNING"),
-            ..Job::default()
-        }],
-    );
-    v.jobs_read = true;
-    let text = served(Some(&v), true, Some(true));
-    let all = families(&text);
-    assert!(all.iter().all(|f| f.ends_with(" gauge")), "{all:?}");
-    // Slinky's: 16 cluster-wide, 19 per partition of nodes, 4 per partition of jobs.
-    assert_eq!(all.len(), 16 + 19 + 4 + OWN.len(), "{all:?}");
-    for line in [
-        "slurm_nodes_total{cluster=\"a\"} 1",
-        "slurm_nodes_idle_total{cluster=\"a\"} 1",
-        "slurm_partition_nodes_total{cluster=\"a\",partition=\"gpu \\\"x\\\"\"} 1",
-        "slurm_partition_jobs_running_total{cluster=\"a\",partition=\"gpu \\\"x\\\"\"} 1",
-        "slurmops_slurm_drained_nodes{cluster=\"a\",by=\"admin\"} 0",
-        "slurmops_slurmctld_in_control{cluster=\"a\"} 1",
-        "slurmops_slurm_queue_unknown{cluster=\"a\"} 0",
-        "slurmops_partition_gpus{cluster=\"a\",partition=\"gpu \\\"x\\\"\",state=\"total\"} 0",
-        "slurmops_partition_job_cpus{cluster=\"a\",partition=\"gpu \\\"x\\\"\",state=\"pending\"} 0",
-    ] {
-        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
-    }
-    // The queue not read whole: the job families leave, the nodes' stay.
-    v.jobs_error = Some("too large".into());
-    let text = served(Some(&v), true, Some(true));
-    assert!(!text.contains("# TYPE slurm_partition_jobs_"), "{text}");
-    assert!(!text.contains("# TYPE slurmops_partition_job_"), "{text}");
-    assert!(
-        text.contains("slurmops_slurm_queue_unknown{cluster=\"a\"} 1"),
-        "{text}"
-    );
-    assert!(text.contains("slurm_partition_nodes_total{"), "{text}");
-    // No node read: only the queue's flag, at 0; no Slurm at all: nothing.
-    let text = served(None, true, None);
-    assert_eq!(
-        families(&text),
-        ["slurmops_slurm_queue_unknown gauge"],
-        "{text}"
-    );
-    assert_eq!(families(&served(None, false, None)), Vec::<&str>::new());
 }
