@@ -1,33 +1,15 @@
 //! What slurmops asks of slurmrestd beyond the node list and the job queue (`nodes`, `queue`):
-//! ping, one node, node updates, jobs submitted and cancelled, reservations; and the names that
-//! may stand in their URLs.
+//! ping, one node, node updates, jobs submitted and cancelled, reservations.
 
 use reqwest::Method;
 
+use super::names::segment;
+use super::ping::{Ping, PingsWire};
 use super::{Client, DEFAULT_JOB_USER, JOB_USER_ENV, REFUSED_JOB_USERS, errno};
 use crate::slurm::SlurmError;
 use crate::slurm::model::{
     JobRequest, Node, NodesWire, Reservation, ReservationRequest, ReservationsWire,
 };
-
-/// One answer of the ping endpoint.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct Ping {
-    #[serde(default)]
-    pub hostname: String,
-    #[serde(default)]
-    pub pinged: String,
-    #[serde(default)]
-    pub responding: bool,
-    #[serde(default)]
-    pub mode: String,
-}
-
-#[derive(serde::Deserialize)]
-struct PingsWire {
-    #[serde(default)]
-    pings: Vec<Ping>,
-}
 
 impl Client {
     pub async fn ping(&self) -> Result<Vec<Ping>, SlurmError> {
@@ -202,26 +184,5 @@ impl Client {
                     .map_err(|e| self.parse_error("reservations/", e.to_string()))
             })
             .collect()
-    }
-}
-
-/// A node name as one URL path segment; names that would escape it are refused.
-fn segment(name: &str) -> Result<&str, SlurmError> {
-    plain_name(name, "node")
-}
-
-/// NAME, a Slurm name of WHAT (node, account, ...), as it may stand in a URL path or query:
-/// Slurm names never need escaping, so anything else is refused.
-pub fn plain_name<'a>(name: &'a str, what: &str) -> Result<&'a str, SlurmError> {
-    let ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(name)
-    } else {
-        Err(SlurmError::Config(format!(
-            "{name:?} is not a Slurm {what} name (letters, digits, '-', '_', '.')"
-        )))
     }
 }
