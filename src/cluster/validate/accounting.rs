@@ -1,6 +1,6 @@
-//! Checks of `spec.accounting`'s objects: names Slurm accepts, every QOS and account referenced
-//! exists, the account tree has no cycle, defaults are among the allowed, and TRES lists, times
-//! and QOS flags parse the way Slurm writes them.
+//! Checks of `spec.accounting`: its database, and its objects: names Slurm accepts, every QOS
+//! and account referenced exists, the account tree has no cycle, defaults are among the allowed,
+//! and TRES lists, times and QOS flags parse the way Slurm writes them.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,7 +9,7 @@ use super::super::diag::{Path, clip, did_you_mean, listed};
 use super::super::types::*;
 use super::super::values::parse_quantity;
 use super::super::words::{QOS_FLAGS, parse_minutes, parse_tres};
-use super::{Known, Validator};
+use super::{Known, Validator, grammar};
 
 /// Longest TRES list (`cpu=16,mem=64G,...`): Slurm tracks a few dozen TRES at most.
 const MAX_TRES: usize = 4096;
@@ -22,6 +22,62 @@ fn is_slurm_name(s: &str) -> bool {
 }
 
 impl Validator {
+    pub(super) fn accounting(&mut self, a: &Accounting, p: &Path) {
+        self.accounting_objects(a, p);
+        self.slurm_conf_map(&a.slurmdbd_conf, &p.key("slurmdbdConf"), false);
+        self.pod(&a.pod, p);
+        match (&a.database, a.enabled) {
+            (None, true) => self.err(
+                p.clone(),
+                "accounting is enabled but no database is set",
+                "add accounting.database with host, user and password",
+            ),
+            (Some(db), _) => {
+                self.database_place(db, &p.key("database"));
+                self.database_words(db, &p.key("database"));
+                if db.port == 0 {
+                    self.err(
+                        p.key("database").key("port"),
+                        "port 0 is not a database port",
+                        "MySQL listens on 3306",
+                    );
+                }
+                self.secret_ref(&db.password, &p.key("database").key("password"));
+            }
+            (None, false) => {}
+        }
+    }
+
+    /// The database's host, name and user, each written into slurmdbd.conf as one word
+    /// (`StorageHost=`, `StorageLoc=`, `StorageUser=`).
+    fn database_words(&mut self, db: &Database, p: &Path) {
+        let words = [
+            ("host", db.host.as_deref(), "StorageHost"),
+            ("name", Some(db.name.as_str()), "StorageLoc"),
+            ("user", Some(db.user.as_str()), "StorageUser"),
+        ];
+        for (field, value, key) in words {
+            if let Some(problem) = value.and_then(grammar::word_problem) {
+                self.err(
+                    p.key(field),
+                    format!("{problem} (it is written into slurmdbd.conf as {key}=)"),
+                    format!(
+                        "write the database {field} as one word, without spaces, line breaks or '#'"
+                    ),
+                );
+            } else if field != "host" && value.is_some_and(|v| !grammar::is_sql_name(v)) {
+                // The in-cluster MariaDB's first start splices them into SQL it runs as root.
+                self.err(
+                    p.key(field),
+                    format!(
+                        "the database {field} is spliced into SQL (the in-cluster database's first start, slurmdbd's queries): letters, digits and '_' only, at most 64"
+                    ),
+                    format!("write the database {field} as a plain name, e.g. slurm_acct_db"),
+                );
+            }
+        }
+    }
+
     pub(super) fn accounting_objects(&mut self, a: &Accounting, p: &Path) {
         let declared = !(a.qos.is_empty() && a.accounts.is_empty() && a.users.is_empty());
         if declared && !a.enabled {

@@ -4,7 +4,8 @@
 use super::super::canary::{Validate, ValidateNodes};
 use super::super::diag::{Path, clip, listed};
 use super::super::types::*;
-use super::{Validator, is_dns_subdomain};
+use super::Validator;
+use super::kubernetes_names::is_dns_subdomain;
 
 /// Most bytes of an inline validation script (it travels in the job submission).
 pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::{Container, Volume, VolumeMount};
 
 use super::super::diag::{Finding, Path, did_you_mean};
 use super::super::types::*;
-use super::{Validator, is_dns_label, is_dns_subdomain};
+use super::Validator;
+use super::kubernetes_names::{is_dns_label, is_dns_subdomain};
 
 /// Volumes slurmops renders into worker pods: a user volume may not take their names.
 pub const WORKER_VOLUMES: &[&str] = &["etc-slurm"];

@@ -9,7 +9,8 @@ use std::collections::{BTreeSet, HashSet};
 use super::super::diag::Path;
 use super::super::release::Release;
 use super::super::types::*;
-use super::{Known, Validator, is_label_key, is_label_value};
+use super::kubernetes_names::{is_label_key, is_label_value};
+use super::{Known, Validator};
 
 impl Validator {
     pub(super) fn topology(
