@@ -71,7 +71,7 @@ pub struct ActiveCheck {
     /// workers, e.g. InfiniBand bandwidth between them). A check across nodes runs on its
     /// schedule only, when every worker of the group is free, and its result counts for each
     /// of them: a failure drains them all (`onFailure: report` only reports).
-    #[serde(default, skip_serializing_if = "super::types::is_default")]
+    #[serde(default, skip_serializing_if = "super::serde_defaults::is_default")]
     pub span: CheckSpan,
 }
 

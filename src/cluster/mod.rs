@@ -1,21 +1,30 @@
 //! `spec`: read cluster.yaml, check it against the format, and hand back a validated
 //! [`ClusterFile`] — or every problem at once, each with its position and a fix.
 
+pub mod accounting_settings;
 pub mod accounts;
 pub mod active_checks;
 pub mod backup;
+pub mod backup_settings;
 pub mod budget;
 pub mod canary;
 pub mod check;
+pub mod controller_settings;
 pub mod diag;
 pub mod guard;
 pub mod guard_code;
 pub mod guard_file;
 pub mod guardrails;
+pub mod images;
+pub mod login_sets;
 pub mod nodeset;
+pub mod pod_settings;
 pub mod policy;
 pub mod reference;
 pub mod release;
+pub mod secret_ref;
+pub mod serde_defaults;
+pub mod topology;
 pub mod types;
 pub mod validate;
 pub mod values;

@@ -6,7 +6,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, SecurityContext, Volume,
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::types::{PodSettings, is_default, one, yes};
+use super::pod_settings::PodSettings;
+use super::serde_defaults::{is_default, one, yes};
 use super::values::{Duration, IntOrPercent, PER_NODE_LIMIT, Replicas};
 
 /// A group of identical slurmd workers: one StatefulSet (or, `replicas: perNode`, one PodTemplate

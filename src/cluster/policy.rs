@@ -5,7 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::types::{AccountingPolicy, is_default};
+use super::accounts::AccountingPolicy;
+use super::serde_defaults::is_default;
 use super::values::IntOrPercent;
 
 /// How slurmops applies changes.
