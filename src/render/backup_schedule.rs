@@ -15,8 +15,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::backup::{MOUNT, VOLUME, image as copy_image, volume};
-use super::components::{copier_security, meta};
+use super::components::copier_security;
 use super::names::{Component, LABEL_COMPONENT, Names};
+use super::objects::meta;
 use super::pod;
 use crate::cluster::backup::scheduled;
 use crate::cluster::types::ClusterFile;

@@ -1,30 +1,29 @@
-//! The Slurm control plane: slurmctld (StatefulSet + Services + PDB), slurmdbd, slurmrestd and
-//! login pods. Each function turns one section of the spec into typed Kubernetes objects.
+//! The Slurm control plane's daemons: slurmctld (StatefulSet + Services + PDB) and slurmdbd,
+//! with the pod pieces they share with slurmrestd (`restapi.rs`). Each function turns one section
+//! of the spec into typed Kubernetes objects.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
-};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource, PodSecurityContext, Probe, SecretKeySelector, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection, VolumeResourceRequirements,
+    Volume, VolumeProjection, VolumeResourceRequirements,
 };
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::handback;
-use super::names::{CHECKSUM_PREFIX, Component, LABEL_LOGIN_SET, Names, controller_replicas};
+use super::names::{CHECKSUM_PREFIX, Component, Names, controller_replicas};
+use super::objects::{meta, non_root, pdb, selector, service};
 use super::pod::{self, PodParts};
 use super::reconfigure;
 use super::slurm::{
-    ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT, STATE_SAVE, SlurmFiles,
+    ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, STATE_SAVE, SlurmFiles,
 };
-use crate::cluster::types::{ClusterFile, ClusterSpec, ConfigFile, LoginSet};
+use crate::cluster::types::{ClusterFile, ClusterSpec, ConfigFile};
 use crate::cluster::window::reserves_through_sidecar;
 use crate::vocab::ANNOTATION_READY_REPLICAS;
 
@@ -34,97 +33,6 @@ const RUN_SLURMCTLD: &str = "run-slurmctld";
 
 /// The uid/gid of the `slurm` user in the Slinky images.
 const SLURM_UID: i64 = 401;
-
-pub fn meta(
-    names: &Names,
-    name: &str,
-    component: Option<Component>,
-    node_set: Option<&str>,
-) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(names.namespace.clone()),
-        labels: Some(names.labels(component, node_set)),
-        ..ObjectMeta::default()
-    }
-}
-
-pub fn selector(names: &Names, component: Component, node_set: Option<&str>) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(names.selector(component, node_set)),
-        ..LabelSelector::default()
-    }
-}
-
-pub fn service(
-    names: &Names,
-    name: &str,
-    component: Component,
-    ports: &[(&str, u16)],
-    headless: bool,
-) -> Service {
-    Service {
-        metadata: meta(names, name, Some(component), None),
-        spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".into()),
-            cluster_ip: headless.then(|| "None".into()),
-            publish_not_ready_addresses: headless.then_some(true),
-            selector: Some(names.selector(component, None)),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(n, p)| ServicePort {
-                        name: Some((*n).into()),
-                        port: (*p).into(),
-                        target_port: Some(IntOrString::String((*n).into())),
-                        protocol: Some("TCP".into()),
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..ServiceSpec::default()
-        }),
-        ..Service::default()
-    }
-}
-
-pub fn pdb(
-    names: &Names,
-    name: &str,
-    component: Component,
-    node_set: Option<&str>,
-    selector_labels: BTreeMap<String, String>,
-    max_unavailable: i32,
-) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        metadata: meta(names, name, Some(component), node_set),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(max_unavailable)),
-            selector: Some(LabelSelector {
-                match_labels: Some(selector_labels),
-                ..LabelSelector::default()
-            }),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
-    }
-}
-
-/// A control-plane pod running as UID (with `pod::restricted` containers: Pod Security
-/// "restricted").
-pub fn non_root(uid: i64) -> PodSecurityContext {
-    PodSecurityContext {
-        run_as_user: Some(uid),
-        run_as_group: Some(uid),
-        fs_group: Some(uid),
-        run_as_non_root: Some(true),
-        seccomp_profile: Some(k8s_openapi::api::core::v1::SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            ..Default::default()
-        }),
-        ..PodSecurityContext::default()
-    }
-}
 
 fn slurm_security() -> PodSecurityContext {
     non_root(SLURM_UID)
@@ -142,13 +50,13 @@ pub(super) fn copier_security(s: &ClusterSpec) -> PodSecurityContext {
 }
 
 /// Spread replicas of one component over Kubernetes nodes where possible.
-fn spread(names: &Names, component: Component) -> Affinity {
+pub(super) fn spread(names: &Names, component: Component) -> Affinity {
     pod::spread_over_nodes(selector(names, component, None))
 }
 
 /// The digest of the slurm.conf settings a reconfigure cannot change: the pod template of a
 /// daemon that reads slurm.conf changes (and the daemon restarts) only when they do.
-fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String> {
+pub(super) fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String> {
     let conf = files.get("slurm.conf").map_or("", String::as_str);
     BTreeMap::from([(
         format!("{CHECKSUM_PREFIX}slurm.conf-restart"),
@@ -560,228 +468,4 @@ pub fn accounting(
         ),
         sts,
     ))
-}
-
-/// slurmrestd: a Deployment behind a Service, authenticating every request by JWT.
-pub fn restapi(
-    c: &ClusterFile,
-    names: &Names,
-    files: &SlurmFiles,
-) -> Option<(Service, Deployment, PodDisruptionBudget)> {
-    let s = &c.spec;
-    if !s.restapi.enabled {
-        return None;
-    }
-    let plugins = if s.accounting.enabled {
-        "openapi/slurmctld,openapi/slurmdbd"
-    } else {
-        "openapi/slurmctld"
-    };
-    let etc = pod::projected(
-        "etc-slurm",
-        vec![
-            pod::config_files(&names.config_map(), [("slurm.conf", 0o444)]),
-            pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400),
-        ],
-    );
-    let args = vec![
-        "-a".into(),
-        "rest_auth/jwt".into(),
-        "-s".into(),
-        plugins.into(),
-        format!("0.0.0.0:{SLURMRESTD_PORT}"),
-    ];
-    let main = Container {
-        env: Some(vec![
-            EnvVar {
-                name: "SLURM_JWT".into(),
-                value: Some("daemon".into()),
-                ..EnvVar::default()
-            },
-            EnvVar {
-                name: "SLURMRESTD_SECURITY".into(),
-                value: Some("disable_unshare_files,disable_unshare_sysv".into()),
-                ..EnvVar::default()
-            },
-        ]),
-        liveness_probe: Some(pod::tcp_probe(SLURMRESTD_PORT, 30)),
-        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
-        lifecycle: Some(stop_slurmrestd()),
-        ..pod::daemon(
-            s,
-            "slurmrestd",
-            pod::image(s, s.images.slurmrestd.as_ref(), "slurmrestd"),
-            args,
-            SLURMRESTD_PORT,
-            3,
-        )
-    };
-    let template = PodParts {
-        names,
-        spec: s,
-        component: Component::RestApi,
-        node_set: None,
-        settings: &s.restapi.pod,
-        main,
-        init: Vec::new(),
-        sidecars: Vec::new(),
-        volumes: vec![etc],
-        // slurmrestd asks slurmctld for everything: only ports and auth need it restarted.
-        annotations: restart_annotation(files),
-        pod: k8s_openapi::api::core::v1::PodSpec {
-            security_context: Some(non_root(65534)),
-            affinity: Some(spread(names, Component::RestApi)),
-            automount_service_account_token: Some(false),
-            ..Default::default()
-        },
-    }
-    .template();
-    let dep = Deployment {
-        metadata: meta(names, &names.restapi(), Some(Component::RestApi), None),
-        spec: Some(DeploymentSpec {
-            replicas: Some(s.restapi.replicas as i32),
-            selector: selector(names, Component::RestApi, None),
-            template,
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    };
-    let svc = service(
-        names,
-        &names.restapi(),
-        Component::RestApi,
-        &[("slurmrestd", SLURMRESTD_PORT)],
-        false,
-    );
-    let budget = pdb(
-        names,
-        &names.restapi(),
-        Component::RestApi,
-        None,
-        names.selector(Component::RestApi, None),
-        1,
-    );
-    Some((svc, dep, budget))
-}
-
-/// How the kubelet stops slurmrestd: it shuts down on SIGINT alone, and as its container's PID 1
-/// (slurmops sets its command; Slinky's image runs it under `tini -g`) the kubelet's SIGTERM is
-/// lost, so each stop would wait out the grace period and end in SIGKILL (seen on the real
-/// kubelet: 30 s per pod of a rollout). The preStop hook sends it SIGINT first.
-fn stop_slurmrestd() -> Lifecycle {
-    Lifecycle {
-        pre_stop: Some(LifecycleHandler {
-            exec: Some(ExecAction {
-                command: Some(vec!["/bin/sh".into(), "-c".into(), "kill -INT 1".into()]),
-            }),
-            ..LifecycleHandler::default()
-        }),
-        ..Lifecycle::default()
-    }
-}
-
-/// A login set: sackd (configless client) + sshd, reachable through its Service.
-pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployment) {
-    let s = &c.spec;
-    let name = names.login(&l.name);
-    let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
-    let mut volumes = vec![pod::projected(
-        "etc-slurm",
-        vec![pod::secret_file(&s.auth.slurm_key, "slurm.key", 0o400)],
-    )];
-    if let Some(keys) = &l.authorized_keys {
-        volumes.push(pod::projected(
-            "authorized-keys",
-            vec![pod::secret_file(keys, "authorized_keys", 0o400)],
-        ));
-        // The file alone (subPath): a projected volume's directory is world-writable (1777), and
-        // sshd refuses every key under a directory others may write (StrictModes), so a volume
-        // over /root/.ssh would let no one in. Found on the real kubelet; the file is read at
-        // each login; a changed Secret reaches a login pod when it restarts (subPath is not updated).
-        mounts.push(VolumeMount {
-            sub_path: Some("authorized_keys".into()),
-            ..pod::mount("authorized-keys", "/root/.ssh/authorized_keys", true)
-        });
-    }
-    if let Some(sssd) = &l.sssd_conf {
-        volumes.push(pod::projected(
-            "sssd",
-            vec![pod::secret_file(sssd, "sssd.conf", 0o600)],
-        ));
-        mounts.push(pod::mount("sssd", "/etc/sssd", true));
-    }
-    volumes.extend(l.volumes.iter().cloned());
-    mounts.extend(l.volume_mounts.iter().cloned());
-    let main = Container {
-        name: "login".into(),
-        image: Some(
-            l.image
-                .clone()
-                .unwrap_or_else(|| pod::image(s, s.images.login.as_ref(), "login")),
-        ),
-        image_pull_policy: Some(s.images.pull_policy.as_str().into()),
-        env: Some(vec![EnvVar {
-            name: "SACKD_OPTIONS".into(),
-            value: Some(format!("--conf-server={}", names.conf_servers(s))),
-            ..EnvVar::default()
-        }]),
-        ports: Some(vec![pod::port("ssh", 22)]),
-        readiness_probe: Some(pod::tcp_probe(22, 5)),
-        volume_mounts: Some(mounts),
-        security_context: l.container_security_context.clone(),
-        ..Container::default()
-    };
-    let mut template = PodParts {
-        names,
-        spec: s,
-        component: Component::Login,
-        node_set: None,
-        settings: &l.pod,
-        main,
-        init: Vec::new(),
-        sidecars: Vec::new(),
-        volumes,
-        annotations: BTreeMap::new(),
-        pod: k8s_openapi::api::core::v1::PodSpec {
-            automount_service_account_token: Some(false),
-            ..Default::default()
-        },
-    }
-    .template();
-    if let Some(m) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
-        m.insert(LABEL_LOGIN_SET.into(), l.name.clone());
-    }
-    let mut sel = names.selector(Component::Login, None);
-    sel.insert(LABEL_LOGIN_SET.into(), l.name.clone());
-    let dep = Deployment {
-        metadata: meta(names, &name, Some(Component::Login), None),
-        spec: Some(DeploymentSpec {
-            replicas: Some(l.replicas as i32),
-            selector: LabelSelector {
-                match_labels: Some(sel.clone()),
-                ..LabelSelector::default()
-            },
-            template,
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    };
-    let mut svc = service(
-        names,
-        &name,
-        Component::Login,
-        &[("ssh", l.service.port)],
-        false,
-    );
-    if let Some(spec) = svc.spec.as_mut() {
-        spec.type_ = Some(l.service.type_.as_str().into());
-        spec.selector = Some(sel);
-        if let Some(p) = spec.ports.as_mut().and_then(|p| p.first_mut()) {
-            p.target_port = Some(IntOrString::Int(22));
-        }
-    }
-    if !l.service.annotations.is_empty() {
-        svc.metadata.annotations = Some(l.service.annotations.clone());
-    }
-    (svc, dep)
 }

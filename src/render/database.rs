@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::components::{meta, non_root, pdb, selector, service};
 use super::names::{Component, Names};
+use super::objects::{meta, non_root, pdb, selector, service};
 use super::pod::{self, PodParts};
 use crate::cluster::types::{ClusterFile, Database, InClusterDatabase, PodSettings};
 use crate::cluster::values::parse_quantity;

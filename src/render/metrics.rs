@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
-use super::components::service;
 use super::names::{Component, Names};
+use super::objects::service;
 use super::slurm::SLURMCTLD_PORT;
 use crate::cluster::release;
 use crate::cluster::types::ClusterFile;

@@ -9,11 +9,14 @@ pub mod backup_schedule;
 pub mod components;
 pub mod database;
 pub mod handback;
+pub mod login;
 pub mod metrics;
 pub mod names;
 mod network;
+pub mod objects;
 pub mod pod;
 pub mod reconfigure;
+pub mod restapi;
 pub mod slurm;
 pub mod workers;
 
@@ -128,7 +131,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
         // Its keys are the controller's (field manager slurmops-maintenance): apply sets none.
         push(Object::from_typed(
             ConfigMap {
-                metadata: components::meta(&names, &names.maintenance(), None, None),
+                metadata: objects::meta(&names, &names.maintenance(), None, None),
                 ..ConfigMap::default()
             },
             &names,
@@ -147,12 +150,12 @@ pub fn render(c: &ClusterFile) -> Rendered {
     let accounting = components::accounting(c, &names, &files);
     let database = database::database(c, &names);
     let (ctl_services, ctl, ctl_pdb) = components::controller(c, &names, &files, &scripts);
-    let restapi = components::restapi(c, &names, &files);
+    let restapi = restapi::restapi(c, &names, &files);
     let logins: Vec<_> = c
         .spec
         .login_sets
         .iter()
-        .map(|l| components::login(c, &names, l))
+        .map(|l| login::login(c, &names, l))
         .collect();
     let workers: Vec<_> = c
         .spec
@@ -228,7 +231,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
 
 fn config_map(names: &Names, name: &str, data: BTreeMap<String, String>) -> ConfigMap {
     ConfigMap {
-        metadata: components::meta(names, name, None, None),
+        metadata: objects::meta(names, name, None, None),
         data: Some(data),
         ..ConfigMap::default()
     }

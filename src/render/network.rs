@@ -13,8 +13,8 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::components::meta;
 use super::names::{Component, LABEL_INSTANCE, Names};
+use super::objects::meta;
 use super::slurm::{SLURMCTLD_PORT, SLURMDBD_PORT, SLURMRESTD_PORT};
 use crate::cluster::ClusterFile;
 

@@ -21,8 +21,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::components::{meta, pdb, selector, service};
 use super::names::{Component, LABEL_BUSY, LABEL_REVISION, Names};
+use super::objects::{meta, pdb, selector, service};
 use super::pod::{self, PodParts, checksum};
 use super::slurm::{ETC_SLURM, HEALTH_CHECK_FILE, SLURMD_PORT, slurmd_conf};
 use crate::cluster::active_checks::{ActiveCheck, holds_new_workers};
