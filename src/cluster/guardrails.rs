@@ -23,7 +23,7 @@ pub struct Guardrails {
     /// Hosts `accounting.database.host` may name: slurmdbd sends them the database password.
     pub database_hosts: Vec<String>,
     /// Image repositories (and those below them) images may come from; empty: the images
-    /// slurmops renders by default (`guard_code::DEFAULT_IMAGES`).
+    /// slurmops renders by default (`guard_images::DEFAULT_IMAGES`).
     pub images: Vec<String>,
     /// Every image pinned by a sha256 digest.
     pub require_digests: bool,

@@ -14,6 +14,7 @@ pub mod diag;
 pub mod guard;
 pub mod guard_code;
 pub mod guard_file;
+pub mod guard_images;
 pub mod guardrails;
 pub mod images;
 pub mod login_sets;

@@ -37,7 +37,7 @@ pub(super) fn check(cx: &mut Cx<'_>, p: &Place<'_>, c: &Value, own: Option<&Valu
             k if DATA.contains(&k) => {}
             "image" => {
                 let image = v.as_str().unwrap_or_default();
-                if let Some((why, hint)) = crate::cluster::guard_code::image_refusal(
+                if let Some((why, hint)) = crate::cluster::guard_images::image_refusal(
                     cx.g,
                     image,
                     &format!("container {name}'s image"),
