@@ -1,6 +1,6 @@
 //! What the install allows a commit (`Guardrails`): the daemon's flags and policy file, never
-//! git's. The checks on cluster.yaml are `guard` and `guard_code`'s; the closed policy on what
-//! it renders is the `guarded` stage's.
+//! git's. The checks on cluster.yaml are `guard`, `guard_code` and `guard_images`'s; the closed
+//! policy on what it renders is the `guarded` stage's.
 
 /// What the install allows a commit.
 #[derive(Debug, Clone, Default)]
