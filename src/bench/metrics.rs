@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{Figure, best, fig, ms};
-use crate::controller::checks::Mark;
 use crate::controller::decide::{Progress, SetView, SlurmView, Worker};
+use crate::controller::features::checks::Mark;
 use crate::daemon::metrics::Metrics;
 use crate::slurm::words::Word;
 use crate::slurm::{Job, Node, NodeState};

@@ -2,12 +2,12 @@
 //! workers — after a worker registers and before it takes users' jobs, and on a cron schedule —
 //! with a cap on how many run at once and what a failure does. A node can look healthy to
 //! Kubernetes and to slurmd and still fail the first real job; only a job proves it.
-//! The decisions are in `controller::checks`; this is what cluster.yaml says.
+//! The decisions are in `controller::features::checks`; this is what cluster.yaml says.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::types::NodeSet;
+use super::nodeset::NodeSet;
 use super::values::Duration;
 
 /// One named check: what runs, where, when, at what cost, and what a failure does.

@@ -8,6 +8,7 @@ pub mod backup;
 pub mod backup_settings;
 pub mod budget;
 pub mod canary;
+pub mod canary_validation;
 pub mod check;
 pub mod controller_settings;
 pub mod diag;

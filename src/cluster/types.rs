@@ -156,6 +156,16 @@ impl Default for RestApi {
 }
 
 impl ClusterSpec {
+    /// A NodeSet waits for windows, and the Slurm release cannot make their reservations
+    /// through slurmrestd: slurmctld's `reconfigure` sidecar makes them with `scontrol` from the
+    /// ConfigMap `<cluster>-maintenance`, which the controller writes.
+    pub fn reserves_through_sidecar(&self) -> bool {
+        self.node_sets
+            .iter()
+            .any(|n| n.update.window != super::window::WindowMode::None)
+            && super::release::find(&self.slurm_version).is_some_and(|r| !r.rest_reservations)
+    }
+
     /// Whether clients reach the controller in control at one address
     /// (`controller.ha.serviceAddress`).
     pub fn behind_one_address(&self) -> bool {

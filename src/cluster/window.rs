@@ -66,16 +66,6 @@ pub enum ControlPlaneWindow {
     Required,
 }
 
-/// A NodeSet of S waits for windows, and S's Slurm release cannot make their reservations
-/// through slurmrestd: slurmctld's `reconfigure` sidecar makes them with `scontrol` from the
-/// ConfigMap `<cluster>-maintenance`, which the controller writes.
-pub fn reserves_through_sidecar(s: &super::types::ClusterSpec) -> bool {
-    s.node_sets
-        .iter()
-        .any(|n| n.update.window != WindowMode::None)
-        && super::release::find(&s.slurm_version).is_some_and(|r| !r.rest_reservations)
-}
-
 /// A parsed cron schedule and its time zone.
 pub type Cron = (Schedule, TimeZone);
 

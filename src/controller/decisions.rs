@@ -11,7 +11,7 @@ use super::decide::{
 use super::features::{blocks, canary, checks, per_node, windows};
 use super::observation::Observation;
 use crate::cluster::ClusterFile;
-use crate::cluster::canary::Validation;
+use crate::cluster::canary_validation::Validation;
 use crate::cluster::window::{self, WindowMode};
 
 /// The NodeSet's rollout policy from cluster.yaml.
@@ -217,7 +217,9 @@ fn reserve_for_windows(
     let (true, Ok(_), Ok(existing)) = (windowed, &obs.slurm, &obs.reservations) else {
         return;
     };
-    let sidecar = window::reserves_through_sidecar(&c.spec)
+    let sidecar = c
+        .spec
+        .reserves_through_sidecar()
         .then(|| crate::render::names::Names::new(c).maintenance());
     let timing = window::timing(&c.spec.policy.maintenance_windows, obs.now);
     for (name, d) in decisions.iter_mut() {

@@ -53,13 +53,6 @@ pub use decisions::{Moves, Scope as PassScope, decide_pass, policy};
 pub use features::decrees::Decrees;
 pub use preview::Preview;
 
-// The features' old paths, kept while src/daemon/ and src/status/ (`canary`, `checks`,
-// `ctld_roll`) and observe.rs (`maint`, `per_node`, `sync`) still name them: to be removed once
-// they name `features::…`.
-pub use self::features::controllers_roll as ctld_roll;
-pub use self::features::{canary, checks};
-use self::features::{per_node, sync, windows as maint};
-
 /// After a pass acted, passes read the workers with a LIST for this long instead of trusting the
 /// watch cache, which may lag behind those writes (read-after-write; watch lag is milliseconds).
 pub const FRESH_AFTER_WRITE: std::time::Duration = std::time::Duration::from_secs(2);

@@ -17,7 +17,7 @@ pub use super::observation::{Observation, Reservations, SlurmUnknown};
 pub use super::watch::Scope;
 use super::watch::{Cache, LabelKeys};
 use crate::cluster::ClusterFile;
-use crate::cluster::window::{self, WindowMode};
+use crate::cluster::window::WindowMode;
 use crate::render::names::{ANNOTATION_CANARY, LABEL_NODESET, LABEL_REVISION};
 use crate::rollout::pod_ready;
 use crate::slurm::{SlurmError, SlurmNodes};
@@ -76,7 +76,7 @@ impl Needs {
                 })
                 .collect(),
             reservations,
-            sidecar: (reservations && window::reserves_through_sidecar(&c.spec))
+            sidecar: (reservations && c.spec.reserves_through_sidecar())
                 .then(|| crate::render::names::Names::new(c).maintenance()),
             wanted: c
                 .spec
@@ -134,11 +134,13 @@ pub async fn observe<S: SlurmNodes>(
         None => Ok(BTreeMap::new()),
         Some(rules) => read
             .as_ref()
-            .map(|n| crate::controller::sync::health::problems(n, rules.as_ref()))
+            .map(|n| crate::controller::features::sync::health::problems(n, rules.as_ref()))
             .map_err(Clone::clone),
     };
     let requeue = match (&needs.health, &read) {
-        (Some(rules), Ok(n)) => crate::controller::sync::health::requeue_hosts(n, rules.as_ref()),
+        (Some(rules), Ok(n)) => {
+            crate::controller::features::sync::health::requeue_hosts(n, rules.as_ref())
+        }
         _ => Default::default(),
     };
     let nodes = match templates_empty {
@@ -242,7 +244,7 @@ fn label_keys(needs: &Needs, templates: &BTreeMap<String, PodTemplate>) -> Label
     let placement = templates
         .values()
         .filter_map(|t| t.template.as_ref()?.spec.as_ref())
-        .flat_map(super::per_node::label_keys);
+        .flat_map(super::features::per_node::label_keys);
     let block = needs.blocks.iter().map(|(label, _)| label.as_str());
     placement.chain(block).map(str::to_string).collect()
 }
@@ -264,7 +266,7 @@ pub fn node_label_keys(c: &ClusterFile) -> LabelKeys {
             affinity: n.pod.affinity.clone(),
             ..Default::default()
         };
-        keys.extend(super::per_node::label_keys(&pod).map(str::to_string));
+        keys.extend(super::features::per_node::label_keys(&pod).map(str::to_string));
     }
     keys
 }
@@ -324,7 +326,7 @@ async fn reservations<S: SlurmNodes>(
             .await
             .map_err(|e| format!("cannot read ConfigMap {cm}: {e}"))?;
         let data = m.and_then(|m| m.data).unwrap_or_default();
-        let asked = super::maint::asked(&data, now);
+        let asked = super::features::windows::asked(&data, now);
         let new: Vec<_> = asked
             .into_iter()
             .filter(|a| all.iter().all(|r| r.name != a.name))
@@ -518,7 +520,7 @@ fn managed_views(
                 .cloned();
             let workers: Vec<Worker> = pods.iter().filter_map(|p| worker(p)).collect();
             // The count autoscale set, else the workers there are (the pass sets what git wants).
-            let replicas = super::per_node::managed_replicas(t)
+            let replicas = super::features::per_node::managed_replicas(t)
                 .unwrap_or(workers.iter().filter(|w| !w.deleting).count() as u32);
             let v = SetView {
                 name: name.clone(),

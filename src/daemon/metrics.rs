@@ -367,7 +367,7 @@ impl Metrics {
                 self.canary_halted
                     .get_or_create(&vec![("node_set", escape(&s.node_set))])
                     .set(i64::from(
-                        c.stage == crate::controller::canary::CanaryStage::Failed,
+                        c.stage == crate::controller::features::canary::CanaryStage::Failed,
                     ));
             }
             for (state, n) in [
@@ -433,7 +433,7 @@ pub fn sampled() -> Metrics {
     }]);
     let marks = [(
         "nccl".to_string(),
-        crate::controller::checks::Mark {
+        crate::controller::features::checks::Mark {
             passed: true,
             at: 0,
             job: Some(1),

@@ -24,7 +24,6 @@ use super::slurm::{
     ETC_SLURM, JWT_KEY_FILE, SLURMCTLD_PORT, SLURMDBD_PORT, STATE_SAVE, SlurmFiles,
 };
 use crate::cluster::types::{ClusterFile, ClusterSpec, ConfigFile};
-use crate::cluster::window::reserves_through_sidecar;
 use crate::vocab::ANNOTATION_READY_REPLICAS;
 
 /// The volume of slurmctld's /run/slurmctld (pid file, authentication socket), shared with its
@@ -67,7 +66,7 @@ pub(super) fn restart_annotation(files: &SlurmFiles) -> BTreeMap<String, String>
 /// The sidecar that runs `scontrol reconfigure` once the kubelet has updated slurmctld's files,
 /// and on Slurm 24.11 makes the maintenance reservations the controller asks for.
 fn reconfigure_sidecar(s: &crate::cluster::types::ClusterSpec) -> Container {
-    let reserves = reserves_through_sidecar(s);
+    let reserves = s.reserves_through_sidecar();
     let mut mounts = vec![pod::mount("etc-slurm", ETC_SLURM, true)];
     if reserves {
         mounts.push(pod::mount(
@@ -172,7 +171,7 @@ pub fn controller(
     sources.extend(referenced.iter().map(|(_, source, _)| source.clone()));
     let etc = pod::projected("etc-slurm", sources);
     let mut volumes = vec![etc];
-    if reserves_through_sidecar(s) {
+    if s.reserves_through_sidecar() {
         volumes.push(maintenance_volume(names));
     }
     let mut claims = None;

@@ -127,7 +127,7 @@ pub fn render(c: &ClusterFile) -> Rendered {
         config_map(&names, &names.config_map(), config),
         &names,
     ));
-    if crate::cluster::window::reserves_through_sidecar(&c.spec) {
+    if c.spec.reserves_through_sidecar() {
         // Its keys are the controller's (field manager slurmops-maintenance): apply sets none.
         push(Object::from_typed(
             ConfigMap {

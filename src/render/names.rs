@@ -86,7 +86,7 @@ impl Names {
     pub fn config_map(&self) -> String {
         self.of("config")
     }
-    /// The maintenance reservations slurmctld's sidecar makes (`window::reserves_through_sidecar`).
+    /// The maintenance reservations slurmctld's sidecar makes (`ClusterSpec::reserves_through_sidecar`).
     pub fn maintenance(&self) -> String {
         self.of("maintenance")
     }

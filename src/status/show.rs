@@ -4,8 +4,8 @@
 //! the time.
 
 use super::configmap::Status;
-use crate::controller::canary::{CanaryProgress, CanaryStage};
 use crate::controller::decide::{Progress, Waiting};
+use crate::controller::features::canary::{CanaryProgress, CanaryStage};
 
 fn short(c: &str) -> &str {
     c.get(..12).unwrap_or(c)
@@ -158,7 +158,7 @@ pub fn node_sets(ps: &[Progress], now: i64) -> String {
 /// N: ERROR), 1 running, 0 waiting; next …`.
 /// NOW: the next pass's time also counted from now (None: the time alone, as the status key
 /// keeps it, so that it changes only when something does).
-pub fn check(c: &crate::controller::checks::Summary, now: Option<i64>) -> String {
+pub fn check(c: &crate::controller::features::checks::Summary, now: Option<i64>) -> String {
     let failures = match c.failures.is_empty() {
         true => String::new(),
         false => format!(" ({})", c.failures.join("; ")),
@@ -352,7 +352,7 @@ mod tests {
                 since: Some(1_000_000 - 90),
             }],
             leaving: vec![],
-            checks: vec![crate::controller::checks::Summary {
+            checks: vec![crate::controller::features::checks::Summary {
                 check: "nccl".into(),
                 passed: 2,
                 failed: 1,

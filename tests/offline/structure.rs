@@ -221,6 +221,13 @@ fn sibling_imports(
         for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
             let text = std::fs::read_to_string(f).unwrap();
             let code = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+            // A comment's link (`[`super::x`]`) imports nothing.
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let code = code.as_str();
             let depth = f.strip_prefix(dir).unwrap().components().count()
                 - usize::from(f.ends_with("mod.rs"));
             let up = "super::".repeat(depth);
@@ -299,6 +306,63 @@ fn no_circle_of_imports_inside_the_controller_its_features_the_daemon_or_the_cli
     }
 }
 
+/// Every folder under src/ (its path from src/), deepest last.
+fn folders(dir: &Path, rel: &str, out: &mut Vec<String>) {
+    let mut subs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subs.sort();
+    for d in subs {
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let rel = match rel {
+            "" => name,
+            _ => format!("{rel}/{name}"),
+        };
+        if std::fs::read_dir(&d)
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "rs"))
+        {
+            out.push(rel.clone());
+        }
+        folders(&d, &rel, out);
+    }
+}
+
+/// Issue 80's measure of the whole source: no file of src/ over 600 lines (tests' files too), and
+/// in no folder do its modules import one another in a circle (each folder's graph as
+/// `sibling_imports` reads it: `super::` paths, groups, and `crate::` paths to a sibling).
+#[test]
+fn every_file_of_src_holds_at_most_600_lines_and_no_folder_has_a_circle_of_imports() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    assert!(files.len() > 200, "{}", files.len());
+    let mut found = Vec::new();
+    for f in &files {
+        let n = std::fs::read_to_string(f).unwrap().lines().count();
+        if n > MAX_FILE_LINES {
+            let shown = f.strip_prefix(&src).unwrap().display();
+            found.push(format!("src/{shown}: {n} lines (at most {MAX_FILE_LINES})"));
+        }
+    }
+    let mut dirs = Vec::new();
+    folders(&src, "", &mut dirs);
+    assert!(dirs.len() > 20, "{dirs:?}");
+    for dir in &dirs {
+        if let Some(c) = circle(&sibling_imports(&src.join(dir), &dir.replace('/', "::"))) {
+            found.push(format!("src/{dir}: a circle of imports: {}", c.join(" → ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "one concept a file, at most {MAX_FILE_LINES} lines, and imports that run one way:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_circle_scan_finds_a_circle_through_groups_and_paths() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,7 +376,7 @@ fn the_circle_scan_finds_a_circle_through_groups_and_paths() {
         "use super::super::a;\n#[cfg(test)]\nuse super::super::d;\n",
     )
     .unwrap();
-    std::fs::write(m.join("d.rs"), "use super::dd;\n").unwrap();
+    std::fs::write(m.join("d.rs"), "//! Beside [`super::a`].\nuse super::dd;\n").unwrap();
     std::fs::write(m.join("dd.rs"), "").unwrap();
     let graph = sibling_imports(&m, "m");
     // `super::dd` names dd, not d; what a test imports counts for nothing.

@@ -213,8 +213,12 @@ fn a_pass_reads_each_job_a_bounded_number_of_times_at_ten_thousand_workers() {
         if s % 2 == 0 {
             jobs.push(Job {
                 id: jobs.len() as u64 + 1,
-                name: crate::controller::canary::job_name(&name, "new", &format!("{name}-0"))
-                    .into(),
+                name: crate::controller::features::canary::job_name(
+                    &name,
+                    "new",
+                    &format!("{name}-0"),
+                )
+                .into(),
                 state: "RUNNING".into(),
                 nodes: vec![format!("{name}-0").into()],
                 ..Job::default()

@@ -174,7 +174,7 @@ pub(super) async fn reconcile(
             if let Some(roll) = out
                 .controllers
                 .as_ref()
-                .and_then(controller::ctld_roll::words)
+                .and_then(controller::features::controllers_roll::words)
             {
                 state.status.controllers = format!("{}; {roll}", state.status.controllers);
             }

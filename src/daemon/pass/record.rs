@@ -67,25 +67,24 @@ pub(super) fn record(
     state.status.node_sets = crate::status::bound::progress(&out.progress);
     state.status.checks = crate::status::show::checks(&out.progress);
     // A failed canary marks the commit: it applied, and its rollout is halted.
-    let halted: Vec<String> = out
-        .progress
-        .iter()
-        .filter_map(|p| {
-            let c = p
-                .canary
-                .as_ref()
-                .filter(|c| c.stage == crate::controller::canary::CanaryStage::Failed)?;
-            Some(format!(
-                "NodeSet {}: canary failed{}: {}",
-                p.node_set,
-                c.jobs
-                    .first()
-                    .map(|j| format!(" (job {j})"))
-                    .unwrap_or_default(),
-                c.error.as_deref().unwrap_or("no error reported")
-            ))
-        })
-        .collect();
+    let halted: Vec<String> =
+        out.progress
+            .iter()
+            .filter_map(|p| {
+                let c = p.canary.as_ref().filter(|c| {
+                    c.stage == crate::controller::features::canary::CanaryStage::Failed
+                })?;
+                Some(format!(
+                    "NodeSet {}: canary failed{}: {}",
+                    p.node_set,
+                    c.jobs
+                        .first()
+                        .map(|j| format!(" (job {j})"))
+                        .unwrap_or_default(),
+                    c.error.as_deref().unwrap_or("no error reported")
+                ))
+            })
+            .collect();
     if halted.is_empty() && verdict(state) == Verdict::CanaryFailed {
         let last_applied = state.status.last_applied_commit.clone();
         happen(

@@ -13,7 +13,8 @@
 //! by `act.rs`.
 
 use super::probe::{self, Judge, Outcome, Probe, ended};
-use crate::cluster::canary::{ScriptRef, ScriptSource, ValidateNodes, Validation};
+use crate::cluster::canary::{ScriptRef, ScriptSource, ValidateNodes};
+use crate::cluster::canary_validation::Validation;
 use crate::controller::decide::{
     Action, DrainReason, SetView, SlurmView, Worker, controller_drain,
 };

@@ -526,7 +526,7 @@ fn a_canary_validated_by_an_active_check_runs_its_script_and_fails_on_its_figure
 /// catalogue's script in that wrapper.
 #[test]
 fn a_canary_and_an_active_check_submit_the_same_probe_for_the_same_script() {
-    let spec = crate::controller::checks::tests::spec(
+    let spec = crate::controller::features::checks::tests::spec(
         "{name: nccl, builtin: nccl, minValue: 350, unit: GB/s, onFailure: report, nodeSets: [gpu]}",
     );
     let mut cx = validation(1, ValidateNodes::PerNode);
@@ -539,7 +539,7 @@ fn a_canary_and_an_active_check_submit_the_same_probe_for_the_same_script() {
     let Action::Submit { job, from: None } = submit(&cx, &name, &["gpu-0".into()]) else {
         panic!("a submission")
     };
-    let checks = crate::controller::checks::jobs(&spec);
+    let checks = crate::controller::features::checks::jobs(&spec);
     let [(check, set, check_job)] = &checks[..] else {
         panic!("{checks:?}")
     };
