@@ -130,6 +130,22 @@ PY
   promtool check rules "$rules/groups.yaml"
   rm -rf "$rules"
   echo
+  echo "== a manifest scanner over what slurmops renders: Checkov 3.3.30, every finding listed with why in tests/checkov-skips.yaml"
+  # Its own venv: Checkov pins dependencies of its own.
+  [ -x .venv-checkov/bin/checkov ] || { python3 -m venv .venv-checkov && .venv-checkov/bin/pip install -q checkov==3.3.30; }
+  scan=$(mktemp -d)
+  "$bin" install --print --prometheus-rule --grafana-dashboard --repo https://git.example/infra.git --namespace slurmops \
+    --cluster-namespace slurm --git-secret git --webhook-secret webhook > "$scan/install.yaml" 2>/dev/null
+  inputs=("$scan/install.yaml")
+  for ex in examples/*/; do
+    ex=$(basename "$ex")
+    [ -f "examples/$ex/cluster.yaml" ] || continue
+    "$bin" render "examples/$ex" --output-dir "$scan/$ex" >/dev/null 2>&1
+    inputs+=("$scan/$ex")
+  done
+  .venv-checkov/bin/python3 tests/checkov.py .venv-checkov/bin/checkov tests/checkov-skips.yaml "${inputs[@]}"
+  rm -rf "$scan"
+  echo
   echo "== the docs as a book (mdbook build docs), every link of it leading somewhere"
   book=$(mktemp -d)
   mdbook build docs --dest-dir "$book"
