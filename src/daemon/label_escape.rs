@@ -3,7 +3,7 @@
 
 /// A label value escaped as the exposition formats require: prometheus-client writes label
 /// values as given (prometheus/client_rust#151), and a stray quote would make a whole scrape fail.
-pub fn escape(v: &str) -> String {
+pub(super) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -391,9 +391,13 @@ impl Metrics {
     /// Sets the Slurm families from a pass: VIEW, what it read of Slurm (None: no node); SLURM:
     /// the daemon talks to Slurm (not `--no-slurm`).
     pub fn slurm(&self, view: Option<&crate::controller::decide::SlurmView>, slurm: bool) {
-        let counts = view.map(super::slurm_metrics::of_view);
-        let unknown = slurm.then(|| view.is_some_and(|v| v.jobs_error.is_some()));
-        self.slurm.set(counts, unknown);
+        self.slurm_counted(super::slurm_metrics::observed(view, slurm));
+    }
+
+    /// As [`Metrics::slurm`], with the figures counted already (`slurm_metrics::observed`):
+    /// the daemon counts them before it takes the metrics' lock, which a scrape waits for.
+    pub fn slurm_counted(&self, figures: super::slurm_metrics::Observed) {
+        self.slurm.set(figures.counts, figures.queue_unknown);
     }
 
     /// Whether a slurmctld has control (None: not known).

@@ -14,7 +14,7 @@ pub mod allocator;
 mod early;
 pub mod http;
 pub mod install;
-pub mod label_escape;
+mod label_escape;
 pub mod lease;
 pub mod metrics;
 pub mod monitoring;

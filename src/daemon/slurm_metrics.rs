@@ -105,7 +105,7 @@ pub struct Counts {
     /// By the same partitions; None: the pass did not read every job.
     pub jobs: Option<BTreeMap<String, PartitionJobs>>,
     /// Drained and draining nodes by who drained them ([`DRAINED_BY`]).
-    pub drained: [u64; 13],
+    pub drained: [u64; crate::vocab::DRAINED_BY.len()],
 }
 
 /// The counts of NODES and, when the whole queue was read, of JOBS. A job counts in each
@@ -161,6 +161,21 @@ pub fn counts<'a>(nodes: impl IntoIterator<Item = &'a Node>, jobs: Option<&[Arc<
     c
 }
 
+/// What a pass observed of Slurm, counted: the node, partition and job figures (None: no
+/// nodes read) and whether the queue was needed and unknown (None: Slurm not connected).
+pub struct Observed {
+    pub counts: Option<Counts>,
+    pub queue_unknown: Option<bool>,
+}
+
+/// Counts VIEW, the pass's observation of Slurm (SLURM: it is connected).
+pub fn observed(view: Option<&SlurmView>, slurm: bool) -> Observed {
+    Observed {
+        counts: view.map(of_view),
+        queue_unknown: slurm.then(|| view.is_some_and(|v| v.jobs_error.is_some())),
+    }
+}
+
 /// The counts of what a pass read: the jobs only when it read every one.
 pub fn of_view(v: &SlurmView) -> Counts {
     let complete = v.jobs_read && v.jobs_error.is_none();
@@ -191,8 +206,9 @@ pub fn in_control(
 
 /// slurmrestd answered that it could not reach slurmctld (a communication error number).
 fn ctld_silent(e: &SlurmError) -> bool {
-    crate::slurm::client::errno::COMMUNICATIONS
-        .clone()
+    use crate::slurm::client::errno::{COMMUNICATIONS, SLURMCTLD_COMMUNICATIONS};
+    COMMUNICATIONS
+        .chain(SLURMCTLD_COMMUNICATIONS)
         .any(|n| e.has_errno(n))
 }
 

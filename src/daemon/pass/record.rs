@@ -120,10 +120,12 @@ pub(super) fn record(
             (None, None) => String::new(),
         };
     }
+    // Counted before the lock: a scrape waits for it.
+    let figures = crate::daemon::slurm_metrics::observed(out.slurm.as_ref(), connected);
     let metrics = shared.metrics.lock().expect("metrics");
     metrics.progress(&out.progress);
     metrics.checks(&out.sets);
-    metrics.slurm(out.slurm.as_ref(), connected);
+    metrics.slurm_counted(figures);
 }
 
 /// The next pass comes at most SECS seconds from now.

@@ -222,12 +222,16 @@ fn slurmctld_is_in_control_by_the_pings_else_by_what_the_pass_read() {
         responding,
         mode: String::new(),
     };
+    // What slurmrestd 24.11 answers with slurmctld down (seen on the bed): Slurm's client
+    // library turns a communication error with slurmctld into SLURMCTLD_COMMUNICATIONS_*.
     let silent = || SlurmError::Api {
         method: "GET".into(),
         path: "nodes/".into(),
         status: 500,
         errors: vec![ApiMessage {
-            error_number: Some(1001),
+            error_number: Some(1800),
+            error: Some("Unable to contact slurm controller (connect failure)".into()),
+            description: Some("Failure to query nodes".into()),
             ..ApiMessage::default()
         }],
     };

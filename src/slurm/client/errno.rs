@@ -2,6 +2,11 @@
 
 /// Communication with slurmctld failed (connect/send/receive/shutdown): transient.
 pub const COMMUNICATIONS: std::ops::RangeInclusive<i64> = 1001..=1004;
+/// The same failures as Slurm's client library reports them for slurmctld
+/// (SLURMCTLD_COMMUNICATIONS_*: connection, send, receive, shutdown, backoff, hard drop).
+/// slurmrestd 24.11 answers 1800 ("Unable to contact slurm controller (connect failure)")
+/// with slurmctld down.
+pub const SLURMCTLD_COMMUNICATIONS: std::ops::RangeInclusive<i64> = 1800..=1805;
 /// Protocol authentication error: bad or expired token.
 pub const AUTH: i64 = 1007;
 /// Invalid node state transition (e.g. RESUME of an IDLE node): 24.11 answers this number
