@@ -189,3 +189,26 @@ fn every_metric_the_dashboard_queries_is_one_the_daemon_serves() {
         "dashboards/slurmops.json queries metrics docs/reference/metrics.md does not list (the daemon does not serve them): {missing:?}"
     );
 }
+
+/// Every panel reads the replica that leads: a standby's gauges hold what it saw when it last
+/// led, and summed with the leader's they would count workers, drifts and checks twice.
+#[test]
+fn every_query_of_the_dashboard_reads_the_leader_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("dashboards/slurmops.json")).unwrap();
+    let mut all = Vec::new();
+    exprs(
+        &serde_json::from_str(&text).expect("the dashboard is JSON"),
+        &mut all,
+    );
+    let leader_only = BTreeSet::from(["slurmops_leader".to_string()]);
+    let unfiltered: Vec<&String> = all
+        .iter()
+        .filter(|e| metric_names(e) != leader_only && !e.contains("slurmops_leader == 1"))
+        .collect();
+    assert!(all.len() >= 20, "{all:?}");
+    assert!(
+        unfiltered.is_empty(),
+        "queries that read every replica, a standby's stale gauges too (add `and on (instance) slurmops_leader == 1`): {unfiltered:?}"
+    );
+}
