@@ -9,7 +9,7 @@ finding's object back from its file to name the slurmops component it belongs to
 `app.kubernetes.io/component` label: worker, login, controller, accounting, restapi, database;
 the install's objects are `slurmops`). A finding passes only when SKIPS (YAML: a list of
 `{check, components, why}`) lists its check for its component. Fails on any other finding, and
-on an entry of SKIPS that no finding needed (a fixed finding leaves the list). Prints the figures
+on a component of an entry of SKIPS that no finding needed (a fixed finding leaves the list). Prints the figures
 per input: passed, failed, kept by the list.
 """
 
@@ -51,11 +51,11 @@ def component(resource, objs):
 def main():
     checkov, skips_file, inputs = sys.argv[1], Path(sys.argv[2]), [Path(a) for a in sys.argv[3:]]
     skips = yaml.safe_load(skips_file.read_text())
-    allowed = {}
+    allowed = set()
     for i, s in enumerate(skips):
         assert s.get("why"), f"{skips_file}: entry {i} ({s.get('check')}) says no why"
         for c in s["components"]:
-            allowed[(s["check"], c)] = i
+            allowed.add((s["check"], c))
     used = set()
     new = []
     for path in inputs:
@@ -80,12 +80,12 @@ def main():
                 comp = component(f["resource"], objs)
                 key = (f["check_id"], comp)
                 if key in allowed:
-                    used.add(allowed[key])
+                    used.add(key)
                     kept += 1
                 else:
                     new.append(f"{path}: {f['check_id']} ({f['check_name']}) on {f['resource']} [component {comp}]")
         print(f"{path}: {passed} passed, {failed} failed, {kept} of them kept by {skips_file}")
-    stale = [f"{s['check']} on {', '.join(s['components'])}" for i, s in enumerate(skips) if i not in used]
+    stale = [f"{check} on {comp}" for check, comp in sorted(allowed - used)]
     if new:
         print("new findings (fix them, or list them in " + str(skips_file) + " with why):\n  " + "\n  ".join(new))
     if stale:
