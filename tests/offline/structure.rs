@@ -90,6 +90,29 @@ fn the_length_scan_counts_a_body_to_its_closing_brace_and_skips_tests() {
     );
 }
 
+/// TEXT's code without its tests: up to the `#[cfg(test)]` that opens its `mod tests`, and
+/// without a `#[cfg(test)] use` (a `#[cfg(test)]` helper function does not end the code).
+fn code_of(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() == "#[cfg(test)]" {
+            let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+            if next.starts_with("mod ") || next.starts_with("pub mod ") {
+                break;
+            }
+            if next.starts_with("use ") {
+                i += 2;
+                continue;
+            }
+        }
+        out.push(lines[i]);
+        i += 1;
+    }
+    out.join("\n")
+}
+
 /// The top-level modules, lowest first: each imports only from those before it (the pipeline
 /// `cluster` → `render` → `plan` → `apply` → `controller` → `status`, with its edges below).
 const LAYERS: [&str; 21] = [
@@ -118,8 +141,8 @@ const LAYERS: [&str; 21] = [
 
 /// The top-level modules TEXT's code (its tests aside) names as `crate::NAME`.
 fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
-    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-    let code = &text[..end];
+    let code = code_of(text);
+    let code = code.as_str();
     let mut out = std::collections::BTreeSet::new();
     let mut rest = code;
     while let Some(i) = rest.find("crate::") {
@@ -220,7 +243,7 @@ fn sibling_imports(
         let mut named = std::collections::BTreeSet::new();
         for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
             let text = std::fs::read_to_string(f).unwrap();
-            let code = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+            let code = code_of(&text);
             // A comment's link (`[`super::x`]`) imports nothing.
             let code: String = code
                 .lines()
@@ -243,8 +266,10 @@ fn sibling_imports(
                 });
                 let direct = paths.iter().any(|p| {
                     code.match_indices(p.as_str()).any(|(i, _)| {
-                        !code[i + p.len()..]
-                            .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                        // `super::x` inside `super::super::x` names another x.
+                        !code[..i].ends_with("::")
+                            && !code[i + p.len()..]
+                                .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
                     })
                 });
                 if grouped || direct {
@@ -377,11 +402,18 @@ fn the_circle_scan_finds_a_circle_through_groups_and_paths() {
     )
     .unwrap();
     std::fs::write(m.join("d.rs"), "//! Beside [`super::a`].\nuse super::dd;\n").unwrap();
-    std::fs::write(m.join("dd.rs"), "").unwrap();
+    // A test helper first, the code after it; `super::super::b` is not a sibling's path.
+    std::fs::write(
+        m.join("dd.rs"),
+        "#[cfg(test)]\nfn helper() {}\nuse super::e;\nfn g() { super::super::b::f(); }\n#[cfg(test)]\nmod tests { use super::super::a; }\n",
+    )
+    .unwrap();
+    std::fs::write(m.join("e.rs"), "").unwrap();
     let graph = sibling_imports(&m, "m");
     // `super::dd` names dd, not d; what a test imports counts for nothing.
     assert_eq!(graph["d"], ["dd".to_string()].into(), "{graph:?}");
     assert_eq!(graph["c"], ["a".to_string()].into(), "{graph:?}");
+    assert_eq!(graph["dd"], ["e".to_string()].into(), "{graph:?}");
     assert_eq!(circle(&graph).unwrap(), ["a", "b", "c", "a"]);
 }
 
