@@ -3,7 +3,6 @@
 //! bed's shared apiserver cannot take: etcd and the apiserver crashed and started again.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -14,15 +13,12 @@ pub struct ControlPlane {
 }
 
 /// A port P with P+1 and P+2 free too (kube.sh puts the controller-manager and etcd's peer and
-/// metrics ports there).
+/// metrics ports there), claimed as the slurmds' ports are: below the kernel's ephemeral range,
+/// where no outgoing connection can take one between this check and its start (one took the
+/// controller-manager's so, on a loaded machine, when these came from `bind :0`), and locked
+/// against the other test processes.
 fn three_ports() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = l.local_addr().unwrap().port();
-        if p < 65000 && (1..3).all(|i| TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
-            return p;
-        }
-    }
+    super::slurm::claim_ports(3)
 }
 
 fn kube_sh(dir: &std::path::Path, api: u16, etcd: u16, args: &[&str]) -> Result<String, String> {
@@ -47,9 +43,22 @@ fn kube_sh(dir: &std::path::Path, api: u16, etcd: u16, args: &[&str]) -> Result<
 
 impl ControlPlane {
     pub fn start() -> ControlPlane {
-        let dir = tempfile::tempdir().unwrap();
-        let (api, etcd) = (three_ports(), three_ports());
-        let out = kube_sh(dir.path(), api, etcd, &["up"]).unwrap_or_else(|e| panic!("{e}"));
+        // A port taken between the check and the start (by another test's listener): stop what
+        // started, and again on other ports.
+        let mut tries = 0;
+        let (dir, api, etcd, out) = loop {
+            let dir = tempfile::tempdir().unwrap();
+            let (api, etcd) = (three_ports(), three_ports());
+            match kube_sh(dir.path(), api, etcd, &["up"]) {
+                Ok(out) => break (dir, api, etcd, out),
+                Err(e) if e.contains("address already in use") && tries < 3 => {
+                    eprintln!("control plane: a port was taken, again on others: {e}");
+                    let _ = kube_sh(dir.path(), api, etcd, &["down"]);
+                    tries += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         let mut env: BTreeMap<String, String> = out
             .lines()
             .filter_map(|l| l.split_once('='))

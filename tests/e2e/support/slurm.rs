@@ -275,6 +275,12 @@ pub struct Slurmd {
 /// port whose earlier claimer is gone but whose slurmd still listens fails the bind check. A new
 /// node's; a replacement's is `slurmd_port_again`.
 pub fn slurmd_port() -> u16 {
+    claim_ports(1)
+}
+
+/// N consecutive ports P..P+N claimed as [`slurmd_port`] claims one (a test's own control
+/// plane takes three: tests/e2e/support/control_plane.rs); returns P.
+pub fn claim_ports(n: u16) -> u16 {
     const FIRST: u16 = 20000;
     const COUNT: u16 = 12000;
     static CLAIMS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
@@ -283,30 +289,33 @@ pub fn slurmd_port() -> u16 {
     // Processes started one after the other begin far apart.
     let start = (u64::from(std::process::id()) * 7919 % u64::from(COUNT)) as u16;
     let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
-    for i in 0..COUNT {
-        let port = FIRST + (start + i) % COUNT;
-        let Ok(file) = std::fs::OpenOptions::new()
+    let claim = |port: u16| -> Option<std::fs::File> {
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(dir.join(port.to_string()))
-        else {
-            continue;
-        };
+            .ok()?;
         // Locked by another process, or by this one through an earlier claim (a new open file
         // description does not share the lock): either way, not free.
-        if file.try_lock().is_ok()
-            // slurmd binds every address: a listener on any of them makes the port taken.
-            && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
-        {
-            claims.push(file);
+        file.try_lock().ok()?;
+        // slurmd binds every address: a listener on any of them makes the port taken.
+        std::net::TcpListener::bind(("0.0.0.0", port)).ok()?;
+        Some(file)
+    };
+    for i in 0..COUNT {
+        let port = FIRST + (start + i) % COUNT;
+        if port + n > FIRST + COUNT {
+            continue;
+        }
+        // Claimed together or not at all (a file dropped unlocks its port).
+        let files: Vec<std::fs::File> = (0..n).map_while(|k| claim(port + k)).collect();
+        if files.len() == usize::from(n) {
+            claims.extend(files);
             return port;
         }
     }
-    panic!(
-        "no free slurmd port in 127.0.0.1:{FIRST}..{}",
-        FIRST + COUNT
-    );
+    panic!("no {n} free ports in 127.0.0.1:{FIRST}..{}", FIRST + COUNT);
 }
 
 /// The port a node's replacement slurmd serves: PREVIOUS, its earlier slurmd's, once free.
