@@ -23,6 +23,18 @@ fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// Every `expr` of dashboards/slurmops.json.
+fn dashboard_exprs() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("dashboards/slurmops.json")).unwrap();
+    let mut all = Vec::new();
+    exprs(
+        &serde_json::from_str(&text).expect("the dashboard is JSON"),
+        &mut all,
+    );
+    all
+}
+
 /// PromQL words that are never metric names: aggregations, operators and modifiers.
 const KEYWORDS: &[&str] = &[
     "sum",
@@ -171,13 +183,7 @@ fn the_query_scan_finds_metric_names_and_skips_functions_labels_ranges_and_strin
 
 #[test]
 fn every_metric_the_dashboard_queries_is_one_the_daemon_serves() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("dashboards/slurmops.json")).unwrap();
-    let mut all = Vec::new();
-    exprs(
-        &serde_json::from_str(&text).expect("the dashboard is JSON"),
-        &mut all,
-    );
+    let all = dashboard_exprs();
     let wanted: BTreeSet<String> = all.iter().flat_map(|e| metric_names(e)).collect();
     // The Slurm rows and the daemon's own: nodes, partitions, jobs, drains, rollouts, checks.
     assert!(wanted.len() >= 30, "{wanted:?}");
@@ -194,13 +200,7 @@ fn every_metric_the_dashboard_queries_is_one_the_daemon_serves() {
 /// led, and summed with the leader's they would count workers, drifts and checks twice.
 #[test]
 fn every_query_of_the_dashboard_reads_the_leader_only() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("dashboards/slurmops.json")).unwrap();
-    let mut all = Vec::new();
-    exprs(
-        &serde_json::from_str(&text).expect("the dashboard is JSON"),
-        &mut all,
-    );
+    let all = dashboard_exprs();
     let leader_only = BTreeSet::from(["slurmops_leader".to_string()]);
     let unfiltered: Vec<&String> = all
         .iter()
