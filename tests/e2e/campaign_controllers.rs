@@ -439,6 +439,8 @@ async fn run(seed: u64, n: usize) -> Outcome {
         .trim()
         .to_string()
     };
+    // No job can end before 40 s after this (its sleep starts after its submission).
+    let submitted = Instant::now();
     let jobs = [sbatch("cpu-0"), sbatch("cpu-2")];
     for j in &jobs {
         eventually(
@@ -453,10 +455,13 @@ async fn run(seed: u64, n: usize) -> Outcome {
     // the backup found no job state). The faults begin once the jobs are saved.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let seen: Arc<Mutex<BTreeMap<String, (String, u64)>>> = Arc::default();
+    // When the sampler first saw each job no longer running.
+    let ended: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {
-        let (seen, sampling, jobs, instance) = (
+        let (seen, ended, sampling, jobs, instance) = (
             seen.clone(),
+            ended.clone(),
             sampling.clone(),
             jobs.clone(),
             instance.clone(),
@@ -473,6 +478,13 @@ async fn run(seed: u64, n: usize) -> Outcome {
                             continue;
                         }
                         e.1 = e.1.max(restarts);
+                        if !matches!(state.as_str(), "RUNNING" | "PENDING") {
+                            ended
+                                .lock()
+                                .unwrap()
+                                .entry(j.clone())
+                                .or_insert_with(Instant::now);
+                        }
                         e.0 = state;
                     }
                 }
@@ -522,6 +534,23 @@ async fn run(seed: u64, n: usize) -> Outcome {
                 if let Some(at) = went_on {
                     let saved = at + Duration::from_secs(6);
                     tokio::time::sleep(saved.saturating_duration_since(Instant::now())).await;
+                }
+                // A job's end is a change too: seen in CI, a job that ended 1 s before its
+                // controller stopped stayed RUNNING in the backup's state. So no controller dies
+                // from 2 s before a job can end until 6 s after its end was seen (bounded: a
+                // job already lost is the failure the assertions below report).
+                let quiet_by = Instant::now() + Duration::from_secs(90);
+                while Instant::now() < quiet_by {
+                    let now = Instant::now();
+                    let ended = ended.lock().unwrap().clone();
+                    let saving = jobs.iter().any(|j| match ended.get(j) {
+                        Some(at) => now < *at + Duration::from_secs(6),
+                        None => now + Duration::from_secs(2) >= submitted + Duration::from_secs(40),
+                    });
+                    if !saving {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 sh(&["pause-ctld", &instance, &primary]);
                 tokio::time::sleep(Duration::from_secs(3)).await;
