@@ -79,6 +79,7 @@ fn copier(
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         args: Some(vec![script]),
         env: Some(vars),
+        resources: Some(super::resources::over(super::resources::COPY, None)),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(vec![pod::mount(VOLUME, MOUNT, false)]),
         ..Container::default()

@@ -102,6 +102,7 @@ pub fn cron_job(c: &ClusterFile, names: &Names) -> Option<CronJob> {
             // The password reaches the clients in MYSQL_PWD, never on a command line.
             pod::secret_env("MYSQL_PWD", &db.password),
         ]),
+        resources: Some(super::resources::over(super::resources::COPY, None)),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(vec![pod::mount(VOLUME, MOUNT, false)]),
         // Pod Security "restricted", as the control plane's containers.

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodSecurityContext, Probe, SecretKeySelector, Service,
-    Volume, VolumeProjection, VolumeResourceRequirements,
+    Affinity, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, ExecAction,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+    PodSecurityContext, Probe, Service, Volume, VolumeProjection, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -98,6 +97,8 @@ fn reconfigure_sidecar(s: &crate::cluster::types::ClusterSpec) -> Container {
             ..EnvVar::default()
         }]),
         volume_mounts: Some(mounts),
+        readiness_probe: Some(reconfigure::sidecar_probe(10)),
+        liveness_probe: Some(reconfigure::sidecar_probe(60)),
         ..Container::default()
     }
 }
@@ -404,24 +405,41 @@ pub fn accounting(
         image_pull_policy: Some(s.images.pull_policy.as_str().into()),
         command: Some(vec!["/bin/sh".into(), "-ec".into()]),
         args: Some(vec![
-            "umask 077; cp /run/slurm-keys/* /etc/slurm/; { cat /run/slurmdbd-template/slurmdbd.conf; printf 'StoragePass=%s\\n' \"$STORAGE_PASS\"; } > /etc/slurm/slurmdbd.conf".into(),
+            "umask 077; cp /run/slurm-keys/* /etc/slurm/; { cat /run/slurmdbd-template/slurmdbd.conf; printf 'StoragePass=%s\\n' \"$(cat /run/storage-pass/password)\"; } > /etc/slurm/slurmdbd.conf".into(),
         ]),
-        env: Some(vec![EnvVar {
-            name: "STORAGE_PASS".into(),
-            value_from: Some(EnvVarSource { secret_key_ref: Some(SecretKeySelector { name: db.password.name.clone(), key: db.password.key.clone(), optional: Some(false) }), ..EnvVarSource::default() }),
-            ..EnvVar::default()
-        }]),
-        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, false), pod::mount("slurm-keys", "/run/slurm-keys", true), pod::mount("slurmdbd-template", "/run/slurmdbd-template", true)]),
+        // The database password as a file (never in the environment, where `ps e`, a crash
+        // dump or a child process would see it), read into slurmdbd.conf, 0600 in memory.
+        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, false), pod::mount("slurm-keys", "/run/slurm-keys", true), pod::mount("slurmdbd-template", "/run/slurmdbd-template", true), pod::mount("storage-pass", "/run/storage-pass", true)]),
+        security_context: Some(k8s_openapi::api::core::v1::SecurityContext {
+            read_only_root_filesystem: Some(true),
+            ..Default::default()
+        }),
         ..Container::default()
     };
     let main = Container {
-        volume_mounts: Some(vec![pod::mount("etc-slurm", ETC_SLURM, true)]),
+        // Its pid file's directory (slurmdbd.conf's PidFile): the root filesystem is read-only.
+        volume_mounts: Some(vec![
+            pod::mount("etc-slurm", ETC_SLURM, true),
+            pod::mount("run-slurmdbd", "/run/slurmdbd", false),
+        ]),
         ..pod::daemon(s, "slurmdbd", image, vec!["-D".into()], SLURMDBD_PORT, 5)
     };
     let host = db.host.clone().unwrap_or_else(|| names.database_host());
     let mut init = vec![init];
     init.extend(super::backup::database_copy(s, names, db, &host));
-    let mut volumes = vec![etc, keys, template_vol];
+    let pass = pod::projected(
+        "storage-pass",
+        vec![pod::secret_file(&db.password, "password", 0o400)],
+    );
+    let run = Volume {
+        name: "run-slurmdbd".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: None,
+        }),
+        ..Volume::default()
+    };
+    let mut volumes = vec![etc, keys, template_vol, pass, run];
     volumes.extend(super::backup::volume(s));
     let template = PodParts {
         names,

@@ -88,7 +88,7 @@ pub fn database(
         main: container(db, ic),
         init: Vec::new(),
         sidecars: Vec::new(),
-        volumes: volumes(&name),
+        volumes: volumes(&name, db),
         annotations: pod::checksums([(&CNF.to_string(), &conf)]),
         pod: k8s_openapi::api::core::v1::PodSpec {
             security_context: Some(non_root(MARIADB_UID)),
@@ -135,7 +135,9 @@ fn container(db: &Database, ic: &InClusterDatabase) -> Container {
         value: Some(v.into()),
         ..EnvVar::default()
     };
-    let password = pod::secret_env("MARIADB_PASSWORD", &db.password);
+    // The password as a file the entrypoint reads (the official image's `_FILE` contract):
+    // never in the environment, where `ps e` or a child process would see it.
+    let password = plain("MARIADB_PASSWORD_FILE", &format!("{PASSWORD_DIR}/password"));
     Container {
         name: "mariadb".into(),
         image: Some(ic.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into())),
@@ -154,12 +156,16 @@ fn container(db: &Database, ic: &InClusterDatabase) -> Container {
             pod::mount("config", "/etc/mysql/conf.d", true),
             pod::mount("run", "/run/mysqld", false),
             pod::mount("tmp", "/tmp", false),
+            pod::mount("password", PASSWORD_DIR, true),
         ]),
         ..Container::default()
     }
 }
 
-fn volumes(name: &str) -> Vec<Volume> {
+/// Where the database password's Secret is mounted.
+const PASSWORD_DIR: &str = "/run/secrets/mariadb";
+
+fn volumes(name: &str, db: &Database) -> Vec<Volume> {
     let empty = |n: &str| Volume {
         name: n.into(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -169,6 +175,10 @@ fn volumes(name: &str) -> Vec<Volume> {
         pod::projected("config", vec![pod::config_files(name, [(CNF, 0o444)])]),
         empty("run"),
         empty("tmp"),
+        pod::projected(
+            "password",
+            vec![pod::secret_file(&db.password, "password", 0o440)],
+        ),
     ]
 }
 

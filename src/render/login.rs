@@ -60,6 +60,7 @@ pub fn login(c: &ClusterFile, names: &Names, l: &LoginSet) -> (Service, Deployme
         }]),
         ports: Some(vec![pod::port("ssh", 22)]),
         readiness_probe: Some(pod::tcp_probe(22, 5)),
+        liveness_probe: Some(pod::tcp_probe(22, 60)),
         volume_mounts: Some(mounts),
         security_context: l.container_security_context.clone(),
         ..Container::default()

@@ -16,6 +16,7 @@ mod network;
 pub mod objects;
 pub mod pod;
 pub mod reconfigure;
+pub mod resources;
 pub mod restapi;
 pub mod slurm;
 pub mod workers;

@@ -267,14 +267,46 @@ impl PodParts<'_> {
         let mut labels = self.names.labels(Some(self.component), self.node_set);
         let mut annotations = self.annotations;
         let mut main = self.main;
-        if main.resources.is_none() {
-            main.resources = s.resources.clone();
-        }
+        let asked = main.resources.take().or_else(|| s.resources.clone());
+        main.resources = Some(super::resources::over(
+            super::resources::of(self.component),
+            asked,
+        ));
         let mut init = self.init;
         let mut extra = self.sidecars;
+        // The control plane's programs and slurmops' sidecars write only to their volumes
+        // (state, sockets, pid files): their root filesystems are read-only.
+        if matches!(
+            self.component,
+            Component::Controller
+                | Component::Accounting
+                | Component::RestApi
+                | Component::Database
+        ) {
+            for c in std::iter::once(&mut main).chain(extra.iter_mut()) {
+                let sc = c.security_context.get_or_insert_with(Default::default);
+                sc.read_only_root_filesystem.get_or_insert(true);
+            }
+        }
+        // Every other container asks a little too: no pod of the cluster is BestEffort. Ours
+        // are bounded (a memory limit); a user's extra container gets no limit it did not set.
+        for c in init.iter_mut().chain(extra.iter_mut()) {
+            c.resources = Some(super::resources::over(
+                super::resources::HELPER,
+                c.resources.take(),
+            ));
+        }
         if let Some(o) = &s.pod_template {
-            init.extend(o.init_containers.iter().cloned());
-            extra.extend(o.extra_containers.iter().cloned());
+            let users = super::resources::Ask {
+                memory_limit: None,
+                ..super::resources::HELPER
+            };
+            let theirs = |c: &Container| Container {
+                resources: Some(super::resources::over(users, c.resources.clone())),
+                ..c.clone()
+            };
+            init.extend(o.init_containers.iter().map(theirs));
+            extra.extend(o.extra_containers.iter().map(theirs));
         }
         // Control-plane pods pass Pod Security "restricted", sidecars included.
         if matches!(

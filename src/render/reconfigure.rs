@@ -66,10 +66,12 @@ pub fn restart_changes(old: &str, new: &str) -> Vec<String> {
 /// retried every 5 s until slurmctld accepts. It runs beside slurmctld, as SlurmUser. The shell
 /// is its container's PID 1, which the kernel spares every signal it has no handler for: without
 /// the trap the kubelet's SIGTERM is lost and the pod's deletion waits out its grace period (30 s,
-/// then SIGKILL; seen on the real kubelet).
+/// then SIGKILL; seen on the real kubelet). Each round touches [`HEARTBEAT`], which its probes
+/// read: a loop stuck (a `scontrol` that never returns) restarts the container.
 pub const SIDECAR_SCRIPT: &str = r#"trap 'exit 0' TERM INT
 seen=$(readlink /etc/slurm/..data)
 while sleep 5; do
+  : > /run/slurmctld/reconfigure.alive
   now=$(readlink /etc/slurm/..data)
   [ "$now" = "$seen" ] && continue
   if scontrol reconfigure; then
@@ -77,6 +79,28 @@ while sleep 5; do
     seen=$now
   fi
 done"#;
+
+/// The file each round of the sidecar's loop touches, in the pod's shared /run/slurmctld.
+pub const HEARTBEAT: &str = "/run/slurmctld/reconfigure.alive";
+
+/// The sidecar's probe: its loop went round within the last 60 s (a round is 5 s, plus what its
+/// `scontrol` calls take: each gives up after slurm.conf's MessageTimeout).
+pub fn sidecar_probe(initial_delay: i32) -> k8s_openapi::api::core::v1::Probe {
+    k8s_openapi::api::core::v1::Probe {
+        exec: Some(k8s_openapi::api::core::v1::ExecAction {
+            command: Some(vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!("test $(( $(date +%s) - $(stat -c %Y {HEARTBEAT}) )) -lt 60"),
+            ]),
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(20),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
 
 /// Where the `reconfigure` sidecar finds the maintenance reservations it makes.
 pub const MAINTENANCE_DIR: &str = "/etc/slurmops/maintenance";

@@ -318,6 +318,20 @@ async fn a_daemon_started_against_fifty_thousand_jobs_scales_out_for_a_pending_j
             (took + knows.elapsed()).as_secs_f64()
         );
     }
+    // What the control plane's default memory requests (render/resources.rs) are sized from:
+    // slurmctld holding this queue, slurmrestd after serving it to slurmops job by job.
+    use slurmops::render::resources::{self, SLURMCTLD, SLURMRESTD};
+    for (program, ask) in [("slurmctld", SLURMCTLD), ("slurmrestd", SLURMRESTD)] {
+        let peak = Scale::peak_rss_mib(program);
+        let request = resources::memory_bytes(ask) as f64 / (1024.0 * 1024.0);
+        println!(
+            "{program} peak resident memory at {held} jobs: {peak:.0} MiB (default request {request:.0} MiB)"
+        );
+        assert!(
+            peak <= request,
+            "{program} held {peak:.0} MiB at {held} jobs, over its default memory request of {request:.0} MiB: raise it in render/resources.rs"
+        );
+    }
     drop(daemon);
     fleet.cleanup().await;
     assert!(

@@ -17,6 +17,7 @@ mod property;
 mod readme;
 mod release;
 mod render_plan;
+mod resources;
 mod signatures;
 mod slurm_faults;
 mod structure;

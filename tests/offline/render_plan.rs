@@ -151,12 +151,22 @@ fn no_rendered_object_carries_the_database_password() {
         conf.contains("StorageUser=slurm") && !conf.lines().any(|l| l.starts_with("StoragePass")),
         "slurmdbd.conf must not hold the password"
     );
+    // It reaches slurmdbd.conf from a mounted file, never through the environment (where `ps e`
+    // or a child process would see it).
     let dbd = r.get("StatefulSet", "research-accounting").unwrap();
-    let env = dbd
-        .body
-        .pointer("/spec/template/spec/initContainers/0/env/0/valueFrom/secretKeyRef/name")
-        .unwrap();
-    assert_eq!(env, "slurm-db");
+    let pod = dbd.body.pointer("/spec/template/spec").unwrap();
+    let pass = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "storage-pass")
+        .expect("a volume of the password");
+    assert_eq!(
+        pass["projected"]["sources"][0]["secret"]["name"],
+        "slurm-db"
+    );
+    let text = serde_json::to_string(pod).unwrap();
+    assert!(!text.contains("secretKeyRef"), "{text}");
 }
 
 #[test]

@@ -4,9 +4,18 @@
 # then the database MARIADB_DATABASE and the user MARIADB_USER (from anywhere, password
 # MARIADB_PASSWORD, every right on that database); root@localhost gets MARIADB_ROOT_PASSWORD, or a
 # random password (never printed) when MARIADB_RANDOM_ROOT_PASSWORD is set; one of them is required,
-# as in the official image. Then mariadbd runs in the foreground with the container's arguments.
+# as in the official image. As there, each of the three may come from a file instead
+# (MARIADB_PASSWORD_FILE, ...: a mounted Secret, never in the environment). Then mariadbd runs in
+# the foreground with the container's arguments.
 set -eu
 [ "${1:-}" = mariadbd ] || exec "$@"
+for v in MARIADB_DATABASE MARIADB_USER MARIADB_PASSWORD MARIADB_ROOT_PASSWORD; do
+  eval "f=\${${v}_FILE:-}"
+  if [ -n "$f" ]; then
+    eval "[ -z \"\${$v:-}\" ]" || { echo "entrypoint: set $v or ${v}_FILE, not both"; exit 1; }
+    eval "$v=\$(cat \"\$f\")" || { echo "entrypoint: ${v}_FILE: cannot read $f"; exit 1; }
+  fi
+done
 DATA=/var/lib/mysql
 if [ ! -d "$DATA/mysql" ]; then
   : "${MARIADB_DATABASE:?set MARIADB_DATABASE}" "${MARIADB_USER:?set MARIADB_USER}" "${MARIADB_PASSWORD:?set MARIADB_PASSWORD}"

@@ -45,6 +45,24 @@ impl Scale {
         }
     }
 
+    /// PROGRAM's (slurmctld, slurmrestd) peak resident memory so far, MiB, from its pid file.
+    pub fn peak_rss_mib(program: &str) -> f64 {
+        let run = std::env::var("SLURMOPS_BED_RUN").unwrap_or_else(|_| "/tmp/slurmops-bed".into());
+        let file = format!("{run}/slurm/scale/{program}.pid");
+        let pid: u32 = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert_eq!(
+            comm.trim(),
+            program,
+            "{file} names pid {pid}, not {program}"
+        );
+        slurmops::bench::peak_rss_mib_of(pid)
+    }
+
     /// The one `scale.sh up` started for this process (SCALE_RESTD_URL, SCALE_JWT).
     pub fn from_env() -> Result<Scale, String> {
         let get = |k: &str| {
