@@ -10,9 +10,11 @@
 //! any commit pushed to the branch is applied.
 
 mod deployment;
+mod image;
 mod objects;
 mod settings;
 
+pub use image::default_image;
 pub use objects::objects;
 pub use settings::{
     Install, NAME, PEAK_BASE_MIB, PEAK_PER_TEN_THOUSAND_JOBS_MIB, PEAK_PER_THOUSAND_MIB,

@@ -26,8 +26,9 @@ pub struct InstallArgs {
     /// `slurmops-NAME`, so that each cluster of a namespace gets its own daemon.
     #[arg(long)]
     cluster: Option<String>,
-    #[arg(long, default_value = concat!("ghcr.io/slurmops/slurmops:", env!("CARGO_PKG_VERSION")))]
-    image: String,
+    /// The daemon's image [default: this release's, by digest where the build knows it].
+    #[arg(long)]
+    image: Option<String>,
     #[arg(long, default_value_t = 2)]
     replicas: i32,
     /// Secret with the git credentials: `token` (HTTPS), or `ssh-privatekey` and `known_hosts`.
@@ -163,7 +164,10 @@ pub fn exec(a: InstallArgs) -> Outcome {
         namespace: a.namespace,
         cluster_namespaces: a.cluster_namespaces,
         cluster: a.cluster,
-        image: a.image,
+        image: match a.image {
+            Some(i) => i,
+            None => crate::daemon::install::default_image().map_err(CliError::Other)?,
+        },
         repo: a.repo,
         branch: a.branch,
         path: a.path,
