@@ -417,10 +417,13 @@ pub fn accounting(
         ..Container::default()
     };
     let main = Container {
-        // Its pid file's directory (slurmdbd.conf's PidFile): the root filesystem is read-only.
+        // Its pid file's directory (slurmdbd.conf's PidFile) and /tmp (its ArchiveDir by default,
+        // which it will not start without writing; seen on the real kubelet): the root
+        // filesystem is read-only.
         volume_mounts: Some(vec![
             pod::mount("etc-slurm", ETC_SLURM, true),
             pod::mount("run-slurmdbd", "/run/slurmdbd", false),
+            pod::mount("tmp", "/tmp", false),
         ]),
         ..pod::daemon(s, "slurmdbd", image, vec!["-D".into()], SLURMDBD_PORT, 5)
     };
@@ -439,7 +442,12 @@ pub fn accounting(
         }),
         ..Volume::default()
     };
-    let mut volumes = vec![etc, keys, template_vol, pass, run];
+    let tmp = Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    let mut volumes = vec![etc, keys, template_vol, pass, run, tmp];
     volumes.extend(super::backup::volume(s));
     let template = PodParts {
         names,
