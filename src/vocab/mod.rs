@@ -135,6 +135,8 @@ vocabulary! {
         MANAGER_STATUS = "slurmops-status";
     }
     Object {
+        /// The daemon's objects (`slurmops-NAME` with `--cluster NAME`) and its pods' `app.kubernetes.io/name`: the clusters' NetworkPolicies let pods so labelled, in any namespace, reach slurmrestd.
+        DAEMON_NAME = "slurmops";
         /// The Lease only its holder writes under (`slurmops-leader-NAME` with `--cluster NAME`).
         LEASE = "slurmops-leader";
         /// The daemon's status ConfigMap (`slurmops-status-NAME` with `--cluster NAME`).
