@@ -18,6 +18,11 @@ pub fn apply_manager(cluster: &str) -> String {
     format!("{MANAGER_APPLY}/{cluster}")
 }
 
+/// The daemon's objects' name (`slurmops-NAME` with `--cluster NAME`) and its pods'
+/// `app.kubernetes.io/name`: the clusters' NetworkPolicies let pods so labelled, in any
+/// namespace, reach slurmrestd.
+pub const DAEMON_NAME: &str = "slurmops";
+
 /// What a term names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -135,8 +140,6 @@ vocabulary! {
         MANAGER_STATUS = "slurmops-status";
     }
     Object {
-        /// The daemon's objects (`slurmops-NAME` with `--cluster NAME`) and its pods' `app.kubernetes.io/name`: the clusters' NetworkPolicies let pods so labelled, in any namespace, reach slurmrestd.
-        DAEMON_NAME = "slurmops";
         /// The Lease only its holder writes under (`slurmops-leader-NAME` with `--cluster NAME`).
         LEASE = "slurmops-leader";
         /// The daemon's status ConfigMap (`slurmops-status-NAME` with `--cluster NAME`).
