@@ -108,11 +108,11 @@ pub async fn quickstart_paths_allowed(kube: &kube::Client, cluster_ns: &str, dae
     net.namespace("outsider", BTreeMap::new());
     let outsider = Source::Pod(reach::Pod::new("outsider", &[("app", "outsider")]));
     let pod = |p: &&reach::Pod| Source::Pod((*p).clone());
-    let mut paths: Vec<(String, Source, &reach::Pod, u16, bool)> = Vec::new();
+    let mut paths: Vec<(String, Source, reach::Pod, u16, bool)> = Vec::new();
     let mut need = |what: &str, from: &[&reach::Pod], to: &[&reach::Pod], port: u16| {
         for f in from {
             for t in to {
-                paths.push((what.to_string(), pod(f), *t, port, true));
+                paths.push((what.to_string(), pod(f), (*t).clone(), port, true));
             }
         }
     };
@@ -139,7 +139,7 @@ pub async fn quickstart_paths_allowed(kube: &kube::Client, cluster_ns: &str, dae
             paths.push((
                 format!("an outsider -> {what}"),
                 outsider.clone(),
-                *t,
+                (*t).clone(),
                 port,
                 false,
             ));
@@ -150,7 +150,7 @@ pub async fn quickstart_paths_allowed(kube: &kube::Client, cluster_ns: &str, dae
         paths.push((
             "not slurmdbd -> MariaDB".into(),
             pod(f),
-            db[0],
+            db[0].clone(),
             mysql,
             false,
         ));
