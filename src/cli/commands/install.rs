@@ -1,6 +1,6 @@
 //! `slurmops install --print`: the daemon's own objects (Deployment, ServiceAccount, Role(s),
-//! RoleBinding(s), Service, NetworkPolicy) from its flags; `crate::daemon::install` makes them, and
-//! `crate::daemon::monitoring` the PrometheusRule and the dashboard's ConfigMap.
+//! RoleBinding(s), Service, NetworkPolicy) from its flags; `crate::daemon::install` makes them,
+//! and `crate::daemon::monitoring` the PrometheusRule and the dashboard's ConfigMap.
 
 use crate::cli::prelude::*;
 
