@@ -58,7 +58,8 @@ pub enum Source {
 #[derive(Debug, Clone, Default)]
 pub struct Network {
     pub policies: Vec<NetworkPolicy>,
-    /// Each namespace's labels; `kubernetes.io/metadata.name` is added, as the API server does.
+    /// Each namespace's labels; `kubernetes.io/metadata.name` is added, as API servers do since
+    /// Kubernetes 1.21.
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
