@@ -16,9 +16,9 @@ use super::diag::{Finding, Path};
 pub const MAX_RENDERED: usize = 16 << 20;
 
 /// Objects slurmops renders whatever the spec (ConfigMaps, Services, the controller, slurmrestd,
-/// the database, accounting, their PodDisruptionBudgets, NetworkPolicies, a ServiceMonitor), at
-/// most.
-const FIXED_OBJECTS: usize = 32;
+/// the database, accounting, their PodDisruptionBudgets, a NetworkPolicy for each and for the
+/// workers and the login pods, a ServiceMonitor), at most.
+const FIXED_OBJECTS: usize = 34;
 /// Objects per NodeSet (its StatefulSet or pods' template, its PodDisruptionBudget) and per login
 /// set (its Deployment, its Service).
 const OBJECTS_PER_SET: usize = 2;

@@ -89,7 +89,7 @@ pub struct ClusterSpec {
     pub partitions: Vec<Partition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
-    /// NetworkPolicies limiting who reaches slurmctld, slurmdbd and slurmrestd (off by default).
+    /// NetworkPolicies limiting who reaches each component's pods (on unless `enabled: false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicy>,
     /// Copies taken before a Slurm upgrade converts the accounting database and slurmctld's
@@ -101,16 +101,22 @@ pub struct ClusterSpec {
     pub policy: Policy,
 }
 
-/// Who may reach the control plane. With it, slurmctld takes connections only from the cluster's
-/// own pods, slurmdbd only from slurmctld and slurmrestd, and slurmrestd from the cluster's pods
-/// and the namespaces listed (where slurmops runs, a monitoring namespace). Workers and login
-/// pods are not limited (jobs talk between workers; users reach login pods).
+/// Who may reach the cluster's pods: a NetworkPolicy per component, rendered unless `enabled` is
+/// false. slurmctld takes connections only from the cluster's own pods (and the monitoring
+/// namespaces listed); slurmdbd only from the cluster's own pods; the in-cluster MariaDB only
+/// from slurmdbd (and the scheduled copies); slurmrestd from the cluster's own pods, the slurmops
+/// daemon's pods (labelled `app.kubernetes.io/name: slurmops`, in any namespace) and the
+/// namespaces listed; workers from the cluster's own pods, on every port; login pods from anyone
+/// on ssh and from the cluster's own pods on every port. They take effect where the cluster's
+/// network plugin enforces NetworkPolicies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetworkPolicy {
+    /// Render the policies (default true); false renders none, and leaves every pod open.
     #[serde(default = "yes_network")]
     pub enabled: bool,
-    /// Namespaces (by name) whose pods may reach slurmrestd, e.g. `[slurmops]`.
+    /// Namespaces (by name) whose pods may reach slurmrestd besides the daemon's, e.g. a
+    /// dashboard's `[monitoring]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restapi_from_namespaces: Vec<String>,
     /// Namespaces (by name) whose pods may scrape slurmctld's metrics (its port), e.g.
@@ -121,6 +127,17 @@ pub struct NetworkPolicy {
 
 fn yes_network() -> bool {
     true
+}
+
+/// Absent: the policies are rendered.
+impl Default for NetworkPolicy {
+    fn default() -> Self {
+        NetworkPolicy {
+            enabled: true,
+            restapi_from_namespaces: Vec::new(),
+            metrics_from_namespaces: Vec::new(),
+        }
+    }
 }
 
 /// Authentication keys.

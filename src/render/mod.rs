@@ -12,7 +12,7 @@ pub mod handback;
 pub mod login;
 pub mod metrics;
 pub mod names;
-mod network;
+pub mod network;
 pub mod objects;
 pub mod pod;
 pub mod reconfigure;

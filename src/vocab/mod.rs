@@ -18,6 +18,11 @@ pub fn apply_manager(cluster: &str) -> String {
     format!("{MANAGER_APPLY}/{cluster}")
 }
 
+/// The daemon's objects' name (`slurmops-NAME` with `--cluster NAME`) and its pods'
+/// `app.kubernetes.io/name`: the clusters' NetworkPolicies let pods so labelled, in any
+/// namespace, reach slurmrestd.
+pub const DAEMON_NAME: &str = "slurmops";
+
 /// What a term names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -518,6 +518,12 @@ async fn slurm_from_images(repo: &Repo, quickstart: &str, applied: &str, dir: &P
         crate::support::slurm_images::ready_after(NS).join(", ")
     );
 
+    // The NetworkPolicies the quickstart renders and the install prints, as applied: the bed's
+    // network does not enforce them, so they are judged on what the API server accepted and the
+    // pods running now (tests/e2e/support/network_policies.rs).
+    let kube = crate::support::client(&real_node().kubeconfig).await;
+    crate::support::network_policies::quickstart_paths_allowed(&kube, NS, "slurmops").await;
+
     // A user's jobs, from a worker pod (the quickstart has no login pod): srun and sbatch.
     let (worker, old_uid, image) = workers(NS).remove(0);
     assert_eq!(image, "ghcr.io/slinkyproject/slurmd:24.11-ubuntu24.04");

@@ -1405,7 +1405,14 @@ fn a_backup_schedule_is_one_cron_job_planned_like_any_object() {
         .iter()
         .map(|c| format!("{:?} {}/{}", c.action, c.kind, c.name))
         .collect();
-    assert_eq!(changes, ["Create CronJob/quick-backup"]);
+    // The database's NetworkPolicy lets the copies' pods in.
+    assert_eq!(
+        changes,
+        [
+            "Create CronJob/quick-backup",
+            "Update NetworkPolicy/quick-database"
+        ]
+    );
     let out = format::text(&p, "x");
     assert!(out.contains("+ create CronJob slurm/quick-backup"), "{out}");
     assert!(out.contains("schedule: 0 3 * * *"), "{out}");
@@ -1415,7 +1422,13 @@ fn a_backup_schedule_is_one_cron_job_planned_like_any_object() {
         .iter()
         .map(|c| format!("{:?} {}/{}", c.action, c.kind, c.name))
         .collect();
-    assert_eq!(changes, ["Delete CronJob/quick-backup"]);
+    assert_eq!(
+        changes,
+        [
+            "Update NetworkPolicy/quick-database",
+            "Delete CronJob/quick-backup"
+        ]
+    );
 
     let r = render(&load_text(&scheduled));
     let cron_job = Rendered {

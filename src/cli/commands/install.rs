@@ -1,6 +1,6 @@
 //! `slurmops install --print`: the daemon's own objects (Deployment, ServiceAccount, Role(s),
-//! RoleBinding(s), Service) from its flags; `crate::daemon::install` makes them, and
-//! `crate::daemon::monitoring` the PrometheusRule and the dashboard's ConfigMap.
+//! RoleBinding(s), Service, NetworkPolicy) from its flags; `crate::daemon::install` makes them,
+//! and `crate::daemon::monitoring` the PrometheusRule and the dashboard's ConfigMap.
 
 use crate::cli::prelude::*;
 
@@ -138,6 +138,16 @@ pub struct InstallArgs {
     /// RuntimeClass pods may run with (repeat; the daemon's --allow-runtime-class).
     #[arg(long = "allow-runtime-class")]
     allow_runtime_classes: Vec<String>,
+    /// Namespace whose pods may reach the daemon's port (metrics, webhook, live view; repeat
+    /// for several). By default every pod of the Kubernetes cluster may, and nothing outside it
+    /// but through an in-cluster ingress controller or proxy (a webhook from the git host comes
+    /// that way).
+    #[arg(long = "reachable-from", value_name = "NAMESPACE")]
+    reachable_from: Vec<String>,
+    /// Leave out the daemon's NetworkPolicy (its port then takes connections from wherever the
+    /// network lets them).
+    #[arg(long, conflicts_with = "reachable_from")]
+    no_network_policy: bool,
     /// The most workers its clusters will have: the daemon's memory limit is sized for them from
     /// the scale bench's measured formula (see docs/benchmarks.md).
     #[arg(long, default_value_t = 1000)]
@@ -156,8 +166,8 @@ pub struct InstallArgs {
     grafana_dashboard: bool,
 }
 
-/// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s)
-/// and Service.
+/// `slurmops install --print`: the daemon's Deployment, ServiceAccount, Role(s), RoleBinding(s),
+/// Service and NetworkPolicy.
 pub fn exec(a: InstallArgs) -> Outcome {
     let _ = a.print;
     let i = crate::daemon::install::Install {
@@ -184,6 +194,8 @@ pub fn exec(a: InstallArgs) -> Outcome {
         job_user: a.job_user,
         allowed_signers: a.allowed_signers,
         allowed_gpg_keys: a.allowed_gpg_keys,
+        network_policy: !a.no_network_policy,
+        reachable_from: a.reachable_from,
         guard: crate::daemon::install::Widened {
             policy: a.policy,
             host_paths: a.allow_host_paths,

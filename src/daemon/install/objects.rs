@@ -1,8 +1,9 @@
 //! The objects `install --print` prints, in apply order: the ServiceAccount, a Role and
-//! RoleBinding per namespace, the node reader, the Deployment, its PodDisruptionBudget and the
-//! leader's Service.
+//! RoleBinding per namespace, the node reader, the Deployment, its PodDisruptionBudget, the
+//! leader's Service and the NetworkPolicy that lets only pods reach its port.
 
 use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -12,6 +13,7 @@ use serde_json::Value as Json;
 use super::deployment::deployment;
 use super::settings::{Install, PORT, labels, meta, node_reader_name};
 use crate::apply::rbac;
+use crate::render::network;
 
 fn to_json<T: serde::Serialize>(o: &T) -> Json {
     serde_json::to_value(o).expect("typed objects serialize")
@@ -115,5 +117,24 @@ pub fn objects(i: &Install) -> Vec<Json> {
         }),
         ..Service::default()
     }));
+    if i.network_policy {
+        out.push(to_json(&network_policy(i)));
+    }
     out
+}
+
+/// Ingress to the daemon's pods on its port only (metrics, webhook, live view), from the pods of
+/// the namespaces the install names, else from every pod of the Kubernetes cluster: from outside
+/// it only through an in-cluster ingress controller or proxy.
+fn network_policy(i: &Install) -> NetworkPolicy {
+    let from = match i.reachable_from.is_empty() {
+        true => network::any_pod(),
+        false => network::namespaces(&i.reachable_from),
+    };
+    let port = u16::try_from(PORT).expect("the daemon's port is a port");
+    network::policy_for(
+        meta(i, &i.namespace),
+        labels(i),
+        vec![network::rule(Some(vec![from]), Some(port))],
+    )
 }

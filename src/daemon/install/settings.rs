@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-pub const NAME: &str = "slurmops";
+pub const NAME: &str = crate::vocab::DAEMON_NAME;
 pub(super) const PORT: i32 = 8080;
 
 /// What to install.
@@ -38,6 +38,11 @@ pub struct Install {
     pub allowed_signers: Option<String>,
     /// ConfigMap with `allowed_gpg_keys` (armored OpenPGP keys allowed to sign commits).
     pub allowed_gpg_keys: Option<String>,
+    /// Render the daemon's NetworkPolicy (ingress to its port only, from `reachable_from`).
+    pub network_policy: bool,
+    /// Namespaces whose pods may reach the daemon's port (metrics, webhook, live view); empty:
+    /// every pod of the Kubernetes cluster.
+    pub reachable_from: Vec<String>,
     /// Guardrails widened at install (the daemon's `--allow-*` flags).
     pub guard: Widened,
     /// Workers the daemon's clusters have at most: its memory limit follows (`memory_limit_mib`).

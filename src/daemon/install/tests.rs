@@ -20,6 +20,8 @@ pub(crate) fn install() -> Install {
         job_user: None,
         allowed_signers: None,
         allowed_gpg_keys: None,
+        network_policy: true,
+        reachable_from: Vec::new(),
         guard: Widened::default(),
         workers: 1000,
         jobs: 50_000,
@@ -217,4 +219,54 @@ fn a_daemon_per_cluster_gets_its_own_names_lease_and_pods() {
             .get(crate::vocab::LABEL_CLUSTER)
             .is_none()
     );
+}
+
+#[test]
+fn the_daemon_s_port_is_reachable_from_pods_only_and_only_its_port() {
+    use crate::render::network::reach::{Network, Pod, Source};
+    let policies = |i: &Install| -> Vec<_> {
+        find(&objects(i), "NetworkPolicy")
+            .into_iter()
+            .map(|o| serde_json::from_value(o.clone()).unwrap())
+            .collect()
+    };
+    let per_cluster = Install {
+        cluster: Some("c".into()),
+        ..install()
+    };
+    // Its pods, as the Deployment labels them (a daemon per cluster's carry the cluster).
+    let pod_of = |i: &Install| {
+        let objs = objects(i);
+        let labels = &find(&objs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"];
+        Pod {
+            namespace: i.namespace.clone(),
+            labels: serde_json::from_value(labels.clone()).unwrap(),
+            ..Pod::default()
+        }
+    };
+    let anywhere = Source::Pod(Pod::new("ingress", &[("app", "proxy")]));
+    let outside = Source::Outside("203.0.113.7".parse().unwrap());
+    for i in [install(), per_cluster] {
+        let net = Network::new(policies(&i));
+        let daemon = pod_of(&i);
+        assert!(net.allows(&anywhere, &daemon, 8080, "TCP"), "{}", i.name());
+        assert!(!net.allows(&anywhere, &daemon, 9090, "TCP"));
+        assert!(!net.allows(&outside, &daemon, 8080, "TCP"));
+    }
+    // Namespaces named: those alone.
+    let named = Install {
+        reachable_from: vec!["monitoring".into()],
+        ..install()
+    };
+    let net = Network::new(policies(&named));
+    let daemon = pod_of(&named);
+    let from = |ns: &str| Source::Pod(Pod::new(ns, &[]));
+    assert!(net.allows(&from("monitoring"), &daemon, 8080, "TCP"));
+    assert!(!net.allows(&from("ingress"), &daemon, 8080, "TCP"));
+    // Turned off: none.
+    let off = Install {
+        network_policy: false,
+        ..install()
+    };
+    assert!(policies(&off).is_empty());
 }

@@ -60,6 +60,7 @@ pub mod guest;
 pub mod jobs_axis;
 pub mod kubelet;
 pub mod login_pod;
+pub mod network_policies;
 pub mod oci;
 pub mod real_node;
 pub mod scale;
