@@ -122,28 +122,10 @@ pub fn over(default: Ask, user: Option<ResourceRequirements>) -> ResourceRequire
     r
 }
 
-/// The bytes of a memory quantity (binary and decimal suffixes; 0 when unreadable, which
-/// cluster.yaml's validation has refused already).
+/// The bytes of a memory quantity (0 when unreadable, which cluster.yaml's validation has
+/// refused already).
 fn bytes(q: &str) -> u128 {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (n, unit) = q.split_at(split);
-    let n: f64 = n.parse().unwrap_or(0.0);
-    let m: f64 = match unit {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        _ => 0.0,
-    };
-    (n * m) as u128
+    crate::cluster::values::parse_quantity(q).unwrap_or(0.0) as u128
 }
 
 /// The memory request's bytes of a default (for the bed's measurements to be held against).
