@@ -72,6 +72,29 @@ fn the_release_publishes_the_image_install_uses_with_the_image_script() {
     assert!(workflow.contains("docker://ghcr.io/slurmops/slurmops:$version"));
     assert!(workflow.contains("python3 scripts/image.py daemon"));
     assert!(workflow.contains("--binary amd64=") && workflow.contains("--binary arm64="));
+    // The binaries released are built again with the pushed image's digest, and say it.
+    let job = |name: &str| {
+        let from = workflow
+            .find(&format!("\n  {name}:\n"))
+            .unwrap_or_else(|| panic!("no job {name}"))
+            + 1;
+        let rest = &workflow[from..];
+        // The job ends where the next one starts: a line indented by exactly two spaces.
+        let end = rest
+            .match_indices("\n  ")
+            .find(|(i, _)| !rest[i + 3..].starts_with(' '))
+            .map_or(rest.len(), |(i, _)| i);
+        rest[..end].to_string()
+    };
+    assert!(workflow.contains("--digestfile digest"));
+    let pinned = job("pinned");
+    assert!(pinned.contains("SLURMOPS_IMAGE_DIGEST: ${{ needs.publish.outputs.digest }}"));
+    assert!(
+        pinned.contains("grep -F \"@$SLURMOPS_IMAGE_DIGEST\""),
+        "{pinned}"
+    );
+    let release = job("release");
+    assert!(release.contains("pattern: pinned-*") && release.contains("gh release create"));
     // The bed builds what it deploys with the same script.
     let bed =
         std::fs::read_to_string(Path::new(ROOT).join("tests/e2e/support/real_node.rs")).unwrap();
