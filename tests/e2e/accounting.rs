@@ -351,8 +351,14 @@ on_each_slurm! {
                 .unwrap_or_else(|| panic!("{name} in {env}"))
         };
         let (database, user) = (value("MARIADB_DATABASE")["value"].clone(), value("MARIADB_USER")["value"].clone());
-        let secret = &value("MARIADB_PASSWORD")["valueFrom"]["secretKeyRef"];
-        assert_eq!((secret["name"].as_str(), secret["key"].as_str()), (Some("slurmdbd-db"), Some("password")));
+        // The password as a file of the Secret (the image's `_FILE` contract), not in the environment.
+        let file = value("MARIADB_PASSWORD_FILE")["value"].as_str().unwrap_or_default().to_string();
+        let pod = &sts.body["spec"]["template"]["spec"];
+        let mount = pod["containers"][0]["volumeMounts"].as_array().into_iter().flatten().find(|m| file.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap_or("-")))).unwrap_or_else(|| panic!("no mount holds {file}"));
+        let volume = pod["volumes"].as_array().into_iter().flatten().find(|v| v["name"] == mount["name"]).expect("the password's volume");
+        let secret = &volume["projected"]["sources"][0]["secret"];
+        assert_eq!((secret["name"].as_str(), secret["items"][0]["key"].as_str()), (Some("slurmdbd-db"), Some("password")));
+        assert!(!env.to_string().contains("secretKeyRef"), "{env}");
         assert!(r.slurm["slurmdbd.conf"].contains("StorageHost=bed-mariadb.slurm.svc.cluster.local"));
 
         let db = Mariadb::start(&cnf);

@@ -303,7 +303,8 @@ async fn install_print_objects_are_accepted_and_the_daemon_works_with_the_rbac_t
             "ClusterRoleBinding",
             "Deployment",
             "PodDisruptionBudget",
-            "Service"
+            "Service",
+            "NetworkPolicy"
         ]
     );
     // Least privilege: the one JWT key Secret by name, the one Lease by name; no Secret listed.

@@ -118,7 +118,7 @@ fn set(file: &str, set: &[(&str, String)]) -> String {
 
 /// The rendered slurmdbd init container: its shell command and the Secret its STORAGE_PASS
 /// comes from.
-fn init_container(c: &ClusterFile) -> (String, String, String) {
+fn init_container(c: &ClusterFile) -> (String, String, String, String) {
     let r = render(c);
     let dbd = r
         .objects
@@ -139,13 +139,35 @@ fn init_container(c: &ClusterFile) -> (String, String, String) {
         .as_str()
         .expect("the init container's script")
         .to_string();
-    let env = &init["env"][0];
-    assert_eq!(env["name"], "STORAGE_PASS");
-    let key_ref = &env["valueFrom"]["secretKeyRef"];
+    // The password comes from a mounted Secret, never the environment.
+    assert!(
+        init["env"].is_null(),
+        "the init container has an environment: {init}"
+    );
+    let mount = init["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "storage-pass")
+        .expect("the init container mounts the password");
+    let volume = dbd.body["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "storage-pass")
+        .expect("the pod has the password's volume");
+    let secret = &volume["projected"]["sources"][0]["secret"];
+    let item = &secret["items"][0];
+    let file = format!(
+        "{}/{}",
+        mount["mountPath"].as_str().unwrap_or_default(),
+        item["path"].as_str().unwrap_or_default()
+    );
     (
         cmd,
-        key_ref["name"].as_str().unwrap_or_default().into(),
-        key_ref["key"].as_str().unwrap_or_default().into(),
+        secret["name"].as_str().unwrap_or_default().into(),
+        item["key"].as_str().unwrap_or_default().into(),
+        file,
     )
 }
 
@@ -401,7 +423,7 @@ impl Drop for AcctSlurm {
 /// slurmdbd.conf as the rendered init container writes it: its own command line run with the
 /// paths of this host and STORAGE_PASS set to the Secret's value.
 fn with_password(c: &ClusterFile, template: &str, password: &str) -> String {
-    let (cmd, secret, key) = init_container(c);
+    let (cmd, secret, key, file) = init_container(c);
     let db = c
         .spec
         .accounting
@@ -423,13 +445,16 @@ fn with_password(c: &ClusterFile, template: &str, password: &str) -> String {
     }
     std::fs::write(tpl.join("slurmdbd.conf"), template).expect("write template");
     std::fs::write(keys.join("slurm.key"), "k").expect("write key");
+    // The Secret's file, where the pod mounts it.
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, password).expect("write the password's file");
     let cmd = cmd
+        .replace(&file, &pass.display().to_string())
         .replace("/run/slurmdbd-template/", &format!("{}/", tpl.display()))
         .replace("/run/slurm-keys/", &format!("{}/", keys.display()))
         .replace("/etc/slurm/", &format!("{}/", etc.display()));
     let out = Command::new("sh")
         .args(["-ec", &cmd])
-        .env("STORAGE_PASS", password)
         .output()
         .expect("run the init container's command");
     assert!(

@@ -307,7 +307,7 @@ pub async fn as_installed(
         };
         let kind = d["kind"].as_str().unwrap();
         let plural = match kind {
-            "Deployment" => "deployments".to_string(),
+            k if k.ends_with('y') => format!("{}ies", k[..k.len() - 1].to_lowercase()),
             k => format!("{}s", k.to_lowercase()),
         };
         let ar = ApiResource {
