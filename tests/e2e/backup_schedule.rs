@@ -141,7 +141,8 @@ async fn scheduled_copies_keep_the_newest_a_failed_run_keeps_them_and_the_newest
         std::fs::write(sched.join(f), "kept\n").unwrap();
     }
 
-    // The schedule added: plan shows the CronJob, apply makes it.
+    // The schedule added: plan shows the CronJob, and the database's NetworkPolicy admitting
+    // its pods; apply makes them.
     let with = scheduled_yaml(ns, Some("{cron: \"* * * * *\", keep: 1}"));
     std::fs::write(dir.join("old.yaml"), scheduled_yaml(ns, None)).unwrap();
     std::fs::write(dir.join("cluster.yaml"), &with).unwrap();
@@ -154,8 +155,9 @@ async fn scheduled_copies_keep_the_newest_a_failed_run_keeps_them_and_the_newest
         .unwrap();
     let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
     assert!(
-        plan.contains("1 to create, 0 to update, 0 to replace, 0 to delete")
-            && plan.contains(&format!("+ create CronJob {ns}/{CLUSTER}-backup")),
+        plan.contains("1 to create, 1 to update, 0 to replace, 0 to delete")
+            && plan.contains(&format!("+ create CronJob {ns}/{CLUSTER}-backup"))
+            && plan.contains(&format!("~ update NetworkPolicy {ns}/{CLUSTER}-database")),
         "{plan}"
     );
     std::fs::remove_file(dir.join("old.yaml")).unwrap();
