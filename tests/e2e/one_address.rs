@@ -499,13 +499,22 @@ async fn behind_one_address_slurmops_rolls_the_standby_first_and_after_a_failove
         "-o",
         "jsonpath={.status.podIP}",
     ]);
-    let node = in_pod(
-        &ns,
-        &worker,
-        "slurmd",
-        &format!("scontrol show node {worker}"),
+    // A client's read may time out while slurmctld is busy (seen in a loaded full run: "Socket
+    // timed out on send/recv operation"): asked again, as a user would.
+    let node = eventually(
+        "scontrol show node answering from the worker's pod",
+        Duration::from_secs(60),
+        async || {
+            in_pod(
+                &ns,
+                &worker,
+                "slurmd",
+                &format!("scontrol show node {worker}"),
+            )
+            .ok()
+        },
     )
-    .unwrap();
+    .await;
     assert!(
         node.split_whitespace()
             .any(|f| f == format!("NodeAddr={}", addr.trim())),
