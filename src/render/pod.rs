@@ -246,6 +246,14 @@ fn restricted(c: &mut Container) {
     });
 }
 
+/// The control plane's components: Pod Security "restricted", read-only roots.
+fn control_plane(c: Component) -> bool {
+    matches!(
+        c,
+        Component::Controller | Component::Accounting | Component::RestApi | Component::Database
+    )
+}
+
 pub struct PodParts<'a> {
     pub names: &'a Names,
     pub spec: &'a ClusterSpec,
@@ -276,13 +284,7 @@ impl PodParts<'_> {
         let mut extra = self.sidecars;
         // The control plane's programs and slurmops' sidecars write only to their volumes
         // (state, sockets, pid files): their root filesystems are read-only.
-        if matches!(
-            self.component,
-            Component::Controller
-                | Component::Accounting
-                | Component::RestApi
-                | Component::Database
-        ) {
+        if control_plane(self.component) {
             for c in std::iter::once(&mut main).chain(extra.iter_mut()) {
                 let sc = c.security_context.get_or_insert_with(Default::default);
                 sc.read_only_root_filesystem.get_or_insert(true);
@@ -309,13 +311,7 @@ impl PodParts<'_> {
             extra.extend(o.extra_containers.iter().map(theirs));
         }
         // Control-plane pods pass Pod Security "restricted", sidecars included.
-        if matches!(
-            self.component,
-            Component::Controller
-                | Component::Accounting
-                | Component::RestApi
-                | Component::Database
-        ) {
+        if control_plane(self.component) {
             for c in std::iter::once(&mut main)
                 .chain(init.iter_mut())
                 .chain(extra.iter_mut())
